@@ -1,0 +1,138 @@
+# SPDX-License-Identifier: Apache-2.0
+# nvl72-operator build. Every .c under src/<module>/ (but src/cmd/) goes into
+# libnvl72.a; src/cmd/*_main.c become the binaries. Three variants share the
+# rules: rel (the shipped build), test (unit-test hooks on) and asan
+# (ASan+UBSan); fuzz targets build with clang and libFuzzer.
+
+VERSION := 0.1.0
+BUILD   ?= build
+CC      ?= gcc
+FUZZCC  ?= clang
+PKGS    := libcurl jansson yaml-0.1 libwebsockets openssl
+JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
+
+WARN := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wconversion \
+	-Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wwrite-strings \
+	-Wvla -Werror
+BASEFLAGS := $(WARN) -D_GNU_SOURCE -DNVL72_VERSION='"$(VERSION)"' -Iinclude \
+	-MMD -MP -g $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread -lm -ldl
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+
+CFLAGS_rel  := -O2 -D_FORTIFY_SOURCE=3 -fstack-protector-strong -fPIE
+LDFLAGS_rel := -pie -Wl,-z,relro,-z,now
+CFLAGS_test := -O1 -DNVL72_UNIT_TEST
+LDFLAGS_test :=
+CFLAGS_asan := -O1 -DNVL72_UNIT_TEST -fsanitize=address,undefined \
+	-fno-sanitize-recover=all -fno-omit-frame-pointer
+LDFLAGS_asan := -fsanitize=address,undefined
+
+LIB_SRC   := $(sort $(filter-out src/cmd/%,$(wildcard src/*/*.c)))
+CMD_SRC   := $(sort $(wildcard src/cmd/*_main.c))
+UNIT_SRC  := $(sort $(wildcard tests/unit/*/test_*.c))
+ITEST_SRC := $(sort $(wildcard tests/integration/test_*.c))
+SIM_SRC   := $(sort $(wildcard tests/sim/*.c))
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
+# Helpers shared by several unit tests (not test programs themselves).
+UNIT_HELP := $(sort $(wildcard tests/unit/*.c))
+
+# name_main.c -> nvl72-name (kubectl_nvl72_main.c -> kubectl-nvl72).
+cmd_name = $(subst _,-,$(if $(filter kubectl_nvl72,$(1)),$(1),nvl72-$(1)))
+CMD_BINS := $(foreach s,$(CMD_SRC),$(BUILD)/rel/bin/$(call cmd_name,$(patsubst src/cmd/%_main.c,%,$(s))))
+
+.PHONY: all check unit asan demo bench fuzz clean deps cluster help
+all: $(CMD_BINS) $(BUILD)/rel/libnvl72.a
+
+# variant template: $(1) = rel | test | asan
+define VARIANT
+$(BUILD)/$(1)/obj/%.o: %.c
+	@mkdir -p $$(@D)
+	$$(CC) $$(BASEFLAGS) $$(CFLAGS_$(1)) -c $$< -o $$@
+
+$(BUILD)/$(1)/libnvl72.a: $(patsubst %.c,$(BUILD)/$(1)/obj/%.o,$(LIB_SRC))
+	@mkdir -p $$(@D)
+	rm -f $$@ && ar rcs $$@ $$^
+
+$(1)_UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/$(1)/tests/unit/%,$(UNIT_SRC))
+$(BUILD)/$(1)/tests/unit/%: $(BUILD)/$(1)/obj/tests/unit/%.o $(patsubst %.c,$(BUILD)/$(1)/obj/%.o,$(UNIT_HELP)) $(BUILD)/$(1)/libnvl72.a
+	@mkdir -p $$(@D)
+	$$(CC) $$(CFLAGS_$(1)) $$(LDFLAGS_$(1)) $$(filter %.o,$$^) $(BUILD)/$(1)/libnvl72.a $$(CMOCKA_LIBS) $$(LIBS) -o $$@
+endef
+$(eval $(call VARIANT,rel))
+$(eval $(call VARIANT,test))
+$(eval $(call VARIANT,asan))
+
+$(BUILD)/rel/bin/nvl72-%: $(BUILD)/rel/obj/src/cmd/%_main.o $(BUILD)/rel/libnvl72.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_rel) $(LDFLAGS_rel) $< $(BUILD)/rel/libnvl72.a $(LIBS) -o $@
+$(BUILD)/rel/bin/kubectl-nvl72: $(BUILD)/rel/obj/src/cmd/kubectl_nvl72_main.o $(BUILD)/rel/libnvl72.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_rel) $(LDFLAGS_rel) $< $(BUILD)/rel/libnvl72.a $(LIBS) -o $@
+
+# Integration programs and the tray simulator's fake host tools link the
+# release library; they run against a real control plane.
+ITEST_BINS := $(patsubst tests/integration/%.c,$(BUILD)/rel/tests/integration/%,$(ITEST_SRC))
+$(BUILD)/rel/tests/integration/%: $(BUILD)/rel/obj/tests/integration/%.o $(BUILD)/rel/libnvl72.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_rel) $(LDFLAGS_rel) $< $(BUILD)/rel/libnvl72.a $(CMOCKA_LIBS) $(LIBS) -o $@
+
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/rel/bench/%,$(BENCH_SRC))
+$(BUILD)/rel/bench/%: $(BUILD)/rel/obj/bench/%.o $(BUILD)/rel/libnvl72.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_rel) $(LDFLAGS_rel) $< $(BUILD)/rel/libnvl72.a $(LIBS) -o $@
+
+# libFuzzer targets: the library is rebuilt with clang and coverage.
+FUZZFLAGS := $(filter-out -Wformat=2,$(BASEFLAGS)) -O1 -DNVL72_UNIT_TEST \
+	-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+FUZZ_OBJ  := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(LIB_SRC))
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZCC) $(FUZZFLAGS) -c $< -o $@
+$(BUILD)/fuzz/%: $(BUILD)/fuzz/obj/tests/fuzz/%.o $(FUZZ_OBJ)
+	@mkdir -p $(@D)
+	$(FUZZCC) -fsanitize=fuzzer,address,undefined $^ $(LIBS) -o $@
+
+unit: deps $(test_UNIT_BINS)
+	tests/run-unit.sh test $(test_UNIT_BINS)
+asan: deps $(asan_UNIT_BINS)
+	tests/run-unit.sh asan $(asan_UNIT_BINS)
+
+# The whole suite: unit tests plain and under ASan+UBSan, a short fuzz run
+# of every target, then the integration suites against a real apiserver.
+check: deps
+	$(MAKE) -j$(JOBS) all $(test_UNIT_BINS) $(asan_UNIT_BINS) $(FUZZ_BINS) $(ITEST_BINS)
+	tests/check.sh
+
+fuzz: deps
+	$(MAKE) -j$(JOBS) $(FUZZ_BINS)
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-120} tests/run-fuzz.sh $(FUZZ_BINS)
+
+bench: deps
+	$(MAKE) -j$(JOBS) all $(BENCH_BINS)
+	bench/run.sh $(BENCH_BINS)
+
+demo: deps
+	$(MAKE) -j$(JOBS) all
+	tests/demo.sh
+
+deps:
+	@tests/deps.sh
+
+cluster:
+	tests/cluster/build.sh all
+
+clean:
+	rm -rf $(BUILD)
+
+help:
+	@echo "make            build the operator, agent and kubectl plugin into $(BUILD)/rel/bin"
+	@echo "make check      the full test suite (installs what it needs)"
+	@echo "make demo       a local control plane with the CRDs and the project running on it"
+	@echo "make unit       unit tests; make asan: the same under ASan+UBSan"
+	@echo "make fuzz       every fuzz target for FUZZ_SECONDS (default 120) each"
+	@echo "make bench      benchmarks; results in bench/results/"
+	@echo "make cluster    build the test control plane (cached)"
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

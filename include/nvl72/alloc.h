@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Allocation that never returns NULL: running out of memory is logged and
+ * aborts, so every buffer fed from outside carries an explicit cap instead. */
+#ifndef NVL72_ALLOC_H
+#define NVL72_ALLOC_H
+
+#include <stddef.h>
+
+void *xmalloc(size_t size);
+void *xcalloc(size_t nmemb, size_t size);
+void *xrealloc(void *ptr, size_t size);
+/* Grows an array of nmemb elements of size bytes, checking the product. */
+void *xreallocarray(void *ptr, size_t nmemb, size_t size);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+/* Allocates and formats like asprintf. */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Overwrites a secret before it is freed; the compiler may not elide it. */
+void secure_wipe(void *p, size_t len);
+/* Wipes a NUL-terminated secret and frees it; NULL does nothing. */
+void secure_free_str(char *s);
+
+#endif

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The base module in one include: allocation, bounded buffers, checked
+ * parsing, errors, logging and time. Every other module builds on it. */
+#ifndef NVL72_BASE_H
+#define NVL72_BASE_H
+
+#include "nvl72/alloc.h"
+#include "nvl72/buf.h"
+#include "nvl72/err.h"
+#include "nvl72/log.h"
+#include "nvl72/parse.h"
+#include "nvl72/timeutil.h"
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Makes a static function visible to the unit tests only. */
+#ifdef NVL72_UNIT_TEST
+#define TESTABLE
+#else
+#define TESTABLE static
+#endif
+
+#endif

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A growable byte buffer with a hard cap. Appending past the cap fails with
+ * NV_E_TOO_LARGE and leaves the contents unchanged; the data is always
+ * NUL-terminated so text can be read in place. */
+#ifndef NVL72_BUF_H
+#define NVL72_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#include "nvl72/err.h"
+
+struct buf {
+	char *data;   /* NUL-terminated; NULL until the first append */
+	size_t len;   /* bytes used, not counting the NUL */
+	size_t cap;   /* bytes allocated */
+	size_t max;   /* the most len may ever be */
+};
+
+void buf_init(struct buf *b, size_t max);
+/* Frees the storage; the buffer may be reused after buf_init. */
+void buf_clear(struct buf *b);
+/* Empties without freeing. */
+void buf_reset(struct buf *b);
+enum nv_err buf_append(struct buf *b, const void *data, size_t len);
+enum nv_err buf_append_str(struct buf *b, const char *s);
+enum nv_err buf_append_byte(struct buf *b, char c);
+enum nv_err buf_printf(struct buf *b, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+enum nv_err buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+/* Removes the first n bytes (n <= len). */
+void buf_consume(struct buf *b, size_t n);
+/* Hands the data to the caller (never NULL) and leaves the buffer empty. */
+char *buf_take(struct buf *b);
+/* Wipes the contents before freeing: for buffers that held secrets. */
+void buf_clear_secure(struct buf *b);
+/* A read-only view that is never NULL. */
+const char *buf_str(const struct buf *b);
+
+#endif

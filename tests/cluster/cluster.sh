@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Starts and stops a real test control plane (etcd + kube-apiserver) on
+# loopback with TLS, RBAC and an admin kubeconfig, all inside one directory.
+#
+#   cluster.sh start DIR   prints `export KUBECONFIG=… KUBECTL=…` lines
+#   cluster.sh stop DIR    stops what start launched, by saved PID
+#   cluster.sh reap        stops clusters whose owner process is gone
+#
+# A cluster started with NVL72_CLUSTER_OWNER=<pid> is reaped by the next
+# start once that process has died (a test runner killed mid-run);
+# without an owner it lives until `stop`.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+export PATH="$PATH:/usr/local/go/bin"
+cache=${NVL72_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvl72-operator}
+registry="$cache/clusters"
+mkdir -p "$registry"
+
+log() { printf 'cluster: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# A PID counts as ours only while it still runs one of our binaries, so a
+# recycled PID is never killed.
+ours() {
+	local pid=$1 exe
+	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+	[[ $exe == "$cache"/* ]]
+}
+
+stop_dir() {
+	local dir=$1 pid
+	[[ -f $dir/pids ]] || return 0
+	# Reverse start order: the apiserver before etcd.
+	for pid in $(tac "$dir/pids"); do
+		ours "$pid" && kill -TERM "$pid" 2>/dev/null || true
+	done
+	for _ in $(seq 50); do
+		local alive=0
+		for pid in $(cat "$dir/pids"); do ours "$pid" && alive=1; done
+		((alive)) || break
+		sleep 0.1
+	done
+	for pid in $(cat "$dir/pids"); do
+		ours "$pid" && kill -KILL "$pid" 2>/dev/null || true
+	done
+	rm -f "$dir/pids"
+	rm -f "$registry/$(basename "$(readlink -f "$dir")").$(stat -c %i "$dir" 2>/dev/null || echo 0)"
+	rm -rf "$dir/etcd"
+}
+
+reap() {
+	local entry dir owner
+	for entry in "$registry"/*; do
+		[[ -e $entry ]] || continue
+		read -r dir owner <"$entry" || true
+		[[ -n ${owner:-} ]] || continue
+		if ! kill -0 "$owner" 2>/dev/null; then
+			log "reaping stale cluster in $dir (owner $owner is gone)"
+			stop_dir "$dir"
+			rm -f "$entry"
+		fi
+	done
+}
+
+# A free TCP port on 127.0.0.1: nothing answers a connect to it.
+free_port() {
+	local p
+	for _ in $(seq 100); do
+		p=$((20000 + RANDOM % 30000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+	die "no free port found"
+}
+
+pki() {
+	local d=$1/pki
+	mkdir -p "$d"
+	(
+		cd "$d"
+		umask 077
+		ec="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+		openssl req -x509 $ec -keyout ca.key -out ca.crt -days 30 -subj "/CN=nvl72-test-ca" 2>/dev/null
+		openssl req $ec -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
+		openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+			-out apiserver.crt -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n') 2>/dev/null
+		openssl req $ec -keyout admin.key -out admin.csr -subj "/O=system:masters/CN=admin" 2>/dev/null
+		openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+			-out admin.crt -extfile <(printf 'extendedKeyUsage=clientAuth\n') 2>/dev/null
+		openssl genrsa -out sa.key 2048 2>/dev/null
+		admin=$(openssl rand -hex 24)
+		viewer=$(openssl rand -hex 24)
+		printf '%s,admin-token,admin-token-uid,"system:masters"\n%s,viewer,viewer-uid,"nvl72:viewers"\n' \
+			"$admin" "$viewer" >tokens.csv
+		printf '%s' "$admin" >admin.token
+		printf '%s' "$viewer" >viewer.token
+		rm -f ./*.csr ./*.srl
+	)
+}
+
+kubeconfig() {
+	local dir=$1 port=$2
+	cat >"$dir/kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: nvl72-test
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority: pki/ca.crt
+users:
+- name: admin
+  user:
+    client-certificate: pki/admin.crt
+    client-key: pki/admin.key
+contexts:
+- name: nvl72-test
+  context: {cluster: nvl72-test, user: admin}
+current-context: nvl72-test
+KC
+	chmod 600 "$dir/kubeconfig"
+}
+
+start() {
+	local dir=$1
+	reap
+	[[ ! -f $dir/pids ]] || die "$dir already holds a running cluster; stop it first"
+	bin=$("$here/build.sh" core | tail -1)
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	rm -rf "$dir/etcd" "$dir/logs"
+	mkdir -p "$dir/logs"
+	pki "$dir"
+	: >"$dir/pids"
+	printf '%s %s\n' "$dir" "${NVL72_CLUSTER_OWNER:-}" \
+		>"$registry/$(basename "$dir").$(stat -c %i "$dir")"
+
+	local attempt
+	for attempt in 1 2 3; do
+		ec=$(free_port) ep=$(free_port) ap=$(free_port)
+		setsid "$bin/etcd" --name=default --data-dir="$dir/etcd" \
+			--listen-client-urls="http://127.0.0.1:$ec" --advertise-client-urls="http://127.0.0.1:$ec" \
+			--listen-peer-urls="http://127.0.0.1:$ep" --initial-advertise-peer-urls="http://127.0.0.1:$ep" \
+			--initial-cluster="default=http://127.0.0.1:$ep" --unsafe-no-fsync=true \
+			--log-level=warn >"$dir/logs/etcd.log" 2>&1 </dev/null &
+		echo $! >>"$dir/pids"
+		echo "$ec" >"$dir/etcd-port"
+		local p="$dir/pki"
+		setsid "$bin/kube-apiserver" --etcd-servers="http://127.0.0.1:$ec" \
+			--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$ap" \
+			--cert-dir="$dir/apiserver" --tls-cert-file="$p/apiserver.crt" \
+			--tls-private-key-file="$p/apiserver.key" --client-ca-file="$p/ca.crt" \
+			--token-auth-file="$p/tokens.csv" \
+			--service-account-issuer=https://kubernetes.default.svc.cluster.local \
+			--service-account-key-file="$p/sa.key" --service-account-signing-key-file="$p/sa.key" \
+			--service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC \
+			--allow-privileged=true --endpoint-reconciler-type=none \
+			--disable-admission-plugins=ServiceAccount --profiling=false \
+			${NVL72_APISERVER_ARGS:-} \
+			--v=1 >"$dir/logs/apiserver.log" 2>&1 </dev/null &
+		echo $! >>"$dir/pids"
+		echo "$ap" >"$dir/apiserver-port"
+		local i
+		for i in $(seq 600); do
+			if curl -fsS --max-time 2 --cacert "$p/ca.crt" "https://127.0.0.1:$ap/readyz" >/dev/null 2>&1; then
+				break
+			fi
+			ours "$(tail -1 "$dir/pids")" || break
+			sleep 0.1
+		done
+		if curl -fsS --max-time 2 --cacert "$p/ca.crt" "https://127.0.0.1:$ap/readyz" >/dev/null 2>&1; then
+			kubeconfig "$dir" "$ap"
+			# The default namespace is created just after /readyz.
+			for i in $(seq 100); do
+				"$bin/kubectl" --kubeconfig="$dir/kubeconfig" get namespace default >/dev/null 2>&1 && break
+				sleep 0.1
+			done
+			echo "export KUBECONFIG='$dir/kubeconfig'"
+			echo "export KUBECTL='$bin/kubectl'"
+			echo "export NVL72_CLUSTER_DIR='$dir'"
+			echo "export NVL72_K8S_BIN='$bin'"
+			log "ready: https://127.0.0.1:$ap (etcd 127.0.0.1:$ec, logs in $dir/logs)"
+			return 0
+		fi
+		log "apiserver did not become ready (attempt $attempt); last log lines:"
+		tail -5 "$dir/logs/apiserver.log" >&2 || true
+		stop_dir "$dir"
+		: >"$dir/pids"
+		rm -rf "$dir/etcd"
+	done
+	rm -f "$dir/pids"
+	die "could not start the control plane; see $dir/logs"
+}
+
+case ${1:-} in
+start) [[ $# -eq 2 ]] || die "usage: cluster.sh start DIR"; start "$2" ;;
+stop) [[ $# -eq 2 ]] || die "usage: cluster.sh stop DIR"; stop_dir "$(cd "$2" 2>/dev/null && pwd || echo "$2")" ;;
+reap) reap ;;
+*) die "usage: cluster.sh start DIR | stop DIR | reap" ;;
+esac

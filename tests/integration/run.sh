@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Runs the integration suites, each against a fresh real control plane that
+# is torn down afterwards, even when the suite fails or is interrupted.
+# Suites are tests/integration/*_test.sh scripts and the programs built
+# from tests/integration/test_*.c; both print `ok - …`/`not ok - …` lines
+# (or cmocka's summary) and exit non-zero on failure.
+#
+# usage: tests/integration/run.sh [BUILD_DIR] [FILTER]
+set -uo pipefail
+build=${1:-build}
+filter=${2:-${NVL72_ITEST_FILTER:-}}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+export PATH="$PATH:/usr/local/go/bin"
+export NVL72_BUILD="$root/$build/rel"
+
+suites=()
+for s in tests/integration/*_test.sh "$build"/rel/tests/integration/test_*; do
+	[[ -x $s ]] || continue
+	[[ -z $filter || $s == *$filter* ]] || continue
+	suites+=("$s")
+done
+
+work=$(mktemp -d /tmp/nvl72-itest.XXXXXX)
+current=""
+cleanup() {
+	[[ -n $current ]] && tests/cluster/cluster.sh stop "$current" >/dev/null 2>&1
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The control plane is built once, before the first suite.
+tests/cluster/build.sh core >/dev/null || exit 1
+
+spass=0 sfail=0 cpass=0 cfail=0
+export NVL72_CLUSTER_OWNER=$$
+for s in "${suites[@]}"; do
+	name=$(basename "$s")
+	current="$work/$name"
+	echo "== $name"
+	if ! env_lines=$(tests/cluster/cluster.sh start "$current"); then
+		echo "not ok - $name: control plane did not start"
+		sfail=$((sfail + 1))
+		continue
+	fi
+	eval "$env_lines"
+	start=$(date +%s)
+	out="$work/$name.out"
+	timeout --kill-after=10 "${NVL72_SUITE_TIMEOUT:-900}" "$s" 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+	p=$(grep -cE '^ok( |$)' "$out")
+	f=$(grep -cE '^not ok( |$)' "$out")
+	cp_=$(grep -Eo '^\[  PASSED  \] [0-9]+' "$out" | grep -Eo '[0-9]+$' || true)
+	cf_=$(grep -Eo '^\[  FAILED  \] [0-9]+' "$out" | grep -Eo '[0-9]+$' || true)
+	p=$((p + ${cp_:-0})) f=$((f + ${cf_:-0}))
+	((rc != 0 && f == 0)) && f=1
+	cpass=$((cpass + p)) cfail=$((cfail + f))
+	if ((rc == 0)); then spass=$((spass + 1)); else sfail=$((sfail + 1)); fi
+	echo "== $name: rc=$rc, $p passed, $f failed, $(($(date +%s) - start))s"
+	if ((rc != 0)); then
+		echo "-- last apiserver log lines:"
+		tail -15 "$current/logs/apiserver.log" 2>/dev/null | cut -c1-300
+	fi
+	tests/cluster/cluster.sh stop "$current"
+	current=""
+done
+echo "integration: ${#suites[@]} suites ($spass ok, $sfail failed)"
+echo "integration: $cpass passed, $cfail failed"
+mkdir -p "$build"
+echo "$cpass $cfail" >"$build/.summary-integration"
+((sfail == 0 && cfail == 0))
