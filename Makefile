@@ -102,7 +102,7 @@ asan: deps $(asan_UNIT_BINS)
 # The whole suite: unit tests plain and under ASan+UBSan, a short fuzz run
 # of every target, then the integration suites against a real apiserver.
 check: deps
-	$(MAKE) -j$(JOBS) all $(test_UNIT_BINS) $(asan_UNIT_BINS) $(FUZZ_BINS) $(ITEST_BINS)
+	$(MAKE) -j$(JOBS) all $(test_UNIT_BINS) $(asan_UNIT_BINS) $(FUZZ_BINS) $(ITEST_BINS) $(CHECK_EXTRA)
 	tests/check.sh
 
 fuzz: deps
@@ -134,5 +134,9 @@ help:
 	@echo "make fuzz       every fuzz target for FUZZ_SECONDS (default 120) each"
 	@echo "make bench      benchmarks; results in bench/results/"
 	@echo "make cluster    build the test control plane (cached)"
+
+# Module-specific rules (the simulator's shared library and tools, ...);
+# a fragment adds what `make check` must also build to CHECK_EXTRA.
+include $(sort $(wildcard tests/*/*.mk))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
