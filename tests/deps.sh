@@ -18,6 +18,7 @@ need=(
 	"cmd:clang:clang"
 	"cmd:openssl:openssl"
 	"cmd:curl:curl"
+	"cmd:jq:jq"
 	"cmd:flock:util-linux"
 	"file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev"
 )
