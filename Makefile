@@ -137,6 +137,6 @@ help:
 
 # Module-specific rules (the simulator's shared library and tools, ...);
 # a fragment adds what `make check` must also build to CHECK_EXTRA.
-include $(sort $(wildcard tests/*/*.mk))
+include $(sort $(wildcard src/*/*.mk tests/*/*.mk))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
