@@ -42,6 +42,8 @@ cmd_name = $(subst _,-,$(if $(filter kubectl_nvl72,$(1)),$(1),nvl72-$(1)))
 CMD_BINS := $(foreach s,$(CMD_SRC),$(BUILD)/rel/bin/$(call cmd_name,$(patsubst src/cmd/%_main.c,%,$(s))))
 
 .PHONY: all check unit asan demo bench fuzz clean deps cluster help
+# Keep the objects of test programs between runs.
+.SECONDARY:
 all: $(CMD_BINS) $(BUILD)/rel/libnvl72.a
 
 # variant template: $(1) = rel | test | asan

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The upgrade side of the API: CompatibilityMatrix (parsed straight into a
+ * struct matrix), RackUpgrade and UpgradeApproval, their status, and the
+ * checks against a matrix that the admission webhook runs on an upgrade. */
+#ifndef NVL72_API_UPGRADE_H
+#define NVL72_API_UPGRADE_H
+
+#include "nvl72/api.h"
+#include "nvl72/matrix.h"
+
+/* ---- CompatibilityMatrix --------------------------------------------- */
+
+/* Validates a CompatibilityMatrix object and builds the engine from its
+ * spec (the matrix is named after metadata.name). Besides the schema and
+ * its CEL rules this checks what the apiserver cannot: that the tuple
+ * after every step but the last of each transition is itself a stack.
+ * NV_E_INVALID_OBJECT (errs filled, *out untouched) when anything is
+ * wrong; the caller frees *out with matrix_free. */
+enum nv_err api_matrix_parse(const json_t *obj, struct matrix **out,
+			     struct api_errors *errs);
+
+struct api_matrix_status {
+	int64_t observed_generation;
+	unsigned stack_count;
+	unsigned transition_count;
+	unsigned racks;
+	unsigned nconditions;
+	struct api_condition conditions[API_CONDITIONS_MAX];
+};
+
+json_t *api_matrix_status_to_json(const struct api_matrix_status *s);
+
+/* ---- RackUpgrade ------------------------------------------------------ */
+
+enum api_upgrade_class {
+	API_UPGRADE_ROUTINE = 0,
+	API_UPGRADE_SECURITY,
+};
+
+#define API_UPGRADE_CVES_MAX 32
+#define API_SELECTOR_LABELS_MAX 16
+
+struct api_label {
+	char key[318];
+	char value[64];
+};
+
+struct api_rack_upgrade {
+	struct api_meta meta;
+	char rack[59];                 /* one of rack and selector */
+	unsigned nselector;
+	struct api_label selector[API_SELECTOR_LABELS_MAX];
+	char target_matrix[64];
+	char target_stack[64];
+	enum api_upgrade_class cls;
+	char reason[2049];
+	unsigned ncves;
+	char cves[API_UPGRADE_CVES_MAX][MATRIX_CVE_LEN];
+	int64_t earliest_start_ms;     /* 0: unset */
+	char canary_partition[64];
+	int64_t canary_soak_ms;        /* 0: the matrix gate's soak */
+	int wave_size;                 /* 0: unset */
+	bool paused;
+	bool abort;
+	bool force;
+};
+
+enum nv_err api_rack_upgrade_parse(const json_t *obj,
+				   struct api_rack_upgrade **out,
+				   struct api_errors *errs);
+void api_rack_upgrade_free(struct api_rack_upgrade *u);
+
+enum api_upgrade_phase {
+	API_PHASE_PROPOSED = 0,
+	API_PHASE_NOTICE,
+	API_PHASE_AWAITING_APPROVAL,
+	API_PHASE_SCHEDULED,
+	API_PHASE_CANARY,
+	API_PHASE_VALIDATING,
+	API_PHASE_ROLLING_OUT,
+	API_PHASE_COMPLETED,
+	API_PHASE_HALTED,
+	API_PHASE_PAUSED,
+	API_PHASE_ABORTED,
+};
+
+const char *api_upgrade_phase_name(enum api_upgrade_phase p);
+
+enum api_step_phase {
+	API_STEP_PENDING = 0,
+	API_STEP_RUNNING,
+	API_STEP_SUCCEEDED,
+	API_STEP_FAILED,
+	API_STEP_SKIPPED,
+};
+
+enum api_step_action {
+	API_ACT_CORDON = 0,
+	API_ACT_DRAIN,
+	API_ACT_APPLY,
+	API_ACT_WAIT_FABRIC,
+	API_ACT_WAIT_IMEX,
+	API_ACT_VALIDATE,
+	API_ACT_SOAK,
+	API_ACT_UNCORDON,
+	API_ACT_ROLL_BACK,
+};
+
+/* Gate evidence of a Validate step. */
+struct api_gate_evidence {
+	bool set;
+	char fabric_state[17];
+	char imex_domain_state[17];
+	int busbw_gbps;
+	int floor_gbps;
+	int tolerance_pct;
+	char transport[17];
+	bool passed;
+	char report[513];
+};
+
+struct api_upgrade_step {
+	int index;
+	int wave;
+	enum api_step_action action;
+	uint32_t components; /* MATRIX_BIT set */
+	uint32_t trays;      /* bit i = tray index i (1..18) */
+	enum api_step_phase phase;
+	int64_t start_ms;
+	int64_t completion_ms;
+	char message[513];
+	struct api_gate_evidence evidence;
+};
+
+struct api_upgrade_wave {
+	int index;
+	uint32_t trays;
+	enum api_step_phase phase;
+	int64_t start_ms;
+	int64_t completion_ms;
+};
+
+struct api_upgrade_approval_ref {
+	enum matrix_layer layer;
+	char name[64];
+	char user[254];
+	bool rejected;
+	int64_t time_ms;
+};
+
+#define API_UPGRADE_STEPS_MAX 256
+#define API_UPGRADE_WAVES_MAX 19
+
+/* The durable record of a RackUpgrade. The plan is the matrix plan from the
+ * rack's stack; steps are owned by the struct (nsteps of them). */
+struct api_rack_upgrade_status {
+	int64_t observed_generation;
+	enum api_upgrade_phase phase;
+	int64_t phase_ms;
+	char message[1025];
+	char from_stack[64];
+	bool has_plan;
+	struct matrix_plan plan;
+	int64_t notice_start_ms;
+	int64_t notice_end_ms;
+	uint32_t required_approvals; /* MATRIX_BIT(layer) */
+	unsigned napprovals;
+	struct api_upgrade_approval_ref approvals[10];
+	int64_t scheduled_start_ms;
+	char window[64];
+	char canary_partition[64];
+	uint32_t canary_trays;
+	unsigned nwaves;
+	struct api_upgrade_wave waves[API_UPGRADE_WAVES_MAX];
+	unsigned nsteps;
+	struct api_upgrade_step *steps;
+	int64_t start_ms;
+	int64_t completion_ms;
+	unsigned nconditions;
+	struct api_condition conditions[API_CONDITIONS_MAX];
+};
+
+/* The status object; plan steps and steps past the CRD's bounds are cut. */
+json_t *api_rack_upgrade_status_to_json(const struct api_rack_upgrade_status *s);
+
+/* ---- UpgradeApproval -------------------------------------------------- */
+
+struct api_upgrade_approval {
+	struct api_meta meta;
+	char upgrade[64];
+	enum matrix_layer layer;
+	bool rejected;
+	char comment[2049];
+	int64_t not_before_ms;
+	char approved_by[254]; /* stamped by the webhook */
+	char approved_by_uid[129];
+};
+
+enum nv_err api_upgrade_approval_parse(const json_t *obj,
+				       struct api_upgrade_approval **out,
+				       struct api_errors *errs);
+void api_upgrade_approval_free(struct api_upgrade_approval *a);
+
+struct api_upgrade_approval_status {
+	int64_t observed_generation;
+	bool counted;
+	char message[1025];
+	unsigned nconditions;
+	struct api_condition conditions[API_CONDITIONS_MAX];
+};
+
+json_t *api_upgrade_approval_status_to_json(
+	const struct api_upgrade_approval_status *s);
+
+/* ---- checks against the matrix ---------------------------------------- */
+
+/* An upgrade against the matrix it targets: spec.target.matrix names m,
+ * spec.target.stack is one of its stacks, and for each stack the rack's
+ * trays run now (from_stacks, n of them; duplicates are fine) there is a
+ * plan that is not blocked and whose intermediate tuples are all stacks.
+ * A security upgrade's CVEs must each be fixed by the target stack.
+ * Returns NV_E_INVALID_OBJECT with errs filled when a rule fails. */
+enum nv_err api_rack_upgrade_check_matrix(const struct api_rack_upgrade *u,
+					  const struct matrix *m,
+					  const char *const *from_stacks,
+					  unsigned n, unsigned plan_flags,
+					  struct api_errors *errs);
+
+/* An approval for a layer the upgrade's plan does not need, or for an
+ * upgrade that is already over, is refused. */
+enum nv_err api_upgrade_approval_check(const struct api_upgrade_approval *a,
+				       const struct api_rack_upgrade *u,
+				       const struct api_rack_upgrade_status *us,
+				       struct api_errors *errs);
+
+#endif

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: Apache-2.0
+// ComputeDomain and RackPartition: the two kinds that carve a rack's
+// NVLink domain (partitions for tenants and canaries, compute domains for
+// jobs), their status, and the rules between them and their rack.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_int.h"
+#include "nvl72/alloc.h"
+#include "nvl72/api_domain.h"
+
+static const char *const alloc_names[] = {"Single", "All"};
+
+static unsigned popcount(uint32_t x)
+{
+	unsigned n = 0;
+	for (; x != 0; x &= x - 1)
+		n++;
+	return n;
+}
+
+enum nv_err api_rack_partition_parse(const json_t *obj,
+				     struct api_rack_partition **out,
+				     struct api_errors *errs)
+{
+	struct api_ctx c;
+	struct api_rack_partition *p = xcalloc(1, sizeof(*p));
+	const json_t *spec = NULL;
+	unsigned before = errs->n + errs->dropped;
+	p->canary_eligible = true;
+	api_ctx_init(&c, errs);
+	if (!json_is_object(obj)) {
+		api_fail(&c, "must be an object");
+		goto out;
+	}
+	if (api_meta_parse(&c, obj, "RackPartition", false, &p->meta) &&
+	    (strlen(p->meta.name) > 63 || !api_str_matches(API_S_DNS_LABEL, p->meta.name)))
+		api_fail_at(&c, "metadata.name", "metadata.name must be a DNS label: it is used as a Node label value");
+	if (!api_get_object(&c, obj, "spec", true, &spec))
+		goto out;
+	size_t old = api_path_push(&c, "spec");
+	(void)api_get_string(&c, spec, "rack", true, 1, 58, API_S_DNS_LABEL, p->rack,
+			     sizeof(p->rack));
+	(void)api_get_tray_set(&c, spec, "trays", true, 1, &p->trays);
+	(void)api_get_string(&c, spec, "tenant", false, 0, 63, API_S_TENANT,
+			     p->tenant, sizeof(p->tenant));
+	(void)api_get_bool(&c, spec, "canaryEligible", &p->canary_eligible);
+	api_path_pop(&c, old);
+out:
+	if (errs->n + errs->dropped != before) {
+		free(p);
+		return NV_E_INVALID_OBJECT;
+	}
+	*out = p;
+	return NV_OK;
+}
+
+void api_rack_partition_free(struct api_rack_partition *p)
+{
+	free(p);
+}
+
+static void domain_spec_parse(struct api_ctx *c, const json_t *spec,
+			      struct api_compute_domain *d)
+{
+	int64_t v = 0;
+	int e = 0;
+	const json_t *o = NULL;
+	if (api_get_int(c, spec, "numNodes", true, 1, API_COMPUTE_TRAYS, &v))
+		d->num_nodes = (int)v;
+	if (api_get_object(c, spec, "selector", false, &o)) {
+		size_t old = api_path_push(c, "selector");
+		(void)api_get_string(c, o, "rack", false, 0, 58, API_S_DNS_LABEL,
+				     d->rack, sizeof(d->rack));
+		(void)api_get_string(c, o, "partition", false, 0, 63,
+				     API_S_DNS_LABEL, d->partition,
+				     sizeof(d->partition));
+		api_path_pop(c, old);
+	}
+	if (api_get_object(c, spec, "channel", false, &o)) {
+		size_t old = api_path_push(c, "channel");
+		if (api_get_enum(c, o, "allocationMode", false, alloc_names, 2, &e))
+			d->alloc_mode = (enum api_alloc_mode)e;
+		api_path_pop(c, old);
+	}
+}
+
+enum nv_err api_compute_domain_parse(const json_t *obj,
+				     struct api_compute_domain **out,
+				     struct api_errors *errs)
+{
+	struct api_ctx c;
+	struct api_compute_domain *d = xcalloc(1, sizeof(*d));
+	const json_t *spec = NULL;
+	unsigned before = errs->n + errs->dropped;
+	api_ctx_init(&c, errs);
+	if (!json_is_object(obj)) {
+		api_fail(&c, "must be an object");
+		goto out;
+	}
+	(void)api_meta_parse(&c, obj, "ComputeDomain", true, &d->meta);
+	if (!api_get_object(&c, obj, "spec", true, &spec))
+		goto out;
+	size_t old = api_path_push(&c, "spec");
+	domain_spec_parse(&c, spec, d);
+	api_path_pop(&c, old);
+out:
+	if (errs->n + errs->dropped != before) {
+		free(d);
+		return NV_E_INVALID_OBJECT;
+	}
+	*out = d;
+	return NV_OK;
+}
+
+void api_compute_domain_free(struct api_compute_domain *d)
+{
+	free(d);
+}
+
+json_t *api_compute_domain_status_to_json(const struct api_compute_domain_status *s)
+{
+	json_t *o = json_object();
+	json_t *nodes = json_array();
+	json_t *sel = json_object();
+	if (s->observed_generation > 0)
+		json_object_set_new(o, "observedGeneration",
+				    json_integer(s->observed_generation));
+	json_object_set_new(o, "status", json_string(s->ready ? "Ready" : "NotReady"));
+	for (unsigned i = 0; i < s->nnodes && i < API_COMPUTE_TRAYS; i++) {
+		const struct api_domain_node *n = &s->nodes[i];
+		json_t *x = json_object();
+		json_object_set_new(x, "name", json_string(n->name));
+		api_json_set_str(x, "ipAddress", n->ip_address);
+		// An empty clique (off-fabric) is kept: DRA reports it that way.
+		json_object_set_new(x, "cliqueID", json_string(n->clique_id));
+		json_object_set_new(x, "index", json_integer(n->index));
+		json_object_set_new(x, "status",
+				    json_string(n->ready ? "Ready" : "NotReady"));
+		json_array_append_new(nodes, x);
+	}
+	json_object_set_new(o, "nodes", nodes);
+	api_json_set_str(o, "rack", s->rack);
+	api_json_set_str(o, "partition", s->partition);
+	api_json_set_str(o, "cliqueID", s->clique_id);
+	for (unsigned i = 0; i < s->nselector && i < API_NODE_SELECTOR_MAX; i++)
+		json_object_set_new(sel, s->selector[i].key,
+				    json_string(s->selector[i].value));
+	json_object_set_new(o, "nodeSelector", sel);
+	json_object_set_new(o, "conditions",
+			    api_conditions_to_json(s->conditions, s->nconditions));
+	return o;
+}
+
+enum nv_err api_compute_domain_check(const struct api_compute_domain *d,
+				     const struct api_rack *rack,
+				     const struct api_rack_partition *partition,
+				     struct api_errors *errs)
+{
+	unsigned before = errs->n + errs->dropped;
+	unsigned room = API_COMPUTE_TRAYS;
+	if (d->rack[0] != '\0' && rack == NULL)
+		api_errors_add(errs, "spec.selector.rack", "rack \"%s\" does not exist",
+			       d->rack);
+	if (d->partition[0] != '\0') {
+		if (partition == NULL) {
+			api_errors_add(errs, "spec.selector.partition",
+				       "partition \"%s\" does not exist", d->partition);
+		} else {
+			room = popcount(partition->trays);
+			if (d->rack[0] != '\0' && strcmp(partition->rack, d->rack) != 0)
+				api_errors_add(errs, "spec.selector.partition",
+					       "partition \"%s\" belongs to rack \"%s\", not \"%s\"",
+					       d->partition, partition->rack, d->rack);
+		}
+	}
+	if (d->num_nodes > 0 && (unsigned)d->num_nodes > room)
+		api_errors_add(errs, "spec.numNodes",
+			       "must be at most %u: the selected partition has %u trays",
+			       room, room);
+	return errs->n + errs->dropped == before ? NV_OK : NV_E_INVALID_OBJECT;
+}

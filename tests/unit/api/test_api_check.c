@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests for the cross-object rules: a node in two racks, overlapping
+// partitions, a tray its rack does not list, a rack or an upgrade that does
+// not fit its matrix (target, blocked moves, intermediate tuples, CVEs),
+// and approvals for upgrades that do not need them.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api_test.h"
+#include "nvl72/api_domain.h"
+#include "nvl72/api_rack.h"
+#include "nvl72/api_upgrade.h"
+
+// Defines name(path): the object parsed from a data file, which must be valid.
+#define DEFINE_LOAD(name, type, fn)                                 \
+	static type *name(const char *path)                         \
+	{                                                           \
+		json_t *j = test_load(path);                        \
+		struct api_errors e;                                \
+		type *out = NULL;                                   \
+		api_errors_init(&e);                                \
+		enum nv_err rc = fn(j, &out, &e);                   \
+		test_show(&e);                                      \
+		assert_int_equal(rc, NV_OK);                        \
+		json_decref(j);                                     \
+		return out;                                         \
+	}
+
+DEFINE_LOAD(load_rack, struct api_rack, api_rack_parse)
+DEFINE_LOAD(load_matrix, struct matrix, api_matrix_parse)
+DEFINE_LOAD(load_partition, struct api_rack_partition, api_rack_partition_parse)
+DEFINE_LOAD(load_tray, struct api_compute_tray, api_compute_tray_parse)
+DEFINE_LOAD(load_upgrade, struct api_rack_upgrade, api_rack_upgrade_parse)
+DEFINE_LOAD(load_approval, struct api_upgrade_approval, api_upgrade_approval_parse)
+
+static struct api_rack *rack_load(void)
+{
+	return load_rack("tests/data/api/rack-gb300-r07.json");
+}
+
+static struct matrix *matrix_load(const char *path)
+{
+	return load_matrix(path);
+}
+
+// A second rack, r08, with its own nodes, addresses and serial.
+static struct api_rack *rack_other(const struct api_rack *r)
+{
+	struct api_rack *o = malloc(sizeof(*o));
+	memcpy(o, r, sizeof(*o));
+	snprintf(o->meta.name, sizeof(o->meta.name), "gb300-r08");
+	snprintf(o->chassis_serial, sizeof(o->chassis_serial), "R08");
+	for (unsigned i = 0; i < o->ncompute; i++)
+		snprintf(o->compute[i].node, sizeof(o->compute[i].node), "r08-t%02u", i + 1);
+	for (unsigned i = 0; i < o->nswitch; i++)
+		snprintf(o->switches[i].oob_address, sizeof(o->switches[i].oob_address),
+			 "10.40.8.%u", 101 + i);
+	return o;
+}
+
+static void test_api_rack_check_unique_node_in_two_racks(void **state)
+{
+	(void)state;
+	struct api_rack *r = rack_load();
+	struct api_rack *o = rack_other(r);
+	const struct api_rack *others[] = {r, o};
+	struct api_errors e;
+	api_errors_init(&e);
+	assert_int_equal(api_rack_check_unique(r, others, 2, &e), NV_OK);
+	memcpy(o->compute[4].node, r->compute[4].node, sizeof(o->compute[4].node));
+	memcpy(o->switches[0].oob_address, r->switches[0].oob_address,
+	       sizeof(o->switches[0].oob_address));
+	assert_int_equal(api_rack_check_unique(r, others, 2, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.computeTrays[4].node",
+				   "node \"gb300-r07-t05\" is already tray 5 of rack \"gb300-r08\""));
+	assert_true(api_errors_has(&e, "spec.switchTrays[0].oobAddress",
+				   "is already switch tray 1 of rack \"gb300-r08\""));
+	assert_int_equal(e.n, 2);
+	free(o);
+	api_rack_free(r);
+}
+
+static void test_api_rack_check_matrix_stack_and_platform(void **state)
+{
+	(void)state;
+	struct api_rack *r = rack_load();
+	struct matrix *m = matrix_load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
+	struct api_errors e;
+	api_errors_init(&e);
+	assert_int_equal(api_rack_check_matrix(r, m, &e), NV_OK);
+	snprintf(r->matrix_stack, sizeof(r->matrix_stack), "gb300-r999");
+	r->platform = MATRIX_GB200;
+	assert_int_equal(api_rack_check_matrix(r, m, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.matrix.stack",
+				   "stack \"gb300-r999\" is not in CompatibilityMatrix \"gb300-2026.10\""));
+	assert_true(api_errors_has(&e, "spec.platform", "rack is gb200"));
+	api_errors_init(&e);
+	assert_int_equal(api_rack_check_matrix(r, NULL, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.matrix.name", "does not exist"));
+	matrix_free(m);
+	api_rack_free(r);
+}
+
+static void test_api_rack_partition_check_overlap(void **state)
+{
+	(void)state;
+	struct api_rack *r = rack_load();
+	struct api_rack_partition *a = load_partition("tests/data/api/rackpartition-gb300-r07-a.json");
+	struct api_rack_partition *b = load_partition("tests/data/api/rackpartition-gb300-r07-b.json");
+	const struct api_rack_partition *others[] = {a, b};
+	struct api_errors e;
+	api_errors_init(&e);
+	assert_int_equal(api_rack_partition_check(b, r, others, 2, &e), NV_OK);
+	b->trays |= 1u << 9;
+	assert_int_equal(api_rack_partition_check(b, r, others, 2, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.trays",
+				   "tray 9 of rack \"gb300-r07\" is already in partition \"gb300-r07-a\""));
+	// Another rack's partition with the same trays is no overlap.
+	api_errors_init(&e);
+	snprintf(a->rack, sizeof(a->rack), "gb300-r08");
+	assert_int_equal(api_rack_partition_check(b, r, others, 2, &e), NV_OK);
+	assert_int_equal(api_rack_partition_check(b, NULL, others, 2, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.rack", "rack \"gb300-r07\" does not exist"));
+	api_rack_partition_free(a);
+	api_rack_partition_free(b);
+	api_rack_free(r);
+}
+
+static void test_api_compute_tray_check_rack_lists_it(void **state)
+{
+	(void)state;
+	struct api_rack *r = rack_load();
+	struct api_compute_tray *t = load_tray("tests/data/api/computetray-gb300-r07-t03.json");
+	struct api_errors e;
+	api_errors_init(&e);
+	assert_int_equal(api_compute_tray_check_rack(t, r, &e), NV_OK);
+	snprintf(t->node, sizeof(t->node), "gb300-r07-t04");
+	assert_int_equal(api_compute_tray_check_rack(t, r, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.node",
+				   "rack \"gb300-r07\" puts node \"gb300-r07-t03\" at tray 3, not \"gb300-r07-t04\""));
+	api_errors_init(&e);
+	assert_int_equal(api_compute_tray_check_rack(t, NULL, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.rack", "does not exist"));
+	api_compute_tray_free(t);
+	api_rack_free(r);
+}
+
+static void test_api_rack_upgrade_check_matrix_moves(void **state)
+{
+	(void)state;
+	struct matrix *m = matrix_load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
+	struct api_rack_upgrade *u = load_upgrade("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	struct api_errors e;
+	api_errors_init(&e);
+	const char *from_ok[] = {"gb300-r580-159", "gb300-r580-159", "gb300-r580-173"};
+	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_ok, 3, 0, &e), NV_OK);
+	const char *from_old[] = {"gb300-r580-95"};
+	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_old, 1, 0, &e),
+			 NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.target.stack",
+				   "no allowed move from \"gb300-r580-95\": gb300-r580-95 -> gb300-r580-173 is listed as blocked"));
+	api_errors_init(&e);
+	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_old, 1,
+						       MATRIX_PLAN_MULTI_HOP, &e), NV_OK);
+	const char *from_bad[] = {"gb300-r123", NULL};
+	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_bad, 2, 0, &e),
+			 NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.target.stack",
+				   "the rack runs stack \"gb300-r123\", which is not in"));
+	assert_true(api_errors_has(&e, "spec.target.stack", "runs no stack of the matrix"));
+	api_errors_init(&e);
+	snprintf(u->target_stack, sizeof(u->target_stack), "gb300-r580-999");
+	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_ok, 1, 0, &e),
+			 NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.target.stack",
+				   "stack \"gb300-r580-999\" is not in CompatibilityMatrix \"gb300-2026.10\""));
+	api_errors_init(&e);
+	snprintf(u->target_matrix, sizeof(u->target_matrix), "gb300-2026.07");
+	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_ok, 1, 0, &e),
+			 NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.target.matrix", "does not exist"));
+	api_rack_upgrade_free(u);
+	matrix_free(m);
+}
+
+static void test_api_rack_upgrade_check_matrix_cves(void **state)
+{
+	(void)state;
+	struct matrix *m = matrix_load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
+	struct api_rack_upgrade *u = load_upgrade("tests/data/api/rackupgrade-gb300-r07-cve-2026-24101.json");
+	struct api_errors e;
+	api_errors_init(&e);
+	const char *from[] = {"gb300-r580-95"};
+	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from, 1, 0, &e), NV_OK);
+	snprintf(u->cves[1], sizeof(u->cves[1]), "CVE-2026-99999");
+	u->ncves = 2;
+	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from, 1, 0, &e),
+			 NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.cves[1]",
+				   "CVE-2026-99999 is not fixed by stack \"gb300-r580-159\""));
+	assert_int_equal(e.n, 1);
+	api_rack_upgrade_free(u);
+	matrix_free(m);
+}
+
+static void test_api_rack_upgrade_check_matrix_intermediate(void **state)
+{
+	(void)state;
+	struct matrix *m = matrix_load("tests/data/matrix/plan-cases.json");
+	struct matrix_transition t;
+	memset(&t, 0, sizeof(t));
+	t.from = (unsigned)matrix_stack_index(m, "s1");
+	t.to = (unsigned)matrix_stack_index(m, "s6");
+	t.verdict = MATRIX_SAFE;
+	t.nsteps = 2;
+	t.steps[0].components = MATRIX_BIT(MATRIX_C_KUBERNETES);
+	t.steps[1].components = MATRIX_BIT(MATRIX_C_NVOS) | MATRIX_BIT(MATRIX_C_DRIVER);
+	assert_int_equal(matrix_transition_add(m, &t), NV_OK);
+	struct api_rack_upgrade *u = calloc(1, sizeof(*u));
+	snprintf(u->target_matrix, sizeof(u->target_matrix), "plan-cases");
+	snprintf(u->target_stack, sizeof(u->target_stack), "s6");
+	const char *from[] = {"s1"};
+	struct api_errors e;
+	api_errors_init(&e);
+	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from, 1, 0, &e),
+			 NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.target.stack",
+				   "s1 -> s6: the tuple after step 1 (kubernetes) is not a stack of this matrix"));
+	free(u);
+	matrix_free(m);
+}
+
+static void test_api_upgrade_approval_check_rules(void **state)
+{
+	(void)state;
+	struct api_rack_upgrade *u = load_upgrade("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	struct api_upgrade_approval *a = load_approval("tests/data/api/upgradeapproval-gb300-r07-r580-173-fabric.json");
+	struct api_rack_upgrade_status *us = calloc(1, sizeof(*us));
+	struct api_errors e;
+	api_errors_init(&e);
+	us->required_approvals = MATRIX_BIT(MATRIX_L_FABRIC) | MATRIX_BIT(MATRIX_L_NODE);
+	assert_int_equal(api_upgrade_approval_check(a, u, us, &e), NV_OK);
+	assert_int_equal(api_upgrade_approval_check(a, u, NULL, &e), NV_OK);
+	a->layer = MATRIX_L_WORKLOAD;
+	us->phase = API_PHASE_COMPLETED;
+	assert_int_equal(api_upgrade_approval_check(a, u, us, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.layer", "needs no approval for layer workload"));
+	assert_true(api_errors_has(&e, "spec.upgrade", "is already Completed"));
+	api_errors_init(&e);
+	assert_int_equal(api_upgrade_approval_check(a, NULL, us, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.upgrade",
+				   "RackUpgrade \"gb300-r07-r580-173\" does not exist"));
+	free(us);
+	api_upgrade_approval_free(a);
+	api_rack_upgrade_free(u);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_api_rack_check_unique_node_in_two_racks),
+		cmocka_unit_test(test_api_rack_check_matrix_stack_and_platform),
+		cmocka_unit_test(test_api_rack_partition_check_overlap),
+		cmocka_unit_test(test_api_compute_tray_check_rack_lists_it),
+		cmocka_unit_test(test_api_rack_upgrade_check_matrix_moves),
+		cmocka_unit_test(test_api_rack_upgrade_check_matrix_cves),
+		cmocka_unit_test(test_api_rack_upgrade_check_matrix_intermediate),
+		cmocka_unit_test(test_api_upgrade_approval_check_rules),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests for RackPartition and ComputeDomain parsing and for the rules
+// between a compute domain and the rack and partition it selects.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api_test.h"
+#include "nvl72/api_domain.h"
+
+#define PART_A "tests/data/api/rackpartition-gb300-r07-a.json"
+#define DOMAIN "tests/data/api/computedomain-llm-pretrain.json"
+
+#define PART_REJECTS(obj, path, msg) \
+	TEST_REJECTS(api_rack_partition_parse, struct api_rack_partition, obj, path, msg)
+#define CD_REJECTS(obj, path, msg) \
+	TEST_REJECTS(api_compute_domain_parse, struct api_compute_domain, obj, path, msg)
+
+static void test_api_rack_partition_parse_sample(void **state)
+{
+	(void)state;
+	json_t *j = test_load(PART_A);
+	struct api_errors e;
+	struct api_rack_partition *p = NULL;
+	api_errors_init(&e);
+	assert_int_equal(api_rack_partition_parse(j, &p, &e), NV_OK);
+	assert_string_equal(p->rack, "gb300-r07");
+	assert_int_equal(p->trays, 0x3fe); // trays 1..9
+	assert_true(p->canary_eligible);
+	assert_string_equal(p->tenant, "team-a");
+	api_rack_partition_free(p);
+	json_decref(j);
+}
+
+static void test_api_rack_partition_parse_errors(void **state)
+{
+	(void)state;
+	json_t *j = test_load(PART_A);
+	test_set(j, "spec.trays[3]", json_integer(2));
+	PART_REJECTS(j, "spec.trays[3]", "duplicate value 2");
+	test_set(j, "spec.trays[3]", json_integer(0));
+	PART_REJECTS(j, "spec.trays[3]", "must be between 1 and 18");
+	test_set(j, "spec.trays", json_array());
+	PART_REJECTS(j, "spec.trays", "must have at least 1 items");
+	test_set(j, "spec.tenant", json_string("-x"));
+	PART_REJECTS(j, "spec.tenant", "must be a tenant name");
+	test_set(j, "metadata.name", json_string("a.b"));
+	PART_REJECTS(j, "metadata.name", "must be a DNS label");
+	json_decref(j);
+}
+
+static void test_api_compute_domain_parse_sample(void **state)
+{
+	(void)state;
+	json_t *j = test_load(DOMAIN);
+	struct api_errors e;
+	struct api_compute_domain *d = NULL;
+	api_errors_init(&e);
+	assert_int_equal(api_compute_domain_parse(j, &d, &e), NV_OK);
+	assert_string_equal(d->meta.ns, "team-a");
+	assert_int_equal(d->num_nodes, 8);
+	assert_string_equal(d->partition, "gb300-r07-a");
+	assert_int_equal(d->alloc_mode, API_ALLOC_SINGLE);
+	api_compute_domain_free(d);
+	json_decref(j);
+}
+
+static void test_api_compute_domain_parse_errors(void **state)
+{
+	(void)state;
+	json_t *j = test_load(DOMAIN);
+	test_set(j, "spec.numNodes", json_integer(19));
+	CD_REJECTS(j, "spec.numNodes", "must be between 1 and 18");
+	test_set(j, "spec.numNodes", NULL);
+	CD_REJECTS(j, "spec.numNodes", "is required");
+	test_set(j, "spec.numNodes", json_integer(4));
+	test_set(j, "spec.channel.allocationMode", json_string("Many"));
+	CD_REJECTS(j, "spec.channel.allocationMode", "must be one of: Single, All");
+	test_set(j, "spec.channel.allocationMode", json_string("All"));
+	test_set(j, "metadata.namespace", NULL);
+	CD_REJECTS(j, "metadata.namespace", "is required");
+	json_decref(j);
+}
+
+static void test_api_compute_domain_check_selector(void **state)
+{
+	(void)state;
+	json_t *jd = test_load(DOMAIN);
+	json_t *jp = test_load(PART_A);
+	struct api_errors e;
+	struct api_compute_domain *d = NULL;
+	struct api_rack_partition *p = NULL;
+	struct api_rack rack;
+	memset(&rack, 0, sizeof(rack));
+	api_errors_init(&e);
+	assert_int_equal(api_compute_domain_parse(jd, &d, &e), NV_OK);
+	assert_int_equal(api_rack_partition_parse(jp, &p, &e), NV_OK);
+	assert_int_equal(api_compute_domain_check(d, &rack, p, &e), NV_OK);
+	d->num_nodes = 10;
+	assert_int_equal(api_compute_domain_check(d, &rack, p, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.numNodes",
+				   "must be at most 9: the selected partition has 9 trays"));
+	api_errors_init(&e);
+	d->num_nodes = 8;
+	assert_int_equal(api_compute_domain_check(d, NULL, NULL, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.selector.rack", "does not exist"));
+	assert_true(api_errors_has(&e, "spec.selector.partition", "does not exist"));
+	api_errors_init(&e);
+	memcpy(p->rack, "gb300-r08", 10);
+	assert_int_equal(api_compute_domain_check(d, &rack, p, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.selector.partition",
+				   "belongs to rack \"gb300-r08\", not \"gb300-r07\""));
+	api_compute_domain_free(d);
+	api_rack_partition_free(p);
+	json_decref(jd);
+	json_decref(jp);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_api_rack_partition_parse_sample),
+		cmocka_unit_test(test_api_rack_partition_parse_errors),
+		cmocka_unit_test(test_api_compute_domain_parse_sample),
+		cmocka_unit_test(test_api_compute_domain_parse_errors),
+		cmocka_unit_test(test_api_compute_domain_check_selector),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
