@@ -64,11 +64,18 @@ reap() {
 	done
 }
 
-# A free TCP port on 127.0.0.1: nothing answers a connect to it.
+# A free TCP port on 127.0.0.1, below the kernel's ephemeral range so an
+# outgoing connection can never be holding it, and with no socket of any
+# state (listening, connected, TIME_WAIT) bound to it right now.
 free_port() {
-	local p
-	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 30000))
+	local p low
+	read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+	((low > 12000)) || low=32768
+	for _ in $(seq 200); do
+		p=$((10000 + RANDOM % (low - 10000)))
+		if command -v ss >/dev/null; then
+			[[ -z $(ss -Htan "( sport = :$p )" 2>/dev/null) ]] || continue
+		fi
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return
@@ -149,6 +156,23 @@ start() {
 			--log-level=warn >"$dir/logs/etcd.log" 2>&1 </dev/null &
 		echo $! >>"$dir/pids"
 		echo "$ec" >"$dir/etcd-port"
+		local i up=0
+		for i in $(seq 100); do
+			if curl -fsS --max-time 1 "http://127.0.0.1:$ec/health" >/dev/null 2>&1; then
+				up=1
+				break
+			fi
+			ours "$(tail -1 "$dir/pids")" || break
+			sleep 0.1
+		done
+		if ((!up)); then
+			log "etcd did not become healthy (attempt $attempt); last log lines:"
+			tail -5 "$dir/logs/etcd.log" >&2 || true
+			stop_dir "$dir"
+			: >"$dir/pids"
+			rm -rf "$dir/etcd"
+			continue
+		fi
 		local p="$dir/pki"
 		setsid "$bin/kube-apiserver" --etcd-servers="http://127.0.0.1:$ec" \
 			--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$ap" \
@@ -164,7 +188,6 @@ start() {
 			--v=1 >"$dir/logs/apiserver.log" 2>&1 </dev/null &
 		echo $! >>"$dir/pids"
 		echo "$ap" >"$dir/apiserver-port"
-		local i
 		for i in $(seq 600); do
 			if curl -fsS --max-time 2 --cacert "$p/ca.crt" "https://127.0.0.1:$ap/readyz" >/dev/null 2>&1; then
 				break

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The Kubernetes API client: configuration (kubeconfig, in-cluster) and
+ * credentials, one shared HTTP/2 transport, typed verbs on raw json_t
+ * objects, and single watch streams. Controllers build on kube_ctrl.h. */
+#ifndef NVL72_KUBE_H
+#define NVL72_KUBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "nvl72/err.h"
+
+/* What the apiserver (or the client, when no response came) said about a
+ * failed call. Every verb fills it when given one; it is zeroed first. */
+struct kube_status {
+	long http_code;         /* 0 when no HTTP response was received */
+	char reason[64];        /* Status.reason: "Conflict", "Expired", ... */
+	char message[512];      /* Status.message, or a local explanation */
+	char causes[512];       /* details.causes as "field: message; ..." */
+	int retry_after_s;      /* Retry-After / retryAfterSeconds; -1 if none */
+	int attempts;           /* HTTP exchanges made, retries included */
+};
+
+/* A stop signal shared by threads: set once, observed by every wait in
+ * this module (requests, watches, backoff sleeps). */
+struct kube_stop;
+struct kube_stop *kube_stop_new(void);
+void kube_stop_free(struct kube_stop *s);
+void kube_stop_request(struct kube_stop *s);
+bool kube_stop_requested(const struct kube_stop *s);
+/* Sleeps up to ms; returns true at once when stop is (or becomes) set. */
+bool kube_stop_sleep(struct kube_stop *s, int64_t ms);
+
+/* ---- configuration ---- */
+
+struct kube_config;
+
+struct kube_config_opts {
+	const char *kubeconfig;  /* --kubeconfig; wins over everything */
+	const char *context;     /* explicit context; else current-context */
+	bool no_in_cluster;      /* skip the in-cluster step of the search */
+};
+
+/* Finds and loads the configuration: --kubeconfig, then $KUBECONFIG (a
+ * ':'-separated list merged first-wins), then in-cluster, then
+ * $HOME/.kube/config. Errors name the file and field in st->message. */
+enum nv_err kube_config_load(const struct kube_config_opts *o,
+			     struct kube_config **out, struct kube_status *st);
+/* Parses one kubeconfig document held in memory; relative paths resolve
+ * against dir (may be NULL for the working directory). */
+enum nv_err kube_config_parse(const char *data, size_t len, const char *dir,
+			      const char *context, struct kube_config **out,
+			      struct kube_status *st);
+/* The service-account configuration of a pod. */
+enum nv_err kube_config_in_cluster(struct kube_config **out, struct kube_status *st);
+void kube_config_free(struct kube_config *c);
+const char *kube_config_server(const struct kube_config *c);
+/* The context's namespace, the pod's namespace in-cluster, or "default". */
+const char *kube_config_namespace(const struct kube_config *c);
+
+/* ---- client ---- */
+
+struct kube_client;
+
+struct kube_client_opts {
+	const char *component;     /* "nvl72-operator" (default) or "nvl72-agent" */
+	int64_t timeout_ms;        /* per request, not watches; default 30000 */
+	int64_t connect_timeout_ms; /* default 30000 */
+	size_t max_body;           /* response cap, default 64 MiB */
+	int max_retries;           /* 429 / retryable 5xx / transport; default 10 */
+	int64_t token_file_ttl_ms; /* token file cache, default 50000 */
+	int64_t backoff_base_ms;   /* first retry wait, default 200 */
+	int64_t backoff_max_ms;    /* cap, default 10000 */
+};
+
+/* Takes ownership of cfg on every path. Starts the transport thread. */
+enum nv_err kube_client_new(struct kube_config *cfg, const struct kube_client_opts *o,
+			    struct kube_client **out, struct kube_status *st);
+void kube_client_free(struct kube_client *c);
+
+/* Counters of the shared transport, for tests and metrics. */
+struct kube_client_stats {
+	uint64_t transfers;     /* HTTP exchanges finished */
+	uint64_t connections;   /* new connections opened for them */
+	uint64_t http2;         /* exchanges that ran over HTTP/2 */
+	uint64_t stream_pauses; /* watch streams paused for a slow consumer */
+};
+void kube_client_stats(struct kube_client *c, struct kube_client_stats *out);
+const char *kube_client_namespace(const struct kube_client *c);
+
+/* ---- resources ---- */
+
+/* Which collection a call addresses. group "" is the core API. */
+struct kube_res {
+	const char *group;
+	const char *version;
+	const char *resource;   /* plural, lower case: "configmaps" */
+	const char *kind;
+	bool namespaced;
+};
+
+extern const struct kube_res KUBE_RES_NAMESPACES;
+extern const struct kube_res KUBE_RES_NODES;
+extern const struct kube_res KUBE_RES_PODS;
+extern const struct kube_res KUBE_RES_CONFIGMAPS;
+extern const struct kube_res KUBE_RES_SECRETS;
+extern const struct kube_res KUBE_RES_LEASES;
+extern const struct kube_res KUBE_RES_EVENTS;
+extern const struct kube_res KUBE_RES_CRDS;
+
+/* A raw request for anything the verbs below do not cover. path begins
+ * with '/'; query is already encoded (no '?'); body may be NULL. */
+struct kube_raw_req {
+	const char *method;
+	const char *path;
+	const char *query;
+	const char *content_type;
+	const json_t *body;
+	int64_t timeout_ms;     /* 0: the client's default */
+	bool no_retry;          /* one attempt (the 401 re-read still applies) */
+	struct kube_stop *stop; /* aborts the exchange and its retries; may be NULL */
+};
+enum nv_err kube_request(struct kube_client *c, const struct kube_raw_req *r,
+			 json_t **out, struct kube_status *st);
+
+/* ---- verbs: objects are json_t, unknown fields survive ---- */
+
+enum nv_err kube_get(struct kube_client *c, const struct kube_res *r, const char *ns,
+		     const char *name, json_t **out, struct kube_status *st);
+
+struct kube_list_opts {
+	const char *label_selector;
+	const char *field_selector;
+	const char *resource_version;        /* NULL: a consistent read */
+	const char *resource_version_match;  /* "NotOlderThan" / "Exact" */
+	int64_t limit;                       /* page size; 0: no limit */
+	const char *continue_token;
+	struct kube_stop *stop;              /* aborts paging; may be NULL */
+};
+/* One page, as the apiserver returns it (a *List object). */
+enum nv_err kube_list(struct kube_client *c, const struct kube_res *r, const char *ns,
+		      const struct kube_list_opts *o, json_t **out, struct kube_status *st);
+/* Every page (o->limit defaults to 500), merged into one list object whose
+ * metadata.resourceVersion is that of the last page. */
+enum nv_err kube_list_all(struct kube_client *c, const struct kube_res *r,
+			  const char *ns, const struct kube_list_opts *o,
+			  json_t **out, struct kube_status *st);
+
+enum nv_err kube_create(struct kube_client *c, const struct kube_res *r, const char *ns,
+			const json_t *obj, json_t **out, struct kube_status *st);
+/* PUT with obj's metadata.resourceVersion: a stale one fails with
+ * NV_E_CONFLICT. subresource is NULL or "status". */
+enum nv_err kube_update(struct kube_client *c, const struct kube_res *r, const char *ns,
+			const json_t *obj, const char *subresource, json_t **out,
+			struct kube_status *st);
+
+enum kube_patch_type {
+	KUBE_PATCH_MERGE = 0,   /* application/merge-patch+json */
+	KUBE_PATCH_JSON,        /* application/json-patch+json */
+	KUBE_PATCH_APPLY,       /* server-side apply */
+};
+struct kube_patch_opts {
+	enum kube_patch_type type;
+	const char *field_manager;  /* required for apply */
+	bool force;                 /* apply: take fields from other managers */
+	const char *subresource;    /* NULL or "status" */
+};
+enum nv_err kube_patch(struct kube_client *c, const struct kube_res *r, const char *ns,
+		       const char *name, const struct kube_patch_opts *o,
+		       const json_t *patch, json_t **out, struct kube_status *st);
+
+struct kube_delete_opts {
+	const char *propagation;      /* "Background", "Foreground", "Orphan" */
+	int64_t grace_period_s;       /* < 0: not sent */
+	const char *precondition_uid;
+	const char *precondition_rv;
+};
+enum nv_err kube_delete(struct kube_client *c, const struct kube_res *r, const char *ns,
+			const char *name, const struct kube_delete_opts *o,
+			struct kube_status *st);
+/* POST pods/<name>/eviction (policy/v1); 429 means a PDB forbids it now. */
+enum nv_err kube_evict(struct kube_client *c, const char *ns, const char *pod,
+		       const struct kube_delete_opts *o, struct kube_status *st);
+
+/* ---- watch: one stream ---- */
+
+enum kube_event_type {
+	KUBE_EV_ADDED = 0,
+	KUBE_EV_MODIFIED,
+	KUBE_EV_DELETED,
+	KUBE_EV_BOOKMARK,
+	KUBE_EV_ERROR,
+};
+const char *kube_event_type_name(enum kube_event_type t);
+
+struct kube_watch_opts {
+	const char *label_selector;
+	const char *field_selector;
+	const char *resource_version;   /* start after this RV */
+	int timeout_s;                  /* server side; default random 300..600 */
+	bool no_bookmarks;              /* bookmarks are requested by default */
+	size_t max_event;               /* one event's cap, default 8 MiB */
+	struct kube_stop *stop;         /* ends the stream early; may be NULL */
+};
+
+/* Called for each event with a borrowed object; returning non-NV_OK ends
+ * the stream with that error. */
+typedef enum nv_err (*kube_watch_fn)(void *ud, enum kube_event_type type,
+				     json_t *object);
+
+/* Runs one watch request until the server ends it, stop is set, or an
+ * error. ERROR events end it with the mapped error (410 => NV_E_GONE) and
+ * st filled from the carried Status. *last_rv (optional; caller frees)
+ * receives the last resourceVersion seen, bookmarks included. */
+enum nv_err kube_watch(struct kube_client *c, const struct kube_res *r, const char *ns,
+		       const struct kube_watch_opts *o, kube_watch_fn fn, void *ud,
+		       char **last_rv, struct kube_status *st);
+
+/* ---- helpers ---- */
+
+/* "ns/name" or "name" for a cluster-scoped object, into out. */
+enum nv_err kube_obj_key(const json_t *obj, char *out, size_t outsz);
+const char *kube_obj_name(const json_t *obj);
+const char *kube_obj_namespace(const json_t *obj);
+const char *kube_obj_rv(const json_t *obj);
+/* Microsecond RFC 3339 (MicroTime) of a wall time: "…T15:04:05.000000Z". */
+void kube_format_micro(int64_t wall_us, char out[40]);
+
+#endif

@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: Apache-2.0
+// The informer: a reflector thread that lists, then watches from the list's
+// resourceVersion, resumes after broken streams, relists after 410 Gone,
+// and keeps an indexed cache whose changes are handed to the handlers.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvl72/kube_ctrl.h"
+
+#include "kube_int.h"
+
+#define INF_MAX_INDEXES 8
+#define INF_MAX_HANDLERS 8
+#define INF_KEY_MAX 512
+#define INF_HEALTHY_RESET_MS 120000
+
+struct inf_index {
+	char *name;
+	kube_index_fn fn;
+	char *arg;
+	json_t *map;   /* value -> {key: true} */
+};
+
+struct kube_informer {
+	struct kube_client *c;
+	struct kube_informer_opts o;
+	char *ns, *lsel, *fsel;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	json_t *store;                 /* key -> object */
+	struct inf_index idx[INF_MAX_INDEXES];
+	size_t nidx;
+	struct kube_handler h[INF_MAX_HANDLERS];
+	size_t nh;
+	char *rv;
+	bool synced;
+	bool started;
+	struct kube_stop *stop;
+	pthread_t thread;
+	struct kube_informer_stats stats;
+};
+
+void kube_index_namespace(const json_t *obj, const char *arg, struct kube_index_vals *out)
+{
+	(void)arg;
+	out->v[out->n++] = kube_obj_namespace(obj);
+}
+
+void kube_index_label(const json_t *obj, const char *arg, struct kube_index_vals *out)
+{
+	json_t *v = json_object_get(jx_path(obj, "metadata.labels"), arg);
+
+	if (json_is_string(v))
+		out->v[out->n++] = json_string_value(v);
+}
+
+void kube_index_node_name(const json_t *obj, const char *arg, struct kube_index_vals *out)
+{
+	const char *n = jx_str_or(obj, "spec.nodeName", "");
+
+	(void)arg;
+	if (*n != '\0')
+		out->v[out->n++] = n;
+}
+
+enum nv_err kube_informer_new(struct kube_client *c, const struct kube_informer_opts *o,
+			      struct kube_informer **out)
+{
+	struct kube_informer *inf;
+
+	if (c == NULL || o == NULL || o->res == NULL)
+		return NV_E_INVAL;
+	inf = xcalloc(1, sizeof(*inf));
+	inf->c = c;
+	inf->o = *o;
+	inf->ns = o->ns ? xstrdup(o->ns) : NULL;
+	inf->lsel = o->label_selector ? xstrdup(o->label_selector) : NULL;
+	inf->fsel = o->field_selector ? xstrdup(o->field_selector) : NULL;
+	inf->o.ns = inf->ns;
+	inf->o.label_selector = inf->lsel;
+	inf->o.field_selector = inf->fsel;
+	if (inf->o.page_size <= 0)
+		inf->o.page_size = 500;
+	if (inf->o.backoff_initial_ms <= 0)
+		inf->o.backoff_initial_ms = 800;
+	if (inf->o.backoff_max_ms <= 0)
+		inf->o.backoff_max_ms = 30000;
+	pthread_mutex_init(&inf->mu, NULL);
+	kube_cond_init(&inf->cond);
+	inf->store = json_object();
+	inf->stop = kube_stop_new();
+	*out = inf;
+	return NV_OK;
+}
+
+enum nv_err kube_informer_add_index(struct kube_informer *inf, const char *name,
+				    kube_index_fn fn, const char *arg)
+{
+	if (inf->started || inf->nidx >= INF_MAX_INDEXES || fn == NULL)
+		return NV_E_STATE;
+	inf->idx[inf->nidx++] = (struct inf_index){xstrdup(name), fn, arg ? xstrdup(arg) : NULL,
+						   json_object()};
+	return NV_OK;
+}
+
+enum nv_err kube_informer_add_handler(struct kube_informer *inf, const struct kube_handler *h)
+{
+	if (inf->started || inf->nh >= INF_MAX_HANDLERS)
+		return NV_E_STATE;
+	inf->h[inf->nh++] = *h;
+	return NV_OK;
+}
+
+/* mu held. Adds or removes key under every index value of obj. */
+static void idx_update(struct kube_informer *inf, const char *key, const json_t *obj, bool add)
+{
+	for (size_t i = 0; i < inf->nidx; i++) {
+		struct kube_index_vals vals = {0};
+		inf->idx[i].fn(obj, inf->idx[i].arg, &vals);
+		for (size_t k = 0; k < vals.n; k++) {
+			json_t *set = json_object_get(inf->idx[i].map, vals.v[k]);
+			if (add) {
+				if (set == NULL) {
+					set = json_object();
+					json_object_set_new(inf->idx[i].map, vals.v[k], set);
+				}
+				json_object_set_new(set, key, json_true());
+			} else if (set != NULL) {
+				json_object_del(set, key);
+				if (json_object_size(set) == 0)
+					json_object_del(inf->idx[i].map, vals.v[k]);
+			}
+		}
+	}
+}
+
+/* mu held. Replaces key's object (obj NULL deletes); returns the old one
+ * as a new reference for the handlers, or NULL. */
+static json_t *store_swap(struct kube_informer *inf, const char *key, json_t *obj)
+{
+	json_t *old = json_object_get(inf->store, key);
+
+	if (old != NULL) {
+		json_incref(old);
+		idx_update(inf, key, old, false);
+	}
+	if (obj != NULL) {
+		json_object_set(inf->store, key, obj);
+		idx_update(inf, key, obj, true);
+	} else {
+		json_object_del(inf->store, key);
+	}
+	return old;
+}
+
+static void set_rv(struct kube_informer *inf, const char *rv)
+{
+	if (rv == NULL || *rv == '\0')
+		return;
+	pthread_mutex_lock(&inf->mu);
+	free(inf->rv);
+	inf->rv = xstrdup(rv);
+	pthread_mutex_unlock(&inf->mu);
+}
+
+static void stat_inc(struct kube_informer *inf, uint64_t *counter)
+{
+	pthread_mutex_lock(&inf->mu);
+	(*counter)++;
+	pthread_mutex_unlock(&inf->mu);
+}
+
+static void fire(struct kube_informer *inf, json_t *old, json_t *obj, bool deleted, bool unknown)
+{
+	for (size_t i = 0; i < inf->nh; i++) {
+		const struct kube_handler *h = &inf->h[i];
+		if (deleted && h->on_delete)
+			h->on_delete(h->ud, obj, unknown);
+		else if (!deleted && old && h->on_update)
+			h->on_update(h->ud, old, obj);
+		else if (!deleted && !old && h->on_add)
+			h->on_add(h->ud, obj);
+	}
+}
+
+/* Applies one object (added or modified); skips exact replays. */
+static void apply_upsert(struct kube_informer *inf, const char *key, json_t *obj)
+{
+	json_t *old;
+
+	pthread_mutex_lock(&inf->mu);
+	old = json_object_get(inf->store, key);
+	if (old != NULL && strcmp(kube_obj_rv(old), kube_obj_rv(obj)) == 0) {
+		pthread_mutex_unlock(&inf->mu);
+		return;
+	}
+	old = store_swap(inf, key, obj);
+	pthread_mutex_unlock(&inf->mu);
+	fire(inf, old, obj, false, false);
+	json_decref(old);
+}
+
+static void apply_delete(struct kube_informer *inf, const char *key, json_t *final, bool unknown)
+{
+	json_t *old;
+
+	pthread_mutex_lock(&inf->mu);
+	old = store_swap(inf, key, NULL);
+	pthread_mutex_unlock(&inf->mu);
+	if (old != NULL)
+		fire(inf, NULL, final ? final : old, true, unknown);
+	json_decref(old);
+}
+
+static enum nv_err on_event(void *ud, enum kube_event_type type, json_t *obj)
+{
+	struct kube_informer *inf = ud;
+	char key[INF_KEY_MAX];
+
+	if (type == KUBE_EV_BOOKMARK) {
+		stat_inc(inf, &inf->stats.bookmarks);
+		set_rv(inf, kube_obj_rv(obj));
+		return NV_OK;
+	}
+	if (kube_obj_key(obj, key, sizeof(key)) != NV_OK)
+		return NV_OK;
+	stat_inc(inf, &inf->stats.events);
+	if (type == KUBE_EV_DELETED)
+		apply_delete(inf, key, obj, false);
+	else
+		apply_upsert(inf, key, obj);
+	set_rv(inf, kube_obj_rv(obj));
+	return NV_OK;
+}
+
+/* Makes the cache equal to a full list: adds, changed objects, and
+ * tombstoned deletes for what vanished. */
+static void replace_all(struct kube_informer *inf, json_t *items)
+{
+	json_t *seen = json_object(), *item, *gone = json_array(), *v;
+	const char *key;
+	char k[INF_KEY_MAX];
+	size_t i;
+
+	json_array_foreach(items, i, item) {
+		if (kube_obj_key(item, k, sizeof(k)) != NV_OK)
+			continue;
+		json_object_set_new(seen, k, json_true());
+		apply_upsert(inf, k, item);
+	}
+	pthread_mutex_lock(&inf->mu);
+	json_object_foreach(inf->store, key, v) {
+		if (json_object_get(seen, key) == NULL)
+			json_array_append_new(gone, json_string(key));
+	}
+	pthread_mutex_unlock(&inf->mu);
+	json_array_foreach(gone, i, v)
+		apply_delete(inf, json_string_value(v), NULL, true);
+	json_decref(gone);
+	json_decref(seen);
+}
+
+/* One full list; rv_param "0" reads the watch cache, NULL is consistent. */
+static enum nv_err do_list(struct kube_informer *inf, const char *rv_param,
+			   struct kube_status *st)
+{
+	struct kube_list_opts lo = {.label_selector = inf->lsel, .field_selector = inf->fsel,
+				    .resource_version = rv_param, .limit = inf->o.page_size,
+				    .stop = inf->stop};
+	const struct kube_res *r = inf->o.res;
+	json_t *list = NULL, *items, *item;
+	size_t i;
+	enum nv_err rc = kube_list_all(inf->c, r, inf->ns, &lo, &list, st);
+
+	if (rc != NV_OK)
+		return rc;
+	stat_inc(inf, &inf->stats.lists);
+	items = json_object_get(list, "items");
+	json_array_foreach(items, i, item) {
+		/* Lists omit these per item; watches carry them. Keep one shape. */
+		if (json_object_get(item, "kind") == NULL)
+			json_object_set_new(item, "kind", json_string(r->kind ? r->kind : ""));
+		if (json_object_get(item, "apiVersion") == NULL)
+			json_object_set_new(item, "apiVersion",
+					    *r->group ? json_sprintf("%s/%s", r->group, r->version)
+						      : json_string(r->version));
+	}
+	replace_all(inf, items);
+	set_rv(inf, jx_str_or(list, "metadata.resourceVersion", ""));
+	pthread_mutex_lock(&inf->mu);
+	inf->synced = true;
+	pthread_cond_broadcast(&inf->cond);
+	pthread_mutex_unlock(&inf->mu);
+	json_decref(list);
+	return NV_OK;
+}
+
+struct backoff {
+	int64_t cur_ms, initial_ms, max_ms, healthy_since;
+};
+
+/* Sleeps the next backoff step (jittered up to 2x); true when stopped. */
+static bool backoff_sleep(struct kube_informer *inf, struct backoff *b)
+{
+	int64_t now = time_mono_ms();
+
+	if (b->healthy_since && now - b->healthy_since > INF_HEALTHY_RESET_MS)
+		b->cur_ms = b->initial_ms;
+	b->healthy_since = 0;
+	int64_t wait = kube_rand_range(b->cur_ms, 2 * b->cur_ms);
+	b->cur_ms = b->cur_ms * 2 > b->max_ms ? b->max_ms : b->cur_ms * 2;
+	return kube_stop_sleep(inf->stop, wait);
+}
+
+static enum nv_err watch_once(struct kube_informer *inf, struct kube_status *st, bool *short_watch)
+{
+	char rv[256];
+	struct kube_watch_opts wo = {.label_selector = inf->lsel, .field_selector = inf->fsel,
+				     .resource_version = rv, .timeout_s = inf->o.watch_timeout_s,
+				     .stop = inf->stop};
+	uint64_t before = inf->stats.events + inf->stats.bookmarks;
+	int64_t t0 = time_mono_ms();
+	enum nv_err rc;
+
+	kube_informer_last_rv(inf, rv, sizeof(rv));
+	stat_inc(inf, &inf->stats.watches);
+	rc = kube_watch(inf->c, inf->o.res, inf->ns, &wo, on_event, inf, NULL, st);
+	*short_watch = time_mono_ms() - t0 < 1000 && before == inf->stats.events + inf->stats.bookmarks;
+	return rc;
+}
+
+static void *reflector(void *arg)
+{
+	struct kube_informer *inf = arg;
+	struct backoff b = {inf->o.backoff_initial_ms, inf->o.backoff_initial_ms,
+			    inf->o.backoff_max_ms, 0};
+	struct kube_status st;
+	const char *list_rv = "0";
+	bool need_list = true, short_watch = false;
+	enum nv_err rc;
+
+	while (!kube_stop_requested(inf->stop)) {
+		if (need_list) {
+			rc = do_list(inf, list_rv, &st);
+			if (rc == NV_E_GONE && list_rv != NULL) {
+				list_rv = NULL;
+				continue;
+			}
+			if (rc != NV_OK) {
+				log_warn("kube", "list failed", "resource=%s err=%s msg=\"%s\"",
+					 inf->o.res->resource, nv_err_name(rc), st.message);
+				if (backoff_sleep(inf, &b))
+					break;
+				continue;
+			}
+			need_list = false;
+		}
+		if (b.healthy_since == 0)
+			b.healthy_since = time_mono_ms();
+		rc = watch_once(inf, &st, &short_watch);
+		if (kube_stop_requested(inf->stop))
+			break;
+		if (rc == NV_E_GONE) {
+			stat_inc(inf, &inf->stats.gone);
+			log_info("kube", "watch expired; relisting", "resource=%s msg=\"%s\"",
+				 inf->o.res->resource, st.message);
+			need_list = true;
+			list_rv = NULL;
+			continue;
+		}
+		if (rc == NV_OK && !short_watch)
+			continue;
+		log_info("kube", "watch ended; resuming after backoff", "resource=%s err=%s msg=\"%s\"",
+			 inf->o.res->resource, rc == NV_OK ? "short watch" : nv_err_name(rc), st.message);
+		if (backoff_sleep(inf, &b))
+			break;
+	}
+	return NULL;
+}
+
+enum nv_err kube_informer_start(struct kube_informer *inf)
+{
+	if (inf->started)
+		return NV_E_STATE;
+	if (pthread_create(&inf->thread, NULL, reflector, inf) != 0)
+		return NV_E_INTERNAL;
+	inf->started = true;
+	return NV_OK;
+}
+
+bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ms)
+{
+	int64_t end = time_mono_ms() + timeout_ms;
+	bool ok;
+
+	pthread_mutex_lock(&inf->mu);
+	while (!inf->synced && !kube_stop_requested(inf->stop) && time_mono_ms() < end)
+		kube_cond_wait_ms(&inf->cond, &inf->mu, end - time_mono_ms());
+	ok = inf->synced;
+	pthread_mutex_unlock(&inf->mu);
+	return ok;
+}
+
+bool kube_informer_synced(struct kube_informer *inf)
+{
+	return kube_informer_wait_synced(inf, 0);
+}
+
+void kube_informer_free(struct kube_informer *inf)
+{
+	if (inf == NULL)
+		return;
+	kube_stop_request(inf->stop);
+	if (inf->started)
+		pthread_join(inf->thread, NULL);
+	for (size_t i = 0; i < inf->nidx; i++) {
+		free(inf->idx[i].name);
+		free(inf->idx[i].arg);
+		json_decref(inf->idx[i].map);
+	}
+	json_decref(inf->store);
+	kube_stop_free(inf->stop);
+	pthread_cond_destroy(&inf->cond);
+	pthread_mutex_destroy(&inf->mu);
+	free(inf->rv);
+	free(inf->ns);
+	free(inf->lsel);
+	free(inf->fsel);
+	free(inf);
+}
+
+json_t *kube_informer_get(struct kube_informer *inf, const char *key)
+{
+	json_t *v;
+
+	pthread_mutex_lock(&inf->mu);
+	v = json_incref(json_object_get(inf->store, key));
+	pthread_mutex_unlock(&inf->mu);
+	return v;
+}
+
+json_t *kube_informer_list(struct kube_informer *inf)
+{
+	json_t *arr = json_array(), *v;
+	const char *key;
+
+	pthread_mutex_lock(&inf->mu);
+	json_object_foreach(inf->store, key, v)
+		json_array_append(arr, v);
+	pthread_mutex_unlock(&inf->mu);
+	return arr;
+}
+
+json_t *kube_informer_by_index(struct kube_informer *inf, const char *index, const char *value)
+{
+	json_t *arr = json_array(), *set = NULL, *v;
+	const char *key;
+
+	pthread_mutex_lock(&inf->mu);
+	for (size_t i = 0; i < inf->nidx; i++)
+		if (strcmp(inf->idx[i].name, index) == 0)
+			set = json_object_get(inf->idx[i].map, value);
+	json_object_foreach(set, key, v)
+		json_array_append(arr, json_object_get(inf->store, key));
+	pthread_mutex_unlock(&inf->mu);
+	return arr;
+}
+
+void kube_informer_last_rv(struct kube_informer *inf, char *out, size_t outsz)
+{
+	pthread_mutex_lock(&inf->mu);
+	snprintf(out, outsz, "%s", inf->rv ? inf->rv : "");
+	pthread_mutex_unlock(&inf->mu);
+}
+
+void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *out)
+{
+	pthread_mutex_lock(&inf->mu);
+	*out = inf->stats;
+	pthread_mutex_unlock(&inf->mu);
+}

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: Apache-2.0
+// Integration suite for the controller pieces together on a real apiserver:
+// an informer feeding a work queue with workers that reconcile a custom
+// resource's conditions through the status subresource, and the event
+// recorder's aggregation of repeated events into one series.
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvl72/base.h"
+#include "nvl72/json.h"
+#include "nvl72/kube.h"
+#include "nvl72/kube_ctrl.h"
+
+static int failures;
+static struct kube_client *C;
+
+__attribute__((format(printf, 3, 4))) static void check(bool cond, const char *name,
+							     const char *fmt, ...)
+{
+	char detail[600] = "";
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	printf("%s - %s%s%s%s\n", cond ? "ok" : "not ok", name, cond ? "" : " (", cond ? "" : detail,
+	       cond ? "" : ")");
+	failures += !cond;
+	fflush(stdout);
+}
+
+static json_t *obj(const char *text)
+{
+	json_t *v = NULL;
+	if (jx_loadb(text, strlen(text), NULL, &v, NULL) != NV_OK)
+		exit(2);
+	return v;
+}
+
+static const struct kube_res GADGETS = {"itest.nvl72.io", "v1", "gadgets", "Gadget", true};
+
+static bool make_crd(void)
+{
+	struct kube_status st;
+	json_t *crd = obj(
+		"{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
+		"\"metadata\":{\"name\":\"gadgets.itest.nvl72.io\"},\"spec\":{\"group\":\"itest.nvl72.io\","
+		"\"scope\":\"Namespaced\",\"names\":{\"plural\":\"gadgets\",\"singular\":\"gadget\","
+		"\"kind\":\"Gadget\",\"listKind\":\"GadgetList\"},\"versions\":[{\"name\":\"v1\","
+		"\"served\":true,\"storage\":true,\"subresources\":{\"status\":{}},\"schema\":"
+		"{\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":\"object\","
+		"\"x-kubernetes-preserve-unknown-fields\":true},\"status\":{\"type\":\"object\","
+		"\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}");
+	enum nv_err rc = kube_create(C, &KUBE_RES_CRDS, NULL, crd, NULL, &st);
+	json_decref(crd);
+	for (int i = 0; rc == NV_OK && i < 100; i++) {
+		json_t *l = NULL;
+		if (kube_list(C, &GADGETS, "default", NULL, &l, &st) == NV_OK) {
+			json_decref(l);
+			return true;
+		}
+		time_sleep_ms(100);
+	}
+	return false;
+}
+
+/* ---- a small controller ---- */
+
+struct ctl {
+	struct kube_informer *inf;
+	struct kube_workqueue *q;
+	struct kube_recorder *rec;
+	atomic_int writes;
+	atomic_int reconciles;
+};
+
+static void enqueue(void *ud, json_t *o)
+{
+	struct ctl *c = ud;
+	char key[512];
+	if (kube_obj_key(o, key, sizeof(key)) == NV_OK)
+		kube_workqueue_add(c->q, key);
+}
+
+static void on_update(void *ud, json_t *old, json_t *o)
+{
+	(void)old;
+	enqueue(ud, o);
+}
+
+static void on_delete(void *ud, json_t *o, bool unknown)
+{
+	(void)unknown;
+	enqueue(ud, o);
+}
+
+static struct kube_result reconcile(void *ud, const char *key)
+{
+	struct ctl *c = ud;
+	struct kube_status st;
+	json_t *cur = kube_informer_get(c->inf, key), *upd;
+	enum nv_err rc = NV_OK;
+
+	atomic_fetch_add(&c->reconciles, 1);
+	if (cur == NULL)
+		return (struct kube_result){0};
+	upd = json_deep_copy(cur);
+	int64_t gen = json_integer_value(jx_path(cur, "metadata.generation"));
+	if (kube_condition_set(upd, "Ready", "True", "Reconciled", "spec applied", gen,
+			       time_wall_ms())) {
+		jx_set_take(upd, "status.observedGeneration", json_integer(gen));
+		rc = kube_update(C, &GADGETS, NULL, upd, "status", NULL, &st);
+		atomic_fetch_add(&c->writes, 1);
+		if (rc == NV_OK)
+			kube_recorder_eventf(c->rec, cur, "Normal", "Reconciled", "Reconcile",
+					     "generation %lld is ready", (long long)gen);
+	}
+	json_decref(upd);
+	json_decref(cur);
+	/* A conflict means the cache was stale: the watch brings the new
+	 * version and the rate-limited retry reconciles it. */
+	return (struct kube_result){.err = rc};
+}
+
+static bool all_ready(struct ctl *c, int64_t gen_of_g1, int64_t ms)
+{
+	int64_t end = time_mono_ms() + ms;
+	while (time_mono_ms() < end) {
+		json_t *all = kube_informer_list(c->inf), *o;
+		size_t i, ready = 0;
+		json_array_foreach(all, i, o) {
+			json_t *cd = kube_condition_find(o, "Ready");
+			int64_t want = !strcmp(kube_obj_name(o), "g1") ? gen_of_g1 : 1;
+			ready += kube_condition_is_true(o, "Ready") &&
+				 json_integer_value(json_object_get(cd, "observedGeneration")) == want;
+		}
+		size_t n = json_array_size(all);
+		json_decref(all);
+		if (n == 3 && ready == 3)
+			return true;
+		time_sleep_ms(50);
+	}
+	return false;
+}
+
+static void test_controller(void)
+{
+	struct kube_status st;
+	struct ctl c = {0};
+	check(make_crd(), "create the Gadget CRD", "%s", "");
+	struct kube_informer_opts io = {.res = &GADGETS, .ns = "default"};
+	kube_informer_new(C, &io, &c.inf);
+	c.q = kube_workqueue_new("gadgets", NULL);
+	c.rec = kube_recorder_new(C, "nvl72.io/itest", NULL);
+	struct kube_handler h = {enqueue, on_update, on_delete, &c};
+	kube_informer_add_handler(c.inf, &h);
+	kube_informer_start(c.inf);
+	check(kube_informer_wait_synced(c.inf, 10000), "informer synced before workers start", "%s", "");
+	struct kube_workers *w = kube_workers_start(c.q, 2, reconcile, &c);
+	for (int i = 1; i <= 3; i++) {
+		char text[256];
+		snprintf(text, sizeof(text), "{\"apiVersion\":\"itest.nvl72.io/v1\",\"kind\":\"Gadget\","
+			 "\"metadata\":{\"name\":\"g%d\"},\"spec\":{\"n\":%d}}", i, i);
+		json_t *g = obj(text);
+		kube_create(C, &GADGETS, "default", g, NULL, &st);
+		json_decref(g);
+	}
+	check(all_ready(&c, 1, 20000), "workers reconcile every object to Ready with observedGeneration",
+	      "writes=%d", atomic_load(&c.writes));
+	json_t *g1 = kube_informer_get(c.inf, "default/g1");
+	char ltt[64];
+	snprintf(ltt, sizeof(ltt), "%s", jx_str_or(kube_condition_find(g1, "Ready"), "lastTransitionTime", ""));
+	json_decref(g1);
+	time_sleep_ms(1500);
+	int writes = atomic_load(&c.writes);
+	time_sleep_ms(2000);
+	check(atomic_load(&c.writes) == writes && writes >= 3,
+	      "steady state: no further API writes once converged", "writes %d -> %d", writes,
+	      atomic_load(&c.writes));
+
+	json_t *p = obj("{\"spec\":{\"n\":42}}");
+	time_sleep_ms(1100); /* so a moved lastTransitionTime would show */
+	kube_patch(C, &GADGETS, "default", "g1", &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, p,
+		   NULL, &st);
+	json_decref(p);
+	check(all_ready(&c, 2, 20000), "a spec change bumps observedGeneration to 2", "%s", "");
+	g1 = kube_informer_get(c.inf, "default/g1");
+	check(!strcmp(ltt, jx_str_or(kube_condition_find(g1, "Ready"), "lastTransitionTime", "")),
+	      "lastTransitionTime stays while the status does not flip", "was %s", ltt);
+	json_decref(g1);
+
+	kube_workers_stop(w);
+	kube_informer_free(c.inf);
+	kube_recorder_free(c.rec);
+	kube_workqueue_free(c.q);
+}
+
+/* Events about one object, from the API. */
+static json_t *events_about(const char *name, const char *reason)
+{
+	struct kube_status st;
+	json_t *l = NULL, *e, *out = json_array();
+	size_t i;
+	kube_list(C, &KUBE_RES_EVENTS, "default", NULL, &l, &st);
+	json_array_foreach(json_object_get(l, "items"), i, e) {
+		if (!strcmp(jx_str_or(e, "regarding.name", ""), name) &&
+		    !strcmp(jx_str_or(e, "reason", ""), reason))
+			json_array_append(out, e);
+	}
+	json_decref(l);
+	return out;
+}
+
+static void test_event_aggregation(void)
+{
+	struct kube_status st;
+	json_t *cm = obj("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":"
+			 "{\"name\":\"flappy\",\"namespace\":\"default\"}}"), *made = NULL;
+	kube_create(C, &KUBE_RES_CONFIGMAPS, "default", cm, &made, &st);
+	struct kube_recorder *r = kube_recorder_new(C, "nvl72.io/itest", "itest-1");
+	for (int i = 0; i < 50; i++)
+		kube_recorder_eventf(r, made, "Warning", "FabricDegraded", "Probe",
+				     "probe %d: link down", i);
+	kube_recorder_eventf(r, made, "Normal", "FabricHealthy", "Probe", "link up");
+	check(kube_recorder_flush(r, 10000), "the recorder drains its queue", "%s", "");
+	json_t *ev = events_about("flappy", "FabricDegraded");
+	struct kube_recorder_stats s;
+	kube_recorder_stats(r, &s);
+	check(json_array_size(ev) == 1 &&
+	      json_integer_value(jx_path(json_array_get(ev, 0), "series.count")) == 2,
+	      "50 repeats make one Event whose series opens at count 2", "events=%zu count=%lld",
+	      json_array_size(ev),
+	      (long long)json_integer_value(jx_path(json_array_get(ev, 0), "series.count")));
+	check(s.created == 2 && s.series_updates == 1 && s.dropped == 0,
+	      "51 occurrences cost 3 API writes", "created=%llu series=%llu",
+	      (unsigned long long)s.created, (unsigned long long)s.series_updates);
+	json_t *e0 = json_array_get(ev, 0);
+	check(!strcmp(jx_str_or(e0, "reportingController", ""), "nvl72.io/itest") &&
+	      !strcmp(jx_str_or(e0, "type", ""), "Warning") &&
+	      !strcmp(jx_str_or(e0, "regarding.kind", ""), "ConfigMap") &&
+	      *jx_str_or(e0, "regarding.uid", "") && *jx_str_or(e0, "eventTime", ""),
+	      "the Event carries the events.k8s.io/v1 fields", "%s", "");
+	json_decref(ev);
+	kube_recorder_free(r);
+	ev = events_about("flappy", "FabricDegraded");
+	check(json_integer_value(jx_path(json_array_get(ev, 0), "series.count")) == 50,
+	      "on shutdown the pending count is written: series.count 50", "count=%lld",
+	      (long long)json_integer_value(jx_path(json_array_get(ev, 0), "series.count")));
+	json_decref(ev);
+	ev = events_about("flappy", "FabricHealthy");
+	check(json_array_size(ev) == 1, "a different reason is a separate Event", "%s", "");
+	json_decref(ev);
+	json_decref(made);
+	json_decref(cm);
+}
+
+int main(void)
+{
+	struct kube_config *cfg = NULL;
+	struct kube_status st;
+	if (kube_config_load(NULL, &cfg, &st) != NV_OK || kube_client_new(cfg, NULL, &C, &st) != NV_OK) {
+		printf("not ok - client from KUBECONFIG: %s\n", st.message);
+		return 1;
+	}
+	test_controller();
+	test_event_aggregation();
+	kube_client_free(C);
+	printf("%s - controller suite: %d failures\n", failures ? "not ok" : "ok", failures);
+	return failures ? 1 : 0;
+}
