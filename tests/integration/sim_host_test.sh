@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The agent's host layer against a simulated rack: 18 tray sim roots, the
+# fake NVML library, fake IMEX daemons talking over loopback, a hanging
+# nvidia-imex-ctl, and a driver change interrupted by kill -9. Needs no API
+# server. Prints ok/not ok lines and "N passed, M failed".
+set -u
+cd "$(dirname "$0")/../.."
+sim=build/sim
+pass=0 fail=0
+ok() { echo "ok - $1"; pass=$((pass + 1)); }
+nok() { echo "not ok - $1: $2"; fail=$((fail + 1)); }
+check() { # check NAME HAYSTACK NEEDLE...
+	local name=$1 hay=$2; shift 2
+	for n in "$@"; do
+		if [[ $hay != *"$n"* ]]; then
+			nok "$name" "missing $n in ${hay:0:400}"
+			return 1
+		fi
+	done
+	ok "$name"
+}
+
+if [[ ! -x $sim/bin/hostprobe || ! -f $sim/lib/libnvidia-ml.so.1 ]]; then
+	make -s sim >/dev/null || { echo "not ok - simulator build"; echo "0 passed, 1 failed"; exit 1; }
+fi
+
+rack=$(mktemp -d /tmp/nvl72-simrack.XXXXXX)
+bg_pids=()
+cleanup() {
+	local f p
+	for p in "${bg_pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+	for f in "$rack"/tray-*/host/run/nvl72-agent/imex.pid "$rack"/tray-*/host/run/nvl72-agent/driver-install.pid; do
+		[[ -f $f ]] || continue
+		p=$(cut -d' ' -f1 "$f")
+		[[ $p =~ ^[0-9]+$ ]] && kill -9 "$p" 2>/dev/null
+	done
+	for f in "$rack"/tray-*/units/nvidia-imex.service; do
+		p=$(sed -n 's/^MainPID=//p' "$f" 2>/dev/null)
+		[[ $p =~ ^[0-9]+$ && $p -gt 1 ]] && kill -9 "$p" 2>/dev/null
+	done
+	rm -rf "$rack"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Loopback addresses and ports of this run; other runs pick other ones.
+ipbase=$((20 + ($$ % 8) * 25))
+port=$((41000 + ($$ % 500) * 4))
+cport=$((port + 1))
+ip() { echo "127.0.0.$((ipbase + $1))"; }
+tray() { printf '%s/tray-%02d' "$rack" "$1"; }
+probe() { # probe TRAY ARGS...
+	local t=$1; shift
+	NVL72_SIM_ROOT=$(tray "$t") "$sim/bin/hostprobe" "$@" 2>>"$rack/probe.log"
+}
+simctl() { "$sim/bin/simctl" "$@"; }
+
+simctl create "$rack" --trays 18 --ip-base "$ipbase" >/dev/null || {
+	echo "not ok - simctl create"; echo "0 passed, 1 failed"; exit 1; }
+ok "simctl creates an 18-tray rack"
+
+# ---- fabric and driver through NVML ----
+good=0 bad=""
+for t in $(seq 1 18); do
+	out=$(probe "$t" gpus)
+	n=$(grep -o '"state":"Completed"' <<<"$out" | wc -l)
+	if [[ $n == 4 && $out == *'"clique":"3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.32766"'* &&
+		$out == *'"version":"580.95.05"'* && $out == *'"fabricState":"Completed"'* &&
+		$out == *"\"tray\":$t,"* ]]; then
+		good=$((good + 1))
+	else
+		bad="$bad $t"
+	fi
+done
+[[ $good == 18 ]] && ok "18 trays: 4 GPUs COMPLETED, the tray clique, driver 580.95.05" ||
+	nok "18 trays report fabric and driver" "bad trays:$bad"
+
+simctl gpu "$(tray 3)" 2 state=2
+check "a GPU in IN_PROGRESS shows, and the tray has no clique" "$(probe 3 gpus)" \
+	'"fabricState":"InProgress"' '"cliqueError":"NV_E_STATE"' '"clique":""' 'GPU 2'
+simctl gpu "$(tray 3)" 2 state=3
+check "the GPU back in COMPLETED restores the clique" "$(probe 3 gpus)" \
+	'"fabricState":"Completed"' '"clique":"3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.32766"'
+
+simctl gpu "$(tray 4)" 1 health_mask=0x4A9 summary=3
+check "degraded health is decoded" "$(probe 4 gpus)" \
+	'"health":"degradedBandwidth,noPartition"' '"summary":"LimitedCapacity"'
+
+simctl gpu "$(tray 5)" 0 clique=7
+check "one GPU in another clique is an error" "$(probe 5 gpus)" \
+	'"cliqueError":"NV_E_CONFLICT"' 'differs from'
+
+simctl gpu "$(tray 6)" all clique=2 cluster=11111111-2222-3333-4444-555555555555
+check "a clique change shows on all four GPUs" "$(probe 6 gpus)" \
+	'"clique":"11111111-2222-3333-4444-555555555555.2"'
+
+simctl fault "$(tray 6)" nvml_init_fail on
+out=$(probe 6 gpus); rc=$?
+[[ $rc != 0 && $out == *'"error":"NV_E_IO"'* && $out == *nvmlInit* ]] &&
+	ok "an NVML failure is reported, not fatal" || nok "NVML failure" "$out"
+simctl fault "$(tray 6)" nvml_init_fail off
+
+check "one observation of a healthy tray" "$(probe 2 observe)" '"driverErr":""' \
+	'"fabric":"Completed"' '"health":"Healthy"' '"clique":"3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.32766"' \
+	'"channels":2048' '"fmErr":""' '"daemon":"NOT_RUNNING"'
+printf 'NVRM version: NVIDIA UNIX Open Ker' >"$(tray 2)/host/proc/driver/nvidia/version"
+printf 'LoadState=loaded\nActiveState=active\nUnitFileState=enabled\n' \
+	>"$(tray 2)/units/nvidia-fabricmanager.service"
+check "a truncated proc file and a running host FM are conditions, the rest still shows" \
+	"$(probe 2 observe)" '"driverErr":"NV_E_PARSE"' '"fabric":"Completed"' '"fmErr":"NV_E_STATE"' \
+	'"clique":"3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.32766"' 'without local NVSwitches'
+
+# ---- IMEX: six daemons, one peer list ----
+peers=""
+for t in 7 8 9 10 11 12; do peers="$peers $(ip "$t")"; done
+hashes=""
+for t in 7 8 9 10 11 12; do
+	out=$(probe "$t" imex-apply process rack-a "$(ip "$t")" "$port" "$cport" $peers)
+	[[ $out == *'"error":""'* && $out == *'"restarted":true'* ]] || nok "imex-apply tray $t" "$out"
+	hashes="$hashes $(grep -o '"nodesHash":"[0-9a-f]*"' <<<"$out")"
+done
+[[ $(tr ' ' '\n' <<<"$hashes" | sort -u | grep -c .) == 1 ]] &&
+	ok "six trays write byte-identical peer lists" || nok "peer list hashes" "$hashes"
+
+wait_for() { # wait_for SECONDS TRAY NEEDLE... ; sets $out
+	local end=$((SECONDS + $1)) t=$2; shift 2
+	while ((SECONDS <= end)); do
+		out=$(probe "$t" imex-status "$(ip "$t")")
+		local all=1
+		for n in "$@"; do [[ $out == *"$n"* ]] || all=0; done
+		((all)) && return 0
+		sleep 0.2
+	done
+	return 1
+}
+up=0
+for t in 7 8 9 10 11 12; do
+	wait_for 10 "$t" '"daemon":"READY"' '"domain":"UP"' '"peersReady":5' '"peersConnected":5' &&
+		up=$((up + 1))
+done
+[[ $up == 6 ]] && ok "six fake IMEX daemons reach READY and domain UP" || nok "IMEX up" "$up of 6: $out"
+
+out=$(probe 7 imex-apply process rack-a "$(ip 7)" "$port" "$cport" $peers)
+check "the same spec again changes and restarts nothing" "$out" '"changed":false' '"restarted":false'
+
+simctl imex-kill "$(tray 12)"
+seen=0
+for t in 7 8 9 10 11; do
+	wait_for 5 "$t" '"domain":"DEGRADED"' '"peersReady":4' "\"host\":\"$(ip 12)\",\"index\":5,\"row\":\"IIIIII\",\"status\":\"UNAVAILABLE\"" &&
+		seen=$((seen + 1))
+done
+[[ $seen == 5 ]] && ok "a killed peer is reported by the five others" || nok "killed peer" "$seen of 5: $out"
+
+out=$(probe 12 imex-apply process rack-a "$(ip 12)" "$port" "$cport" $peers)
+check "the dead daemon is restarted though its files did not change" "$out" \
+	'"changed":false' '"restarted":true'
+wait_for 10 7 '"domain":"UP"' '"peersReady":5' && ok "the domain is UP again" ||
+	nok "domain back up" "$out"
+
+# Tray 12 with the same peers in another order: a node map mismatch (!M!).
+rpeers=$(tr ' ' '\n' <<<"$peers" | grep . | sort -r | tr '\n' ' ')
+probe 12 imex-apply process rack-a "$(ip 12)" "$port" "$cport" $rpeers >/dev/null
+wait_for 5 7 '"domain":"DEGRADED"' '"row":"CCCCCM"' &&
+	ok "a peer with a differently ordered list shows as a node map mismatch" ||
+	nok "node map mismatch" "$out"
+probe 12 imex-apply process rack-a "$(ip 12)" "$port" "$cport" $peers >/dev/null
+wait_for 10 7 '"domain":"UP"' '"peersReady":5' && ok "the same list again brings the domain UP" ||
+	nok "domain up after mismatch" "$out"
+
+simctl fault "$(tray 8)" imex_ctl_hang on
+t0=$SECONDS
+out=$(probe 8 --timeout-ms 1000 imex-status "$(ip 8)")
+dt=$((SECONDS - t0))
+left=$(pgrep -f "nvidia-imex-ctl -c $(tray 8)/" | wc -l)
+[[ $out == *'"error":"NV_E_TIMEOUT"'* && $out == *'timed out after 1000 ms'* && $dt -le 3 && $left == 0 ]] &&
+	ok "a hung nvidia-imex-ctl is killed at the deadline and reported" ||
+	nok "hung imex-ctl" "${dt}s, $left left: $out"
+simctl fault "$(tray 8)" imex_ctl_hang off
+
+out=$(probe 9 imex-apply process rack-a "$(ip 13)" "$port" "$cport" $peers)
+check "an own address missing from the peer list is refused" "$out" '"error":"NV_E_CONFIG"'
+
+for t in 7 8 9 10 11 12; do probe "$t" imex-stop process >/dev/null; done
+alive=0
+for t in 7 8 9 10 11 12; do
+	f=$(tray "$t")/host/run/nvl72-agent/imex.pid
+	[[ -f $f ]] && kill -0 "$(cut -d' ' -f1 "$f")" 2>/dev/null && alive=$((alive + 1))
+done
+[[ $alive == 0 ]] && ok "imex-stop stops every daemon" || nok "imex-stop" "$alive alive"
+
+# ---- IMEX through the host's systemd unit ----
+hpeers="$(ip 1) $(ip 2) $(ip 3)"
+restarted=0
+for t in 1 2 3; do
+	out=$(probe "$t" imex-apply host rack-h "$(ip "$t")" $((port + 2)) $((port + 3)) $hpeers)
+	[[ $out == *'"error":""'* && $out == *'"restarted":true'* ]] && restarted=$((restarted + 1))
+done
+[[ $restarted == 3 ]] && ok "host mode restarts nvidia-imex.service on three trays" ||
+	nok "host mode apply" "$restarted of 3: $out"
+up=0
+for t in 1 2 3; do
+	wait_for 10 "$t" '"daemon":"READY"' '"domain":"UP"' '"peersReady":2' && up=$((up + 1))
+done
+[[ $up == 3 ]] && ok "host-mode daemons reach READY and domain UP" || nok "host mode up" "$up of 3: $out"
+out=$(probe 1 imex-apply host rack-h "$(ip 1)" $((port + 2)) $((port + 3)) $hpeers)
+check "host mode: the same spec restarts nothing" "$out" '"changed":false' '"restarted":false'
+for t in 1 2 3; do probe "$t" imex-stop host >/dev/null; done
+out=$(probe 1 imex-status "$(ip 1)")
+check "host mode: stopping the unit stops the daemon" "$out" '"daemon":"NOT_RUNNING"'
+
+# ---- driver change, interrupted by kill -9 ----
+simctl installer-delay "$(tray 13)" 1500
+NVL72_SIM_ROOT=$(tray 13) "$sim/bin/hostprobe" driver-change 580.173.02 >"$rack/drv1.out" 2>&1 &
+dpid=$!
+disown "$dpid"
+bg_pids+=("$dpid")
+end=$((SECONDS + 10))
+until grep -q '^run ' "$(tray 13)/driver/installer.log" 2>/dev/null || ((SECONDS > end)); do sleep 0.05; done
+kill -9 "$dpid" 2>/dev/null
+end=$((SECONDS + 5))
+while kill -0 "$dpid" 2>/dev/null && ((SECONDS <= end)); do sleep 0.05; done
+out=$(probe 13 driver-change 580.173.02); rc=$?
+runs=$(grep -c '^run ' "$(tray 13)/driver/installer.log" 2>/dev/null)
+[[ $rc == 0 && $out == *'"phase":"Done"'* && $runs == 1 ]] &&
+	ok "a driver change killed mid-install resumes without rerunning the installer" ||
+	nok "driver change resume" "rc=$rc runs=$runs: $out"
+[[ $out == *InstallerRunning* ]] && ok "the resumed change waits for the running installer" ||
+	nok "installer wait" "$out"
+check "the tray reports the new driver" "$(probe 13 gpus)" '"version":"580.173.02"' '"nvml":"580.173.02"'
+
+simctl in-use "$(tray 14)" 2
+out=$(probe 14 driver-change 580.173.02)
+check "a driver in use ends in RebootRequired after installing" "$out" \
+	'"phase":"RebootRequired"' 'nvidia_uvm is in use'
+
+simctl fault "$(tray 15)" installer_fail on
+out=$(probe 15 driver-change 580.173.02)
+check "a failing installer ends in Failed" "$out" '"phase":"Failed"' 'installer failed'
+
+# ---- channels and host units ----
+out=$(probe 16 channels 4)
+if [[ $(id -u) == 0 ]]; then
+	node=$(stat -c '%t:%T:%a' "$(tray 16)/host/dev/nvidia-caps-imex-channels/channel3" 2>/dev/null)
+	# 16 * 3 + 201 = 249 = 0xf9, the tray's nvidia-caps-imex-channels major.
+	[[ $out == *'"created":4'* && $node == f9:3:666 ]] &&
+		ok "IMEX channel nodes use the major from /proc/devices" || nok "channels" "$node $out"
+else
+	ok "IMEX channel nodes # skip: mknod needs root"
+fi
+
+printf 'LoadState=loaded\nActiveState=active\nUnitFileState=enabled\n' \
+	>"$(tray 17)/units/nvidia-fabricmanager.service"
+out=$(probe 17 unit nvidia-fabricmanager.service masked deny)
+check "a running host Fabric Manager is reported when policy forbids stopping it" "$out" \
+	'"error":"NV_E_STATE"' 'policy does not allow'
+out=$(probe 17 unit nvidia-fabricmanager.service masked allow)
+check "host Fabric Manager is stopped and masked when allowed" "$out" \
+	'"error":""' '"masked":true' '"changed":true'
+
+echo "$pass passed, $fail failed"
+((fail == 0))

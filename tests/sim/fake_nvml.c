@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: Apache-2.0
+// The simulator's libnvidia-ml.so.1: exactly the NVML entry points the agent
+// uses, answering from the tray's state files under $NVL72_SIM_ROOT (one
+// gpu/<n> file per GPU, the driver version from the sim host's sys files).
+#include <stdio.h>
+#include <string.h>
+
+#include "sim.h"
+
+#define NVML_SUCCESS 0
+#define NVML_ERROR_UNINITIALIZED 1
+#define NVML_ERROR_INVALID_ARGUMENT 2
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_DRIVER_NOT_LOADED 9
+#define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
+#define NVML_ERROR_UNKNOWN 999
+
+#define GPUS_MAX 8
+
+/* NVML's layouts, declared independently of the agent on purpose. */
+struct fabric_v1 {
+	unsigned char cluster_uuid[16];
+	int status;
+	unsigned int clique_id;
+	unsigned char state;
+};
+
+struct fabric_v3 {
+	unsigned int version;
+	unsigned char cluster_uuid[16];
+	int status;
+	unsigned int clique_id;
+	unsigned char state;
+	unsigned int health_mask;
+	unsigned char health_summary;
+};
+
+struct platform_v2 {
+	unsigned int version;
+	unsigned char ib_guid[16];
+	unsigned char chassis_serial[16];
+	unsigned char slot;
+	unsigned char tray_index;
+	unsigned char host_id;
+	unsigned char peer_type;
+	unsigned char module_id;
+};
+
+#define VER(size, v) ((unsigned int)(size) | ((unsigned int)(v) << 24))
+
+/* Exported with NVML's names and C types; prototypes keep -Wmissing-prototypes quiet. */
+int nvmlInit_v2(void);
+int nvmlShutdown(void);
+const char *nvmlErrorString(int r);
+int nvmlSystemGetDriverVersion(char *v, unsigned int len);
+int nvmlSystemGetNVMLVersion(char *v, unsigned int len);
+int nvmlSystemGetCudaDriverVersion(int *v);
+int nvmlDeviceGetCount_v2(unsigned int *n);
+int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **dev);
+int nvmlDeviceGetUUID(void *dev, char *uuid, unsigned int len);
+int nvmlDeviceGetGpuFabricInfoV(void *dev, struct fabric_v3 *f);
+int nvmlDeviceGetGpuFabricInfo(void *dev, struct fabric_v1 *f);
+int nvmlDeviceGetPlatformInfo(void *dev, struct platform_v2 *p);
+
+static int inits;
+static char handles[GPUS_MAX];
+
+static bool gpu_file(unsigned int i, char *out, size_t outsz)
+{
+	char rel[32];
+
+	snprintf(rel, sizeof(rel), "gpu/%u", i);
+	return sim_path(out, outsz, sim_root(), rel);
+}
+
+static unsigned int gpu_count(void)
+{
+	char p[SIM_PATH_MAX];
+	unsigned int n = 0;
+
+	while (n < GPUS_MAX && gpu_file(n, p, sizeof(p)) && sim_exists(p))
+		n++;
+	return n;
+}
+
+static bool driver_version(char *out, size_t outsz)
+{
+	char p[SIM_PATH_MAX];
+
+	if (!sim_path(p, sizeof(p), sim_root(), "host/sys/module/nvidia/version") ||
+	    sim_read(p, out, outsz) <= 0)
+		return false;
+	sim_rtrim(out);
+	return true;
+}
+
+int nvmlInit_v2(void)
+{
+	char p[SIM_PATH_MAX], v[64];
+
+	if (sim_root() == NULL)
+		return NVML_ERROR_UNKNOWN;
+	if (sim_path(p, sizeof(p), sim_root(), "faults/nvml_init_fail") && sim_exists(p))
+		return NVML_ERROR_UNKNOWN;
+	if (!driver_version(v, sizeof(v)))
+		return NVML_ERROR_DRIVER_NOT_LOADED;
+	inits++;
+	return NVML_SUCCESS;
+}
+
+int nvmlShutdown(void)
+{
+	if (inits == 0)
+		return NVML_ERROR_UNINITIALIZED;
+	inits--;
+	return NVML_SUCCESS;
+}
+
+const char *nvmlErrorString(int r)
+{
+	switch (r) {
+	case NVML_SUCCESS: return "Success";
+	case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+	case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+	case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+	case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+	case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+	case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument Version Mismatch";
+	default: return "Unknown Error";
+	}
+}
+
+static int copy_out(char *dst, unsigned int len, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (dst == NULL || n + 1 > len)
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	memcpy(dst, src, n + 1);
+	return NVML_SUCCESS;
+}
+
+int nvmlSystemGetDriverVersion(char *v, unsigned int len)
+{
+	char d[64];
+
+	if (inits == 0)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!driver_version(d, sizeof(d)))
+		return NVML_ERROR_DRIVER_NOT_LOADED;
+	return copy_out(v, len, d);
+}
+
+int nvmlSystemGetNVMLVersion(char *v, unsigned int len)
+{
+	char d[64], out[80];
+
+	if (inits == 0)
+		return NVML_ERROR_UNINITIALIZED;
+	if (!driver_version(d, sizeof(d)))
+		return NVML_ERROR_DRIVER_NOT_LOADED;
+	snprintf(out, sizeof(out), "13.%s", d);
+	return copy_out(v, len, out);
+}
+
+int nvmlSystemGetCudaDriverVersion(int *v)
+{
+	if (inits == 0)
+		return NVML_ERROR_UNINITIALIZED;
+	if (v == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*v = 13000;
+	return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetCount_v2(unsigned int *n)
+{
+	if (inits == 0)
+		return NVML_ERROR_UNINITIALIZED;
+	if (n == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*n = gpu_count();
+	return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned int i, void **dev)
+{
+	if (inits == 0)
+		return NVML_ERROR_UNINITIALIZED;
+	if (dev == NULL || i >= gpu_count())
+		return NVML_ERROR_INVALID_ARGUMENT;
+	*dev = &handles[i];
+	return NVML_SUCCESS;
+}
+
+/* The GPU's state file, or false for a handle that is not ours. */
+static bool dev_file(void *dev, char *out, size_t outsz)
+{
+	char *h = dev;
+
+	if (inits == 0 || h < handles || h >= handles + GPUS_MAX)
+		return false;
+	return gpu_file((unsigned int)(h - handles), out, outsz);
+}
+
+static unsigned long kv_num(const char *file, const char *key, unsigned long max,
+			    unsigned long def)
+{
+	char v[64];
+	unsigned long n;
+
+	if (!sim_kv_get(file, key, v, sizeof(v)) || !sim_parse_ul(v, max, &n))
+		return def;
+	return n;
+}
+
+int nvmlDeviceGetUUID(void *dev, char *uuid, unsigned int len)
+{
+	char f[SIM_PATH_MAX], u[96];
+
+	if (!dev_file(dev, f, sizeof(f)))
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (!sim_kv_get(f, "uuid", u, sizeof(u)))
+		return NVML_ERROR_UNKNOWN;
+	return copy_out(uuid, len, u);
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* "3c9a5e21-7f04-..." into 16 bytes; all zero when absent or malformed. */
+static void uuid_bytes(const char *file, unsigned char out[16])
+{
+	unsigned char b[16] = {0};
+	char s[64];
+	size_t n = 0;
+
+	memset(out, 0, 16);
+	if (!sim_kv_get(file, "cluster", s, sizeof(s)))
+		return;
+	for (const char *p = s; *p != '\0'; p++) {
+		int v = hexval(*p);
+		if (*p == '-')
+			continue;
+		if (v < 0 || n == 32)
+			return;
+		b[n / 2] = (unsigned char)(b[n / 2] | (n % 2 ? v : v << 4));
+		n++;
+	}
+	if (n == 32)
+		memcpy(out, b, 16);
+}
+
+/* Fills the common fields; the fault key fabric_error makes the call fail. */
+static int fabric_fill(void *dev, unsigned char uuid[16], int *status, unsigned int *clique,
+		       unsigned char *state, unsigned int *mask, unsigned char *summary)
+{
+	char f[SIM_PATH_MAX];
+	unsigned long err;
+
+	if (!dev_file(dev, f, sizeof(f)))
+		return NVML_ERROR_INVALID_ARGUMENT;
+	err = kv_num(f, "fabric_error", 1000, 0);
+	if (err != 0)
+		return (int)err;
+	uuid_bytes(f, uuid);
+	*status = (int)kv_num(f, "status", 1000, 0);
+	*clique = (unsigned int)kv_num(f, "clique", 0xffffffffUL, 32766);
+	*state = (unsigned char)kv_num(f, "state", 255, 3);
+	*mask = (unsigned int)kv_num(f, "health_mask", 0xffffffffUL, 0x1AA);
+	*summary = (unsigned char)kv_num(f, "summary", 255, 1);
+	return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetGpuFabricInfoV(void *dev, struct fabric_v3 *f)
+{
+	unsigned int mask = 0;
+	unsigned char summary = 0;
+	int r;
+
+	if (f == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (f->version != VER(sizeof(*f), 3) && f->version != VER(36, 2))
+		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	r = fabric_fill(dev, f->cluster_uuid, &f->status, &f->clique_id, &f->state, &mask,
+			&summary);
+	if (r != NVML_SUCCESS)
+		return r;
+	f->health_mask = mask;
+	if (f->version == VER(sizeof(*f), 3))
+		f->health_summary = summary;
+	return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetGpuFabricInfo(void *dev, struct fabric_v1 *f)
+{
+	unsigned int mask;
+	unsigned char summary;
+
+	if (f == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	return fabric_fill(dev, f->cluster_uuid, &f->status, &f->clique_id, &f->state, &mask,
+			   &summary);
+}
+
+int nvmlDeviceGetPlatformInfo(void *dev, struct platform_v2 *p)
+{
+	char f[SIM_PATH_MAX], serial[32];
+	size_t n;
+
+	if (p == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	if (p->version != VER(sizeof(*p), 2))
+		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	if (!dev_file(dev, f, sizeof(f)))
+		return NVML_ERROR_INVALID_ARGUMENT;
+	memset(p->chassis_serial, 0, sizeof(p->chassis_serial));
+	if (sim_kv_get(f, "chassis", serial, sizeof(serial))) {
+		n = strlen(serial);
+		memcpy(p->chassis_serial, serial, n < 16 ? n : 16);
+	}
+	memset(p->ib_guid, 0, sizeof(p->ib_guid));
+	p->slot = (unsigned char)kv_num(f, "slot", 255, 0);
+	p->tray_index = (unsigned char)kv_num(f, "tray", 255, 0);
+	p->host_id = (unsigned char)kv_num(f, "host_id", 255, 1);
+	p->peer_type = (unsigned char)kv_num(f, "peer_type", 255, 2);
+	p->module_id = (unsigned char)kv_num(f, "module_id", 255, 1);
+	return NVML_SUCCESS;
+}

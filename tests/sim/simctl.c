@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+// simctl: creates a simulated rack (one sim root per compute tray, each with
+// its host files, GPUs and loopback address) and injects faults by editing
+// those state files, the same way a changing host would show them.
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sim.h"
+
+#define TRAYS_MAX 72
+
+struct rack_opts {
+	unsigned long trays, ip_base, clique;
+	const char *driver, *cluster, *chassis;
+};
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: simctl create RACKDIR [--trays N] [--driver V] [--ip-base N]\n"
+		"                       [--cluster UUID] [--clique N] [--chassis SERIAL]\n"
+		"       simctl gpu TRAYDIR IDX|all KEY=VALUE...   (state status clique cluster\n"
+		"                       health_mask summary fabric_error ...)\n"
+		"       simctl fault TRAYDIR NAME on|off   (imex_ctl_hang installer_fail\n"
+		"                       nvml_init_fail driver_in_use)\n"
+		"       simctl in-use TRAYDIR REFCNT        (users of nvidia_uvm)\n"
+		"       simctl installer-delay TRAYDIR MS\n"
+		"       simctl imex-kill TRAYDIR\n");
+	return 2;
+}
+
+static bool put(const char *dir, const char *rel, const char *text)
+{
+	char p[SIM_PATH_MAX];
+	return sim_path(p, sizeof(p), dir, rel) && sim_write(p, text, strlen(text));
+}
+
+static bool tray_host(const char *dir, const struct rack_opts *o, unsigned long t)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text),
+		 "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  %s  Release Build  "
+		 "(sim@nvl72)  Thu Oct  2 11:04:17 UTC 2025\nGCC version:  gcc version 13.3.0\n",
+		 o->driver);
+	if (!put(dir, "host/proc/driver/nvidia/version", text))
+		return false;
+	snprintf(text, sizeof(text), "%s\n", o->driver);
+	if (!put(dir, "host/sys/module/nvidia/version", text) || !put(dir, "driver/ondisk", text) ||
+	    !put(dir, "host/sys/module/nvidia/refcnt", "1\n") ||
+	    !put(dir, "host/sys/module/nvidia_uvm/refcnt", "0\n"))
+		return false;
+	if (!put(dir, "host/proc/driver/nvidia/params",
+		 "ModifyDeviceFiles: 1\nDeviceFileMode: 438\nImexChannelCount: 2048\n"
+		 "CreateImexChannel0: 0\nRegistryDwords: \"\"\n"))
+		return false;
+	/* Dynamic majors differ per tray, as they may between real hosts. */
+	snprintf(text, sizeof(text),
+		 "Character devices:\n  1 mem\n  5 /dev/tty\n195 nvidia\n%lu nvidia-caps\n"
+		 "%lu nvidia-caps-imex-channels\n%lu nvidia-uvm\n\nBlock devices:\n  7 loop\n",
+		 200 + 3 * t, 201 + 3 * t, 202 + 3 * t);
+	return put(dir, "host/proc/devices", text) &&
+	       put(dir, "units/nvidia-persistenced.service",
+		   "LoadState=loaded\nActiveState=active\nUnitFileState=enabled\n") &&
+	       put(dir, "units/nvidia-imex.service",
+		   "LoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n");
+}
+
+static bool tray_gpus(const char *dir, const struct rack_opts *o, unsigned long t)
+{
+	static const unsigned module_of[4] = {2, 1, 4, 3};
+	char text[1024], rel[32];
+
+	for (unsigned g = 0; g < 4; g++) {
+		snprintf(text, sizeof(text),
+			 "uuid=GPU-%08lx-1d3a-4c8e-9a71-0f5d2c3b%04x\nstate=3\nstatus=0\n"
+			 "cluster=%s\nclique=%lu\nhealth_mask=0x1AA\nsummary=1\nchassis=%s\n"
+			 "slot=%lu\ntray=%lu\nhost_id=1\npeer_type=2\nmodule_id=%u\n",
+			 0x6b0e0000UL + t, g, o->cluster, o->clique, o->chassis,
+			 t <= 10 ? t : t + 9, t, module_of[g]);
+		snprintf(rel, sizeof(rel), "gpu/%u", g);
+		if (!put(dir, rel, text))
+			return false;
+	}
+	return true;
+}
+
+static int rack_create(int argc, char **argv)
+{
+	struct rack_opts o = {18, 10, 32766, "580.95.05", "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3",
+			      "1821124000042"};
+	char dir[SIM_PATH_MAX], text[128], name[16];
+
+	for (int i = 3; i + 1 < argc; i += 2) {
+		const char *k = argv[i], *v = argv[i + 1];
+		bool ok = true;
+		if (strcmp(k, "--trays") == 0)
+			ok = sim_parse_ul(v, TRAYS_MAX, &o.trays) && o.trays > 0;
+		else if (strcmp(k, "--ip-base") == 0)
+			ok = sim_parse_ul(v, 253, &o.ip_base);
+		else if (strcmp(k, "--clique") == 0)
+			ok = sim_parse_ul(v, 0xffffffffUL, &o.clique);
+		else if (strcmp(k, "--driver") == 0)
+			o.driver = v;
+		else if (strcmp(k, "--cluster") == 0)
+			o.cluster = v;
+		else if (strcmp(k, "--chassis") == 0)
+			o.chassis = v;
+		else
+			ok = false;
+		if (!ok)
+			return usage();
+	}
+	if (o.ip_base + o.trays > 254)
+		return usage();
+	for (unsigned long t = 1; t <= o.trays; t++) {
+		snprintf(name, sizeof(name), "tray-%02lu", t);
+		if (!sim_path(dir, sizeof(dir), argv[2], name) || !sim_mkdirs(dir))
+			return 1;
+		snprintf(text, sizeof(text), "ip=127.0.0.%lu\nindex=%lu\n", o.ip_base + t, t);
+		if (!put(dir, "tray.env", text) || !tray_host(dir, &o, t) || !tray_gpus(dir, &o, t) ||
+		    !put(dir, "faults/.keep", ""))
+			return 1;
+		printf("%s 127.0.0.%lu\n", dir, o.ip_base + t);
+	}
+	return 0;
+}
+
+static int gpu_set(int argc, char **argv)
+{
+	char p[SIM_PATH_MAX], rel[32];
+	unsigned long idx = 0;
+	bool all = strcmp(argv[3], "all") == 0;
+
+	if (!all && !sim_parse_ul(argv[3], 7, &idx))
+		return usage();
+	for (unsigned long g = all ? 0 : idx; g <= (all ? 3 : idx); g++) {
+		snprintf(rel, sizeof(rel), "gpu/%lu", g);
+		if (!sim_path(p, sizeof(p), argv[2], rel) || !sim_exists(p))
+			return 1;
+		for (int i = 4; i < argc; i++) {
+			char kv[256], *eq;
+			snprintf(kv, sizeof(kv), "%s", argv[i]);
+			eq = strchr(kv, '=');
+			if (eq == NULL)
+				return usage();
+			*eq = '\0';
+			if (!sim_kv_set(p, kv, eq + 1))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+static int fault_set(const char *dir, const char *name, const char *onoff)
+{
+	char p[SIM_PATH_MAX], rel[128];
+
+	if (strchr(name, '/') != NULL)
+		return usage();
+	snprintf(rel, sizeof(rel), "faults/%s", name);
+	if (!sim_path(p, sizeof(p), dir, rel))
+		return 1;
+	if (strcmp(onoff, "on") == 0)
+		return sim_write(p, "1\n", 2) ? 0 : 1;
+	if (strcmp(onoff, "off") == 0)
+		return remove(p) == 0 || !sim_exists(p) ? 0 : 1;
+	return usage();
+}
+
+static int imex_kill(const char *dir)
+{
+	char p[SIM_PATH_MAX], text[256];
+	unsigned long pid;
+
+	if (!sim_path(p, sizeof(p), dir, "host/run/nvl72-agent/imex.pid") ||
+	    sim_read(p, text, sizeof(text)) <= 0)
+		return 1;
+	text[strcspn(text, " ")] = '\0';
+	if (!sim_parse_ul(text, 1UL << 22, &pid) || pid < 2)
+		return 1;
+	return kill((pid_t)pid, SIGKILL) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	char text[64];
+
+	if (argc >= 3 && strcmp(argv[1], "create") == 0)
+		return rack_create(argc, argv);
+	if (argc >= 5 && strcmp(argv[1], "gpu") == 0)
+		return gpu_set(argc, argv);
+	if (argc == 5 && strcmp(argv[1], "fault") == 0)
+		return fault_set(argv[2], argv[3], argv[4]);
+	if (argc == 4 && (strcmp(argv[1], "in-use") == 0 ||
+			  strcmp(argv[1], "installer-delay") == 0)) {
+		unsigned long n;
+		if (!sim_parse_ul(argv[3], 1UL << 30, &n))
+			return usage();
+		snprintf(text, sizeof(text), "%lu\n", n);
+		return put(argv[2], argv[1][0] == 'i' && argv[1][1] == 'n' && argv[1][2] == '-'
+					    ? "host/sys/module/nvidia_uvm/refcnt"
+					    : "driver/installer_delay_ms",
+			   text) ? 0 : 1;
+	}
+	if (argc == 3 && strcmp(argv[1], "imex-kill") == 0)
+		return imex_kill(argv[2]);
+	return usage();
+}
