@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: Apache-2.0
+// The web server's life cycle: configuration, routes, the libwebsockets
+// context and the service thread that owns every connection.
+#include "web_int.h"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvl72/alloc.h"
+#include "nvl72/log.h"
+#include "nvl72/metrics.h"
+#include "nvl72/parse.h"
+
+/* Only one protocol: it serves HTTP and, after an upgrade on /ws, the feed.
+ * A client may ask for it by name or send no subprotocol at all. */
+#define WEB_PROTOCOL "nvl72.feed.v1"
+
+static const lws_retry_bo_t web_retry = {
+        .secs_since_valid_ping = 30,
+        .secs_since_valid_hangup = 45,
+};
+
+static int web_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                        size_t len)
+{
+	struct web_session *pss = user;
+	switch (reason) {
+	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
+	case LWS_CALLBACK_ESTABLISHED:
+	case LWS_CALLBACK_SERVER_WRITEABLE:
+	case LWS_CALLBACK_RECEIVE:
+	case LWS_CALLBACK_CLOSED:
+	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+		return web_feed_callback(wsi, reason, pss, in, len);
+	default:
+		return web_http_callback(wsi, reason, pss, in, len);
+	}
+}
+
+static const struct lws_protocols web_protocols[] = {
+        {WEB_PROTOCOL, web_callback, sizeof(struct web_session), 4096, 0, NULL, 0},
+        {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+/* lws speaks through this; its lines keep their own prefix. */
+static void web_lws_log(int level, const char *line)
+{
+	char msg[256];
+	size_t n = strnlen(line, sizeof(msg) - 1);
+	memcpy(msg, line, n);
+	while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		n--;
+	msg[n] = '\0';
+	if (level & LLL_ERR)
+		log_error("lws", msg, NULL);
+	else
+		log_warn("lws", msg, NULL);
+}
+
+static size_t or_default(size_t v, size_t def)
+{
+	return v ? v : def;
+}
+
+enum nv_err web_server_new(const struct web_config *cfg, struct web_server **out)
+{
+	if (cfg == NULL || cfg->port < 0 || cfg->port > 65535 ||
+	    (cfg->tls_cert_pem == NULL) != (cfg->tls_key_pem == NULL))
+		return NV_E_INVAL;
+	if (cfg->name && (cfg->name[0] == '\0' || strlen(cfg->name) > 64))
+		return NV_E_INVAL;
+	struct web_server *s = xcalloc(1, sizeof(*s));
+	s->name = xstrdup(cfg->name ? cfg->name : "web");
+	s->bind_addr = cfg->bind_addr ? xstrdup(cfg->bind_addr) : NULL;
+	s->port_cfg = cfg->port;
+	s->cert_pem = cfg->tls_cert_pem ? xstrdup(cfg->tls_cert_pem) : NULL;
+	s->key_pem = cfg->tls_key_pem ? xstrdup(cfg->tls_key_pem) : NULL;
+	s->tls = s->cert_pem != NULL;
+	s->metrics = cfg->metrics;
+	s->body_max = or_default(cfg->body_max, WEB_BODY_MAX_DEFAULT);
+	s->response_max = or_default(cfg->response_max, WEB_RESPONSE_MAX_DEFAULT);
+	s->msg_max = or_default(cfg->msg_max, WEB_MSG_MAX_DEFAULT);
+	s->queue_max = or_default(cfg->queue_max, WEB_QUEUE_MAX_DEFAULT);
+	s->queue_bytes_max = or_default(cfg->queue_bytes_max, WEB_QUEUE_BYTES_DEFAULT);
+	s->clients_max = or_default(cfg->clients_max, WEB_CLIENTS_MAX_DEFAULT);
+	s->topics_max = or_default(cfg->topics_max, WEB_TOPICS_MAX_DEFAULT);
+	s->ws_any_origin = cfg->ws_any_origin;
+	s->metrics_authz = cfg->metrics_authz;
+	s->metrics_authz_arg = cfg->metrics_authz_arg;
+	s->port = -1;
+	atomic_init(&s->stopping, false);
+	pthread_mutex_init(&s->mu, NULL);
+	lws_set_log_level(LLL_ERR | LLL_WARN, web_lws_log);
+	*out = s;
+	return NV_OK;
+}
+
+static bool path_valid(const char *path)
+{
+	return path && path[0] == '/' && strlen(path) < WEB_PATH_MAX;
+}
+
+static enum nv_err route_add(struct web_server *s, enum web_method m, const char *path,
+                             web_handler_fn fn, void *arg)
+{
+	if (!path_valid(path) || fn == NULL || s->ctx)
+		return NV_E_INVAL;
+	for (size_t i = 0; i < s->nroutes; i++)
+		if (s->routes[i].method == m && strcmp(s->routes[i].path, path) == 0)
+			return NV_E_EXISTS;
+	if (s->nroutes >= WEB_ROUTES_MAX)
+		return NV_E_TOO_LARGE;
+	struct web_route *r = &s->routes[s->nroutes++];
+	r->method = m;
+	r->path = xstrdup(path);
+	r->fn = fn;
+	r->arg = arg;
+	return NV_OK;
+}
+
+enum nv_err web_route_post(struct web_server *s, const char *path, web_handler_fn fn, void *arg)
+{
+	return route_add(s, WEB_POST, path, fn, arg);
+}
+
+enum nv_err web_route_get(struct web_server *s, const char *path, web_handler_fn fn, void *arg)
+{
+	return route_add(s, WEB_GET, path, fn, arg);
+}
+
+enum nv_err web_check_add(struct web_server *s, enum web_probe probe, const char *name,
+                          web_check_fn fn, void *arg)
+{
+	if (name == NULL || name[0] == '\0' || strlen(name) > 64 || fn == NULL ||
+	    probe > WEB_PROBE_READY || s->ctx)
+		return NV_E_INVAL;
+	for (size_t i = 0; i < s->nchecks; i++)
+		if (s->checks[i].probe == probe && strcmp(s->checks[i].name, name) == 0)
+			return NV_E_EXISTS;
+	if (s->nchecks >= WEB_CHECKS_MAX)
+		return NV_E_TOO_LARGE;
+	struct web_check *c = &s->checks[s->nchecks++];
+	c->probe = probe;
+	c->name = xstrdup(name);
+	c->fn = fn;
+	c->arg = arg;
+	return NV_OK;
+}
+
+/* The server's own families; a second server on the same registry finds
+ * them registered already and shares them under its own server label. */
+static enum nv_err family_get(struct metrics_registry *r, const struct metrics_desc *d,
+                              struct metrics_family **out)
+{
+	enum nv_err e = metrics_family_register(r, d, out);
+	if (e == NV_E_EXISTS) {
+		*out = metrics_registry_find(r, d->name);
+		e = NV_OK;
+	}
+	return e;
+}
+
+static enum nv_err metrics_setup(struct web_server *s)
+{
+	static const char *const l_req[] = {"server", "handler", "code", NULL};
+	static const char *const l_srv[] = {"server", NULL};
+	const struct metrics_desc req = {"nvl72_web_requests_total",
+	                                 "HTTP requests answered by the operator's web servers.",
+	                                 METRICS_COUNTER,
+	                                 l_req,
+	                                 NULL,
+	                                 0,
+	                                 0};
+	const struct metrics_desc cli = {"nvl72_web_ws_clients",
+	                                 "Dashboard websocket clients connected now.",
+	                                 METRICS_GAUGE,
+	                                 l_srv,
+	                                 NULL,
+	                                 0,
+	                                 0};
+	const struct metrics_desc drop = {"nvl72_web_ws_dropped_total",
+	                                  "Websocket clients disconnected for reading too slowly.",
+	                                  METRICS_COUNTER,
+	                                  l_srv,
+	                                  NULL,
+	                                  0,
+	                                  0};
+	if (s->metrics == NULL)
+		return NV_OK;
+	enum nv_err e = family_get(s->metrics, &req, &s->m_requests);
+	if (e == NV_OK)
+		e = family_get(s->metrics, &cli, &s->m_clients);
+	if (e == NV_OK)
+		e = family_get(s->metrics, &drop, &s->m_dropped);
+	const char *v[] = {s->name};
+	if (e == NV_OK)
+		e = metrics_gauge_set(s->m_clients, v, 0);
+	if (e == NV_OK)
+		e = metrics_family_touch(s->m_dropped, v);
+	return e;
+}
+
+void web_count_request(struct web_server *s, const char *handler, int status)
+{
+	if (s->m_requests == NULL)
+		return;
+	char code[8];
+	snprintf(code, sizeof(code), "%d", status);
+	const char *v[] = {s->name, handler, code};
+	(void)metrics_counter_inc(s->m_requests, v);
+}
+
+void web_count_clients(struct web_server *s, size_t n)
+{
+	const char *v[] = {s->name};
+	if (s->m_clients)
+		(void)metrics_gauge_set(s->m_clients, v, (double)n);
+}
+
+void web_count_dropped(struct web_server *s)
+{
+	const char *v[] = {s->name};
+	if (s->m_dropped)
+		(void)metrics_counter_inc(s->m_dropped, v);
+}
+
+/* Refuses encrypted keys instead of prompting on a terminal. */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	(void)u;
+	return 0;
+}
+
+/* Checks the pair before libwebsockets sees it, so that a bad certificate
+ * is told apart from a port that cannot be bound. */
+static enum nv_err tls_pem_check(const char *cert, const char *key)
+{
+	enum nv_err e = NV_E_TLS;
+	BIO *cb = BIO_new_mem_buf(cert, -1);
+	BIO *kb = BIO_new_mem_buf(key, -1);
+	X509 *x = cb ? PEM_read_bio_X509(cb, NULL, no_passphrase, NULL) : NULL;
+	EVP_PKEY *k = kb ? PEM_read_bio_PrivateKey(kb, NULL, no_passphrase, NULL) : NULL;
+	if (x && k && X509_check_private_key(x, k) == 1)
+		e = NV_OK;
+	X509_free(x);
+	EVP_PKEY_free(k);
+	BIO_free(cb);
+	BIO_free(kb);
+	ERR_clear_error();
+	return e;
+}
+
+static void *web_thread_main(void *arg)
+{
+	struct web_server *s = arg;
+	while (!atomic_load(&s->stopping))
+		if (lws_service(s->ctx, 0) < 0)
+			break;
+	return NULL;
+}
+
+static void context_info_fill(struct web_server *s, struct lws_context_creation_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->port = s->port_cfg;
+	info->iface = s->bind_addr;
+	info->protocols = web_protocols;
+	info->user = s;
+	info->options = LWS_SERVER_OPTION_EXPLICIT_VHOSTS |
+	                LWS_SERVER_OPTION_FAIL_UPON_UNABLE_TO_BIND |
+	                LWS_SERVER_OPTION_VALIDATE_UTF8;
+	if (s->bind_addr && strchr(s->bind_addr, ':') == NULL)
+		info->options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+	/* Room for a service-account token in Authorization. */
+	info->max_http_header_data = 16384;
+	info->retry_and_idle_policy = &web_retry;
+	info->alpn = "http/1.1";
+	info->vhost_name = "default";
+	if (s->cert_pem) {
+		info->options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+		info->server_ssl_cert_mem = s->cert_pem;
+		info->server_ssl_cert_mem_len = (unsigned)strlen(s->cert_pem);
+		info->server_ssl_private_key_mem = s->key_pem;
+		info->server_ssl_private_key_mem_len = (unsigned)strlen(s->key_pem);
+	}
+}
+
+/* Creates the context, then the listening vhost on its own: a vhost that
+ * cannot bind is then undone by lws_context_destroy, which frees what lws
+ * 4.1 leaks when the whole context creation fails. */
+static enum nv_err context_open(struct web_server *s)
+{
+	struct lws_context_creation_info info;
+	context_info_fill(s, &info);
+	struct lws_vhost *vh = NULL;
+	s->ctx = lws_create_context(&info);
+	if (s->ctx)
+		vh = lws_create_vhost(s->ctx, &info);
+	/* The TLS context holds its own copy: keep the key no longer. */
+	secure_free_str(s->cert_pem);
+	secure_free_str(s->key_pem);
+	s->cert_pem = s->key_pem = NULL;
+	if (vh == NULL) {
+		log_error(WEB_COMP, "cannot listen", "server=%s addr=%s port=%d", s->name,
+		          s->bind_addr ? s->bind_addr : "*", s->port_cfg);
+		if (s->ctx)
+			lws_context_destroy(s->ctx);
+		s->ctx = NULL;
+		/* The certificate passed its check: what failed is the socket. */
+		return NV_E_IO;
+	}
+	s->port = lws_get_vhost_listen_port(vh);
+	return NV_OK;
+}
+
+enum nv_err web_server_start(struct web_server *s)
+{
+	if (s->ctx || atomic_load(&s->stopping))
+		return NV_E_STATE;
+	enum nv_err e = metrics_setup(s);
+	if (e)
+		return e;
+	if (s->tls && tls_pem_check(s->cert_pem, s->key_pem) != NV_OK) {
+		log_error(WEB_COMP, "TLS certificate or key refused", NULL);
+		return NV_E_TLS;
+	}
+	e = context_open(s);
+	if (e)
+		return e;
+	pthread_mutex_lock(&s->mu);
+	s->accepting = true;
+	pthread_mutex_unlock(&s->mu);
+	if (pthread_create(&s->thread, NULL, web_thread_main, s) != 0) {
+		lws_context_destroy(s->ctx);
+		s->ctx = NULL;
+		return NV_E_INTERNAL;
+	}
+	s->thread_started = true;
+	log_info(WEB_COMP, "serving", "server=%s addr=%s port=%d tls=%s", s->name,
+	         s->bind_addr ? s->bind_addr : "*", s->port, s->tls ? "yes" : "no");
+	return NV_OK;
+}
+
+int web_server_port(const struct web_server *s)
+{
+	return s->port;
+}
+
+void web_server_stop(struct web_server *s)
+{
+	if (s == NULL || s->ctx == NULL)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->accepting = false;
+	pthread_mutex_unlock(&s->mu);
+	atomic_store(&s->stopping, true);
+	if (s->thread_started) {
+		lws_cancel_service(s->ctx);
+		pthread_join(s->thread, NULL);
+		s->thread_started = false;
+	}
+	/* Closes every connection; their callbacks run here, on this thread,
+	 * now that the service thread is gone. */
+	lws_context_destroy(s->ctx);
+	s->ctx = NULL;
+	s->port = -1;
+	web_feed_clear(s);
+	log_info(WEB_COMP, "stopped", "server=%s", s->name);
+}
+
+void web_server_free(struct web_server *s)
+{
+	if (s == NULL)
+		return;
+	web_server_stop(s);
+	for (size_t i = 0; i < s->nroutes; i++)
+		free(s->routes[i].path);
+	for (size_t i = 0; i < s->nchecks; i++)
+		free(s->checks[i].name);
+	free(s->bind_addr);
+	free(s->name);
+	secure_free_str(s->cert_pem);
+	secure_free_str(s->key_pem);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* State shared by the web module's files: the server, its routes, the
+ * websocket clients and their queues. Everything under mu may be touched by
+ * publishers on any thread; the rest belongs to the service thread. */
+#ifndef NVL72_WEB_INT_H
+#define NVL72_WEB_INT_H
+
+#include <libwebsockets.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nvl72/web.h"
+
+#define WEB_COMP "web"
+#define WEB_PATH_MAX 1024
+#define WEB_CHECKS_MAX 32
+#define WEB_CHUNK 16384
+/* Bytes of an oversized body read and dropped so the 413 reaches the
+ * client; a longer body gets its answer at once and the connection shut. */
+#define WEB_DRAIN_MAX (1u << 20)
+
+struct web_route {
+	enum web_method method;
+	char *path;
+	web_handler_fn fn;
+	void *arg;
+};
+
+struct web_check {
+	enum web_probe probe;
+	char *name;
+	web_check_fn fn;
+	void *arg;
+};
+
+/* A message shared by every queue that holds it. */
+struct web_msg {
+	atomic_size_t refs;
+	size_t len;
+	unsigned char data[]; /* LWS_PRE bytes of room, then len bytes */
+};
+
+struct web_topic {
+	char *name;
+	struct web_msg *msg;
+};
+
+struct web_qnode {
+	struct web_qnode *next;
+	struct web_msg *msg;
+};
+
+struct web_client {
+	struct web_client *prev;
+	struct web_client *next;
+	struct lws *wsi;
+	struct web_qnode *head;
+	struct web_qnode *tail;
+	size_t queued;
+	size_t bytes;
+	size_t replay_left;  /* retained messages at the head of the queue */
+	size_t replay_bytes; /* and their size: neither counts against the caps */
+	bool wake;           /* has something to write: ask for a callback */
+	bool doomed;         /* too slow: close at the next callback */
+	bool closing;        /* the service thread has started closing it */
+};
+
+/* One HTTP transaction; reset for each request on a kept-alive socket. */
+struct web_http {
+	enum web_method method;
+	char path[WEB_PATH_MAX];
+	char content_type[128];
+	bool verbose;
+	const struct web_route *route;
+	const char *handler; /* metrics label: a static name or a route path */
+	uint64_t content_len;
+	bool has_len;
+	struct buf body;
+	size_t body_seen;
+	bool too_large;
+	char *bearer; /* secret: wiped on release */
+	/* the response */
+	int status;
+	const char *ctype;
+	bool html;
+	struct buf out;
+	const unsigned char *data; /* out's data or an embedded asset */
+	size_t len;
+	size_t sent;
+	bool responding;
+	bool close_after;
+};
+
+/* Per-connection storage lws allocates for the one protocol. */
+struct web_session {
+	struct web_http *http;
+	struct web_client *client;
+};
+
+struct web_server {
+	/* configuration, fixed after web_server_new */
+	char *name;
+	char *bind_addr;
+	int port_cfg;
+	char *cert_pem;
+	char *key_pem;
+	bool tls;
+	struct metrics_registry *metrics;
+	size_t body_max;
+	size_t response_max;
+	size_t msg_max;
+	size_t queue_max;
+	size_t queue_bytes_max;
+	size_t clients_max;
+	size_t topics_max;
+	bool ws_any_origin;
+	web_authz_fn metrics_authz;
+	void *metrics_authz_arg;
+	struct web_route routes[WEB_ROUTES_MAX];
+	size_t nroutes;
+	struct web_check checks[WEB_CHECKS_MAX];
+	size_t nchecks;
+	struct metrics_family *m_requests; /* server, handler, code */
+	struct metrics_family *m_clients;  /* server */
+	struct metrics_family *m_dropped;  /* server */
+	/* the service thread's */
+	struct lws_context *ctx;
+	int port;
+	pthread_t thread;
+	bool thread_started;
+	atomic_bool stopping;
+	/* guarded by mu */
+	pthread_mutex_t mu;
+	bool accepting; /* publishing allowed */
+	struct web_client *clients;
+	size_t nclients;
+	struct web_topic *topics;
+	size_t ntopics;
+	uint64_t seq;
+};
+
+/* web.c */
+void web_count_request(struct web_server *s, const char *handler, int status);
+void web_count_clients(struct web_server *s, size_t n);
+void web_count_dropped(struct web_server *s);
+
+/* web_http.c */
+int web_http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct web_session *pss,
+                      void *in, size_t len);
+void web_http_release(struct web_http *h);
+/* Whether a browser's Origin names the Host it connects to. */
+bool web_origin_matches(const char *origin, const char *host);
+
+/* web_feed.c */
+int web_feed_callback(struct lws *wsi, enum lws_callback_reasons reason, struct web_session *pss,
+                      void *in, size_t len);
+/* Frees retained topics; called once the service thread is gone. */
+void web_feed_clear(struct web_server *s);
+
+static inline struct web_server *web_server_of(struct lws *wsi)
+{
+	return lws_context_user(lws_get_context(wsi));
+}
+
+#endif

@@ -1,0 +1,917 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests for the web server, run against a real listener on 127.0.0.1
+// with an ephemeral port: probes, /metrics, POST bodies and their cap,
+// the embedded dashboard, TLS, and the websocket feed seen from a raw client.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "nvl72/metrics.h"
+#include "nvl72/timeutil.h"
+#include "nvl72/web.h"
+
+/* ---- a throwaway certificate ------------------------------------------------ */
+
+static char *bio_text(BIO *b)
+{
+	char *p = NULL;
+	long n = BIO_get_mem_data(b, &p);
+	char *s = malloc((size_t)n + 1);
+	assert_non_null(s);
+	memcpy(s, p, (size_t)n);
+	s[n] = '\0';
+	return s;
+}
+
+static void cert_ext(X509 *x, int nid, const char *value)
+{
+	X509V3_CTX ctx;
+	X509V3_set_ctx_nodb(&ctx);
+	X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
+	X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+	assert_non_null(ext);
+	X509_add_ext(x, ext, -1);
+	X509_EXTENSION_free(ext);
+}
+
+/* A self-signed RSA certificate for 127.0.0.1, valid for an hour. */
+static void tls_selfsigned(char **cert_out, char **key_out)
+{
+	EVP_PKEY *pk = EVP_RSA_gen(2048);
+	assert_non_null(pk);
+	X509 *x = X509_new();
+	X509_set_version(x, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+	X509_gmtime_adj(X509_getm_notBefore(x), -60);
+	X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+	X509_set_pubkey(x, pk);
+	X509_NAME *name = X509_get_subject_name(x);
+	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"nvl72-test",
+	                           -1, -1, 0);
+	X509_set_issuer_name(x, name);
+	cert_ext(x, NID_basic_constraints, "critical,CA:TRUE");
+	cert_ext(x, NID_subject_alt_name, "IP:127.0.0.1");
+	assert_true(X509_sign(x, pk, EVP_sha256()) > 0);
+	BIO *cb = BIO_new(BIO_s_mem()), *kb = BIO_new(BIO_s_mem());
+	assert_int_equal(PEM_write_bio_X509(cb, x), 1);
+	assert_int_equal(PEM_write_bio_PrivateKey_traditional(kb, pk, NULL, NULL, 0, NULL, NULL),
+	                 1);
+	*cert_out = bio_text(cb);
+	*key_out = bio_text(kb);
+	BIO_free(cb);
+	BIO_free(kb);
+	X509_free(x);
+	EVP_PKEY_free(pk);
+}
+
+/* ---- fixtures ------------------------------------------------------------- */
+
+struct fix {
+	struct web_server *s;
+	struct metrics_registry *reg;
+	atomic_bool ready;
+	int port;
+};
+
+static bool check_ready(void *arg, struct buf *why)
+{
+	struct fix *f = arg;
+	if (atomic_load(&f->ready))
+		return true;
+	(void)buf_append_str(why, "informers not synced");
+	return false;
+}
+
+static bool check_ping(void *arg, struct buf *why)
+{
+	(void)arg;
+	(void)why;
+	return true;
+}
+
+/* Echoes what it received, so the test sees body and token handling. */
+static enum nv_err echo_handler(void *arg, const struct web_request *req, struct web_response *resp)
+{
+	(void)arg;
+	resp->status = 201;
+	return buf_printf(&resp->body,
+	                  "{\"len\":%zu,\"bearer\":\"%s\",\"type\":\"%s\",\"first\":\"%c\"}",
+	                  req->body_len, req->bearer ? req->bearer : "", req->content_type,
+	                  req->body_len ? req->body[0] : '-');
+}
+
+static enum nv_err failing_handler(void *arg, const struct web_request *req,
+                                   struct web_response *resp)
+{
+	(void)arg;
+	(void)req;
+	(void)resp;
+	return NV_E_INTERNAL;
+}
+
+static enum nv_err state_handler(void *arg, const struct web_request *req,
+                                 struct web_response *resp)
+{
+	(void)arg;
+	resp->content_type = "text/plain; charset=utf-8";
+	return buf_printf(&resp->body, "%s %d", req->path, req->method == WEB_GET);
+}
+
+static struct fix *fix_start(const struct web_config *over)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	atomic_init(&f->ready, false);
+	f->reg = metrics_registry_new();
+	struct web_config cfg = {0};
+	if (over)
+		cfg = *over;
+	cfg.bind_addr = "127.0.0.1";
+	cfg.metrics = f->reg;
+	if (cfg.body_max == 0)
+		cfg.body_max = 1024;
+	assert_int_equal(web_server_new(&cfg, &f->s), NV_OK);
+	assert_int_equal(web_check_add(f->s, WEB_PROBE_READY, "informers", check_ready, f), NV_OK);
+	assert_int_equal(web_check_add(f->s, WEB_PROBE_LIVE, "ping", check_ping, f), NV_OK);
+	assert_int_equal(web_route_post(f->s, "/validate", echo_handler, NULL), NV_OK);
+	assert_int_equal(web_route_post(f->s, "/validate", echo_handler, NULL), NV_E_EXISTS);
+	assert_int_equal(web_route_post(f->s, "/fail", failing_handler, NULL), NV_OK);
+	assert_int_equal(web_route_get(f->s, "/debug/state", state_handler, NULL), NV_OK);
+	assert_int_equal(web_server_start(f->s), NV_OK);
+	f->port = web_server_port(f->s);
+	assert_true(f->port > 0);
+	return f;
+}
+
+static void fix_stop(struct fix *f)
+{
+	web_server_free(f->s);
+	metrics_registry_free(f->reg);
+	free(f);
+}
+
+/* ---- a small HTTP client on libcurl ------------------------------------- */
+
+struct reply {
+	long status;
+	struct buf body;
+	struct buf headers;
+};
+
+static size_t on_data(char *p, size_t sz, size_t n, void *arg)
+{
+	struct buf *b = arg;
+	return buf_append(b, p, sz * n) == NV_OK ? sz * n : 0;
+}
+
+static void reply_clear(struct reply *r)
+{
+	buf_clear(&r->body);
+	buf_clear(&r->headers);
+}
+
+static CURLcode http_do(const char *url, const char *post, size_t post_len, const char *auth,
+                        const char *ca_pem, struct reply *r)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *h = NULL;
+	buf_init(&r->body, 1 << 22);
+	buf_init(&r->headers, 1 << 16);
+	r->status = 0;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &r->body);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_data);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, &r->headers);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+	h = curl_slist_append(h, "Expect:");
+	h = curl_slist_append(h, "Content-Type: application/json");
+	if (auth)
+		h = curl_slist_append(h, auth);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+	if (post) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, post);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)post_len);
+	}
+	if (ca_pem) {
+		struct curl_blob blob = {(void *)(uintptr_t)ca_pem, strlen(ca_pem), CURL_BLOB_COPY};
+		curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &blob);
+	}
+	CURLcode rc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	curl_slist_free_all(h);
+	curl_easy_cleanup(c);
+	return rc;
+}
+
+static long http_method(struct fix *f, const char *method, const char *path)
+{
+	char url[256];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", f->port, path);
+	CURL *c = curl_easy_init();
+	long status = 0;
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(c, CURLOPT_NOBODY, (long)(strcmp(method, "HEAD") == 0));
+	assert_int_equal(curl_easy_perform(c), CURLE_OK);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(c);
+	return status;
+}
+
+static long http_get(struct fix *f, const char *path, struct reply *r)
+{
+	char url[256];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", f->port, path);
+	assert_int_equal(http_do(url, NULL, 0, NULL, NULL, r), CURLE_OK);
+	return r->status;
+}
+
+static long http_post(struct fix *f, const char *path, const char *body, size_t len,
+                      const char *auth, struct reply *r)
+{
+	char url[256];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", f->port, path);
+	assert_int_equal(http_do(url, body, len, auth, NULL, r), CURLE_OK);
+	return r->status;
+}
+
+/* ---- HTTP tests --------------------------------------------------------------- */
+
+static void test_web_healthz_ok(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	struct reply r;
+	assert_int_equal(http_get(f, "/healthz", &r), 200);
+	assert_string_equal(buf_str(&r.body), "ok");
+	assert_non_null(strstr(buf_str(&r.headers), "x-content-type-options: nosniff"));
+	reply_clear(&r);
+	assert_int_equal(http_get(f, "/healthz?verbose", &r), 200);
+	assert_string_equal(buf_str(&r.body), "[+]ping ok\nhealthz check passed\n");
+	reply_clear(&r);
+	fix_stop(f);
+}
+
+static void test_web_readyz_flips(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	struct reply r;
+	assert_int_equal(http_get(f, "/readyz", &r), 500);
+	assert_string_equal(buf_str(&r.body),
+	                    "[-]informers failed: reason withheld\nreadyz check failed\n");
+	reply_clear(&r);
+	assert_int_equal(http_get(f, "/readyz?verbose=1", &r), 500);
+	assert_string_equal(buf_str(&r.body),
+	                    "[-]informers failed: informers not synced\nreadyz check failed\n");
+	reply_clear(&r);
+	atomic_store(&f->ready, true);
+	assert_int_equal(http_get(f, "/readyz", &r), 200);
+	assert_string_equal(buf_str(&r.body), "ok");
+	reply_clear(&r);
+	fix_stop(f);
+}
+
+static void test_web_metrics_served(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	struct metrics_std m;
+	assert_int_equal(metrics_std_register(f->reg, &m), NV_OK);
+	assert_int_equal(metrics_std_controller_init(&m, "rack"), NV_OK);
+	const char *v[] = {"rack", "success"};
+	assert_int_equal(metrics_counter_inc(m.reconcile_total, v), NV_OK);
+	struct reply r;
+	assert_int_equal(http_get(f, "/healthz", &r), 200);
+	reply_clear(&r);
+	assert_int_equal(http_post(f, "/validate", "{}", 2, NULL, &r), 201);
+	reply_clear(&r);
+	assert_int_equal(http_get(f, "/metrics", &r), 200);
+	assert_non_null(strstr(
+	        buf_str(&r.body),
+	        "nvl72_web_requests_total{server=\"web\",handler=\"healthz\",code=\"200\"} 1\n"));
+	assert_non_null(strstr(
+	        buf_str(&r.body),
+	        "nvl72_web_requests_total{server=\"web\",handler=\"/validate\",code=\"201\"} 1\n"));
+	assert_non_null(strstr(buf_str(&r.body), "nvl72_web_ws_clients{server=\"web\"} 0\n"));
+	assert_non_null(strstr(
+	        buf_str(&r.body),
+	        "controller_runtime_reconcile_total{controller=\"rack\",result=\"success\"} 1\n"));
+	assert_non_null(strstr(buf_str(&r.body),
+	                       "# TYPE controller_runtime_reconcile_errors_total counter\n"));
+	assert_non_null(strstr(buf_str(&r.headers), "text/plain; version=0.0.4"));
+	reply_clear(&r);
+	fix_stop(f);
+}
+
+static enum nv_err metrics_authz(void *arg, const char *bearer, const char *verb, const char *path)
+{
+	(void)arg;
+	if (strcmp(verb, "get") != 0 || strcmp(path, "/metrics") != 0)
+		return NV_E_INTERNAL;
+	if (bearer == NULL)
+		return NV_E_UNAUTHORIZED;
+	return strcmp(bearer, "prometheus") == 0 ? NV_OK : NV_E_FORBIDDEN;
+}
+
+static void test_web_metrics_authz(void **state)
+{
+	(void)state;
+	struct web_config cfg = {.metrics_authz = metrics_authz};
+	struct fix *f = fix_start(&cfg);
+	char url[256];
+	struct reply r;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", f->port);
+	assert_int_equal(http_do(url, NULL, 0, NULL, NULL, &r), CURLE_OK);
+	assert_int_equal(r.status, 401);
+	reply_clear(&r);
+	assert_int_equal(http_do(url, NULL, 0, "Authorization: Bearer intruder", NULL, &r),
+	                 CURLE_OK);
+	assert_int_equal(r.status, 403);
+	reply_clear(&r);
+	assert_int_equal(http_do(url, NULL, 0, "Authorization: Bearer prometheus", NULL, &r),
+	                 CURLE_OK);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(buf_str(&r.body), "nvl72_web_requests_total"));
+	reply_clear(&r);
+	/* Probes stay open: the kubelet sends no token. */
+	assert_int_equal(http_get(f, "/healthz", &r), 200);
+	reply_clear(&r);
+	fix_stop(f);
+}
+
+static void test_web_post_echo_and_bearer(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	struct reply r;
+	const char *body = "{\"kind\":\"AdmissionReview\"}";
+	assert_int_equal(http_post(f, "/validate", body, strlen(body),
+	                           "Authorization: bearer  abc.DEF-123_~+/= ", &r),
+	                 201);
+	assert_string_equal(buf_str(&r.body), "{\"len\":26,\"bearer\":\"abc.DEF-123_~+/"
+	                                      "=\",\"type\":\"application/json\",\"first\":\"{\"}");
+	reply_clear(&r);
+	/* Another scheme carries no bearer token. */
+	assert_int_equal(http_post(f, "/validate", "x", 1, "Authorization: Basic dXNlcjpwdw==", &r),
+	                 201);
+	assert_non_null(strstr(buf_str(&r.body), "\"bearer\":\"\""));
+	reply_clear(&r);
+	/* Empty body: no body callbacks, the handler still runs. */
+	assert_int_equal(http_post(f, "/validate", "", 0, NULL, &r), 201);
+	assert_non_null(strstr(buf_str(&r.body), "\"len\":0"));
+	reply_clear(&r);
+	fix_stop(f);
+}
+
+static void test_web_post_body_cap_413(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	struct reply r;
+	char *big = malloc(64 * 1024);
+	assert_non_null(big);
+	memset(big, 'a', 64 * 1024);
+	assert_int_equal(http_post(f, "/validate", big, 1024, NULL, &r), 201);
+	reply_clear(&r);
+	assert_int_equal(http_post(f, "/validate", big, 1025, NULL, &r), 413);
+	reply_clear(&r);
+	assert_int_equal(http_post(f, "/validate", big, 64 * 1024, NULL, &r), 413);
+	reply_clear(&r);
+	/* The server keeps serving afterwards. */
+	assert_int_equal(http_post(f, "/validate", big, 10, NULL, &r), 201);
+	reply_clear(&r);
+	free(big);
+	fix_stop(f);
+}
+
+static void test_web_post_huge_body_413_at_once(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	size_t n = 4u << 20;
+	char *big = malloc(n);
+	assert_non_null(big);
+	memset(big, 'b', n);
+	struct reply r;
+	char url[256];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/validate", f->port);
+	/* The server may hang up before the body is sent; the status, when
+	 * curl got to read it, must be 413. */
+	CURLcode rc = http_do(url, big, n, NULL, NULL, &r);
+	print_message("huge body: curl=%d status=%ld\n", (int)rc, r.status);
+	if (rc == CURLE_OK)
+		assert_int_equal(r.status, 413);
+	reply_clear(&r);
+	free(big);
+	assert_int_equal(http_get(f, "/healthz", &r), 200);
+	reply_clear(&r);
+	fix_stop(f);
+}
+
+static void test_web_not_found_and_methods(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	struct reply r;
+	assert_int_equal(http_get(f, "/nope", &r), 404);
+	reply_clear(&r);
+	assert_int_equal(http_post(f, "/nope", "{}", 2, NULL, &r), 404);
+	reply_clear(&r);
+	assert_int_equal(http_get(f, "/validate", &r), 405);
+	reply_clear(&r);
+	assert_int_equal(http_get(f, "/debug/state", &r), 200);
+	assert_string_equal(buf_str(&r.body), "/debug/state 1");
+	assert_non_null(strstr(buf_str(&r.headers), "content-type: text/plain"));
+	reply_clear(&r);
+	assert_int_equal(http_post(f, "/debug/state", "{}", 2, NULL, &r), 405);
+	reply_clear(&r);
+	assert_int_equal(http_method(f, "DELETE", "/validate"), 405);
+	assert_int_equal(http_method(f, "PUT", "/healthz"), 405);
+	assert_int_equal(http_get(f, "/ws", &r), 426);
+	reply_clear(&r);
+	assert_int_equal(http_post(f, "/fail", "{}", 2, NULL, &r), 500);
+	assert_string_equal(buf_str(&r.body), "{\"error\":\"internal error\"}");
+	reply_clear(&r);
+	fix_stop(f);
+}
+
+static void test_web_dashboard_assets(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	struct reply r;
+	assert_int_equal(http_get(f, "/", &r), 200);
+	assert_non_null(strstr(buf_str(&r.body), "<html"));
+	assert_non_null(strstr(buf_str(&r.headers), "content-type: text/html"));
+	assert_non_null(strstr(buf_str(&r.headers), "content-security-policy: default-src 'self'"));
+	reply_clear(&r);
+	assert_int_equal(http_get(f, "/app.js", &r), 200);
+	assert_non_null(strstr(buf_str(&r.headers), "text/javascript"));
+	assert_non_null(strstr(buf_str(&r.body), "WebSocket"));
+	reply_clear(&r);
+	assert_int_equal(http_get(f, "/style.css", &r), 200);
+	reply_clear(&r);
+	fix_stop(f);
+}
+
+static void test_web_tls_serves_https(void **state)
+{
+	(void)state;
+	char *cert = NULL, *key = NULL;
+	tls_selfsigned(&cert, &key);
+	struct web_config cfg = {.tls_cert_pem = cert, .tls_key_pem = key};
+	struct fix *f = fix_start(&cfg);
+	char url[256];
+	struct reply r;
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d/healthz", f->port);
+	assert_int_equal(http_do(url, NULL, 0, NULL, cert, &r), CURLE_OK);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(buf_str(&r.body), "ok");
+	reply_clear(&r);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d/validate", f->port);
+	assert_int_equal(http_do(url, "{}", 2, "Authorization: Bearer t0k", cert, &r), CURLE_OK);
+	assert_int_equal(r.status, 201);
+	assert_non_null(strstr(buf_str(&r.body), "\"bearer\":\"t0k\""));
+	reply_clear(&r);
+	/* Plain HTTP on the TLS port gets nowhere. */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/healthz", f->port);
+	CURLcode prc = http_do(url, NULL, 0, NULL, NULL, &r);
+	assert_false(prc == CURLE_OK && r.status == 200);
+	reply_clear(&r);
+	fix_stop(f);
+	free(cert);
+	free(key);
+}
+
+static void test_web_config_rejected(void **state)
+{
+	(void)state;
+	struct web_server *s = NULL;
+	struct web_config cfg = {.tls_cert_pem = "x"};
+	assert_int_equal(web_server_new(&cfg, &s), NV_E_INVAL);
+	cfg = (struct web_config){.port = 70000};
+	assert_int_equal(web_server_new(&cfg, &s), NV_E_INVAL);
+	cfg = (struct web_config){.bind_addr = "127.0.0.1"};
+	assert_int_equal(web_server_new(&cfg, &s), NV_OK);
+	assert_int_equal(web_route_post(s, "relative", echo_handler, NULL), NV_E_INVAL);
+	assert_int_equal(web_publish(s, "fleet", "{}"), NV_E_STATE);
+	web_server_stop(s);
+	web_server_free(s);
+	web_server_free(NULL);
+}
+
+static void test_web_port_taken_fails_start(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	struct web_server *s = NULL;
+	struct web_config cfg = {.bind_addr = "127.0.0.1", .port = f->port};
+	assert_int_equal(web_server_new(&cfg, &s), NV_OK);
+	assert_int_equal(web_server_start(s), NV_E_IO);
+	assert_int_equal(web_server_port(s), -1);
+	web_server_free(s);
+	fix_stop(f);
+}
+
+static void test_web_tls_bad_key_fails_start(void **state)
+{
+	(void)state;
+	struct web_server *s = NULL;
+	struct web_config cfg = {.bind_addr = "127.0.0.1",
+	                         .tls_cert_pem = "not a certificate",
+	                         .tls_key_pem = "not a key"};
+	assert_int_equal(web_server_new(&cfg, &s), NV_OK);
+	assert_int_equal(web_server_start(s), NV_E_TLS);
+	web_server_free(s);
+}
+
+/* ---- bearer parsing ------------------------------------------------------------ */
+
+static void test_web_bearer_parse_cases(void **state)
+{
+	(void)state;
+	const char *tok = NULL;
+	size_t n = 0;
+	const char *h = "Bearer abc";
+	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_OK);
+	assert_int_equal(n, 3);
+	assert_memory_equal(tok, "abc", 3);
+	h = "  BEARER\tx.y.z  ";
+	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_OK);
+	assert_int_equal(n, 5);
+	h = "Bearer";
+	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_E_NOT_FOUND);
+	h = "Bearer   ";
+	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_E_NOT_FOUND);
+	h = "Bearerabc";
+	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_E_NOT_FOUND);
+	h = "Basic abc";
+	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_E_NOT_FOUND);
+	h = "Bearer a b";
+	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_E_PARSE);
+	char *big = malloc(WEB_TOKEN_MAX + 16);
+	assert_non_null(big);
+	memcpy(big, "Bearer ", 7);
+	memset(big + 7, 'a', WEB_TOKEN_MAX + 1);
+	assert_int_equal(web_bearer_parse(big, WEB_TOKEN_MAX + 8, &tok, &n), NV_E_TOO_LARGE);
+	free(big);
+}
+
+/* ---- a raw websocket client -------------------------------------------------------- */
+
+#define WSC_BUF (1 << 20)
+
+struct wsc {
+	int fd;
+	unsigned char *buf; /* WSC_BUF bytes */
+	size_t len;
+};
+
+static void wsc_close(struct wsc *c)
+{
+	close(c->fd);
+	free(c->buf);
+	c->buf = NULL;
+}
+
+static bool wsc_fill(struct wsc *c, int timeout_ms)
+{
+	struct pollfd p = {.fd = c->fd, .events = POLLIN};
+	if (c->len == WSC_BUF || poll(&p, 1, timeout_ms) <= 0)
+		return false;
+	ssize_t n = read(c->fd, c->buf + c->len, WSC_BUF - c->len);
+	if (n <= 0)
+		return false;
+	c->len += (size_t)n;
+	return true;
+}
+
+/* Connects and upgrades; returns the HTTP status of the handshake. */
+static int wsc_open(struct wsc *c, int port, const char *origin)
+{
+	memset(c, 0, sizeof(*c));
+	c->buf = malloc(WSC_BUF);
+	assert_non_null(c->buf);
+	c->fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(c->fd >= 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(c->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	char req[512];
+	int n = snprintf(req, sizeof(req),
+	                 "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
+	                 "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+	                 "Sec-WebSocket-Version: 13\r\n%s%s%s\r\n",
+	                 port, origin ? "Origin: " : "", origin ? origin : "",
+	                 origin ? "\r\n" : "");
+	assert_int_equal(write(c->fd, req, (size_t)n), n);
+	unsigned char *end = NULL;
+	while ((end = memmem(c->buf, c->len, "\r\n\r\n", 4)) == NULL)
+		if (!wsc_fill(c, 3000))
+			return 0;
+	int status = 0;
+	if (memcmp(c->buf, "HTTP/1.1 ", 9) == 0)
+		status = (int)strtol((const char *)c->buf + 9, NULL, 10);
+	if (status == 101)
+		assert_non_null(
+		        memmem(c->buf, (size_t)(end - c->buf), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", 28));
+	size_t hl = (size_t)(end - c->buf) + 4;
+	memmove(c->buf, c->buf + hl, c->len - hl);
+	c->len -= hl;
+	return status;
+}
+
+/* Reads one unfragmented frame; returns its opcode, or -1 on timeout. */
+static int wsc_frame(struct wsc *c, char *out, size_t cap, int timeout_ms)
+{
+	for (;;) {
+		if (c->len >= 2) {
+			size_t plen = c->buf[1] & 0x7f, hl = 2;
+			if (plen == 126 && c->len >= 4) {
+				plen = (size_t)c->buf[2] << 8 | c->buf[3];
+				hl = 4;
+			} else if (plen == 127 && c->len >= 10) {
+				plen = 0;
+				for (int i = 0; i < 8; i++)
+					plen = plen << 8 | c->buf[2 + i];
+				hl = 10;
+			}
+			if ((plen < 126 || hl > 2) && c->len >= hl + plen) {
+				int op = c->buf[0] & 0x0f;
+				size_t k = plen < cap - 1 ? plen : cap - 1;
+				memcpy(out, c->buf + hl, k);
+				out[k] = '\0';
+				memmove(c->buf, c->buf + hl + plen, c->len - hl - plen);
+				c->len -= hl + plen;
+				return op;
+			}
+		}
+		if (!wsc_fill(c, timeout_ms))
+			return -1;
+	}
+}
+
+static void wait_clients(struct web_server *s, size_t want)
+{
+	for (int i = 0; i < 300 && web_client_count(s) != want; i++)
+		time_sleep_ms(10);
+	assert_int_equal(web_client_count(s), want);
+}
+
+static void test_web_ws_replay_and_live(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	assert_int_equal(web_publish(f->s, "fleet", "{\"racks\":[]}"), NV_OK);
+	assert_int_equal(web_publish(f->s, "rack/r01", "{\"v\":1}"), NV_OK);
+	assert_int_equal(web_publish(f->s, "fleet", "{\"racks\":[1]}"), NV_OK);
+	assert_int_equal(web_publish(f->s, "bad topic", "{}"), NV_E_INVAL);
+	struct wsc c;
+	assert_int_equal(wsc_open(&c, f->port, NULL), 101);
+	char msg[4096];
+	/* Retained messages come first, oldest first, latest per topic. */
+	assert_int_equal(wsc_frame(&c, msg, sizeof(msg), 3000), 1);
+	assert_string_equal(
+	        msg, "{\"topic\":\"rack/r01\",\"seq\":2,\"retained\":true,\"data\":{\"v\":1}}");
+	assert_int_equal(wsc_frame(&c, msg, sizeof(msg), 3000), 1);
+	assert_string_equal(
+	        msg, "{\"topic\":\"fleet\",\"seq\":3,\"retained\":true,\"data\":{\"racks\":[1]}}");
+	wait_clients(f->s, 1);
+	assert_int_equal(web_publish_transient(f->s, "event", "{\"reason\":\"TrayDown\"}"), NV_OK);
+	assert_int_equal(wsc_frame(&c, msg, sizeof(msg), 3000), 1);
+	assert_string_equal(msg, "{\"topic\":\"event\",\"seq\":4,\"retained\":false,\"data\":{"
+	                         "\"reason\":\"TrayDown\"}}");
+	assert_int_equal(web_unpublish(f->s, "rack/r01"), NV_OK);
+	assert_int_equal(wsc_frame(&c, msg, sizeof(msg), 3000), 1);
+	assert_string_equal(msg,
+	                    "{\"topic\":\"rack/r01\",\"seq\":5,\"retained\":false,\"data\":null}");
+	/* A second client sees only what is still retained. */
+	struct wsc c2;
+	assert_int_equal(wsc_open(&c2, f->port, NULL), 101);
+	assert_int_equal(wsc_frame(&c2, msg, sizeof(msg), 3000), 1);
+	assert_non_null(strstr(msg, "\"topic\":\"fleet\""));
+	assert_int_equal(wsc_frame(&c2, msg, sizeof(msg), 200), -1);
+	wsc_close(&c);
+	wsc_close(&c2);
+	wait_clients(f->s, 0);
+	fix_stop(f);
+}
+
+static void test_web_ws_large_message(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	struct wsc c;
+	assert_int_equal(wsc_open(&c, f->port, NULL), 101);
+	wait_clients(f->s, 1);
+	size_t n = 40000;
+	char *json = malloc(n + 3);
+	assert_non_null(json);
+	json[0] = '"';
+	memset(json + 1, 'x', n);
+	json[n + 1] = '"';
+	json[n + 2] = '\0';
+	assert_int_equal(web_publish(f->s, "rack/big", json), NV_OK);
+	char *msg = malloc(n + 256);
+	assert_non_null(msg);
+	assert_int_equal(wsc_frame(&c, msg, n + 256, 3000), 1);
+	assert_int_equal(
+	        strlen(msg),
+	        n + 2 + strlen("{\"topic\":\"rack/big\",\"seq\":1,\"retained\":true,\"data\":}"));
+	free(msg);
+	free(json);
+	wsc_close(&c);
+	fix_stop(f);
+}
+
+static void test_web_ws_other_origin_refused(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	struct wsc c;
+	assert_int_not_equal(wsc_open(&c, f->port, "http://evil.example"), 101);
+	wsc_close(&c);
+	char origin[64];
+	snprintf(origin, sizeof(origin), "http://127.0.0.1:%d", f->port);
+	assert_int_equal(wsc_open(&c, f->port, origin), 101);
+	wsc_close(&c);
+	fix_stop(f);
+}
+
+static void slow_client_dropped(const struct web_config *cfg)
+{
+	struct fix *f = fix_start(cfg);
+	struct wsc slow, fast;
+	assert_int_equal(wsc_open(&slow, f->port, NULL), 101);
+	int rcv = 4096;
+	setsockopt(slow.fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	assert_int_equal(wsc_open(&fast, f->port, NULL), 101);
+	wait_clients(f->s, 2);
+	size_t n = 256 * 1024;
+	char *json = malloc(n + 3);
+	assert_non_null(json);
+	json[0] = '"';
+	memset(json + 1, 'y', n);
+	json[n + 1] = '"';
+	json[n + 2] = '\0';
+	char *msg = malloc(n + 256);
+	assert_non_null(msg);
+	int64_t worst_us = 0;
+	for (int i = 0; i < 64; i++) {
+		int64_t t0 = time_mono_us();
+		assert_int_equal(web_publish_transient(f->s, "event", json), NV_OK);
+		int64_t dt = time_mono_us() - t0;
+		worst_us = dt > worst_us ? dt : worst_us;
+		/* The fast client keeps up. */
+		assert_int_equal(wsc_frame(&fast, msg, n + 256, 3000), 1);
+	}
+	/* The publisher never waited on the slow reader. */
+	assert_true(worst_us < 500000);
+	wait_clients(f->s, 1);
+	struct metrics_family *dropped =
+	        metrics_registry_find(f->reg, "nvl72_web_ws_dropped_total");
+	assert_non_null(dropped);
+	const char *sv[] = {"web"};
+	double nd = 0;
+	assert_int_equal(metrics_family_get(dropped, sv, &nd), NV_OK);
+	assert_true(nd > 0.9 && nd < 1.1);
+	free(msg);
+	free(json);
+	wsc_close(&slow);
+	wsc_close(&fast);
+	fix_stop(f);
+}
+
+static void test_web_ws_slow_client_dropped(void **state)
+{
+	(void)state;
+	struct web_config cfg = {.queue_max = 4, .msg_max = 1 << 20};
+	slow_client_dropped(&cfg);
+}
+
+static void test_web_ws_slow_client_dropped_by_bytes(void **state)
+{
+	(void)state;
+	struct web_config cfg = {
+	        .queue_max = 100000, .msg_max = 1 << 20, .queue_bytes_max = 1 << 20};
+	slow_client_dropped(&cfg);
+}
+
+struct pub_arg {
+	struct web_server *s;
+	int id;
+};
+
+static void *publisher(void *arg)
+{
+	struct pub_arg *a = arg;
+	char topic[32], json[64];
+	for (int i = 0; i < 200; i++) {
+		snprintf(topic, sizeof(topic), "tray/r01/%d", a->id);
+		snprintf(json, sizeof(json), "{\"n\":%d}", i);
+		if (web_publish(a->s, topic, json) != NV_OK)
+			abort();
+	}
+	return NULL;
+}
+
+/* Four threads publish at once: the client gets every message once, in
+ * strictly increasing seq order. */
+static void test_web_ws_concurrent_publishers(void **state)
+{
+	(void)state;
+	struct web_config cfg = {.queue_max = 10000};
+	struct fix *f = fix_start(&cfg);
+	struct wsc c;
+	assert_int_equal(wsc_open(&c, f->port, NULL), 101);
+	wait_clients(f->s, 1);
+	pthread_t t[4];
+	struct pub_arg args[4];
+	for (int i = 0; i < 4; i++) {
+		args[i] = (struct pub_arg){f->s, i};
+		assert_int_equal(pthread_create(&t[i], NULL, publisher, &args[i]), 0);
+	}
+	char msg[512];
+	long last = 0;
+	for (int i = 0; i < 800; i++) {
+		assert_int_equal(wsc_frame(&c, msg, sizeof(msg), 3000), 1);
+		const char *p = strstr(msg, "\"seq\":");
+		assert_non_null(p);
+		long seq = strtol(p + 6, NULL, 10);
+		assert_true(seq > last);
+		last = seq;
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	assert_int_equal(last, 800);
+	wsc_close(&c);
+	fix_stop(f);
+}
+
+static void test_web_stop_with_clients_connected(void **state)
+{
+	(void)state;
+	struct fix *f = fix_start(NULL);
+	struct wsc c;
+	assert_int_equal(wsc_open(&c, f->port, NULL), 101);
+	wait_clients(f->s, 1);
+	assert_int_equal(web_publish(f->s, "fleet", "{}"), NV_OK);
+	web_server_stop(f->s);
+	assert_int_equal(web_publish(f->s, "fleet", "{}"), NV_E_STATE);
+	web_server_stop(f->s);
+	wsc_close(&c);
+	fix_stop(f);
+}
+
+int main(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_web_healthz_ok),
+	        cmocka_unit_test(test_web_readyz_flips),
+	        cmocka_unit_test(test_web_metrics_served),
+	        cmocka_unit_test(test_web_metrics_authz),
+	        cmocka_unit_test(test_web_post_echo_and_bearer),
+	        cmocka_unit_test(test_web_post_body_cap_413),
+	        cmocka_unit_test(test_web_post_huge_body_413_at_once),
+	        cmocka_unit_test(test_web_not_found_and_methods),
+	        cmocka_unit_test(test_web_dashboard_assets),
+	        cmocka_unit_test(test_web_tls_serves_https),
+	        cmocka_unit_test(test_web_config_rejected),
+	        cmocka_unit_test(test_web_port_taken_fails_start),
+	        cmocka_unit_test(test_web_tls_bad_key_fails_start),
+	        cmocka_unit_test(test_web_bearer_parse_cases),
+	        cmocka_unit_test(test_web_ws_replay_and_live),
+	        cmocka_unit_test(test_web_ws_large_message),
+	        cmocka_unit_test(test_web_ws_other_origin_refused),
+	        cmocka_unit_test(test_web_ws_slow_client_dropped),
+	        cmocka_unit_test(test_web_ws_slow_client_dropped_by_bytes),
+	        cmocka_unit_test(test_web_ws_concurrent_publishers),
+	        cmocka_unit_test(test_web_stop_with_clients_connected),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	curl_global_cleanup();
+	return rc;
+}
