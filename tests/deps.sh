@@ -19,6 +19,8 @@ need=(
 	"cmd:openssl:openssl"
 	"cmd:curl:curl"
 	"cmd:jq:jq"
+	"cmd:yq:yq"
+	"cmd:promtool:prometheus"
 	"cmd:flock:util-linux"
 	"file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev"
 )

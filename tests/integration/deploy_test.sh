@@ -1,0 +1,583 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Checks the deployment artefacts: the Helm chart lints and renders, what it
+# renders is accepted by a real kube-apiserver (server-side dry run, then for
+# real), the committed plain manifests and the chart's copies of the CRDs,
+# alerts and dashboard have not drifted, the alerts pass promtool and link
+# existing runbook sections, every metric the alerts and dashboard use is
+# documented, and the service accounts get exactly the rights they should:
+# no wildcards, the key permissions, and the important refusals.
+#
+# Run from the repository root against a fresh control plane, with
+# KUBECONFIG (admin), KUBECTL, NVL72_CLUSTER_DIR and NVL72_K8S_BIN set
+# (tests/integration/run.sh does this). Prints one `ok - NAME` or
+# `not ok - NAME: WHY` line per case and a final `N passed, M failed` line;
+# exits non-zero on any failure. Every wait is bounded.
+set -u
+
+: "${KUBECTL:?KUBECTL must name a kubectl binary that matches the server}"
+: "${KUBECONFIG:?KUBECONFIG must name an admin kubeconfig}"
+: "${NVL72_CLUSTER_DIR:?NVL72_CLUSTER_DIR must name the control plane directory}"
+export KUBECONFIG
+
+passed=0
+failed=0
+ok() { printf 'ok - %s\n' "$1"; passed=$((passed + 1)); }
+not_ok() { printf 'not ok - %s: %s\n' "$1" "$2"; failed=$((failed + 1)); }
+finish() {
+	printf '%d passed, %d failed\n' "$passed" "$failed"
+	[[ $failed -eq 0 ]]
+	exit
+}
+# check NAME CMD...: ok when CMD succeeds, else its output as the reason.
+check() {
+	local name=$1 out
+	shift
+	if out=$("$@" 2>&1); then ok "$name"; else not_ok "$name" "$(one_line "$out")"; fi
+}
+one_line() { tr -s ' \t\n' ' ' <<<"$1" | cut -c1-400; }
+k() { timeout 90 "$KUBECTL" --request-timeout=30s "$@"; }
+
+tmp=$(mktemp -d /tmp/nvl72-deploy-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+
+chart=deploy/helm/nvl72-operator
+ns=nvl72-system
+release=nvl72-operator
+op_sa=system:serviceaccount:$ns:nvl72-operator
+agent_sa=system:serviceaccount:$ns:nvl72-operator-agent
+
+# ------------------------------------------------------------------ tools ---
+bin=$(tests/cluster/build.sh all 2>"$tmp/build.log" | tail -1)
+HELM=$bin/helm
+if [[ -x $HELM ]]; then
+	ok "helm is available ($("$HELM" version --short 2>/dev/null))"
+else
+	not_ok "helm is available" "tests/cluster/build.sh all gave no helm: $(tail -3 "$tmp/build.log" | one_line "$(cat)")"
+	finish
+fi
+export HELM
+for t in jq yq; do
+	command -v "$t" >/dev/null || { not_ok "$t is available" "install the Debian package $t"; finish; }
+done
+
+# ------------------------------------------------------------------- lint ---
+check "helm lint (default values)" "$HELM" lint --strict "$chart"
+check "helm lint (ServiceMonitor, PrometheusRule, everything on)" "$HELM" lint --strict "$chart" \
+	--set serviceMonitor.enabled=true --set prometheusRule.enabled=true
+check "helm lint (agent, roles and dashboard off)" "$HELM" lint --strict "$chart" \
+	--set agent.enabled=false --set rbac.approverRole=false --set rbac.viewerRole=false \
+	--set grafanaDashboard.enabled=false
+
+out=$("$HELM" lint --strict "$chart" --set serviceMonitor.enable=true --set webhook.failurePolicy=Never 2>&1)
+if [[ $? -ne 0 ]] && grep -q "additional properties 'enable'" <<<"$out" && grep -q 'failurePolicy' <<<"$out"; then
+	ok "values.schema.json refuses a misspelt key and a bad enum value"
+else
+	not_ok "values.schema.json refuses a misspelt key and a bad enum value" "$(one_line "$out")"
+fi
+
+render() { # render FILE [helm args...]
+	local f=$1
+	shift
+	"$HELM" template "$release" "$chart" --namespace "$ns" --kube-version 1.34.4 "$@" >"$f"
+}
+render "$tmp/default.yaml" || { not_ok "helm template" "rendering failed"; finish; }
+render "$tmp/full.yaml" --set serviceMonitor.enabled=true --set prometheusRule.enabled=true ||
+	{ not_ok "helm template (everything on)" "rendering failed"; finish; }
+ok "helm template renders (default and everything on)"
+
+# ------------------------------------------------------------------ drift ---
+missing=
+for f in crds/*.yaml; do
+	cmp -s "$f" "$chart/crds/$(basename "$f")" || missing+=" $(basename "$f")"
+done
+for f in "$chart"/crds/*.yaml; do
+	[[ -e crds/$(basename "$f") ]] || missing+=" extra:$(basename "$f")"
+done
+if [[ -z $missing ]]; then
+	ok "chart CRDs equal crds/"
+else
+	not_ok "chart CRDs equal crds/" "differ:$missing (run deploy/render.sh)"
+fi
+check "chart's alert rules equal deploy/prometheus/nvl72-rules.yaml" \
+	cmp deploy/prometheus/nvl72-rules.yaml "$chart/files/nvl72-rules.yaml"
+check "chart's dashboard equals deploy/grafana/nvl72-dashboard.json" \
+	cmp deploy/grafana/nvl72-dashboard.json "$chart/files/nvl72-dashboard.json"
+check "deploy/manifests equal a fresh render of the chart" deploy/render.sh --check
+
+# ----------------------------------------------------------------- alerts ---
+if command -v promtool >/dev/null; then
+	check "promtool check rules" promtool check rules deploy/prometheus/nvl72-rules.yaml
+	check "promtool test rules (every alert, with suppressions)" \
+		promtool test rules deploy/prometheus/nvl72-rules.test.yaml
+	# The chart's PrometheusRule carries the same groups.
+	yq -y 'select(.kind == "PrometheusRule") | .spec' "$tmp/full.yaml" >"$tmp/promrule-spec.yaml"
+	check "promtool check rules on the chart's PrometheusRule" promtool check rules "$tmp/promrule-spec.yaml"
+	# Every expression of the dashboard parses ($rack replaced by a value).
+	{
+		echo "groups:"
+		echo "- name: dashboard"
+		echo "  rules:"
+		jq -r '[.. | objects | select(has("expr")) | .expr] | to_entries[] |
+			"  - record: dashboard_expr_\(.key)\n    expr: \(.value | gsub("\\$rack"; "r1") | tojson)"' \
+			deploy/grafana/nvl72-dashboard.json
+	} >"$tmp/dash-rules.yaml"
+	check "every dashboard query is valid PromQL" promtool check rules --lint=none "$tmp/dash-rules.yaml"
+else
+	not_ok "promtool check rules" "promtool is not installed (Debian package prometheus)"
+fi
+
+# Runbook links: every alert links an existing section, every section an alert.
+alerts=$(grep -E '^\s*- alert:' deploy/prometheus/nvl72-rules.yaml | sed 's/.*alert: *//' | sort -u)
+anchors=$(grep -E '^## ' docs/runbook.md | sed 's/^## *//' | tr 'A-Z' 'a-z' | tr ' ' '-' | tr -cd 'a-z0-9_\n-' | sort -u)
+bad=
+while read -r a; do
+	want="docs/runbook.md#$(tr 'A-Z' 'a-z' <<<"$a")"
+	urls=$(awk -v a="$a" '$0 ~ "- alert: "a"$" {f=1} f && /runbook_url:/ {print $2; f=0}' deploy/prometheus/nvl72-rules.yaml)
+	[[ -n $urls ]] || bad+=" $a:no-runbook_url"
+	for u in $urls; do [[ $u == *"$want" ]] || bad+=" $a:$u"; done
+	grep -qx "$(tr 'A-Z' 'a-z' <<<"$a")" <<<"$anchors" || bad+=" $a:no-section"
+done <<<"$alerts"
+while read -r s; do
+	grep -qix "$s" <<<"$alerts" || bad+=" section-without-alert:$s"
+done <<<"$anchors"
+if [[ -z $bad ]]; then
+	ok "every alert has a runbook_url to its own docs/runbook.md section ($(wc -l <<<"$alerts") alerts)"
+else
+	not_ok "every alert has a runbook_url to its own docs/runbook.md section" "$bad"
+fi
+for a in NVL72FabricNotCompleted NVL72CliqueMismatchInRack NVL72FabricHealthDegraded NVL72IMEXNotReady \
+	NVL72RackDegraded NVL72VersionSkewInDomain NVL72UpgradeHalted NVL72DrainStuck NVL72OperatorDown \
+	NVL72OperatorNoLeader; do
+	grep -qx "$a" <<<"$alerts" || bad+=" $a"
+done
+if [[ -z $bad ]]; then ok "the on-call alerts are all defined"; else not_ok "the on-call alerts are all defined" "missing:$bad"; fi
+
+# Metrics used by alerts and dashboard are the documented ones.
+used=$({
+	grep -oE '\b(nvl72|controller_runtime|workqueue|leader_election|process|rest_client)_[a-z_]+' \
+		deploy/prometheus/nvl72-rules.yaml
+	jq -r '.. | objects | select(has("expr")) | .expr' deploy/grafana/nvl72-dashboard.json |
+		grep -oE '\b(nvl72|controller_runtime|workqueue|leader_election|process|rest_client)_[a-z_]+'
+} | sed -E 's/_(bucket|sum|count)$//' | sort -u)
+undocumented=
+for m in $used; do grep -q "\`$m\`" docs/metrics.md || undocumented+=" $m"; done
+if [[ -z $undocumented ]]; then
+	ok "every metric the alerts and dashboard use is in docs/metrics.md ($(wc -w <<<"$used") names)"
+else
+	not_ok "every metric the alerts and dashboard use is in docs/metrics.md" "missing:$undocumented"
+fi
+
+dash_check=$(jq -r '
+	if (.panels | length) < 20 then "too few panels" else empty end,
+	([.panels[].id] | if length != (unique | length) then "duplicate panel ids" else empty end),
+	([.panels[] | select(.type == "row") | .title] as $rows |
+	 ["Fleet", "Upgrades"] - $rows | if length > 0 then "missing rows \(.)" else empty end),
+	([.panels[] | select(.type == "row") | .title | select(startswith("Rack"))] | if length == 0 then "no rack row" else empty end),
+	(.templating.list | map(.name) | if (index("rack") == null or index("datasource") == null) then "variables" else empty end)
+	' deploy/grafana/nvl72-dashboard.json 2>&1)
+if [[ -z $dash_check ]]; then
+	ok "dashboard JSON has fleet, rack and upgrades rows and its variables"
+else
+	not_ok "dashboard JSON has fleet, rack and upgrades rows and its variables" "$(one_line "$dash_check")"
+fi
+
+# ------------------------------------------------------- static security ---
+# Every RBAC rule the chart can render spells out its verbs, resources and
+# groups.
+wild=$(for f in "$tmp/default.yaml" "$tmp/full.yaml"; do
+	yq -c 'select(.kind == "ClusterRole" or .kind == "Role") | .metadata.name as $n |
+		.rules[] | select(((.verbs // []) + (.resources // []) + (.apiGroups // []) + (.nonResourceURLs // [])) | any(. == "*" or test("\\*"))) |
+		"\($n): \(.)"' "$f"
+done)
+if [[ -z $wild ]]; then
+	ok "no wildcard verb, resource or group in any rendered Role or ClusterRole"
+else
+	not_ok "no wildcard verb, resource or group in any rendered Role or ClusterRole" "$(one_line "$wild")"
+fi
+
+dep=$(yq -c 'select(.kind == "Deployment")' "$tmp/default.yaml")
+problems=$(jq -r '
+	.spec.template.spec as $p | $p.containers[0] as $c |
+	(if .spec.replicas != 2 then "replicas \(.spec.replicas)" else empty end),
+	(if $p.securityContext.runAsNonRoot != true then "pod runAsNonRoot" else empty end),
+	(if $p.securityContext.seccompProfile.type != "RuntimeDefault" then "pod seccomp" else empty end),
+	(if $c.securityContext.readOnlyRootFilesystem != true then "readOnlyRootFilesystem" else empty end),
+	(if $c.securityContext.allowPrivilegeEscalation != false then "allowPrivilegeEscalation" else empty end),
+	(if $c.securityContext.capabilities.drop != ["ALL"] then "capabilities" else empty end),
+	(if $c.securityContext.seccompProfile.type != "RuntimeDefault" then "container seccomp" else empty end),
+	(if $c.livenessProbe.httpGet.path != "/healthz" then "liveness" else empty end),
+	(if $c.readinessProbe.httpGet.path != "/readyz" then "readiness" else empty end),
+	(if ($c.resources.requests.cpu and $c.resources.requests.memory and $c.resources.limits.cpu and $c.resources.limits.memory) | not then "resources" else empty end),
+	(if ($c.args | index("--leader-elect=true")) == null then "leader election" else empty end)
+	' <<<"$dep" 2>&1)
+if [[ -n $dep && -z $problems ]]; then
+	ok "operator Deployment: 2 replicas, leader election, probes, non-root, read-only root, no capabilities, seccomp, resources"
+else
+	not_ok "operator Deployment hardening" "$(one_line "${problems:-no Deployment rendered}")"
+fi
+
+ds=$(yq -c 'select(.kind == "DaemonSet")' "$tmp/default.yaml")
+problems=$(jq -r '
+	.spec.template.spec as $p | $p.containers[0] as $c |
+	(if $p.hostPID != true then "hostPID" else empty end),
+	(if $c.securityContext.privileged != true then "privileged" else empty end),
+	(if ($p.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key) != "nvl72.io/rack" then "tray node label" else empty end),
+	(if ($p.volumes | map(select(.hostPath)) | length) < 5 then "host mounts" else empty end),
+	(if ($c.resources.limits.memory | not) then "resources" else empty end)
+	' <<<"$ds" 2>&1)
+if [[ -n $ds && -z $problems ]]; then
+	ok "agent DaemonSet: privileged, hostPID, tray node label, host mounts, resources"
+else
+	not_ok "agent DaemonSet" "$(one_line "${problems:-no DaemonSet rendered}")"
+fi
+# Each host mount in the template is explained by a comment right above it.
+uncommented=$(awk '
+	/^ *volumeMounts:/ {in_m = 1; next}
+	/^ *volumes:/ {in_m = 0}
+	in_m && /^ *- name: / && prev !~ /^ *#/ {print $3}
+	{prev = $0}' "$chart/templates/agent-daemonset.yaml" | grep -vx 'tmp')
+if [[ -z $uncommented ]]; then
+	ok "every host mount of the agent is commented with why"
+else
+	not_ok "every host mount of the agent is commented with why" "uncommented: $(one_line "$uncommented")"
+fi
+label=$(render /dev/stdout --set agent.trayNodeLabel=example.com/nvl72-tray --set 'agent.trayNodeLabelValues={gb300}' |
+	yq -c 'select(.kind == "DaemonSet") | .spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]')
+if [[ $label == '{"key":"example.com/nvl72-tray","operator":"In","values":["gb300"]}' ]]; then
+	ok "agent tray node label is configurable"
+else
+	not_ok "agent tray node label is configurable" "got $label"
+fi
+
+webhooks=$(yq -c 'select(.kind | test("WebhookConfiguration$")) | {kind, webhooks: [.webhooks[] | {failurePolicy, svc: .clientConfig.service.name, ca: (.clientConfig.caBundle // ""), res: [.rules[].resources[]]}]}' "$tmp/default.yaml")
+problems=$(jq -rs '
+	(map(select(.kind == "ValidatingWebhookConfiguration")) | if length != 1 then "validating count" else empty end),
+	(map(select(.kind == "MutatingWebhookConfiguration")) | if length != 1 then "mutating count" else empty end),
+	(.[].webhooks[] | select(.failurePolicy != "Fail") | "failurePolicy \(.failurePolicy)"),
+	(.[].webhooks[] | select(.svc != "nvl72-operator") | "service \(.svc)"),
+	(.[].webhooks[] | select(.ca != "") | "caBundle set in the chart"),
+	(map(select(.kind == "MutatingWebhookConfiguration")) | .[0].webhooks[0].res | if . != ["upgradeapprovals"] then "mutating resources \(.)" else empty end),
+	(map(select(.kind == "ValidatingWebhookConfiguration")) | .[0].webhooks[0].res |
+	 (["compatibilitymatrices", "racks", "rackpartitions", "rackupgrades"] - .) | if length > 0 then "validating misses \(.)" else empty end)
+	' <<<"$webhooks" 2>&1)
+if [[ -z $problems ]]; then
+	ok "webhooks: validating (matrices, racks, partitions, upgrades) and mutating (UpgradeApproval), Fail, operator Service, no caBundle in the chart"
+else
+	not_ok "webhook configurations" "$(one_line "$problems")"
+fi
+
+# -------------------------------------------------------------- apiserver ---
+out=$(k create namespace "$ns" 2>&1) && out=$(k label namespace "$ns" pod-security.kubernetes.io/enforce=privileged 2>&1)
+if [[ $? -eq 0 ]]; then ok "create namespace $ns (privileged)"; else not_ok "create namespace $ns" "$(one_line "$out")"; finish; fi
+
+out=$(k apply -f "$chart/crds/" 2>&1) &&
+	out=$(k wait --for=condition=Established --timeout=60s crd -l app.kubernetes.io/part-of=nvl72-operator 2>&1)
+if [[ $? -eq 0 ]]; then ok "chart CRDs install and become Established"; else not_ok "chart CRDs install" "$(one_line "$out")"; finish; fi
+
+dry_run() { # NAME FILE
+	local out
+	out=$(k apply --dry-run=server -f "$2" 2>&1)
+	if [[ $? -eq 0 ]] && ! grep -qi '^warning' <<<"$out"; then
+		ok "$1"
+	else
+		not_ok "$1" "$(one_line "$out")"
+	fi
+}
+dry_run "helm template | kubectl apply --dry-run=server (default values)" "$tmp/default.yaml"
+dry_run "kubectl apply --dry-run=server deploy/manifests/nvl72-operator.yaml" deploy/manifests/nvl72-operator.yaml
+
+# The Prometheus Operator's kinds do not exist here. Stand-in CRDs with a
+# strict schema of just the fields the chart uses let the apiserver check
+# the objects' shape (field names and types as this project understands
+# them; the real schemas are larger). promtool checks the rules themselves.
+cat >"$tmp/monitoring-crds.yaml" <<'EOF'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: servicemonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        required: [spec]
+        properties:
+          spec:
+            type: object
+            required: [selector, endpoints]
+            properties:
+              jobLabel: {type: string}
+              namespaceSelector:
+                type: object
+                properties:
+                  any: {type: boolean}
+                  matchNames: {type: array, items: {type: string}}
+              selector:
+                type: object
+                properties:
+                  matchLabels: {type: object, additionalProperties: {type: string}}
+              endpoints:
+                type: array
+                items:
+                  type: object
+                  properties:
+                    port: {type: string}
+                    path: {type: string}
+                    scheme: {type: string, enum: [http, https]}
+                    interval: {type: string, pattern: '^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$'}
+                    scrapeTimeout: {type: string, pattern: '^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$'}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: prometheusrules.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  names: {kind: PrometheusRule, listKind: PrometheusRuleList, plural: prometheusrules, singular: prometheusrule}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        required: [spec]
+        properties:
+          spec:
+            type: object
+            properties:
+              groups:
+                type: array
+                items:
+                  type: object
+                  required: [name, rules]
+                  properties:
+                    name: {type: string, minLength: 1}
+                    interval: {type: string}
+                    rules:
+                      type: array
+                      items:
+                        type: object
+                        required: [expr]
+                        properties:
+                          alert: {type: string}
+                          record: {type: string}
+                          expr: {x-kubernetes-int-or-string: true}
+                          for: {type: string, pattern: '^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$'}
+                          labels: {type: object, additionalProperties: {type: string}}
+                          annotations: {type: object, additionalProperties: {type: string}}
+EOF
+out=$(k apply -f "$tmp/monitoring-crds.yaml" 2>&1) &&
+	out=$(k wait --for=condition=Established --timeout=60s crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com 2>&1)
+if [[ $? -eq 0 ]]; then
+	for _ in $(seq 30); do
+		k api-resources --api-group=monitoring.coreos.com -o name 2>/dev/null | grep -q '^prometheusrules' && break
+		sleep 1
+	done
+	dry_run "helm template | kubectl apply --dry-run=server (ServiceMonitor and PrometheusRule on, stand-in CRDs)" "$tmp/full.yaml"
+else
+	not_ok "stand-in monitoring CRDs" "$(one_line "$out")"
+fi
+
+# Now for real: the RBAC must exist for `auth can-i` to mean anything.
+out=$(k apply -f deploy/manifests/nvl72-operator.yaml 2>&1)
+if [[ $? -eq 0 ]]; then ok "kubectl apply deploy/manifests/nvl72-operator.yaml"; else not_ok "kubectl apply deploy/manifests/nvl72-operator.yaml" "$(one_line "$out")"; finish; fi
+
+# ------------------------------------------------------------------- RBAC ---
+# `auth can-i --list` rows for resources (rows without a resource are the
+# bootstrap non-resource URLs every account has, such as /api/*).
+no_wildcards() { # NAME SA NAMESPACE
+	local out rows bad
+	out=$(k auth can-i --list --as="$2" -n "$3" 2>&1) || { not_ok "$1" "$(one_line "$out")"; return; }
+	rows=$(tail -n +2 <<<"$out" | grep -v '^ ')
+	bad=$(awk '{print $1, $NF}' <<<"$rows" | grep -F '*')
+	if [[ -z $rows ]]; then
+		not_ok "$1" "no rows"
+	elif [[ -n $bad ]]; then
+		not_ok "$1" "wildcards: $(one_line "$bad")"
+	else
+		ok "$1"
+	fi
+}
+for n in "$ns" default; do
+	no_wildcards "auth can-i --list: operator has no wildcard verbs or resources (namespace $n)" "$op_sa" "$n"
+	no_wildcards "auth can-i --list: agent has no wildcard verbs or resources (namespace $n)" "$agent_sa" "$n"
+done
+
+can() { # yes|no AS VERB RESOURCE [args...]
+	local want=$1 as=$2 got
+	shift 2
+	got=$(k auth can-i "$@" --as="$as" 2>/dev/null)
+	got=${got%%$'\n'*}
+	if [[ $got == "$want" ]]; then
+		ok "${as##*:} $( [[ $want == yes ]] && echo can || echo cannot) $*"
+	else
+		not_ok "${as##*:} $( [[ $want == yes ]] && echo can || echo cannot) $*" "kubectl auth can-i said '$got'"
+	fi
+}
+# The operator: what it needs...
+can yes "$op_sa" watch racks.nvl72.io
+can yes "$op_sa" create computetrays.nvl72.io
+can yes "$op_sa" update racks.nvl72.io --subresource=status
+can yes "$op_sa" update rackupgrades.nvl72.io --subresource=finalizers
+can yes "$op_sa" patch nodes
+can yes "$op_sa" patch pods -n team-a
+can yes "$op_sa" create pods --subresource=eviction -n team-a
+can yes "$op_sa" create events.events.k8s.io -n default
+can yes "$op_sa" create subjectaccessreviews.authorization.k8s.io
+can yes "$op_sa" create leases.coordination.k8s.io -n "$ns"
+can yes "$op_sa" update leases.coordination.k8s.io/nvl72-operator -n "$ns"
+can yes "$op_sa" watch leases.coordination.k8s.io -n "$ns"
+can yes "$op_sa" get secrets/nvl72-operator-webhook-tls -n "$ns"
+can yes "$op_sa" patch validatingwebhookconfigurations.admissionregistration.k8s.io/nvl72-operator
+can yes "$op_sa" patch mutatingwebhookconfigurations.admissionregistration.k8s.io/nvl72-operator
+# ...and nothing around it.
+can no "$op_sa" get secrets/some-other-secret -n "$ns"
+can no "$op_sa" list secrets -n "$ns"
+can no "$op_sa" get secrets -n kube-system
+can no "$op_sa" get configmaps -n "$ns"
+can no "$op_sa" delete nodes
+can no "$op_sa" delete pods -n team-a
+can no "$op_sa" update leases.coordination.k8s.io/someone-elses-lease -n "$ns"
+can no "$op_sa" create leases.coordination.k8s.io -n default
+can no "$op_sa" watch leases.coordination.k8s.io -n default
+can no "$op_sa" patch validatingwebhookconfigurations.admissionregistration.k8s.io/another-webhook
+can no "$op_sa" create validatingwebhookconfigurations.admissionregistration.k8s.io
+can no "$op_sa" update computetrays.nvl72.io --subresource=status
+can no "$op_sa" create clusterrolebindings.rbac.authorization.k8s.io
+# The agent: its tray's spec and status, a Lease, events; nothing else.
+can yes "$agent_sa" watch computetrays.nvl72.io
+can yes "$agent_sa" patch computetrays.nvl72.io --subresource=status
+can yes "$agent_sa" create leases.coordination.k8s.io -n "$ns"
+can yes "$agent_sa" create events.events.k8s.io -n default
+can no "$agent_sa" delete racks.nvl72.io
+can no "$agent_sa" get racks.nvl72.io
+can no "$agent_sa" update computetrays.nvl72.io
+can no "$agent_sa" delete computetrays.nvl72.io
+can no "$agent_sa" get secrets -n "$ns"
+can no "$agent_sa" list pods
+can no "$agent_sa" patch nodes
+can no "$agent_sa" create leases.coordination.k8s.io -n default
+# People: a window owner bound to nvl72-approver may approve, not more.
+out=$(k create clusterrolebinding deploy-test-approver --clusterrole=nvl72-approver --user=alice 2>&1) ||
+	not_ok "bind alice to nvl72-approver" "$(one_line "$out")"
+can yes alice create upgradeapprovals.nvl72.io
+can yes alice get rackupgrades.nvl72.io
+can no alice delete upgradeapprovals.nvl72.io
+can no alice create rackupgrades.nvl72.io
+can no alice update upgradeapprovals.nvl72.io --subresource=status
+out=$(k create clusterrolebinding deploy-test-viewer --clusterrole=nvl72-viewer --user=bob 2>&1) ||
+	not_ok "bind bob to nvl72-viewer" "$(one_line "$out")"
+can yes bob list computetrays.nvl72.io
+can no bob create racks.nvl72.io
+# Aggregation into "view" is done by kube-controller-manager, which this
+# control plane does not run: check the label that asks for it.
+got=$(k get clusterrole nvl72-viewer -o jsonpath='{.metadata.labels.rbac\.authorization\.k8s\.io/aggregate-to-view}' 2>&1)
+if [[ $got == true ]]; then ok "nvl72-viewer is labelled for aggregation into view"; else not_ok "nvl72-viewer is labelled for aggregation into view" "label: $got"; fi
+
+# ------------------------------------------------- operator-owned fields ---
+# The operator writes the webhook caBundle and its Secret's keys; neither a
+# re-apply of the manifests nor a helm upgrade may take them away.
+ca_and_keys() { # WEBHOOK-NAME NAMESPACE SECRET
+	printf '%s %s %s' \
+		"$(k get validatingwebhookconfiguration "$1" -o jsonpath='{.webhooks[0].clientConfig.caBundle}' 2>&1)" \
+		"$(k get mutatingwebhookconfiguration "$1" -o jsonpath='{.webhooks[0].clientConfig.caBundle}' 2>&1)" \
+		"$(k -n "$2" get secret "$3" -o jsonpath='{.data.tls\.key}' 2>&1)"
+}
+play_operator() { # WEBHOOK-NAME NAMESPACE SECRET: write what the operator writes
+	local kind
+	for kind in validatingwebhookconfiguration mutatingwebhookconfiguration; do
+		k patch "$kind" "$1" --type=json \
+			-p '[{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"Q0EtQlVORExF"}]' >/dev/null || return 1
+	done
+	k -n "$2" patch secret "$3" --type=merge -p '{"data":{"tls.crt":"Q0VSVA==","tls.key":"S0VZ"}}' >/dev/null
+}
+want="Q0EtQlVORExF Q0EtQlVORExF S0VZ"
+if play_operator nvl72-operator "$ns" nvl72-operator-webhook-tls; then
+	out=$(k apply -f deploy/manifests/nvl72-operator.yaml 2>&1) || not_ok "re-apply the manifests" "$(one_line "$out")"
+	got=$(ca_and_keys nvl72-operator "$ns" nvl72-operator-webhook-tls)
+	if [[ $got == "$want" ]]; then
+		ok "kubectl apply of the manifests keeps the operator's caBundle and certificate"
+	else
+		not_ok "kubectl apply of the manifests keeps the operator's caBundle and certificate" "got '$got'"
+	fi
+else
+	not_ok "write a caBundle and certificate as the operator would" "patch failed"
+fi
+
+# helm install and upgrade of a second release beside the manifests (its own
+# namespace and names; the fixed-name people roles are left to the first).
+hns=nvl72-helm
+hname=nvl72-helm-nvl72-operator
+hargs=(--namespace "$hns" --set rbac.approverRole=false --set rbac.viewerRole=false)
+k create namespace "$hns" >/dev/null 2>&1
+out=$(timeout 120 "$HELM" install nvl72-helm "$chart" "${hargs[@]}" 2>&1)
+if [[ $? -eq 0 ]] && grep -q 'STATUS: deployed' <<<"$out" && grep -q 'nvl72-operator 0.1.0 is installed' <<<"$out"; then
+	ok "helm install against the apiserver (NOTES rendered)"
+	if play_operator "$hname" "$hns" "$hname-webhook-tls"; then
+		out=$(timeout 120 "$HELM" upgrade nvl72-helm "$chart" "${hargs[@]}" --set operator.logLevel=debug 2>&1) ||
+			not_ok "helm upgrade" "$(one_line "$out")"
+		got=$(ca_and_keys "$hname" "$hns" "$hname-webhook-tls")
+		args=$(k -n "$hns" get deploy "$hname" -o jsonpath='{.spec.template.spec.containers[0].args}' 2>&1)
+		if [[ $got == "$want" && $args == *--log-level=debug* ]]; then
+			ok "helm upgrade applies changes and keeps the operator's caBundle and certificate"
+		else
+			not_ok "helm upgrade applies changes and keeps the operator's caBundle and certificate" "got '$got', args $(one_line "$args")"
+		fi
+	else
+		not_ok "write a caBundle and certificate as the operator would (helm release)" "patch failed"
+	fi
+	timeout 120 "$HELM" uninstall nvl72-helm --namespace "$hns" >/dev/null 2>&1 ||
+		not_ok "helm uninstall" "failed"
+else
+	not_ok "helm install against the apiserver (NOTES rendered)" "$(one_line "$out")"
+fi
+
+# --------------------------------------------------------------- admission ---
+# The agent may write the status of its own Node's tray only. Impersonate it
+# with the node name a pod-bound token carries (dry run: nothing is stored).
+out=$(k apply -f deploy/samples/computetray.yaml 2>&1) || not_ok "create a ComputeTray" "$(one_line "$out")"
+tray=$(yq -r '.metadata.name' deploy/samples/computetray.yaml)
+node=$(yq -r '.spec.node' deploy/samples/computetray.yaml)
+server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+pki=$NVL72_CLUSTER_DIR/pki
+status_patch_as_agent() { # NODE-NAME|"" -> HTTP code
+	local hdr=()
+	[[ -n $1 ]] && hdr=(-H "Impersonate-Extra-authentication.kubernetes.io%2fnode-name: $1")
+	curl -s -o "$tmp/patch.json" -w '%{http_code}' --max-time 20 \
+		--cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+		-H "Impersonate-User: $agent_sa" "${hdr[@]}" \
+		-X PATCH -H 'Content-Type: application/merge-patch+json' \
+		--data '{"status":{"heartbeatTime":"2026-11-29T12:00:00Z"}}' \
+		"$server/apis/nvl72.io/v1alpha1/computetrays/$tray/status?dryRun=All"
+}
+code=$(status_patch_as_agent "$node")
+if [[ $code == 200 ]]; then ok "agent on $node may update its own tray's status"; else not_ok "agent on $node may update its own tray's status" "HTTP $code: $(one_line "$(cat "$tmp/patch.json")")"; fi
+code=$(status_patch_as_agent some-other-node)
+if [[ $code == 403 ]] && grep -q 'own Node' "$tmp/patch.json"; then ok "agent on another Node may not update the tray's status"; else not_ok "agent on another Node may not update the tray's status" "HTTP $code: $(one_line "$(cat "$tmp/patch.json")")"; fi
+code=$(status_patch_as_agent "")
+if [[ $code =~ ^4 ]]; then ok "agent identity without a node name may not update a tray's status"; else not_ok "agent identity without a node name may not update a tray's status" "HTTP $code"; fi
+
+# The webhooks fail closed: with no operator behind the Service, nvl72 kinds
+# they cover are refused, while tray status writes (not covered) go through.
+rack_out=$(k apply --dry-run=server -f deploy/samples/rack-gb300.yaml 2>&1)
+if [[ $? -ne 0 ]] && grep -q 'validate.nvl72.io' <<<"$rack_out"; then
+	ok "validating webhook is called for Racks and fails closed without the operator"
+else
+	not_ok "validating webhook is called for Racks and fails closed without the operator" "$(one_line "$rack_out")"
+fi
+appr_out=$(k apply --dry-run=server -f deploy/samples/upgradeapproval.yaml 2>&1)
+if [[ $? -ne 0 ]] && grep -q 'stamp-approval.nvl72.io' <<<"$appr_out"; then
+	ok "mutating webhook is called for UpgradeApprovals and fails closed without the operator"
+else
+	not_ok "mutating webhook is called for UpgradeApprovals and fails closed without the operator" "$(one_line "$appr_out")"
+fi
+
+k delete clusterrolebinding deploy-test-approver deploy-test-viewer --ignore-not-found >/dev/null 2>&1 || true
+finish
