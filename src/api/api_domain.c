@@ -26,18 +26,13 @@ enum nv_err api_rack_partition_parse(const json_t *obj,
 {
 	struct api_ctx c;
 	struct api_rack_partition *p = xcalloc(1, sizeof(*p));
-	const json_t *spec = NULL;
-	unsigned before = errs->n + errs->dropped;
+	bool meta_ok;
 	p->canary_eligible = true;
 	api_ctx_init(&c, errs);
-	if (!json_is_object(obj)) {
-		api_fail(&c, "must be an object");
-		goto out;
-	}
-	if (api_meta_parse(&c, obj, "RackPartition", false, &p->meta) &&
-	    (strlen(p->meta.name) > 63 || !api_str_matches(API_S_DNS_LABEL, p->meta.name)))
+	const json_t *spec = api_envelope(&c, obj, "RackPartition", false, &p->meta, &meta_ok);
+	if (meta_ok && (strlen(p->meta.name) > 63 || !api_str_matches(API_S_DNS_LABEL, p->meta.name)))
 		api_fail_at(&c, "metadata.name", "metadata.name must be a DNS label: it is used as a Node label value");
-	if (!api_get_object(&c, obj, "spec", true, &spec))
+	if (!spec)
 		goto out;
 	size_t old = api_path_push(&c, "spec");
 	(void)api_get_string(&c, spec, "rack", true, 1, 58, API_S_DNS_LABEL, p->rack,
@@ -48,7 +43,7 @@ enum nv_err api_rack_partition_parse(const json_t *obj,
 	(void)api_get_bool(&c, spec, "canaryEligible", &p->canary_eligible);
 	api_path_pop(&c, old);
 out:
-	if (errs->n + errs->dropped != before) {
+	if (api_ctx_failed(&c)) {
 		free(p);
 		return NV_E_INVALID_OBJECT;
 	}
@@ -92,21 +87,14 @@ enum nv_err api_compute_domain_parse(const json_t *obj,
 {
 	struct api_ctx c;
 	struct api_compute_domain *d = xcalloc(1, sizeof(*d));
-	const json_t *spec = NULL;
-	unsigned before = errs->n + errs->dropped;
 	api_ctx_init(&c, errs);
-	if (!json_is_object(obj)) {
-		api_fail(&c, "must be an object");
-		goto out;
+	const json_t *spec = api_envelope(&c, obj, "ComputeDomain", true, &d->meta, NULL);
+	if (spec) {
+		size_t old = api_path_push(&c, "spec");
+		domain_spec_parse(&c, spec, d);
+		api_path_pop(&c, old);
 	}
-	(void)api_meta_parse(&c, obj, "ComputeDomain", true, &d->meta);
-	if (!api_get_object(&c, obj, "spec", true, &spec))
-		goto out;
-	size_t old = api_path_push(&c, "spec");
-	domain_spec_parse(&c, spec, d);
-	api_path_pop(&c, old);
-out:
-	if (errs->n + errs->dropped != before) {
+	if (api_ctx_failed(&c)) {
 		free(d);
 		return NV_E_INVALID_OBJECT;
 	}

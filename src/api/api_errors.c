@@ -67,8 +67,14 @@ enum nv_err api_errors_format(const struct api_errors *e, struct buf *out)
 void api_ctx_init(struct api_ctx *c, struct api_errors *errs)
 {
 	c->errs = errs;
+	c->start = errs->n + errs->dropped;
 	c->len = 0;
 	c->path[0] = '\0';
+}
+
+bool api_ctx_failed(const struct api_ctx *c)
+{
+	return c->errs->n + c->errs->dropped != c->start;
 }
 
 // A path too long to hold is cut; the error still lands near its field.

@@ -404,6 +404,23 @@ bool api_get_time(struct api_ctx *c, const json_t *obj, const char *field,
 	return true;
 }
 
+const json_t *api_envelope(struct api_ctx *c, const json_t *obj, const char *kind,
+			   bool namespaced, struct api_meta *meta, bool *meta_ok)
+{
+	const json_t *spec = NULL;
+	bool ok = false;
+	if (!json_is_object(obj)) {
+		api_fail(c, "must be an object");
+	} else {
+		ok = api_meta_parse(c, obj, kind, namespaced, meta);
+		if (!api_get_object(c, obj, "spec", true, &spec))
+			spec = NULL;
+	}
+	if (meta_ok)
+		*meta_ok = ok;
+	return spec;
+}
+
 bool api_meta_parse(struct api_ctx *c, const json_t *obj, const char *kind,
 		    bool namespaced, struct api_meta *out)
 {

@@ -16,11 +16,14 @@
 /* Where validation is in the object, and the list it reports to. */
 struct api_ctx {
 	struct api_errors *errs;
+	unsigned start; /* errors (kept or dropped) when validation began */
 	size_t len;
 	char path[API_PATH_LEN];
 };
 
 void api_ctx_init(struct api_ctx *c, struct api_errors *errs);
+/* Whether this validation has reported anything since api_ctx_init. */
+bool api_ctx_failed(const struct api_ctx *c);
 /* Appends ".field" (or "field" at the root) or "[i]"; returns the length
  * to give back to api_path_pop. */
 size_t api_path_push(struct api_ctx *c, const char *field);
@@ -106,6 +109,11 @@ bool api_get_tray_set(struct api_ctx *c, const json_t *obj, const char *field,
 /* apiVersion and kind (checked when present) and metadata.name. */
 bool api_meta_parse(struct api_ctx *c, const json_t *obj, const char *kind,
 		    bool namespaced, struct api_meta *out);
+/* The envelope every kind shares: an object with metadata and a spec.
+ * Returns the spec, or NULL once the reason is reported; *meta_ok (may be
+ * NULL) tells whether the metadata parsed. */
+const json_t *api_envelope(struct api_ctx *c, const json_t *obj, const char *kind,
+			   bool namespaced, struct api_meta *meta, bool *meta_ok);
 
 /* The CRDs' enums, in the order of enum matrix_layer, matrix_platform
  * and matrix_component. */

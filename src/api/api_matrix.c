@@ -418,20 +418,14 @@ enum nv_err api_matrix_parse(const json_t *obj, struct matrix **out,
 	struct api_ctx c;
 	struct api_meta meta;
 	struct matrix *m = NULL;
-	const json_t *spec = NULL;
 	const json_t *arr = NULL;
 	int platform = 0;
 	int tier = 0;
 	char text[4097];
-	unsigned before = errs->n + errs->dropped;
 	memset(&meta, 0, sizeof(meta));
 	api_ctx_init(&c, errs);
-	if (!json_is_object(obj)) {
-		api_fail(&c, "must be an object");
-		return NV_E_INVALID_OBJECT;
-	}
-	(void)api_meta_parse(&c, obj, "CompatibilityMatrix", false, &meta);
-	if (!api_get_object(&c, obj, "spec", true, &spec))
+	const json_t *spec = api_envelope(&c, obj, "CompatibilityMatrix", false, &meta, NULL);
+	if (!spec)
 		goto out;
 	size_t old = api_path_push(&c, "spec");
 	(void)api_get_enum(&c, spec, "platform", true, api_platform_names, 3, &platform);
@@ -448,10 +442,10 @@ enum nv_err api_matrix_parse(const json_t *obj, struct matrix **out,
 			  MATRIX_TRANSITIONS_MAX, &arr))
 		transitions_parse(&c, arr, m);
 	api_path_pop(&c, old);
-	if (errs->n + errs->dropped == before)
+	if (!api_ctx_failed(&c))
 		steps_check(&c, m);
 out:
-	if (errs->n + errs->dropped != before) {
+	if (api_ctx_failed(&c)) {
 		matrix_free(m);
 		return NV_E_INVALID_OBJECT;
 	}

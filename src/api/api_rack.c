@@ -239,18 +239,13 @@ enum nv_err api_rack_parse(const json_t *obj, struct api_rack **out,
 {
 	struct api_ctx c;
 	struct api_rack *r = xcalloc(1, sizeof(*r));
-	const json_t *spec = NULL;
-	unsigned before = errs->n + errs->dropped;
 	int platform = 0;
+	bool meta_ok;
 	api_ctx_init(&c, errs);
-	if (!json_is_object(obj)) {
-		api_fail(&c, "must be an object");
-		goto out;
-	}
-	if (api_meta_parse(&c, obj, "Rack", false, &r->meta) &&
-	    (strlen(r->meta.name) > 58 || !api_str_matches(API_S_DNS_LABEL, r->meta.name)))
+	const json_t *spec = api_envelope(&c, obj, "Rack", false, &r->meta, &meta_ok);
+	if (meta_ok && (strlen(r->meta.name) > 58 || !api_str_matches(API_S_DNS_LABEL, r->meta.name)))
 		api_fail_at(&c, "metadata.name", "metadata.name must be a DNS label of at most 58 characters: it is used in label values and tray names");
-	if (!api_get_object(&c, obj, "spec", true, &spec))
+	if (!spec)
 		goto out;
 	size_t old = api_path_push(&c, "spec");
 	if (api_get_enum(&c, spec, "platform", true, api_platform_names, 3, &platform))
@@ -262,7 +257,7 @@ enum nv_err api_rack_parse(const json_t *obj, struct api_rack **out,
 	policy_parse(&c, spec, &r->policy);
 	api_path_pop(&c, old);
 out:
-	if (errs->n + errs->dropped != before) {
+	if (api_ctx_failed(&c)) {
 		free(r);
 		return NV_E_INVALID_OBJECT;
 	}

@@ -220,18 +220,13 @@ enum nv_err api_compute_tray_parse(const json_t *obj,
 {
 	struct api_ctx c;
 	struct api_compute_tray *t = xcalloc(1, sizeof(*t));
-	const json_t *spec = NULL;
-	unsigned before = errs->n + errs->dropped;
+	bool meta_ok;
 	t->imex_port = 50000;
 	t->imex_command_port = 50005;
 	t->channel_count = 2048;
 	api_ctx_init(&c, errs);
-	if (!json_is_object(obj)) {
-		api_fail(&c, "must be an object");
-		goto out;
-	}
-	bool meta_ok = api_meta_parse(&c, obj, "ComputeTray", false, &t->meta);
-	if (!api_get_object(&c, obj, "spec", true, &spec))
+	const json_t *spec = api_envelope(&c, obj, "ComputeTray", false, &t->meta, &meta_ok);
+	if (!spec)
 		goto out;
 	size_t old = api_path_push(&c, "spec");
 	spec_parse(&c, spec, t);
@@ -243,7 +238,7 @@ enum nv_err api_compute_tray_parse(const json_t *obj,
 		api_fail_at(&c, "metadata.name", "metadata.name must be <spec.rack>-t<two-digit spec.index>, for example %s",
 			    want);
 out:
-	if (errs->n + errs->dropped != before) {
+	if (api_ctx_failed(&c)) {
 		free(t);
 		return NV_E_INVALID_OBJECT;
 	}

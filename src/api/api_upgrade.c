@@ -148,21 +148,14 @@ enum nv_err api_rack_upgrade_parse(const json_t *obj,
 {
 	struct api_ctx c;
 	struct api_rack_upgrade *u = xcalloc(1, sizeof(*u));
-	const json_t *spec = NULL;
-	unsigned before = errs->n + errs->dropped;
 	api_ctx_init(&c, errs);
-	if (!json_is_object(obj)) {
-		api_fail(&c, "must be an object");
-		goto out;
+	const json_t *spec = api_envelope(&c, obj, "RackUpgrade", false, &u->meta, NULL);
+	if (spec) {
+		size_t old = api_path_push(&c, "spec");
+		upgrade_spec_parse(&c, spec, u);
+		api_path_pop(&c, old);
 	}
-	(void)api_meta_parse(&c, obj, "RackUpgrade", false, &u->meta);
-	if (!api_get_object(&c, obj, "spec", true, &spec))
-		goto out;
-	size_t old = api_path_push(&c, "spec");
-	upgrade_spec_parse(&c, spec, u);
-	api_path_pop(&c, old);
-out:
-	if (errs->n + errs->dropped != before) {
+	if (api_ctx_failed(&c)) {
 		free(u);
 		return NV_E_INVALID_OBJECT;
 	}
@@ -219,21 +212,14 @@ enum nv_err api_upgrade_approval_parse(const json_t *obj,
 {
 	struct api_ctx c;
 	struct api_upgrade_approval *a = xcalloc(1, sizeof(*a));
-	const json_t *spec = NULL;
-	unsigned before = errs->n + errs->dropped;
 	api_ctx_init(&c, errs);
-	if (!json_is_object(obj)) {
-		api_fail(&c, "must be an object");
-		goto out;
+	const json_t *spec = api_envelope(&c, obj, "UpgradeApproval", false, &a->meta, NULL);
+	if (spec) {
+		size_t old = api_path_push(&c, "spec");
+		approval_spec_parse(&c, spec, a);
+		api_path_pop(&c, old);
 	}
-	(void)api_meta_parse(&c, obj, "UpgradeApproval", false, &a->meta);
-	if (!api_get_object(&c, obj, "spec", true, &spec))
-		goto out;
-	size_t old = api_path_push(&c, "spec");
-	approval_spec_parse(&c, spec, a);
-	api_path_pop(&c, old);
-out:
-	if (errs->n + errs->dropped != before) {
+	if (api_ctx_failed(&c)) {
 		free(a);
 		return NV_E_INVALID_OBJECT;
 	}
