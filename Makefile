@@ -72,12 +72,26 @@ $(BUILD)/rel/bin/kubectl-nvl72: $(BUILD)/rel/obj/src/cmd/kubectl_nvl72_main.o $(
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_rel) $(LDFLAGS_rel) $< $(BUILD)/rel/libnvl72.a $(LIBS) -o $@
 
-# Integration programs and the tray simulator's fake host tools link the
-# release library; they run against a real control plane.
-ITEST_BINS := $(patsubst tests/integration/%.c,$(BUILD)/rel/tests/integration/%,$(ITEST_SRC))
+# Integration programs run against a real control plane, built with
+# ASan+UBSan so the client's code paths are checked under real traffic.
+ITEST_BINS := $(patsubst tests/integration/%.c,$(BUILD)/asan/tests/integration/%,$(ITEST_SRC))
+$(BUILD)/asan/tests/integration/%: $(BUILD)/asan/obj/tests/integration/%.o $(BUILD)/asan/libnvl72.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_asan) $(LDFLAGS_asan) $< $(BUILD)/asan/libnvl72.a $(CMOCKA_LIBS) $(LIBS) -o $@
+
+# A release build of one, for measuring: make build/rel/tests/integration/NAME
 $(BUILD)/rel/tests/integration/%: $(BUILD)/rel/obj/tests/integration/%.o $(BUILD)/rel/libnvl72.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_rel) $(LDFLAGS_rel) $< $(BUILD)/rel/libnvl72.a $(CMOCKA_LIBS) $(LIBS) -o $@
+
+# The binaries once more under ASan+UBSan (`make asan`).
+ASAN_CMD_BINS := $(subst /rel/,/asan/,$(CMD_BINS))
+$(BUILD)/asan/bin/nvl72-%: $(BUILD)/asan/obj/src/cmd/%_main.o $(BUILD)/asan/libnvl72.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_asan) $(LDFLAGS_asan) $< $(BUILD)/asan/libnvl72.a $(LIBS) -o $@
+$(BUILD)/asan/bin/kubectl-nvl72: $(BUILD)/asan/obj/src/cmd/kubectl_nvl72_main.o $(BUILD)/asan/libnvl72.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_asan) $(LDFLAGS_asan) $< $(BUILD)/asan/libnvl72.a $(LIBS) -o $@
 
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/rel/bench/%,$(BENCH_SRC))
 $(BUILD)/rel/bench/%: $(BUILD)/rel/obj/bench/%.o $(BUILD)/rel/libnvl72.a
@@ -98,7 +112,7 @@ $(BUILD)/fuzz/%: $(BUILD)/fuzz/obj/tests/fuzz/%.o $(FUZZ_OBJ)
 
 unit: deps $(test_UNIT_BINS)
 	tests/run-unit.sh test $(test_UNIT_BINS)
-asan: deps $(asan_UNIT_BINS)
+asan: deps $(asan_UNIT_BINS) $(ASAN_CMD_BINS) $(ITEST_BINS)
 	tests/run-unit.sh asan $(asan_UNIT_BINS)
 
 # The whole suite: unit tests plain and under ASan+UBSan, a short fuzz run

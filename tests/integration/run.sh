@@ -3,7 +3,7 @@
 # Runs the integration suites, each against a fresh real control plane that
 # is torn down afterwards, even when the suite fails or is interrupted.
 # Suites are tests/integration/*_test.sh scripts and the programs built
-# from tests/integration/test_*.c; both print `ok - …`/`not ok - …` lines
+# from tests/integration/test_*.c under ASan+UBSan; both print `ok - …`/`not ok - …` lines
 # (or cmocka's summary) and exit non-zero on failure.
 #
 # usage: tests/integration/run.sh [BUILD_DIR] [FILTER]
@@ -16,7 +16,7 @@ export PATH="$PATH:/usr/local/go/bin"
 export NVL72_BUILD="$root/$build/rel"
 
 suites=()
-for s in tests/integration/*_test.sh "$build"/rel/tests/integration/test_*; do
+for s in tests/integration/*_test.sh "$build"/asan/tests/integration/test_*; do
 	[[ -x $s ]] || continue
 	[[ -z $filter || $s == *$filter* ]] || continue
 	suites+=("$s")
