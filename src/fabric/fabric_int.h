@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Folder-private parts of the fabric module: the implementations' ops
+ * structs for the registry, the status helpers they share, and the NMX-M
+ * response parsers that the unit tests and the fuzz target call directly. */
+#ifndef NVL72_FABRIC_INT_H
+#define NVL72_FABRIC_INT_H
+
+#include <jansson.h>
+
+#include "nvl72/base.h"
+#include "nvl72/fabric.h"
+#include "nvl72/json.h"
+
+extern const struct fabric_backend_ops fabric_nmxm_ops;
+extern const struct fabric_backend_ops fabric_sim_ops;
+
+/* Resets st (when not NULL) before a call. */
+void fabric_status_reset(struct fabric_status *st);
+/* Writes a message into st (when not NULL), replacing the old one. */
+void fabric_status_msg(struct fabric_status *st, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+/* ---- NMX-M wire format (nmxm.c) ---- */
+
+/* The 202 answer: {"operationId": "…"}. */
+enum nv_err nmxm_parse_accepted(const char *data, size_t len, struct fabric_op *op,
+                                struct jx_err *e);
+/* GET /nmx/v1/operations/<id>. */
+enum nv_err nmxm_parse_operation(const char *data, size_t len, struct fabric_op *op,
+                                 struct jx_err *e);
+/* One partition object (borrowed). */
+enum nv_err nmxm_partition_from_json(const json_t *o, struct fabric_partition *p, struct jx_err *e);
+/* GET /nmx/v1/partitions: a JSON array; *out is a heap array. */
+enum nv_err nmxm_parse_partition_list(const char *data, size_t len, struct fabric_partition **out,
+                                      size_t *n, struct jx_err *e);
+/* The chassis list's InternalID for a serial number; NV_E_NOT_FOUND if absent. */
+enum nv_err nmxm_parse_chassis_id(const char *data, size_t len, const char *serial, long *out,
+                                  struct jx_err *e);
+/* The server's explanation in an error body, or a cleaned excerpt of it. */
+void nmxm_error_message(const char *data, size_t len, char *out, size_t outsz);
+/* The request body of a create (with_name) or update; a new reference. */
+json_t *nmxm_render_members(const struct fabric_partition_spec *s, long chassis_id, bool with_name);
+
+#endif
