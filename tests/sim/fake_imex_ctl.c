@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The simulator's nvidia-imex-ctl: asks the local fake daemon on its command
 // port (from config.cfg) for -q or -N [-j] and prints the answer. With the
-// tray's imex_ctl_hang fault set it hangs forever, as the real one can.
+// tray's imex_ctl_hang fault set it hangs forever, as the real one can; with
+// imex_ctl_garbage its -N -j answer is cut off in the middle of the JSON.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -36,6 +37,13 @@ static void hang_if_told(void)
 		struct timespec ts = {3600, 0};
 		nanosleep(&ts, NULL);
 	}
+}
+
+static bool fault(const char *name)
+{
+	char p[SIM_PATH_MAX];
+
+	return sim_path(p, sizeof(p), sim_root(), name) && sim_exists(p);
 }
 
 static int ask(const char *ip, unsigned port, const char *what)
@@ -100,6 +108,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	hang_if_told();
+	if (nodes && json && fault("faults/imex_ctl_garbage")) {
+		fputs("{\"nodes\": {\"0\": {\"host\": \"127.0.0.", stdout);
+		return 0;
+	}
 	cmd_endpoint(cfg, ip, sizeof(ip), &port);
 	return ask(ip, port, what);
 }

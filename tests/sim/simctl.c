@@ -22,8 +22,8 @@ static int usage(void)
 		"                       [--cluster UUID] [--clique N] [--chassis SERIAL]\n"
 		"       simctl gpu TRAYDIR IDX|all KEY=VALUE...   (state status clique cluster\n"
 		"                       health_mask summary fabric_error ...)\n"
-		"       simctl fault TRAYDIR NAME on|off   (imex_ctl_hang installer_fail\n"
-		"                       nvml_init_fail driver_in_use)\n"
+		"       simctl fault TRAYDIR NAME on|off   (imex_ctl_hang imex_ctl_garbage\n"
+		"                       installer_fail nvml_init_fail driver_in_use)\n"
 		"       simctl in-use TRAYDIR REFCNT        (users of nvidia_uvm)\n"
 		"       simctl installer-delay TRAYDIR MS\n"
 		"       simctl imex-kill TRAYDIR\n");

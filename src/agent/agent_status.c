@@ -1,0 +1,709 @@
+// SPDX-License-Identifier: Apache-2.0
+// The tray's spec as the agent acts on it, and the status it reports: one
+// host observation plus what this pass did, turned into the CRD's shape with
+// conditions. Pure functions of their inputs, so a status that has not
+// changed is built byte for byte the same and is never written again.
+#include "nvl72/agent.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nvl72/base.h"
+#include "nvl72/json.h"
+#include "nvl72/kube_ctrl.h"
+
+#ifndef NVL72_VERSION
+#define NVL72_VERSION "0.0.0"
+#endif
+
+/* ---- spec ---- */
+
+static void str_field(const json_t *o, const char *path, char *out, size_t outsz)
+{
+	str_copy(out, outsz, jx_str_or(o, path, ""));
+}
+
+static enum nv_err imex_parse(const json_t *im, const char *node_ip, struct agent_spec *s,
+			      char *err, size_t errsz)
+{
+	struct agent_imex_cfg *c = &s->imex;
+	json_t *peers = jx_path(im, "peers"), *ids = jx_path(im, "channels.ids"), *v;
+	int64_t port = 50000, cport = 50005, count = 2048;
+	size_t i;
+
+	memset(c, 0, sizeof(*c));
+	c->mode = strcmp(jx_str_or(im, "mode", "process"), "host") == 0 ? AGENT_IMEX_HOST
+									: AGENT_IMEX_PROCESS;
+	str_field(im, "domain", c->domain, sizeof(c->domain));
+	if ((jx_path(im, "port") && jx_get_int(im, "port", 1024, 65535, &port, NULL) != NV_OK) ||
+	    (jx_path(im, "commandPort") &&
+	     jx_get_int(im, "commandPort", 1024, 65535, &cport, NULL) != NV_OK) ||
+	    (jx_path(im, "channels.count") &&
+	     jx_get_int(im, "channels.count", 1, 1 << 20, &count, NULL) != NV_OK)) {
+		snprintf(err, errsz, "spec.imex: a port or the channel count is out of range");
+		return NV_E_INVALID_OBJECT;
+	}
+	if (!json_is_array(peers) || json_array_size(peers) == 0 ||
+	    json_array_size(peers) > AGENT_IMEX_NODES_MAX) {
+		snprintf(err, errsz, "spec.imex.peers: expected 1 to %d addresses",
+			 AGENT_IMEX_NODES_MAX);
+		return NV_E_INVALID_OBJECT;
+	}
+	json_array_foreach(peers, i, v)
+	{
+		if (!json_is_string(v) || json_string_length(v) == 0 ||
+		    json_string_length(v) >= AGENT_HOSTNAME_LEN) {
+			snprintf(err, errsz, "spec.imex.peers[%zu]: not an address", i);
+			return NV_E_INVALID_OBJECT;
+		}
+		str_copy(c->peers[c->n_peers++], AGENT_HOSTNAME_LEN, json_string_value(v));
+	}
+	json_array_foreach(ids, i, v)
+	{
+		if (s->n_channel_ids >= ARRAY_LEN(s->channel_ids) || !json_is_integer(v) ||
+		    json_integer_value(v) < 0 || json_integer_value(v) >= count) {
+			snprintf(err, errsz, "spec.imex.channels.ids[%zu]: out of range", i);
+			return NV_E_INVALID_OBJECT;
+		}
+		s->channel_ids[s->n_channel_ids++] = (unsigned)json_integer_value(v);
+	}
+	str_copy(c->bind_ip, sizeof(c->bind_ip), node_ip ? node_ip : "");
+	c->server_port = (unsigned)port;
+	c->cmd_port = (unsigned)cport;
+	c->channels = (unsigned)count;
+	c->grace_s = -1;
+	s->channel_count = (unsigned)count;
+	s->has_imex = true;
+	return NV_OK;
+}
+
+enum nv_err agent_spec_parse(const json_t *tray, const char *node_ip, struct agent_spec *out,
+			     char *err, size_t errsz)
+{
+	const json_t *spec = jx_path(tray, "spec");
+	const json_t *im = jx_path(spec, "imex");
+	const char *v;
+	int64_t step;
+	int cmp;
+	enum nv_err rc = NV_OK;
+
+	memset(out, 0, sizeof(*out));
+	err[0] = '\0';
+	out->generation = json_integer_value(jx_path(tray, "metadata.generation"));
+	str_field(tray, "metadata.name", out->name, sizeof(out->name));
+	str_field(tray, "metadata.uid", out->uid, sizeof(out->uid));
+	str_field(spec, "node", out->node, sizeof(out->node));
+	str_field(spec, "rack", out->rack, sizeof(out->rack));
+	str_copy(out->maint_state, sizeof(out->maint_state),
+		 jx_str_or(spec, "maintenance.state", "None"));
+	if (jx_get_int(spec, "maintenance.upgrade.step", 0, 255, &step, NULL) == NV_OK) {
+		out->has_upgrade_step = true;
+		out->upgrade_step = (int)step;
+	}
+	v = jx_str_or(spec, "driver.version", NULL);
+	if (v != NULL) {
+		if (strlen(v) >= sizeof(out->driver_version) ||
+		    agent_version_cmp(v, v, &cmp) != NV_OK) {
+			snprintf(err, errsz, "spec.driver.version: \"%.64s\" is not a version", v);
+			rc = NV_E_INVALID_OBJECT;
+		} else {
+			out->has_driver = true;
+			str_copy(out->driver_version, sizeof(out->driver_version), v);
+			out->activation = strcmp(jx_str_or(spec, "driver.activation", "Reload"),
+						 "Reboot") == 0
+						  ? AGENT_ACTIVATE_REBOOT
+						  : AGENT_ACTIVATE_RELOAD;
+		}
+	}
+	if (json_is_object(im) && imex_parse(im, node_ip, out, err, errsz) != NV_OK) {
+		memset(&out->imex, 0, sizeof(out->imex));
+		out->n_channel_ids = 0;
+		out->has_imex = false;
+		rc = NV_E_INVALID_OBJECT;
+	}
+	return rc;
+}
+
+/* ---- status parts ---- */
+
+static void set_str(json_t *o, const char *key, const char *v)
+{
+	if (v != NULL && v[0] != '\0')
+		json_object_set_new(o, key, json_string(v));
+}
+
+static void set_int(json_t *o, const char *key, json_int_t v)
+{
+	json_object_set_new(o, key, json_integer(v));
+}
+
+static json_t *driver_json(const struct agent_report *r)
+{
+	const struct agent_driver_info *d = &r->obs->driver;
+	json_t *o = json_object();
+	char buf[32];
+	unsigned major;
+
+	json_object_set_new(o, "loaded", json_boolean(d->loaded));
+	if (d->loaded && d->version[0] != '\0') {
+		set_str(o, "version", d->version);
+		if (sscanf(d->version, "%u", &major) == 1) {
+			snprintf(buf, sizeof(buf), "R%u", major);
+			set_str(o, "branch", buf);
+		}
+		set_str(o, "flavour", d->open_module ? "open" : "proprietary");
+	}
+	set_str(o, "onDiskVersion", r->ondisk);
+	if (d->cuda_version > 0) {
+		snprintf(buf, sizeof(buf), "%d.%d", d->cuda_version / 1000,
+			 (d->cuda_version % 1000) / 10);
+		set_str(o, "cudaVersion", buf);
+	}
+	if (d->loaded && r->params != NULL && r->params->n > 0) {
+		json_t *p = json_object();
+		for (size_t i = 0; i < r->params->n && i < 64; i++)
+			json_object_set_new(p, r->params->p[i].name,
+					    json_string(r->params->p[i].value));
+		json_object_set_new(o, "parameters", p);
+	}
+	return o;
+}
+
+static const char *nvml_status_name(int st)
+{
+	static const char *const names[] = {
+		[0] = "Success",          [1] = "Uninitialized",     [2] = "InvalidArgument",
+		[3] = "NotSupported",     [4] = "NoPermission",      [5] = "AlreadyInitialized",
+		[6] = "NotFound",         [7] = "InsufficientSize",  [8] = "InsufficientPower",
+		[9] = "DriverNotLoaded",  [10] = "Timeout",          [11] = "IrqIssue",
+		[12] = "LibraryNotFound", [13] = "FunctionNotFound", [14] = "CorruptedInforom",
+		[15] = "GpuIsLost",
+	};
+	return st >= 0 && (size_t)st < ARRAY_LEN(names) ? names[st] : "Unknown";
+}
+
+static json_t *health_json(const struct agent_fabric_health *h)
+{
+	static const char *const incorrect[] = {"NotSupported",
+						"None",
+						"SystemGUID",
+						"ChassisSerial",
+						"NoPartition",
+						"InsufficientNVLinks",
+						"IncompatibleGPUFirmware",
+						"InvalidLocation",
+						"GPUStateInvalid"};
+	static const char *const partition[] = {"NotSupported", "Assigned", "NotAssigned"};
+	json_t *o = json_object();
+
+	json_object_set_new(o, "degradedBandwidth", json_boolean(h->degraded_bw == 1));
+	json_object_set_new(o, "routeRecoveryInProgress", json_boolean(h->route_recovery == 1));
+	json_object_set_new(o, "routeUnhealthy", json_boolean(h->route_unhealthy == 1));
+	json_object_set_new(o, "accessTimeoutRecoveryInProgress",
+			    json_boolean(h->access_timeout == 1));
+	if (h->incorrect_config < ARRAY_LEN(incorrect))
+		set_str(o, "incorrectConfiguration", incorrect[h->incorrect_config]);
+	if (h->partition < ARRAY_LEN(partition))
+		set_str(o, "partitionAssigned", partition[h->partition]);
+	return o;
+}
+
+static json_t *gpu_json(const struct agent_gpu *g)
+{
+	json_t *o = json_object(), *f = json_object();
+
+	set_int(o, "index", g->index);
+	set_str(o, "uuid", g->uuid);
+	if (g->fabric_state != AGENT_FABRIC_UNKNOWN)
+		set_str(f, "state", agent_fabric_state_name(g->fabric_state));
+	if (g->fabric_state == AGENT_FABRIC_COMPLETED)
+		set_str(f, "status", nvml_status_name(g->fabric_status));
+	if (g->has_cluster) {
+		set_str(f, "clusterUUID", g->cluster_uuid);
+		set_int(f, "cliqueId", g->clique_id);
+	}
+	if (g->has_health) {
+		set_int(f, "healthMask", g->health_mask);
+		if (g->health_summary != AGENT_HEALTH_UNKNOWN)
+			set_str(f, "healthSummary", agent_health_summary_name(g->health_summary));
+		json_object_set_new(f, "health", health_json(&g->health));
+	}
+	json_object_set_new(o, "fabric", f);
+	if (g->has_platform) {
+		json_t *p = json_object();
+		set_str(p, "chassisSerial", g->chassis_serial);
+		if (g->slot <= 255)
+			set_int(p, "slotNumber", g->slot);
+		if (g->tray_index <= 255)
+			set_int(p, "trayIndex", g->tray_index);
+		if (g->host_id <= 255)
+			set_int(p, "hostId", g->host_id);
+		if (g->module_id <= 255)
+			set_int(p, "moduleId", g->module_id);
+		json_object_set_new(o, "platform", p);
+	}
+	return o;
+}
+
+static json_t *fabric_json(const struct agent_host_obs *obs)
+{
+	json_t *o = json_object();
+
+	if (obs->gpus_part.err != NV_OK)
+		return o;
+	if (obs->fabric != AGENT_FABRIC_UNKNOWN)
+		set_str(o, "state", agent_fabric_state_name(obs->fabric));
+	for (size_t i = 0; i < obs->n_gpus; i++) {
+		if (obs->gpus[i].has_cluster) {
+			set_str(o, "clusterUUID", obs->gpus[i].cluster_uuid);
+			break;
+		}
+	}
+	json_object_set_new(o, "cliqueID", json_string(obs->has_clique ? obs->clique : ""));
+	if (obs->health != AGENT_HEALTH_UNKNOWN)
+		set_str(o, "healthSummary", agent_health_summary_name(obs->health));
+	return o;
+}
+
+static const char *daemon_state_name(enum agent_imex_daemon d)
+{
+	static const char *const names[] = {
+		[AGENT_IMEXD_UNKNOWN] = "Unknown",
+		[AGENT_IMEXD_INITIALIZING] = "Initializing",
+		[AGENT_IMEXD_STARTING_AUTH_SERVER] = "StartingAuthServer",
+		[AGENT_IMEXD_WAITING_FOR_PEERS] = "WaitingForPeers",
+		[AGENT_IMEXD_WAITING_FOR_RECOVERY] = "WaitingForRecovery",
+		[AGENT_IMEXD_INIT_GPU] = "InitGPU",
+		[AGENT_IMEXD_READY] = "Ready",
+		[AGENT_IMEXD_SHUTTING_DOWN] = "ShuttingDown",
+		[AGENT_IMEXD_UNAVAILABLE] = "Unavailable",
+		[AGENT_IMEXD_NOT_RUNNING] = "NotRunning",
+	};
+	return (size_t)d < ARRAY_LEN(names) ? names[d] : "Unknown";
+}
+
+static const char *domain_state_name(enum agent_imex_domain d)
+{
+	static const char *const names[] = {"Unknown", "Up", "Down", "Degraded"};
+	return (size_t)d < ARRAY_LEN(names) ? names[d] : "Unknown";
+}
+
+/* This tray's line in the peer list, or -1. */
+static int self_index(const struct agent_spec *s, const char *ip)
+{
+	for (size_t i = 0; ip != NULL && i < s->imex.n_peers; i++)
+		if (strcmp(s->imex.peers[i], ip) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Members this daemon is connected to, itself included when it is Ready. */
+static void imex_counts(const struct agent_report *r, unsigned *connected, unsigned *ready)
+{
+	const struct agent_imex_status *st = &r->obs->imex;
+	unsigned pr = 0, pc = 0;
+
+	*connected = *ready = 0;
+	if (!st->nodes_ok)
+		return;
+	agent_imex_domain_count(&st->dom, r->node_ip ? r->node_ip : "", &pr, &pc);
+	*connected = pc + (st->daemon == AGENT_IMEXD_READY ? 1u : 0u);
+	*ready = pr + (st->daemon == AGENT_IMEXD_READY ? 1u : 0u);
+}
+
+static json_t *imex_json(const struct agent_report *r)
+{
+	const struct agent_spec *s = r->spec;
+	const struct agent_imex_status *st = &r->obs->imex;
+	json_t *o = json_object(), *ch, *created;
+	unsigned conn, ready;
+	int idx;
+
+	set_str(o, "address", r->node_ip);
+	if (!s->has_imex)
+		return o;
+	set_str(o, "mode", s->imex.mode == AGENT_IMEX_HOST ? "host" : "process");
+	if (r->obs->driver.loaded)
+		set_str(o, "version", r->obs->driver.version);
+	if (r->obs->imex_read)
+		set_str(o, "daemonState", daemon_state_name(st->daemon));
+	if (r->obs->imex_read && st->nodes_ok)
+		set_str(o, "domainState", domain_state_name(st->dom.domain));
+	idx = self_index(s, r->node_ip);
+	if (idx >= 0 && idx <= 17)
+		set_int(o, "nodeIndex", idx);
+	imex_counts(r, &conn, &ready);
+	set_int(o, "peersConnected", conn > 18 ? 18 : conn);
+	set_int(o, "peersTotal", s->imex.n_peers > 18 ? 18 : (json_int_t)s->imex.n_peers);
+	set_str(o, "configHash", r->imex_applied ? r->imex_hash : "");
+	ch = json_object();
+	set_int(ch, "count", r->obs->imex_channel_count);
+	created = json_array();
+	for (size_t i = 0; i < r->n_channels_created; i++)
+		json_array_append_new(created, json_integer(r->channels_created[i]));
+	json_object_set_new(ch, "created", created);
+	json_object_set_new(o, "channels", ch);
+	return o;
+}
+
+static const char *fm_state_name(const struct agent_report *r)
+{
+	if (r->obs->fm_part.err != NV_OK && r->obs->fm_part.err != NV_E_STATE)
+		return "Unknown";
+	switch (r->obs->fm.active) {
+	case AGENT_UNIT_NOT_FOUND:
+		return "NotInstalled";
+	case AGENT_UNIT_INACTIVE:
+		return "Inactive";
+	case AGENT_UNIT_ACTIVE:
+	case AGENT_UNIT_ACTIVATING:
+		return "Active";
+	case AGENT_UNIT_UNKNOWN:
+		break;
+	}
+	return "Unknown";
+}
+
+/* ---- conditions ---- */
+
+enum { C_DRIVER = 0, C_FABRIC, C_HEALTH, C_IMEX, C_FM, C_HEARTBEAT, C__N };
+
+struct cond {
+	const char *type;
+	const char *status;
+	char reason[64];
+	char msg[512];
+};
+
+static void cond_set(struct cond *c, const char *status, const char *reason, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void cond_set(struct cond *c, const char *status, const char *reason, const char *fmt, ...)
+{
+	va_list ap;
+
+	c->status = status;
+	str_copy(c->reason, sizeof(c->reason), reason);
+	va_start(ap, fmt);
+	vsnprintf(c->msg, sizeof(c->msg), fmt, ap);
+	va_end(ap);
+}
+
+static void cond_driver(const struct agent_report *r, struct cond *c)
+{
+	const struct agent_driver_info *d = &r->obs->driver;
+	const struct agent_drv_report *dr = &r->drv;
+
+	if (dr->active && dr->waiting_maintenance)
+		cond_set(c, "False", "WaitingForMaintenance",
+			 "spec.driver.version %s is not loaded (%s); the change starts when "
+			 "spec.maintenance.state is Drained or Upgrading",
+			 r->spec->driver_version, d->version[0] ? d->version : "none");
+	else if (dr->active && dr->phase == AGENT_DRV_REBOOT_REQUIRED)
+		cond_set(c, "False", "RebootRequired", "%s is installed: %s",
+			 r->spec->driver_version, dr->detail);
+	else if (dr->active && (dr->phase == AGENT_DRV_FAILED || dr->err != NV_OK))
+		cond_set(c, "False", "ChangeFailed", "changing to %s: %s", r->spec->driver_version,
+			 dr->detail[0] ? dr->detail : nv_err_str(dr->err));
+	else if (dr->active)
+		cond_set(c, "False", agent_drv_phase_name(dr->phase), "changing to %s: %s",
+			 r->spec->driver_version, dr->detail);
+	else if (r->obs->driver_part.err != NV_OK)
+		cond_set(c, "False", "DriverReadError", "%s", r->obs->driver_part.why);
+	else if (!d->loaded)
+		cond_set(c, "False", "NotLoaded", "the nvidia kernel module is not loaded");
+	else if (r->spec->has_driver)
+		cond_set(c, "True", "VersionMatches", "%s loaded", d->version);
+	else
+		cond_set(c, "True", "Loaded", "%s loaded; spec.driver is not set", d->version);
+}
+
+static void cond_fabric(const struct agent_report *r, struct cond *c)
+{
+	const struct agent_host_obs *o = r->obs;
+
+	if (o->gpus_part.err != NV_OK)
+		cond_set(c, "False", "GPUReadError", "%s", o->gpus_part.why);
+	else if (o->n_gpus == 0)
+		cond_set(c, "False", "NoGPUs", "NVML reports no GPU");
+	else if (o->clique_part.err == NV_E_CONFLICT)
+		cond_set(c, "False", "CliqueMismatch", "%s", o->clique_part.why);
+	else if (o->clique_part.err != NV_OK)
+		cond_set(c, "False",
+			 o->fabric == AGENT_FABRIC_IN_PROGRESS   ? "InProgress"
+			 : o->fabric == AGENT_FABRIC_NOT_STARTED ? "NotStarted"
+								 : "RegistrationFailed",
+			 "%s", o->clique_part.why);
+	else if (!o->has_clique)
+		cond_set(c, "False", "NoClique", "no GPU reports an NVLink fabric");
+	else
+		cond_set(c, "True", "Completed", "%zu GPUs in clique %s", o->n_gpus, o->clique);
+}
+
+static void cond_health(const struct agent_report *r, struct cond *c)
+{
+	const struct agent_host_obs *o = r->obs;
+	char msg[512] = "", what[160];
+	bool fault = false;
+
+	if (o->gpus_part.err != NV_OK) {
+		cond_set(c, "Unknown", "GPUReadError", "%s", o->gpus_part.why);
+		return;
+	}
+	for (size_t i = 0; i < o->n_gpus; i++) {
+		const struct agent_gpu *g = &o->gpus[i];
+		size_t n = strlen(msg);
+		bool bad = g->health_summary == AGENT_HEALTH_UNHEALTHY ||
+			   g->health_summary == AGENT_HEALTH_LIMITED_CAPACITY ||
+			   (g->has_health && agent_health_has_fault(&g->health));
+		if (!bad)
+			continue;
+		fault = true;
+		agent_health_describe(&g->health, what, sizeof(what));
+		snprintf(msg + n, sizeof(msg) - n, "%sGPU %u: %s%s%s%s", n ? "; " : "", g->index,
+			 agent_health_summary_name(g->health_summary), what[0] ? " (" : "", what,
+			 what[0] ? ")" : "");
+	}
+	if (o->health == AGENT_HEALTH_UNHEALTHY)
+		cond_set(c, "False", "Unhealthy", "%s", msg);
+	else if (o->health == AGENT_HEALTH_LIMITED_CAPACITY)
+		cond_set(c, "False", "LimitedCapacity", "%s", msg);
+	else if (fault)
+		cond_set(c, "False", "HealthMaskFault", "%s", msg);
+	else if (o->health == AGENT_HEALTH_UNKNOWN)
+		cond_set(c, "Unknown", "HealthUnknown", "a GPU's health could not be read");
+	else
+		cond_set(c, "True", "Healthy", "%s", "");
+}
+
+/* "127.0.0.12 (node 5) Unavailable; ..." for the members not Ready. */
+static void imex_down_peers(const struct agent_imex_domain_status *d, char *out, size_t outsz)
+{
+	out[0] = '\0';
+	for (size_t i = 0; i < d->n_nodes; i++) {
+		size_t n = strlen(out);
+		if (d->nodes[i].status == AGENT_IMEXD_READY)
+			continue;
+		snprintf(out + n, outsz - n, "%s%s (node %u) %s", n ? "; " : "", d->nodes[i].host,
+			 d->nodes[i].index, daemon_state_name(d->nodes[i].status));
+	}
+}
+
+static void cond_imex(const struct agent_report *r, struct cond *c)
+{
+	const struct agent_imex_status *st = &r->obs->imex;
+	char peers[400];
+	unsigned conn, ready;
+
+	if (!r->spec->has_imex) {
+		if (r->spec_error[0] != '\0')
+			cond_set(c, "False", "SpecInvalid", "%s", r->spec_error);
+		else
+			cond_set(c, "True", "NotRequested", "spec.imex is not set");
+	} else if (r->drv.active) {
+		cond_set(c, "False", "DriverChanging", "IMEX waits for the driver change to end");
+	} else if (r->imex_apply_err != NV_OK) {
+		cond_set(c, "False",
+			 r->imex_apply_err == NV_E_CONFIG ? "ConfigInvalid" : "ApplyFailed", "%s",
+			 r->imex_apply_why);
+	} else if (r->obs->imex_part.err == NV_E_TIMEOUT) {
+		cond_set(c, "False", "StatusTimeout", "%s", st->err);
+	} else if (r->obs->imex_part.err != NV_OK) {
+		cond_set(c, "False", "StatusError", "%s",
+			 st->err[0] ? st->err : r->obs->imex_part.why);
+	} else if (st->daemon != AGENT_IMEXD_READY) {
+		cond_set(c, "False", "DaemonNotReady", "the IMEX daemon is %s",
+			 daemon_state_name(st->daemon));
+	} else if (!st->nodes_ok) {
+		cond_set(c, "False", "StatusError", "%s", st->err);
+	} else if (st->dom.domain != AGENT_IMEX_DOMAIN_UP) {
+		imex_down_peers(&st->dom, peers, sizeof(peers));
+		cond_set(c, "False",
+			 st->dom.domain == AGENT_IMEX_DOMAIN_DEGRADED ? "DomainDegraded"
+			 : st->dom.domain == AGENT_IMEX_DOMAIN_DOWN   ? "DomainDown"
+								      : "DomainUnknown",
+			 "%s", peers);
+	} else if (r->channels_err != NV_OK) {
+		cond_set(c, "False", "ChannelsFailed", "%s", r->channels_why);
+	} else {
+		imex_counts(r, &conn, &ready);
+		cond_set(c, "True", "DomainUp", "%u of %zu peers connected", conn,
+			 r->spec->imex.n_peers);
+	}
+}
+
+static void cond_fm(const struct agent_report *r, struct cond *c)
+{
+	const char *state = fm_state_name(r);
+
+	if (r->fm_err == NV_E_STATE || r->obs->fm_part.err == NV_E_STATE)
+		cond_set(c, "False", "Running", "%s",
+			 r->fm_why[0] ? r->fm_why : r->obs->fm_part.why);
+	else if (r->obs->fm_part.err != NV_OK)
+		cond_set(c, "Unknown", "QueryFailed", "%s", r->obs->fm_part.why);
+	else if (strcmp(state, "Active") == 0)
+		cond_set(c, "False", "Running", "nvidia-fabricmanager.service is active");
+	else
+		cond_set(c, "True", r->obs->fm.masked ? "Masked" : state, "%s", "");
+}
+
+static void conds_compute(const struct agent_report *r, struct cond c[C__N])
+{
+	static const char *const types[C__N] = {"DriverReady",          "FabricReady",
+						"FabricHealthy",        "IMEXReady",
+						"HostFabricManagerOff", "HeartbeatCurrent"};
+
+	memset(c, 0, sizeof(struct cond) * C__N);
+	for (int i = 0; i < C__N; i++)
+		c[i].type = types[i];
+	cond_driver(r, &c[C_DRIVER]);
+	cond_fabric(r, &c[C_FABRIC]);
+	cond_health(r, &c[C_HEALTH]);
+	cond_imex(r, &c[C_IMEX]);
+	cond_fm(r, &c[C_FM]);
+	cond_set(&c[C_HEARTBEAT], "True", "LeaseRenewed", "heartbeat Lease %s",
+		 r->lease ? r->lease : "");
+}
+
+/* Ready: every other condition but the heartbeat is True. */
+static void cond_ready(const struct cond c[C__N], struct cond *ready)
+{
+	static const char *const reasons[C__N] = {"DriverNotReady",           "FabricNotReady",
+						  "FabricUnhealthy",          "IMEXNotReady",
+						  "HostFabricManagerRunning", "NoHeartbeat"};
+	const char *reason = NULL;
+	char msg[512] = "";
+
+	ready->type = "Ready";
+	for (int i = 0; i < C_HEARTBEAT; i++) {
+		size_t n = strlen(msg);
+		if (strcmp(c[i].status, "True") == 0)
+			continue;
+		if (reason == NULL)
+			reason = reasons[i];
+		snprintf(msg + n, sizeof(msg) - n, "%s%.63s: %.160s", n ? "; " : "", c[i].reason,
+			 c[i].msg);
+	}
+	if (reason == NULL)
+		cond_set(ready, "True", "AllReady", "%s", "");
+	else
+		cond_set(ready, "False", reason, "%s", msg);
+}
+
+/* ---- lastError ---- */
+
+static bool last_error(const struct agent_report *r, const char **reason, const char **msg)
+{
+	const struct agent_host_obs *o = r->obs;
+
+	*reason = NULL;
+	if (r->spec_error[0] != '\0')
+		*reason = "SpecInvalid", *msg = r->spec_error;
+	else if (o->driver_part.err != NV_OK)
+		*reason = "DriverReadError", *msg = o->driver_part.why;
+	else if (o->gpus_part.err != NV_OK)
+		*reason = "NVMLError", *msg = o->gpus_part.why;
+	else if (r->drv.active && (r->drv.phase == AGENT_DRV_FAILED || r->drv.err != NV_OK))
+		*reason = "DriverChangeFailed", *msg = r->drv.detail;
+	else if (r->imex_apply_err != NV_OK)
+		*reason = "IMEXConfigFailed", *msg = r->imex_apply_why;
+	else if (o->imex_read && o->imex_part.err == NV_E_TIMEOUT)
+		*reason = "IMEXStatusTimeout", *msg = o->imex.err;
+	else if (o->imex_read && o->imex_part.err != NV_OK)
+		*reason = "IMEXStatusError", *msg = o->imex.err;
+	else if (r->channels_err != NV_OK)
+		*reason = "ChannelsFailed", *msg = r->channels_why;
+	else if (r->fm_err != NV_OK || o->fm_part.err != NV_OK)
+		*reason = "HostFabricManager", *msg = r->fm_why[0] ? r->fm_why : o->fm_part.why;
+	return *reason != NULL;
+}
+
+static json_t *last_error_json(const struct agent_report *r, const json_t *old, int64_t now_ms)
+{
+	const json_t *prev = jx_path(old, "lastError");
+	const char *reason, *msg;
+	char ts[TIME_RFC3339_LEN];
+
+	if (!last_error(r, &reason, &msg))
+		return NULL;
+	/* The same error again keeps its time: no write for a standing fault. */
+	if (strcmp(jx_str_or(prev, "reason", ""), reason) == 0 &&
+	    strcmp(jx_str_or(prev, "message", ""), msg) == 0 && jx_path(prev, "time") != NULL)
+		return json_deep_copy(prev);
+	time_format_rfc3339(now_ms, ts);
+	return json_pack("{s:s,s:s,s:s}", "time", ts, "reason", reason, "message", msg);
+}
+
+/* ---- the whole status ---- */
+
+static json_t *conditions_json(const struct agent_report *r, const json_t *old, int64_t now_ms)
+{
+	struct cond c[C__N], ready;
+	json_t *tmp = json_object(), *prev = jx_path(old, "conditions"), *out;
+
+	if (json_is_array(prev))
+		jx_set_take(tmp, "status.conditions", json_deep_copy(prev));
+	conds_compute(r, c);
+	cond_ready(c, &ready);
+	kube_condition_set(tmp, ready.type, ready.status, ready.reason, ready.msg,
+			   r->spec->generation, now_ms);
+	for (int i = 0; i < C__N; i++)
+		kube_condition_set(tmp, c[i].type, c[i].status, c[i].reason, c[i].msg,
+				   r->spec->generation, now_ms);
+	out = json_incref(jx_path(tmp, "status.conditions"));
+	json_decref(tmp);
+	return out;
+}
+
+static json_t *maintenance_json(const struct agent_report *r)
+{
+	json_t *o = json_object();
+
+	set_str(o, "state", r->spec->maint_state);
+	if (r->spec->has_upgrade_step && strcmp(r->spec->maint_state, "Upgrading") == 0 &&
+	    !r->drv.active)
+		set_int(o, "upgradeStep", r->spec->upgrade_step);
+	if (r->drv.active)
+		set_str(o, "message",
+			r->drv.detail[0] ? r->drv.detail : agent_drv_phase_name(r->drv.phase));
+	return o;
+}
+
+json_t *agent_status_build(const struct agent_report *r, const json_t *old, int64_t now_ms)
+{
+	json_t *o = json_object(), *gpus = json_array(), *fm = json_object(), *le;
+
+	set_int(o, "observedGeneration", r->spec->generation);
+	set_str(o, "agentVersion", NVL72_VERSION);
+	json_object_set_new(o, "driver", driver_json(r));
+	for (size_t i = 0; i < r->obs->n_gpus && i < 4; i++)
+		json_array_append_new(gpus, gpu_json(&r->obs->gpus[i]));
+	json_object_set_new(o, "gpus", gpus);
+	json_object_set_new(o, "fabric", fabric_json(r->obs));
+	json_object_set_new(o, "imex", imex_json(r));
+	set_str(fm, "state", fm_state_name(r));
+	json_object_set_new(o, "hostFabricManager", fm);
+	json_object_set_new(o, "maintenance", maintenance_json(r));
+	le = last_error_json(r, old, now_ms);
+	if (le != NULL)
+		json_object_set_new(o, "lastError", le);
+	json_object_set_new(o, "conditions", conditions_json(r, old, now_ms));
+	return o;
+}
+
+bool agent_status_differs(const json_t *a, const json_t *b)
+{
+	json_t *ca, *cb;
+	bool differ;
+
+	if (a == NULL || b == NULL)
+		return a != b;
+	ca = json_copy((json_t *)a);
+	cb = json_copy((json_t *)b);
+	json_object_del(ca, "heartbeatTime");
+	json_object_del(cb, "heartbeatTime");
+	differ = !json_equal(ca, cb);
+	json_decref(ca);
+	json_decref(cb);
+	return differ;
+}

@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests for the agent's spec reader and status builder: the CRD's
+// shape from one observation, conditions that keep their transition times,
+// a standing error that keeps its time, and the comparison that decides
+// whether a status write is needed at all.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "nvl72/agent.h"
+#include "nvl72/base.h"
+#include "nvl72/json.h"
+
+#define T0 1796000000000LL /* a wall time in ms */
+#define CLIQUE "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.1"
+
+static json_t *tray_json(const char *extra_spec)
+{
+	char text[2048];
+	json_t *o = NULL;
+
+	snprintf(text, sizeof(text),
+		 "{\"metadata\":{\"name\":\"r1-t03\",\"uid\":\"u-3\",\"generation\":4},"
+		 "\"spec\":{\"rack\":\"r1\",\"index\":3,\"node\":\"n3\"%s}}",
+		 extra_spec);
+	assert_int_equal(jx_loadb(text, strlen(text), NULL, &o, NULL), NV_OK);
+	return o;
+}
+
+static void healthy_obs(struct agent_host_obs *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->driver.loaded = true;
+	str_copy(o->driver.version, sizeof(o->driver.version), "580.95.05");
+	str_copy(o->driver.sys_version, sizeof(o->driver.sys_version), "580.95.05");
+	o->driver.open_module = true;
+	o->driver.cuda_version = 13000;
+	o->imex_channel_count = 2048;
+	o->n_gpus = 4;
+	for (unsigned i = 0; i < 4; i++) {
+		struct agent_gpu *g = &o->gpus[i];
+		g->index = i;
+		snprintf(g->uuid, sizeof(g->uuid), "GPU-6b0e2f4c-1d3a-4c8e-9a71-0f5d2c3b8e1%u", i);
+		g->fabric_state = AGENT_FABRIC_COMPLETED;
+		g->has_cluster = true;
+		str_copy(g->cluster_uuid, sizeof(g->cluster_uuid),
+			 "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3");
+		g->clique_id = 1;
+		g->has_health = true;
+		g->health_mask = AGENT_HEALTH_MASK_CLEAR;
+		agent_health_decode(g->health_mask, &g->health);
+		g->health_summary = AGENT_HEALTH_HEALTHY;
+		g->has_platform = true;
+		str_copy(g->chassis_serial, sizeof(g->chassis_serial), "1821124000042");
+		g->slot = 13;
+		g->tray_index = 3;
+		g->module_id = i + 1;
+	}
+	o->fabric = AGENT_FABRIC_COMPLETED;
+	o->health = AGENT_HEALTH_HEALTHY;
+	o->has_clique = true;
+	str_copy(o->clique, sizeof(o->clique), CLIQUE);
+	o->fm.active = AGENT_UNIT_NOT_FOUND;
+}
+
+struct fixture {
+	json_t *tray;
+	struct agent_spec spec;
+	char spec_err[256];
+	struct agent_host_obs obs;
+	struct agent_report rep;
+};
+
+static struct fixture *fixture_new(const char *extra_spec)
+{
+	struct fixture *f = xcalloc(1, sizeof(*f));
+
+	f->tray = tray_json(extra_spec);
+	(void)agent_spec_parse(f->tray, "10.0.0.3", &f->spec, f->spec_err, sizeof(f->spec_err));
+	healthy_obs(&f->obs);
+	f->rep.spec = &f->spec;
+	f->rep.spec_error = f->spec_err;
+	f->rep.node_ip = "10.0.0.3";
+	f->rep.obs = &f->obs;
+	f->rep.lease = "nvl72-system/r1-t03";
+	str_copy(f->rep.ondisk, sizeof(f->rep.ondisk), "580.95.05");
+	return f;
+}
+
+static void fixture_free(struct fixture *f)
+{
+	json_decref(f->tray);
+	free(f);
+}
+
+/* "Status Reason" of a condition in a status object. */
+static const char *cond(const json_t *status, const char *type, char *out, size_t outsz)
+{
+	json_t *c;
+	size_t i;
+
+	out[0] = '\0';
+	json_array_foreach(jx_path(status, "conditions"), i, c)
+	{
+		if (strcmp(jx_str_or(c, "type", ""), type) == 0)
+			snprintf(out, outsz, "%s %s", jx_str_or(c, "status", ""),
+				 jx_str_or(c, "reason", ""));
+	}
+	return out;
+}
+
+static const char *cond_time(const json_t *status, const char *type)
+{
+	json_t *c;
+	size_t i;
+
+	json_array_foreach(jx_path(status, "conditions"), i, c)
+	{
+		if (strcmp(jx_str_or(c, "type", ""), type) == 0)
+			return jx_str_or(c, "lastTransitionTime", "");
+	}
+	return "";
+}
+
+static void test_agent_spec_parse_full(void **state)
+{
+	struct fixture *f = fixture_new(
+		",\"driver\":{\"version\":\"580.173.02\",\"activation\":\"Reboot\"},"
+		"\"imex\":{\"mode\":\"host\",\"domain\":\"cd-a\",\"peers\":[\"10.0.0.3\",\"10.0.0."
+		"4\"],"
+		"\"port\":51000,\"commandPort\":51005,\"channels\":{\"count\":16,\"ids\":[0,3]}},"
+		"\"maintenance\":{\"state\":\"Upgrading\",\"upgrade\":{\"name\":\"u\",\"step\":2,"
+		"\"components\":[\"driver\"]}}");
+
+	(void)state;
+	assert_string_equal(f->spec_err, "");
+	assert_int_equal(f->spec.generation, 4);
+	assert_string_equal(f->spec.name, "r1-t03");
+	assert_true(f->spec.has_driver);
+	assert_string_equal(f->spec.driver_version, "580.173.02");
+	assert_int_equal(f->spec.activation, AGENT_ACTIVATE_REBOOT);
+	assert_true(f->spec.has_imex);
+	assert_int_equal(f->spec.imex.mode, AGENT_IMEX_HOST);
+	assert_int_equal(f->spec.imex.n_peers, 2);
+	assert_string_equal(f->spec.imex.peers[1], "10.0.0.4");
+	assert_string_equal(f->spec.imex.bind_ip, "10.0.0.3");
+	assert_int_equal(f->spec.imex.server_port, 51000);
+	assert_int_equal(f->spec.imex.cmd_port, 51005);
+	assert_int_equal(f->spec.n_channel_ids, 2);
+	assert_int_equal(f->spec.channel_ids[1], 3);
+	assert_string_equal(f->spec.maint_state, "Upgrading");
+	assert_true(f->spec.has_upgrade_step);
+	assert_int_equal(f->spec.upgrade_step, 2);
+	fixture_free(f);
+}
+
+static void test_agent_spec_parse_bad_imex_keeps_driver(void **state)
+{
+	struct fixture *f = fixture_new(",\"driver\":{\"version\":\"580.95.05\"},"
+					"\"imex\":{\"domain\":\"d\",\"peers\":[]}");
+	json_t *s;
+	char c[128];
+
+	(void)state;
+	assert_false(f->spec.has_imex);
+	assert_true(f->spec.has_driver);
+	assert_non_null(strstr(f->spec_err, "spec.imex.peers"));
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(cond(s, "IMEXReady", c, sizeof(c)), "False SpecInvalid");
+	assert_string_equal(jx_str_or(s, "lastError.reason", ""), "SpecInvalid");
+	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "True VersionMatches");
+	json_decref(s);
+	fixture_free(f);
+	f = fixture_new(",\"driver\":{\"version\":\"latest\"}");
+	assert_false(f->spec.has_driver);
+	assert_non_null(strstr(f->spec_err, "is not a version"));
+	fixture_free(f);
+}
+
+static void test_agent_status_build_healthy(void **state)
+{
+	struct fixture *f = fixture_new("");
+	json_t *s = agent_status_build(&f->rep, NULL, T0);
+	char c[128];
+
+	(void)state;
+	assert_int_equal(json_integer_value(jx_path(s, "observedGeneration")), 4);
+	assert_null(jx_path(s, "heartbeatTime"));
+	assert_string_equal(jx_str_or(s, "driver.version", ""), "580.95.05");
+	assert_string_equal(jx_str_or(s, "driver.branch", ""), "R580");
+	assert_string_equal(jx_str_or(s, "driver.cudaVersion", ""), "13.0");
+	assert_int_equal(json_array_size(jx_path(s, "gpus")), 4);
+	assert_string_equal(jx_str_or(s, "gpus[2].fabric.state", ""), "Completed");
+	assert_string_equal(jx_str_or(s, "gpus[2].fabric.status", ""), "Success");
+	assert_int_equal(json_integer_value(jx_path(s, "gpus[2].fabric.healthMask")), 426);
+	assert_string_equal(jx_str_or(s, "gpus[2].fabric.health.incorrectConfiguration", ""),
+			    "None");
+	assert_string_equal(jx_str_or(s, "fabric.cliqueID", ""), CLIQUE);
+	assert_string_equal(jx_str_or(s, "imex.address", ""), "10.0.0.3");
+	assert_null(jx_path(s, "imex.mode"));
+	assert_string_equal(jx_str_or(s, "hostFabricManager.state", ""), "NotInstalled");
+	assert_null(jx_path(s, "lastError"));
+	assert_string_equal(cond(s, "Ready", c, sizeof(c)), "True AllReady");
+	assert_string_equal(cond(s, "FabricReady", c, sizeof(c)), "True Completed");
+	assert_string_equal(cond(s, "FabricHealthy", c, sizeof(c)), "True Healthy");
+	assert_string_equal(cond(s, "IMEXReady", c, sizeof(c)), "True NotRequested");
+	assert_string_equal(cond(s, "HostFabricManagerOff", c, sizeof(c)), "True NotInstalled");
+	assert_int_equal(json_array_size(jx_path(s, "conditions")), 7);
+	json_decref(s);
+	fixture_free(f);
+}
+
+static void test_agent_status_build_stable_and_transitions(void **state)
+{
+	struct fixture *f = fixture_new("");
+	json_t *s1 = agent_status_build(&f->rep, NULL, T0), *s2, *s3;
+	char c[128];
+
+	(void)state;
+	/* The same host a minute later: nothing to write. */
+	s2 = agent_status_build(&f->rep, s1, T0 + 60000);
+	assert_false(agent_status_differs(s1, s2));
+	/* A GPU goes back to IN_PROGRESS: only the affected conditions move. */
+	f->obs.gpus[2].fabric_state = AGENT_FABRIC_IN_PROGRESS;
+	f->obs.fabric = AGENT_FABRIC_IN_PROGRESS;
+	f->obs.has_clique = false;
+	f->obs.clique[0] = '\0';
+	f->obs.clique_part.err = NV_E_STATE;
+	str_copy(f->obs.clique_part.why, sizeof(f->obs.clique_part.why), "GPU 2 is InProgress");
+	s3 = agent_status_build(&f->rep, s2, T0 + 120000);
+	assert_true(agent_status_differs(s2, s3));
+	assert_string_equal(cond(s3, "FabricReady", c, sizeof(c)), "False InProgress");
+	assert_string_equal(cond(s3, "Ready", c, sizeof(c)), "False FabricNotReady");
+	assert_string_equal(jx_str_or(s3, "gpus[2].fabric.state", ""), "InProgress");
+	assert_string_equal(jx_str_or(s3, "fabric.cliqueID", "x"), "");
+	assert_string_not_equal(cond_time(s3, "Ready"), cond_time(s1, "Ready"));
+	assert_string_equal(cond_time(s3, "DriverReady"), cond_time(s1, "DriverReady"));
+	json_decref(s1);
+	json_decref(s2);
+	json_decref(s3);
+	fixture_free(f);
+}
+
+static void test_agent_status_differs_ignores_heartbeat(void **state)
+{
+	json_t *a = json_pack("{s:s,s:i}", "heartbeatTime", "2026-11-01T10:00:00Z", "x", 1);
+	json_t *b = json_pack("{s:s,s:i}", "heartbeatTime", "2026-11-01T10:05:00Z", "x", 1);
+	json_t *c = json_pack("{s:i}", "x", 2);
+
+	(void)state;
+	assert_false(agent_status_differs(a, b));
+	assert_true(agent_status_differs(a, c));
+	assert_true(agent_status_differs(NULL, a));
+	assert_false(agent_status_differs(NULL, NULL));
+	json_decref(a);
+	json_decref(b);
+	json_decref(c);
+}
+
+static void test_agent_status_build_imex_faults(void **state)
+{
+	struct fixture *f = fixture_new(",\"imex\":{\"domain\":\"cd\",\"peers\":[\"10.0.0.3\","
+					"\"10.0.0.4\",\"10.0.0.5\"]}");
+	struct agent_imex_domain_status *d = &f->obs.imex.dom;
+	json_t *s1, *s2, *s3;
+	char c[128];
+
+	(void)state;
+	f->obs.imex_read = true;
+	f->obs.imex.daemon = AGENT_IMEXD_READY;
+	f->obs.imex.nodes_ok = true;
+	d->domain = AGENT_IMEX_DOMAIN_DEGRADED;
+	d->n_nodes = 3;
+	for (unsigned i = 0; i < 3; i++) {
+		d->nodes[i].index = i;
+		snprintf(d->nodes[i].host, sizeof(d->nodes[i].host), "10.0.0.%u", 3 + i);
+		d->nodes[i].status = i == 2 ? AGENT_IMEXD_UNAVAILABLE : AGENT_IMEXD_READY;
+		d->nodes[i].n_conn = 3;
+	}
+	f->rep.imex_applied = true;
+	memset(f->rep.imex_hash, 'a', 64);
+	s1 = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(cond(s1, "IMEXReady", c, sizeof(c)), "False DomainDegraded");
+	assert_non_null(strstr(
+		json_string_value(jx_path(json_array_get(jx_path(s1, "conditions"), 4), "message")),
+		"10.0.0.5 (node 2) Unavailable"));
+	assert_string_equal(jx_str_or(s1, "imex.domainState", ""), "Degraded");
+	assert_int_equal(json_integer_value(jx_path(s1, "imex.nodeIndex")), 0);
+	assert_int_equal(json_integer_value(jx_path(s1, "imex.peersTotal")), 3);
+
+	/* A hung nvidia-imex-ctl: reported, and a standing error keeps its time. */
+	f->obs.imex_part.err = NV_E_TIMEOUT;
+	str_copy(f->obs.imex.err, sizeof(f->obs.imex.err),
+		 "nvidia-imex-ctl -q timed out after 1000 ms");
+	s2 = agent_status_build(&f->rep, s1, T0 + 1000);
+	assert_string_equal(cond(s2, "IMEXReady", c, sizeof(c)), "False StatusTimeout");
+	assert_string_equal(jx_str_or(s2, "lastError.reason", ""), "IMEXStatusTimeout");
+	s3 = agent_status_build(&f->rep, s2, T0 + 90000);
+	assert_false(agent_status_differs(s2, s3));
+	assert_string_equal(jx_str_or(s3, "lastError.time", ""),
+			    jx_str_or(s2, "lastError.time", "x"));
+	json_decref(s1);
+	json_decref(s2);
+	json_decref(s3);
+	fixture_free(f);
+}
+
+static void test_agent_status_build_driver_change(void **state)
+{
+	struct fixture *f = fixture_new(",\"driver\":{\"version\":\"580.173.02\"}");
+	json_t *s;
+	char c[128];
+
+	(void)state;
+	f->rep.drv.active = true;
+	f->rep.drv.waiting_maintenance = true;
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "False WaitingForMaintenance");
+	json_decref(s);
+	f->rep.drv.waiting_maintenance = false;
+	f->rep.drv.phase = AGENT_DRV_INSTALLER_RUNNING;
+	str_copy(f->rep.drv.detail, sizeof(f->rep.drv.detail), "installer pid 42 still running");
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "False InstallerRunning");
+	assert_string_equal(cond(s, "Ready", c, sizeof(c)), "False DriverNotReady");
+	assert_string_equal(jx_str_or(s, "maintenance.message", ""),
+			    "installer pid 42 still running");
+	json_decref(s);
+	f->rep.drv.phase = AGENT_DRV_FAILED;
+	f->rep.drv.err = NV_E_IO;
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "False ChangeFailed");
+	assert_string_equal(jx_str_or(s, "lastError.reason", ""), "DriverChangeFailed");
+	json_decref(s);
+	fixture_free(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_agent_spec_parse_full),
+		cmocka_unit_test(test_agent_spec_parse_bad_imex_keeps_driver),
+		cmocka_unit_test(test_agent_status_build_healthy),
+		cmocka_unit_test(test_agent_status_build_stable_and_transitions),
+		cmocka_unit_test(test_agent_status_differs_ignores_heartbeat),
+		cmocka_unit_test(test_agent_status_build_imex_faults),
+		cmocka_unit_test(test_agent_status_build_driver_change),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
