@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The operator process: one context holding the API client, the informers,
+ * leader election, the controllers, the metrics registry, the event recorder
+ * and the web servers (probes, metrics, dashboard, admission webhook). The
+ * command line lives in src/cmd/operator_main.c; this is what it drives. */
+#ifndef NVL72_OPERATOR_H
+#define NVL72_OPERATOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nvl72/err.h"
+
+struct op;
+struct web_server;
+
+/* How the admission webhook plugs in (implemented in
+ * src/operator/webhook*.c). The operator calls serving_cert once before it
+ * starts the webhook server (PEM strings it frees with secure_free_str),
+ * then register_routes on that server before starting it. Every replica
+ * serves the webhook, leader or not. */
+struct op_webhook_ops {
+	enum nv_err (*serving_cert)(void *arg, struct op *op, char **cert_pem, char **key_pem);
+	enum nv_err (*register_routes)(void *arg, struct op *op, struct web_server *srv);
+	/* Optional: called once the server is up (caBundle upkeep). */
+	void (*started)(void *arg, struct op *op);
+	void *arg;
+};
+
+struct op_config {
+	const char *kubeconfig; /* "" : the usual search */
+	bool leader_elect;
+	const char *leader_election_id; /* Lease name */
+	const char *leader_election_ns; /* "": POD_NAMESPACE, else the client's */
+	const char *identity;           /* "": POD_NAME_<random>, or host_<random> */
+	int64_t lease_ms;
+	int64_t renew_deadline_ms;
+	int64_t retry_ms;
+	const char *metrics_addr; /* "[host]:port"; "0" turns it off */
+	const char *probe_addr;
+	const char *dashboard_addr;
+	const char *webhook_addr;
+	const char *webhook_service;
+	const char *webhook_secret;
+	const char *webhook_configuration;
+	const char *agent_lease_ns;   /* agents' heartbeat Leases; "": as the election */
+	int64_t heartbeat_timeout_ms; /* 0: never stale */
+	int rack_workers;
+	int64_t cache_sync_timeout_ms;
+	int64_t shutdown_timeout_ms;
+	const char *log_level;                /* error | warn | info | debug */
+	const char *log_debug;                /* components with debug on, "" none */
+	const char *log_format;               /* text | json */
+	const struct op_webhook_ops *webhook; /* NULL: not built in */
+};
+
+/* Builds the context: loads the client configuration and creates (but does
+ * not start) informers, queue, recorder, metrics and web servers. */
+enum nv_err op_new(const struct op_config *cfg, struct op **out);
+/* Serves and campaigns until op_request_stop (returns NV_OK once everything
+ * stopped and the Lease is released) or until leadership is lost
+ * (NV_E_STATE: the process should exit non-zero). */
+enum nv_err op_run(struct op *op);
+/* From any thread (not a signal handler): begins the graceful shutdown. */
+void op_request_stop(struct op *op);
+void op_free(struct op *op);
+
+/* For the webhook module: the client and the caches it may read. */
+struct kube_client *op_client(struct op *op);
+struct kube_informer *op_informer(struct op *op, const char *resource);
+const struct op_config *op_config_of(const struct op *op);
+
+/* "[host]:port" into host (may come back "") and port; "0" gives port -1
+ * (off). NV_E_INVAL when malformed. */
+enum nv_err op_parse_bind(const char *addr, char *host, size_t hostsz, int *port);
+
+/* ---- the flag table ---- */
+
+enum op_flag_type { OP_FLAG_BOOL = 0, OP_FLAG_STRING, OP_FLAG_INT, OP_FLAG_DURATION };
+
+struct op_flag {
+	const char *name; /* without "--" */
+	size_t offset;    /* of the field in struct op_config it sets */
+	enum op_flag_type type;
+	const char *def;  /* default, as typed on the command line */
+	int64_t min, max; /* ints: the value; durations: milliseconds */
+	const char *env;  /* environment variable read when the flag is absent */
+	const char *help;
+};
+
+extern const struct op_flag op_flags[];
+extern const size_t op_nflags;
+
+/* Parses argv against the table into cfg (strings point into argv, the
+ * environment or the table). Sets *help / *version when asked. Errors name
+ * the flag in err. */
+enum nv_err op_flags_parse(int argc, char **argv, struct op_config *cfg, bool *help, bool *version,
+                           char *err, size_t errsz);
+/* The Markdown table of docs/operator.md's generated section, into a new
+ * string the caller frees. */
+char *op_flags_markdown(void);
+/* The plain --help text, into a new string the caller frees. */
+char *op_flags_help(const char *prog);
+
+#endif

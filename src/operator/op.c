@@ -1,0 +1,557 @@
+// SPDX-License-Identifier: Apache-2.0
+// The operator process around its controllers: client, informers (on every
+// replica, so /readyz reflects their sync and a standby takes over warm),
+// leader election (only the leader runs workers), the web servers and the
+// ordered graceful shutdown.
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "nvl72/alloc.h"
+#include "nvl72/json.h"
+#include "nvl72/log.h"
+#include "nvl72/parse.h"
+#include "nvl72/timeutil.h"
+#include "op_int.h"
+
+static const struct kube_res RES_COORD_LEASES = {"coordination.k8s.io", "v1", "leases", "Lease",
+                                                 true};
+
+enum nv_err op_parse_bind(const char *addr, char *host, size_t hostsz, int *port)
+{
+	const char *colon;
+	if (strcmp(addr, "0") == 0 || addr[0] == '\0') {
+		host[0] = '\0';
+		*port = -1;
+		return NV_OK;
+	}
+	colon = strrchr(addr, ':');
+	if (colon == NULL || (size_t)(colon - addr) >= hostsz)
+		return NV_E_INVAL;
+	if (parse_int(colon + 1, 0, 65535, port) != NV_OK)
+		return NV_E_INVAL;
+	snprintf(host, hostsz, "%.*s", (int)(colon - addr), addr);
+	if (host[0] == '[') { /* [::1]:80 */
+		size_t l = strlen(host);
+		if (l < 2 || host[l - 1] != ']')
+			return NV_E_INVAL;
+		memmove(host, host + 1, l - 2);
+		host[l - 2] = '\0';
+	}
+	return NV_OK;
+}
+
+bool op_is_leading(struct op *op)
+{
+	pthread_mutex_lock(&op->mu);
+	bool v = op->leading;
+	pthread_mutex_unlock(&op->mu);
+	return v;
+}
+
+struct kube_client *op_client(struct op *op)
+{
+	return op->c;
+}
+const struct op_config *op_config_of(const struct op *op)
+{
+	return &op->cfg;
+}
+
+struct kube_informer *op_informer(struct op *op, const char *resource)
+{
+	if (strcmp(resource, "racks") == 0)
+		return op->racks;
+	if (strcmp(resource, "computetrays") == 0)
+		return op->trays;
+	if (strcmp(resource, "nodes") == 0)
+		return op->nodes;
+	if (strcmp(resource, "compatibilitymatrices") == 0)
+		return op->matrices;
+	if (strcmp(resource, "rackpartitions") == 0)
+		return op->partitions;
+	return NULL;
+}
+
+void op_event(struct op *op, const json_t *obj, const char *type, const char *reason,
+              const char *action, const char *fmt, ...)
+{
+	char note[1024], object[160];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(note, sizeof(note), fmt, ap);
+	va_end(ap);
+	kube_recorder_eventf(op->rec, obj, type, reason, action, "%s", note);
+	snprintf(object, sizeof(object), "%s/%s", jx_str_or(obj, "kind", "object"),
+	         kube_obj_name(obj));
+	for (char *c = object; *c && *c != '/'; c++)
+		*c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+	log_info(OP_COMP, "event", "object=%s type=%s reason=%s note=\"%s\"", object, type, reason,
+	         note);
+	op_feed_event(op, type, reason, object, note);
+}
+
+/* ---- probes ---- */
+
+static bool check_ping(void *arg, struct buf *why)
+{
+	(void)arg;
+	(void)why;
+	return true;
+}
+
+static bool check_informers(void *arg, struct buf *why)
+{
+	struct op *op = arg;
+	struct {
+		struct kube_informer *inf;
+		const char *name;
+	} l[] = {
+	        {op->racks, "racks"},
+	        {op->trays, "computetrays"},
+	        {op->nodes, "nodes"},
+	        {op->matrices, "compatibilitymatrices"},
+	        {op->partitions, "rackpartitions"},
+	        {op->leases, "leases"},
+	};
+	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++) {
+		if (l[i].inf && !kube_informer_synced(l[i].inf)) {
+			(void)buf_printf(why, "%s cache not synced", l[i].name);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Liveness: the election thread ended without us asking. */
+static bool check_leader(void *arg, struct buf *why)
+{
+	struct op *op = arg;
+	pthread_mutex_lock(&op->mu);
+	bool bad = op->lost;
+	pthread_mutex_unlock(&op->mu);
+	if (bad)
+		(void)buf_append_str(why, "leader election lost");
+	return !bad;
+}
+
+/* ---- construction ---- */
+
+static enum nv_err server_new(struct op *op, const char *name, const char *addr, bool metrics,
+                              struct web_server **out)
+{
+	char host[128];
+	int port;
+	struct web_config wc = {.name = name};
+
+	*out = NULL;
+	if (op_parse_bind(addr, host, sizeof(host), &port) != NV_OK) {
+		log_error(OP_COMP, "bad bind address", "server=%s addr=\"%s\"", name, addr);
+		return NV_E_CONFIG;
+	}
+	if (port < 0)
+		return NV_OK;
+	wc.bind_addr = host[0] ? host : NULL;
+	wc.port = port;
+	wc.metrics = metrics ? op->reg : NULL;
+	return web_server_new(&wc, out);
+}
+
+static enum nv_err informer(struct op *op, const struct kube_res *res, const char *ns,
+                            struct kube_informer **out)
+{
+	return kube_informer_new(op->c, &(struct kube_informer_opts){.res = res, .ns = ns}, out);
+}
+
+static void identity_make(struct op *op)
+{
+	char host[64] = "nvl72-operator";
+	const char *base = op->cfg.identity && op->cfg.identity[0] ? op->cfg.identity : NULL;
+	unsigned r = (unsigned)(time_mono_us() ^ (int64_t)getpid() * 2654435761LL);
+	if (base == NULL) {
+		(void)gethostname(host, sizeof(host) - 1);
+		base = host;
+	}
+	snprintf(op->identity, sizeof(op->identity), "%s_%08x", base, r);
+}
+
+static enum nv_err op_build(struct op *op)
+{
+	struct kube_config *kc = NULL;
+	struct kube_status st;
+	enum nv_err rc;
+	const char *k = op->cfg.kubeconfig && op->cfg.kubeconfig[0] ? op->cfg.kubeconfig : NULL;
+
+	if ((rc = kube_config_load(&(struct kube_config_opts){.kubeconfig = k}, &kc, &st)) !=
+	    NV_OK) {
+		log_error(OP_COMP, "no cluster configuration", "err=%s msg=\"%s\"", nv_err_name(rc),
+		          st.message);
+		return rc;
+	}
+	if ((rc = kube_client_new(kc, &(struct kube_client_opts){.component = "nvl72-operator"},
+	                          &op->c, &st)) != NV_OK) {
+		log_error(OP_COMP, "client failed", "err=%s msg=\"%s\"", nv_err_name(rc),
+		          st.message);
+		return rc;
+	}
+	snprintf(op->lease_ns, sizeof(op->lease_ns), "%s",
+	         op->cfg.leader_election_ns && op->cfg.leader_election_ns[0]
+	                 ? op->cfg.leader_election_ns
+	                 : kube_client_namespace(op->c));
+	snprintf(op->agent_ns, sizeof(op->agent_ns), "%s",
+	         op->cfg.agent_lease_ns && op->cfg.agent_lease_ns[0] ? op->cfg.agent_lease_ns
+	                                                             : op->lease_ns);
+	identity_make(op);
+	if ((rc = informer(op, &OP_RES_RACKS, NULL, &op->racks)) ||
+	    (rc = informer(op, &OP_RES_TRAYS, NULL, &op->trays)) ||
+	    (rc = informer(op, &KUBE_RES_NODES, NULL, &op->nodes)) ||
+	    (rc = informer(op, &OP_RES_MATRICES, NULL, &op->matrices)) ||
+	    (rc = informer(op, &OP_RES_PARTITIONS, NULL, &op->partitions)) ||
+	    (rc = informer(op, &RES_COORD_LEASES, op->agent_ns, &op->leases)))
+		return rc;
+	if ((rc = kube_informer_add_index(op->nodes, "rack", kube_index_label, OP_LABEL_RACK)))
+		return rc;
+	op->q = kube_workqueue_new(RACK_CONTROLLER, NULL);
+	rack_ctrl_handlers(op);
+	op->rec = kube_recorder_new(op->c, "nvl72.io/operator", NULL);
+	op->reg = metrics_registry_new();
+	if ((rc = metrics_std_register(op->reg, &op->std)) ||
+	    (rc = metrics_std_controller_init(&op->std, RACK_CONTROLLER)) ||
+	    (rc = op_metrics_register(op)))
+		return rc;
+	if ((rc = server_new(op, "probes", op->cfg.probe_addr, false, &op->probes)) ||
+	    (rc = server_new(op, "metrics", op->cfg.metrics_addr, true, &op->metrics_srv)) ||
+	    (rc = server_new(op, "dashboard", op->cfg.dashboard_addr, false, &op->dash)))
+		return rc;
+	if (op->probes) {
+		web_check_add(op->probes, WEB_PROBE_LIVE, "ping", check_ping, op);
+		web_check_add(op->probes, WEB_PROBE_LIVE, "leader-election", check_leader, op);
+		web_check_add(op->probes, WEB_PROBE_READY, "ping", check_ping, op);
+		web_check_add(op->probes, WEB_PROBE_READY, "informers", check_informers, op);
+	}
+	return NV_OK;
+}
+
+enum nv_err op_new(const struct op_config *cfg, struct op **out)
+{
+	struct op *op = xcalloc(1, sizeof(*op));
+	enum nv_err rc;
+
+	op->cfg = *cfg;
+	pthread_mutex_init(&op->mu, NULL);
+	pthread_cond_init(&op->cv, NULL);
+	pthread_mutex_init(&op->feed_mu, NULL);
+	op->feed_last = json_object();
+	op->fleet = json_object();
+	op->events = json_array();
+	if ((rc = op_build(op)) != NV_OK) {
+		op_free(op);
+		return rc;
+	}
+	*out = op;
+	return NV_OK;
+}
+
+void op_free(struct op *op)
+{
+	if (op == NULL)
+		return;
+	web_server_free(op->webhook);
+	web_server_free(op->dash);
+	web_server_free(op->metrics_srv);
+	web_server_free(op->probes);
+	kube_workers_stop(op->workers);
+	kube_workqueue_free(op->q);
+	kube_informer_free(op->racks);
+	kube_informer_free(op->trays);
+	kube_informer_free(op->nodes);
+	kube_informer_free(op->matrices);
+	kube_informer_free(op->partitions);
+	kube_informer_free(op->leases);
+	kube_leader_free(op->le);
+	kube_recorder_free(op->rec);
+	kube_client_free(op->c);
+	metrics_registry_free(op->reg);
+	json_decref(op->feed_last);
+	json_decref(op->fleet);
+	json_decref(op->events);
+	pthread_mutex_destroy(&op->mu);
+	pthread_cond_destroy(&op->cv);
+	pthread_mutex_destroy(&op->feed_mu);
+	free(op);
+}
+
+/* ---- the webhook hook ---- */
+
+static enum nv_err webhook_start(struct op *op)
+{
+	const struct op_webhook_ops *w = op->cfg.webhook;
+	char host[128], *cert = NULL, *key = NULL;
+	int port;
+	enum nv_err rc;
+
+	if (op_parse_bind(op->cfg.webhook_addr, host, sizeof(host), &port) != NV_OK)
+		return NV_E_CONFIG;
+	if (port < 0)
+		return NV_OK;
+	if (w == NULL) {
+		log_warn(OP_COMP, "admission webhook not built in: not serving it", "addr=%s",
+		         op->cfg.webhook_addr);
+		return NV_OK;
+	}
+	if ((rc = w->serving_cert(w->arg, op, &cert, &key)) != NV_OK)
+		return rc;
+	rc = web_server_new(&(struct web_config){.name = "webhook",
+	                                         .bind_addr = host[0] ? host : NULL,
+	                                         .port = port,
+	                                         .tls_cert_pem = cert,
+	                                         .tls_key_pem = key,
+	                                         .metrics = op->reg},
+	                    &op->webhook);
+	secure_free_str(cert);
+	secure_free_str(key);
+	if (rc == NV_OK)
+		rc = w->register_routes(w->arg, op, op->webhook);
+	if (rc == NV_OK)
+		rc = web_server_start(op->webhook);
+	if (rc == NV_OK && w->started)
+		w->started(w->arg, op);
+	return rc;
+}
+
+/* ---- leadership ---- */
+
+static void on_started(void *ud)
+{
+	struct op *op = ud;
+	pthread_mutex_lock(&op->mu);
+	op->leading = true;
+	pthread_cond_broadcast(&op->cv);
+	pthread_mutex_unlock(&op->mu);
+}
+
+static void on_stopped(void *ud)
+{
+	struct op *op = ud;
+	pthread_mutex_lock(&op->mu);
+	op->leading = false;
+	pthread_cond_broadcast(&op->cv);
+	pthread_mutex_unlock(&op->mu);
+}
+
+static void on_new_leader(void *ud, const char *id)
+{
+	(void)ud;
+	log_info(OP_COMP, "leader observed", "identity=%s", id);
+}
+
+struct leader_thread {
+	struct op *op;
+	struct kube_stop *stop;
+	enum nv_err rc;
+	pthread_t th;
+};
+
+static void *leader_main(void *arg)
+{
+	struct leader_thread *lt = arg;
+	struct op *op = lt->op;
+	lt->rc = kube_leader_run(op->le, lt->stop);
+	pthread_mutex_lock(&op->mu);
+	op->leader_done = true;
+	op->leading = false;
+	op->lost |= lt->rc == NV_E_STATE;
+	pthread_cond_broadcast(&op->cv);
+	pthread_mutex_unlock(&op->mu);
+	return NULL;
+}
+
+void op_request_stop(struct op *op)
+{
+	pthread_mutex_lock(&op->mu);
+	op->stop = true;
+	pthread_cond_broadcast(&op->cv);
+	pthread_mutex_unlock(&op->mu);
+}
+
+static bool informers_wait(struct op *op)
+{
+	int64_t end = time_mono_ms() + op->cfg.cache_sync_timeout_ms;
+	struct kube_informer *l[] = {op->racks,    op->trays,      op->nodes,
+	                             op->matrices, op->partitions, op->leases};
+	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++) {
+		int64_t left = end - time_mono_ms();
+		if (l[i] && !kube_informer_wait_synced(l[i], left > 0 ? left : 1))
+			return false;
+	}
+	return true;
+}
+
+/* Reconcile wrapper: controller-runtime's metrics around each pass. */
+static struct kube_result reconcile_metered(void *ud, const char *key)
+{
+	struct op *op = ud;
+	const char *ctl[] = {RACK_CONTROLLER};
+	int64_t t0 = time_mono_us();
+	(void)metrics_gauge_add(op->std.active_workers, ctl, 1);
+	struct kube_result r = rack_reconcile(op, key);
+	(void)metrics_gauge_add(op->std.active_workers, ctl, -1);
+	(void)metrics_histogram_observe(op->std.reconcile_time_seconds, ctl,
+	                                (double)(time_mono_us() - t0) / 1e6);
+	const char *result = r.err ? "error" : r.requeue_after_ms > 0 ? "requeue_after" : "success";
+	const char *lv[] = {RACK_CONTROLLER, result};
+	(void)metrics_counter_inc(op->std.reconcile_total, lv);
+	if (r.err) {
+		(void)metrics_counter_inc(op->std.reconcile_errors_total, ctl);
+		log_warn(RACK_COMP, "reconcile failed", "rack=%s err=%s", key, nv_err_name(r.err));
+	}
+	return r;
+}
+
+/* Starts the controllers; a leader whose caches do not sync gives up (the
+ * process exits non-zero and a standby takes over). */
+static void workers_start(struct op *op)
+{
+	const char *ctl[] = {RACK_CONTROLLER};
+	if (!informers_wait(op)) {
+		log_error(OP_COMP, "caches did not sync in time: giving up", "timeout_ms=%lld",
+		          (long long)op->cfg.cache_sync_timeout_ms);
+		pthread_mutex_lock(&op->mu);
+		op->lost = op->stop = true;
+		pthread_mutex_unlock(&op->mu);
+		return;
+	}
+	(void)metrics_gauge_set(op->std.max_concurrent_reconciles, ctl, op->cfg.rack_workers);
+	op->workers = kube_workers_start(op->q, op->cfg.rack_workers, reconcile_metered, op);
+	op->workers_on = true;
+	rack_enqueue_all(op);
+	op_metrics_leading(op, true);
+	log_info(OP_COMP, "controllers started", "identity=%s workers=%d", op->identity,
+	         op->cfg.rack_workers);
+}
+
+/* Stops dispatching, lets in-flight reconciles end, and readies a fresh
+ * queue for the next term (a shut-down queue ignores adds). */
+static void workers_stop(struct op *op)
+{
+	if (!op->workers_on)
+		return;
+	kube_workers_stop(op->workers);
+	op->workers = NULL;
+	op->workers_on = false;
+	op_metrics_leading(op, false);
+	op_feed_clear(op);
+	log_info(OP_COMP, "controllers stopped", "identity=%s", op->identity);
+}
+
+static enum nv_err servers_start(struct op *op)
+{
+	struct web_server *s[] = {op->probes, op->metrics_srv, op->dash};
+	enum nv_err rc;
+	for (size_t i = 0; i < 3; i++) {
+		if (s[i] && (rc = web_server_start(s[i])) != NV_OK) {
+			log_error(OP_COMP, "web server failed to start", "err=%s", nv_err_name(rc));
+			return rc;
+		}
+	}
+	log_info(OP_COMP, "serving", "probes=%d metrics=%d dashboard=%d",
+	         op->probes ? web_server_port(op->probes) : -1,
+	         op->metrics_srv ? web_server_port(op->metrics_srv) : -1,
+	         op->dash ? web_server_port(op->dash) : -1);
+	return webhook_start(op);
+}
+
+static enum nv_err informers_start(struct op *op)
+{
+	struct kube_informer *l[] = {op->racks,    op->trays,      op->nodes,
+	                             op->matrices, op->partitions, op->leases};
+	enum nv_err rc;
+	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++)
+		if (l[i] && (rc = kube_informer_start(l[i])) != NV_OK)
+			return rc;
+	return NV_OK;
+}
+
+/* The main loop: follows leadership until stop or loss. */
+static void follow(struct op *op, struct leader_thread *lt)
+{
+	pthread_mutex_lock(&op->mu);
+	for (;;) {
+		bool stop = op->stop, leading = op->leading, done = lt ? op->leader_done : false;
+		if (stop || (lt && done && !leading))
+			break;
+		if (leading != op->workers_on) {
+			pthread_mutex_unlock(&op->mu);
+			if (leading)
+				workers_start(op);
+			else
+				workers_stop(op);
+			pthread_mutex_lock(&op->mu);
+			continue;
+		}
+		pthread_cond_wait(&op->cv, &op->mu);
+	}
+	pthread_mutex_unlock(&op->mu);
+}
+
+enum nv_err op_run(struct op *op)
+{
+	struct leader_thread lt = {.op = op};
+	enum nv_err rc;
+	bool lost;
+
+	if ((rc = servers_start(op)) != NV_OK || (rc = informers_start(op)) != NV_OK)
+		return rc;
+	if (op->cfg.leader_elect) {
+		struct kube_leader_opts lo = {
+		        .ns = op->lease_ns,
+		        .name = op->cfg.leader_election_id,
+		        .identity = op->identity,
+		        .lease_ms = op->cfg.lease_ms,
+		        .renew_deadline_ms = op->cfg.renew_deadline_ms,
+		        .retry_ms = op->cfg.retry_ms,
+		        .on_started = on_started,
+		        .on_stopped = on_stopped,
+		        .on_new_leader = on_new_leader,
+		        .ud = op,
+		};
+		if ((rc = kube_leader_new(op->c, &lo, &op->le)) != NV_OK)
+			return rc;
+		lt.stop = kube_stop_new();
+		log_info(OP_COMP, "campaigning", "lease=%s/%s identity=%s", op->lease_ns,
+		         op->cfg.leader_election_id, op->identity);
+		pthread_create(&lt.th, NULL, leader_main, &lt);
+		follow(op, &lt);
+	} else {
+		on_started(op);
+		follow(op, NULL);
+	}
+	/* Shutdown: controllers first, then the Lease (released only after
+	 * our last write), events, the servers, and the caches they read. */
+	workers_stop(op);
+	if (lt.stop) {
+		kube_stop_request(lt.stop);
+		pthread_join(lt.th, NULL);
+		kube_stop_free(lt.stop);
+	}
+	pthread_mutex_lock(&op->mu);
+	lost = op->lost;
+	pthread_mutex_unlock(&op->mu);
+	kube_recorder_flush(op->rec, 5000);
+	web_server_stop(op->webhook);
+	web_server_stop(op->dash);
+	web_server_stop(op->metrics_srv);
+	web_server_stop(op->probes);
+	/* Caches last: the servers' metrics collector and probes read them. */
+	kube_informer_free(op->racks);
+	kube_informer_free(op->trays);
+	kube_informer_free(op->nodes);
+	kube_informer_free(op->matrices);
+	kube_informer_free(op->partitions);
+	kube_informer_free(op->leases);
+	op->racks = op->trays = op->nodes = op->matrices = op->partitions = op->leases = NULL;
+	log_info(OP_COMP, "stopped", "identity=%s lost=%d", op->identity, lost);
+	return lost ? NV_E_STATE : NV_OK;
+}

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: Apache-2.0
+// The operator's configuration as one declarative table: every flag with its
+// type, default, bounds, environment variable and help. The parser, --help
+// and the flags section of docs/operator.md are all generated from it.
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvl72/alloc.h"
+#include "nvl72/buf.h"
+#include "nvl72/log.h"
+#include "nvl72/operator.h"
+#include "nvl72/parse.h"
+
+#define H (3600 * 1000LL)
+/* Where a flag lands in struct op_config. */
+#define CFG(field) offsetof(struct op_config, field)
+
+const struct op_flag op_flags[] = {
+        {"kubeconfig", CFG(kubeconfig), OP_FLAG_STRING, "", 0, 0, NULL,
+         "Kubeconfig file; empty: $KUBECONFIG, then in-cluster, then ~/.kube/config."},
+        {"leader-elect", CFG(leader_elect), OP_FLAG_BOOL, "false", 0, 1, NULL,
+         "Campaign for a Lease and reconcile only while holding it; without it this replica leads "
+         "at once."},
+        {"leader-election-id", CFG(leader_election_id), OP_FLAG_STRING, "nvl72-operator", 0, 0,
+         NULL, "Name of the leader election Lease."},
+        {"leader-election-namespace", CFG(leader_election_ns), OP_FLAG_STRING, "", 0, 0,
+         "POD_NAMESPACE", "Namespace of the Lease; empty: the client's namespace."},
+        {"leader-election-lease-duration", CFG(lease_ms), OP_FLAG_DURATION, "15s", 2000, 600000,
+         NULL, "How long a standby waits after the last renewal it saw before taking over."},
+        {"leader-election-renew-deadline", CFG(renew_deadline_ms), OP_FLAG_DURATION, "10s", 1000,
+         600000, NULL,
+         "How long the leader retries renewing before it stops leading (less than the lease "
+         "duration)."},
+        {"leader-election-retry-period", CFG(retry_ms), OP_FLAG_DURATION, "2s", 200, 60000, NULL,
+         "Interval between attempts to acquire or renew the Lease."},
+        {"identity", CFG(identity), OP_FLAG_STRING, "", 0, 0, "POD_NAME",
+         "Leader identity prefix; a random suffix is added. Empty: the host name."},
+        {"metrics-bind-address", CFG(metrics_addr), OP_FLAG_STRING, ":8080", 0, 0, NULL,
+         "Address of /metrics, as [host]:port; \"0\" turns it off."},
+        {"health-probe-bind-address", CFG(probe_addr), OP_FLAG_STRING, ":8081", 0, 0, NULL,
+         "Address of /healthz and /readyz; \"0\" turns it off."},
+        {"dashboard-bind-address", CFG(dashboard_addr), OP_FLAG_STRING, ":8082", 0, 0, NULL,
+         "Address of the dashboard and its websocket feed; \"0\" turns it off."},
+        {"webhook-bind-address", CFG(webhook_addr), OP_FLAG_STRING, ":9443", 0, 0, NULL,
+         "Address of the HTTPS admission webhook; \"0\" turns it off."},
+        {"webhook-service", CFG(webhook_service), OP_FLAG_STRING, "nvl72-operator", 0, 0, NULL,
+         "Service in front of the webhook (names in the serving certificate)."},
+        {"webhook-secret", CFG(webhook_secret), OP_FLAG_STRING, "nvl72-operator-webhook-tls", 0, 0,
+         NULL, "Secret holding the webhook's serving certificate and CA."},
+        {"webhook-configuration", CFG(webhook_configuration), OP_FLAG_STRING, "nvl72-operator", 0,
+         0, NULL, "Webhook configurations whose caBundle the operator keeps current."},
+        {"agent-lease-namespace", CFG(agent_lease_ns), OP_FLAG_STRING, "", 0, 0, NULL,
+         "Namespace of the agents' heartbeat Leases; empty: the leader election namespace."},
+        {"tray-heartbeat-timeout", CFG(heartbeat_timeout_ms), OP_FLAG_DURATION, "2m", 0, 24 * H,
+         NULL,
+         "A tray whose agent gave no sign of life for this long counts as down; 0 turns the check "
+         "off."},
+        {"rack-workers", CFG(rack_workers), OP_FLAG_INT, "2", 1, 64, NULL,
+         "Racks reconciled at once."},
+        {"cache-sync-timeout", CFG(cache_sync_timeout_ms), OP_FLAG_DURATION, "2m", 1000, H, NULL,
+         "How long a new leader waits for its caches before it gives up leading."},
+        {"graceful-shutdown-timeout", CFG(shutdown_timeout_ms), OP_FLAG_DURATION, "30s", 0,
+         10 * 60000, NULL, "How long in-flight reconciles may take to finish on SIGTERM."},
+        {"log-level", CFG(log_level), OP_FLAG_STRING, "info", 0, 0, NULL,
+         "error, warn, info or debug."},
+        {"log-debug", CFG(log_debug), OP_FLAG_STRING, "", 0, 0, NULL,
+         "Components with debug logs on, comma-separated (operator,rack,kube,web), or \"*\"."},
+        {"log-format", CFG(log_format), OP_FLAG_STRING, "text", 0, 0, NULL, "text or json."},
+};
+const size_t op_nflags = sizeof(op_flags) / sizeof(op_flags[0]);
+
+static const struct op_flag *flag_find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < op_nflags; i++)
+		if (strlen(op_flags[i].name) == len && strncmp(op_flags[i].name, name, len) == 0)
+			return &op_flags[i];
+	return NULL;
+}
+
+/* Stores one value into the config field of f. */
+static enum nv_err flag_store(const struct op_flag *f, const char *v, struct op_config *cfg,
+                              char *err, size_t errsz)
+{
+	int64_t ms = 0, n = 0;
+	bool b = false;
+	void *field = (char *)cfg + f->offset;
+	enum nv_err rc = NV_OK;
+
+	switch (f->type) {
+	case OP_FLAG_BOOL:
+		rc = parse_bool(v, &b);
+		break;
+	case OP_FLAG_INT:
+		rc = parse_i64(v, f->min, f->max, &n);
+		break;
+	case OP_FLAG_DURATION:
+		rc = parse_duration_ms(v, &ms);
+		if (rc == NV_OK && (ms < f->min || ms > f->max))
+			rc = NV_E_RANGE;
+		break;
+	case OP_FLAG_STRING:
+		break;
+	}
+	if (rc != NV_OK) {
+		snprintf(err, errsz, "--%s: bad value \"%s\" (%s)", f->name, v, nv_err_str(rc));
+		return NV_E_CONFIG;
+	}
+	if (f->type == OP_FLAG_BOOL)
+		*(bool *)field = b;
+	else if (f->type == OP_FLAG_INT)
+		*(int *)field = (int)n;
+	else if (f->type == OP_FLAG_DURATION)
+		*(int64_t *)field = ms;
+	else
+		*(const char **)field = v;
+	return NV_OK;
+}
+
+static enum nv_err flags_check(const struct op_config *cfg, char *err, size_t errsz)
+{
+	enum log_level lvl;
+	if (!log_level_parse(cfg->log_level, &lvl)) {
+		snprintf(err, errsz, "--log-level: \"%s\" is not error, warn, info or debug",
+		         cfg->log_level);
+		return NV_E_CONFIG;
+	}
+	if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
+		snprintf(err, errsz, "--log-format: \"%s\" is not text or json", cfg->log_format);
+		return NV_E_CONFIG;
+	}
+	/* client-go's rule: lease > renew deadline > 1.2 x retry period. */
+	if (!(cfg->lease_ms > cfg->renew_deadline_ms &&
+	      cfg->renew_deadline_ms * 10 > cfg->retry_ms * 12)) {
+		snprintf(err, errsz,
+		         "leader election: need lease duration > renew deadline > "
+		         "1.2 x retry period");
+		return NV_E_CONFIG;
+	}
+	return NV_OK;
+}
+
+enum nv_err op_flags_parse(int argc, char **argv, struct op_config *cfg, bool *help, bool *version,
+                           char *err, size_t errsz)
+{
+	bool seen[64] = {false};
+	enum nv_err rc;
+
+	*help = *version = false;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *eq, *v;
+		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			*help = true;
+			continue;
+		}
+		if (strcmp(a, "--version") == 0) {
+			*version = true;
+			continue;
+		}
+		if (strncmp(a, "--", 2) != 0) {
+			snprintf(err, errsz, "unexpected argument \"%s\"", a);
+			return NV_E_CONFIG;
+		}
+		a += 2;
+		eq = strchr(a, '=');
+		const struct op_flag *f = flag_find(a, eq ? (size_t)(eq - a) : strlen(a));
+		if (f == NULL) {
+			snprintf(err, errsz, "unknown flag --%.*s (see --help)",
+			         (int)(eq ? eq - a : (long)strlen(a)), a);
+			return NV_E_CONFIG;
+		}
+		if (eq)
+			v = eq + 1;
+		else if (f->type == OP_FLAG_BOOL)
+			v = "true";
+		else if (i + 1 < argc)
+			v = argv[++i];
+		else {
+			snprintf(err, errsz, "--%s needs a value", f->name);
+			return NV_E_CONFIG;
+		}
+		if ((rc = flag_store(f, v, cfg, err, errsz)) != NV_OK)
+			return rc;
+		seen[f - op_flags] = true;
+	}
+	for (size_t i = 0; i < op_nflags; i++) {
+		const char *v = op_flags[i].def, *e;
+		if (seen[i])
+			continue;
+		if (op_flags[i].env && (e = getenv(op_flags[i].env)) != NULL && e[0])
+			v = e;
+		if ((rc = flag_store(&op_flags[i], v, cfg, err, errsz)) != NV_OK)
+			return rc;
+	}
+	return flags_check(cfg, err, errsz);
+}
+
+static const char *type_name(enum op_flag_type t)
+{
+	switch (t) {
+	case OP_FLAG_BOOL:
+		return "bool";
+	case OP_FLAG_INT:
+		return "int";
+	case OP_FLAG_DURATION:
+		return "duration";
+	case OP_FLAG_STRING:
+		break;
+	}
+	return "string";
+}
+
+/* "1..64", "0s..24h" or "" for the bounds column. */
+static void bounds(const struct op_flag *f, char *out, size_t cap)
+{
+	out[0] = '\0';
+	if (f->type == OP_FLAG_INT)
+		snprintf(out, cap, "%lld..%lld", (long long)f->min, (long long)f->max);
+	else if (f->type == OP_FLAG_DURATION) {
+		if (f->max % H == 0 && f->min % 1000 == 0)
+			snprintf(out, cap, "%llds..%lldh", (long long)(f->min / 1000),
+			         (long long)(f->max / H));
+		else if (f->max % 1000 == 0 && f->min % 1000 == 0)
+			snprintf(out, cap, "%llds..%llds", (long long)(f->min / 1000),
+			         (long long)(f->max / 1000));
+		else
+			snprintf(out, cap, "%lldms..%lldms", (long long)f->min, (long long)f->max);
+	}
+}
+
+char *op_flags_help(const char *prog)
+{
+	struct buf b;
+	char bnd[64];
+	buf_init(&b, 1 << 16);
+	(void)buf_printf(&b,
+	                 "usage: %s [flags]\n\nThe nvl72-operator: reconciles NVL72 racks and "
+	                 "their trays.\n\n",
+	                 prog);
+	for (size_t i = 0; i < op_nflags; i++) {
+		const struct op_flag *f = &op_flags[i];
+		bounds(f, bnd, sizeof(bnd));
+		(void)buf_printf(&b, "  --%s %s (default \"%s\"%s%s%s%s)\n      %s\n", f->name,
+		                 type_name(f->type), f->def, bnd[0] ? ", range " : "", bnd,
+		                 f->env ? ", env " : "", f->env ? f->env : "", f->help);
+	}
+	(void)buf_append_str(&b, "  --help\n      This text.\n  --help-markdown\n      The flags "
+	                         "as the Markdown table of docs/operator.md.\n"
+	                         "  --version\n      Print the version and exit.\n");
+	return buf_take(&b);
+}
+
+char *op_flags_markdown(void)
+{
+	struct buf b;
+	char bnd[64];
+	buf_init(&b, 1 << 16);
+	(void)buf_append_str(&b, "| flag | type | default | range | env | meaning |\n"
+	                         "|---|---|---|---|---|---|\n");
+	for (size_t i = 0; i < op_nflags; i++) {
+		const struct op_flag *f = &op_flags[i];
+		bounds(f, bnd, sizeof(bnd));
+		(void)buf_printf(&b, "| `--%s` | %s | `%s` | %s | %s%s%s | %s |\n", f->name,
+		                 type_name(f->type), f->def[0] ? f->def : "\"\"", bnd,
+		                 f->env ? "`" : "", f->env ? f->env : "", f->env ? "`" : "",
+		                 f->help);
+	}
+	return buf_take(&b);
+}

@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: Apache-2.0
+// Domain metrics of docs/metrics.md for racks, trays, GPUs and IMEX. They are
+// rebuilt from the informer caches at each scrape, by the leader only (a
+// standby exports none), so they cost no API call and a deleted object's
+// series vanish with it.
+#include <stdio.h>
+#include <string.h>
+
+#include "nvl72/json.h"
+#include "nvl72/log.h"
+#include "nvl72/timeutil.h"
+#include "op_int.h"
+
+#define L(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static const char *const MAINT_STATES[] = {"None", "Cordoned", "Draining", "Drained", "Upgrading"};
+
+static enum nv_err reg(struct op *op, const char *name, const char *help, enum metrics_type t,
+                       const char *const *labels, struct metrics_family **out)
+{
+	struct metrics_desc d = {
+	        .name = name, .help = help, .type = t, .labels = labels, .max_series = 8192};
+	return metrics_family_register(op->reg, &d, out);
+}
+
+static double enum_index(const char *v, const char *const *names, size_t n, double def)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v, names[i]) == 0)
+			return (double)i;
+	return def;
+}
+
+static void rack_series(struct op_domain_metrics *m, const json_t *r)
+{
+	const char *name = kube_obj_name(r);
+	const char *rl[] = {name};
+	const char *info[] = {
+	        name, jx_str_or(r, "spec.platform", ""), jx_str_or(r, "spec.matrix.name", ""),
+	        jx_str_or(r, "status.stack", ""), jx_str_or(r, "spec.matrix.stack", "")};
+	static const char *const fabric[] = {"Unknown", "Healthy", "Degraded", "Unhealthy"};
+	const json_t *cap = jx_path(r, "status.capacity"), *s;
+	size_t i;
+
+	(void)metrics_gauge_set(m->rack_info, info, 1);
+	if (json_is_object(cap)) {
+		(void)metrics_gauge_set(m->rack_trays, rl,
+		                        (double)json_integer_value(json_object_get(cap, "trays")));
+		(void)metrics_gauge_set(
+		        m->rack_trays_ready, rl,
+		        (double)json_integer_value(json_object_get(cap, "readyTrays")));
+		(void)metrics_gauge_set(
+		        m->rack_trays_unavailable, rl,
+		        (double)json_integer_value(json_object_get(cap, "unavailableTrays")));
+		(void)metrics_gauge_set(
+		        m->rack_gpus_healthy, rl,
+		        (double)json_integer_value(json_object_get(cap, "healthyGPUs")));
+	}
+	(void)metrics_gauge_set(
+	        m->rack_min_healthy, rl,
+	        (double)json_integer_value(jx_path(r, "spec.policy.minHealthyTrays")));
+	(void)metrics_gauge_set(
+	        m->rack_threshold, rl,
+	        (double)json_integer_value(jx_path(r, "spec.policy.degradedThreshold")));
+	if (kube_condition_find(r, "Degraded"))
+		(void)metrics_gauge_set(m->rack_degraded, rl,
+		                        kube_condition_is_true(r, "Degraded"));
+	(void)metrics_gauge_set(
+	        m->rack_fabric_state, rl,
+	        enum_index(jx_str_or(r, "status.fabric.state", "Unknown"), fabric, 4, 0));
+	/* One series per observed component, 1 when consistent. */
+	static const char *const comps[] = {"driver", "imex", "gpuFirmware"};
+	for (size_t c = 0; json_is_object(jx_path(r, "status")) && c < 3; c++) {
+		double n = 1;
+		json_array_foreach(jx_path(r, "status.versionSkew"), i,
+		                   s) if (strcmp(jx_str_or(s, "component", ""), comps[c]) == 0) n =
+		        (double)json_array_size(json_object_get(s, "versions"));
+		const char *sl[] = {name, comps[c]};
+		(void)metrics_gauge_set(m->version_skew, sl, n);
+	}
+}
+
+static void gpu_series(struct op_domain_metrics *m, const char *rack, const char *tray,
+                       const char *node, const json_t *g)
+{
+	static const char *const states[] = {"NotSupported", "NotStarted", "InProgress",
+	                                     "Completed"};
+	static const char *const sums[] = {"NotSupported", "Healthy", "Unhealthy",
+	                                   "LimitedCapacity"};
+	char idx[16];
+	const char *st = jx_str_or(g, "fabric.state", "");
+	const char *sum = jx_str_or(g, "fabric.healthSummary", "");
+	const char *fs = jx_str_or(g, "fabric.status", "");
+	bool ok = strcmp(st, "Completed") == 0 && strcmp(fs, "Success") == 0;
+	bool deg = strcmp(sum, "Unhealthy") == 0 || strcmp(sum, "LimitedCapacity") == 0 ||
+	           json_is_true(jx_path(g, "fabric.health.degradedBandwidth")) ||
+	           json_is_true(jx_path(g, "fabric.health.routeRecoveryInProgress")) ||
+	           json_is_true(jx_path(g, "fabric.health.routeUnhealthy")) ||
+	           json_is_true(jx_path(g, "fabric.health.accessTimeoutRecoveryInProgress")) ||
+	           (strcmp(jx_str_or(g, "fabric.health.incorrectConfiguration", "None"), "None") !=
+	                    0 &&
+	            strcmp(jx_str_or(g, "fabric.health.incorrectConfiguration", "None"),
+	                   "NotSupported") != 0);
+	snprintf(idx, sizeof(idx), "%lld",
+	         (long long)json_integer_value(json_object_get(g, "index")));
+	const char *gl[] = {rack, tray, node, idx, jx_str_or(g, "uuid", "")};
+
+	(void)metrics_gauge_set(m->gpu_state, gl, st[0] ? enum_index(st, states, 4, 4) : 4);
+	(void)metrics_gauge_set(m->gpu_status_ok, gl, ok);
+	(void)metrics_gauge_set(m->gpu_degraded, gl, deg);
+	if (json_is_integer(jx_path(g, "fabric.healthMask")))
+		(void)metrics_gauge_set(
+		        m->gpu_mask, gl,
+		        (double)json_integer_value(jx_path(g, "fabric.healthMask")));
+	if (sum[0])
+		(void)metrics_gauge_set(m->gpu_summary, gl, enum_index(sum, sums, 4, 0));
+}
+
+static void imex_series(struct op_domain_metrics *m, const char *rack, const char *tray,
+                        const char *node, const json_t *t)
+{
+	static const char *const daemon[] = {"Initializing",    "StartingAuthServer",
+	                                     "WaitingForPeers", "WaitingForRecovery",
+	                                     "InitGPU",         "Ready",
+	                                     "ShuttingDown",    "Unavailable"};
+	static const char *const domain[] = {"Unknown", "Up", "Degraded", "Down"};
+	const char *ds = jx_str_or(t, "status.imex.daemonState", "");
+	const char *il[] = {rack, tray, node, jx_str_or(t, "spec.imex.domain", "")};
+	double dv = strcmp(ds, "NotRunning") == 0 ? 7 : enum_index(ds, daemon, 8, -1);
+
+	if (ds[0])
+		(void)metrics_gauge_set(m->imex_daemon, il, dv);
+	(void)metrics_gauge_set(
+	        m->imex_domain, il,
+	        enum_index(jx_str_or(t, "status.imex.domainState", "Unknown"), domain, 4, 0));
+	if (json_is_integer(jx_path(t, "status.imex.peersConnected")))
+		(void)metrics_gauge_set(
+		        m->imex_connected, il,
+		        (double)json_integer_value(jx_path(t, "status.imex.peersConnected")));
+	if (json_is_integer(jx_path(t, "status.imex.peersTotal")))
+		(void)metrics_gauge_set(
+		        m->imex_peers, il,
+		        (double)json_integer_value(jx_path(t, "status.imex.peersTotal")));
+	const char *cl[] = {rack, tray, node, il[3], jx_str_or(t, "status.imex.configHash", "")};
+	if (cl[4][0])
+		(void)metrics_gauge_set(m->imex_config, cl, 1);
+}
+
+static void tray_series(struct op *op, const json_t *t, const json_t *parts, int64_t now)
+{
+	struct op_domain_metrics *m = &op->dm;
+	const char *rack = jx_str_or(t, "spec.rack", ""), *tray = kube_obj_name(t);
+	const char *node = jx_str_or(t, "spec.node", "");
+	const char *tl[] = {rack, tray, node};
+	char key[160], part[64] = "";
+	int64_t renew = 0, hb;
+	const json_t *p, *x, *g;
+	size_t i, j;
+	json_t *l;
+
+	snprintf(key, sizeof(key), "%s/%s", op->agent_ns, tray);
+	if (op->leases && (l = kube_informer_get(op->leases, key)) != NULL) {
+		if (time_parse_rfc3339(jx_str_or(l, "spec.renewTime", ""), &renew) != NV_OK)
+			renew = 0;
+		json_decref(l);
+	}
+	hb = op_tray_heartbeat_ms(t, renew);
+	bool fresh = hb > 0 && (op->cfg.heartbeat_timeout_ms == 0 ||
+	                        now - hb <= op->cfg.heartbeat_timeout_ms);
+	(void)metrics_gauge_set(m->tray_ready, tl, fresh && kube_condition_is_true(t, "Ready"));
+	if (hb > 0)
+		(void)metrics_gauge_set(m->tray_heartbeat, tl, (double)hb / 1000.0);
+	json_array_foreach(parts, i, p)
+	{
+		if (strcmp(jx_str_or(p, "spec.rack", ""), rack) != 0)
+			continue;
+		json_array_foreach(jx_path(p, "spec.trays"), j,
+		                   x) if (json_integer_value(x) ==
+		                          json_integer_value(jx_path(t, "spec.index")))
+		        snprintf(part, sizeof(part), "%s", kube_obj_name(p));
+	}
+	const char *ql[] = {rack,
+	                    tray,
+	                    node,
+	                    part,
+	                    jx_str_or(t, "status.fabric.clusterUUID", ""),
+	                    jx_str_or(t, "status.fabric.cliqueID", "")};
+	(void)metrics_gauge_set(m->tray_clique, ql, 1);
+	const char *dl[] = {rack,
+	                    tray,
+	                    node,
+	                    jx_str_or(t, "status.driver.version", ""),
+	                    jx_str_or(t, "spec.driver.version", ""),
+	                    jx_str_or(t, "status.driver.flavour", "")};
+	(void)metrics_gauge_set(m->tray_driver, dl, 1);
+	(void)metrics_gauge_set_state(m->tray_maintenance, tl, MAINT_STATES, 5,
+	                              jx_str_or(t, "spec.maintenance.state", "None"));
+	json_array_foreach(jx_path(t, "status.gpus"), i, g) gpu_series(m, rack, tray, node, g);
+	if (json_is_object(jx_path(t, "spec.imex")))
+		imex_series(m, rack, tray, node, t);
+}
+
+static void domain_reset(struct op_domain_metrics *m)
+{
+	struct metrics_family *all[] = {m->rack_info,         m->rack_trays,
+	                                m->rack_trays_ready,  m->rack_trays_unavailable,
+	                                m->rack_gpus_healthy, m->rack_min_healthy,
+	                                m->rack_threshold,    m->rack_degraded,
+	                                m->rack_fabric_state, m->version_skew,
+	                                m->tray_ready,        m->tray_heartbeat,
+	                                m->tray_clique,       m->tray_driver,
+	                                m->tray_maintenance,  m->gpu_state,
+	                                m->gpu_status_ok,     m->gpu_degraded,
+	                                m->gpu_mask,          m->gpu_summary,
+	                                m->imex_daemon,       m->imex_domain,
+	                                m->imex_connected,    m->imex_peers,
+	                                m->imex_config};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		metrics_family_reset(all[i]);
+}
+
+static void collect(void *arg)
+{
+	struct op *op = arg;
+	struct op_domain_metrics *m = &op->dm;
+	json_t *racks, *trays, *parts, *o;
+	const char *wq[] = {RACK_CONTROLLER, RACK_CONTROLLER};
+	size_t i;
+
+	(void)metrics_gauge_set(op->std.workqueue_depth, wq, (double)kube_workqueue_len(op->q));
+	pthread_mutex_lock(&m->mu);
+	domain_reset(m);
+	if (op_is_leading(op)) {
+		int64_t now = time_wall_ms();
+		racks = kube_informer_list(op->racks);
+		trays = kube_informer_list(op->trays);
+		parts = kube_informer_list(op->partitions);
+		json_array_foreach(racks, i, o) rack_series(m, o);
+		json_array_foreach(trays, i, o) tray_series(op, o, parts, now);
+		json_decref(racks);
+		json_decref(trays);
+		json_decref(parts);
+	}
+	pthread_mutex_unlock(&m->mu);
+}
+
+void op_metrics_leading(struct op *op, bool leading)
+{
+	const char *ln[] = {op->cfg.leader_election_id};
+	(void)metrics_gauge_set(op->std.leader_election_master_status, ln, leading);
+}
+
+enum nv_err op_metrics_register(struct op *op)
+{
+	struct op_domain_metrics *m = &op->dm;
+	const char *const *R = L("rack");
+	const char *const *T = L("rack", "tray", "node");
+	const char *const *G = L("rack", "tray", "node", "gpu", "uuid");
+	const char *const *I = L("rack", "tray", "node", "domain");
+	enum metrics_type GA = METRICS_GAUGE;
+	enum nv_err rc;
+
+	pthread_mutex_init(&m->mu, NULL);
+	if ((rc = reg(op, "nvl72_build_info", "Version of the running operator.", GA, L("version"),
+	              &m->build_info)) ||
+	    (rc = reg(op, "nvl72_rack_info",
+	              "One per Rack: platform, matrix, observed and desired stack.", GA,
+	              L("rack", "platform", "matrix", "stack", "desired_stack"), &m->rack_info)) ||
+	    (rc = reg(op, "nvl72_rack_trays", "Compute trays in the rack's inventory.", GA, R,
+	              &m->rack_trays)) ||
+	    (rc = reg(op, "nvl72_rack_trays_ready", "Ready compute trays.", GA, R,
+	              &m->rack_trays_ready)) ||
+	    (rc = reg(op, "nvl72_rack_trays_unavailable", "Unavailable compute trays.", GA, R,
+	              &m->rack_trays_unavailable)) ||
+	    (rc = reg(op, "nvl72_rack_gpus_healthy",
+	              "GPUs with fabric Completed and a healthy summary.", GA, R,
+	              &m->rack_gpus_healthy)) ||
+	    (rc = reg(op, "nvl72_rack_min_healthy_trays", "spec.policy.minHealthyTrays.", GA, R,
+	              &m->rack_min_healthy)) ||
+	    (rc = reg(op, "nvl72_rack_degraded_threshold", "spec.policy.degradedThreshold.", GA, R,
+	              &m->rack_threshold)) ||
+	    (rc = reg(op, "nvl72_rack_degraded", "1 when the rack's Degraded condition is True.",
+	              GA, R, &m->rack_degraded)) ||
+	    (rc = reg(op, "nvl72_rack_fabric_state",
+	              "0 Unknown, 1 Healthy, 2 Degraded, 3 Unhealthy.", GA, R,
+	              &m->rack_fabric_state)) ||
+	    (rc = reg(op, "nvl72_version_skew",
+	              "Distinct versions of a component among the rack's trays.", GA,
+	              L("rack", "component"), &m->version_skew)))
+		return rc;
+	if ((rc = reg(op, "nvl72_tray_ready", "1 when the tray is Ready with a fresh heartbeat.",
+	              GA, T, &m->tray_ready)) ||
+	    (rc = reg(op, "nvl72_tray_heartbeat_timestamp_seconds",
+	              "The agent's last sign of life.", GA, T, &m->tray_heartbeat)) ||
+	    (rc = reg(op, "nvl72_tray_clique_info", "The tray's fabric clique.", GA,
+	              L("rack", "tray", "node", "partition", "cluster_uuid", "clique_id"),
+	              &m->tray_clique)) ||
+	    (rc = reg(op, "nvl72_tray_driver_info", "Loaded and desired driver.", GA,
+	              L("rack", "tray", "node", "version", "desired_version", "flavour"),
+	              &m->tray_driver)) ||
+	    (rc = reg(op, "nvl72_tray_maintenance_state", "spec.maintenance.state as a state set.",
+	              GA, L("rack", "tray", "node", "state"), &m->tray_maintenance)))
+		return rc;
+	if ((rc = reg(op, "nvl72_gpu_fabric_state",
+	              "0 NotSupported, 1 NotStarted, 2 InProgress, 3 Completed, 4 unknown.", GA, G,
+	              &m->gpu_state)) ||
+	    (rc = reg(op, "nvl72_gpu_fabric_status_ok", "1 when Completed with status Success.", GA,
+	              G, &m->gpu_status_ok)) ||
+	    (rc = reg(op, "nvl72_gpu_fabric_health_degraded",
+	              "1 when the fabric health is degraded.", GA, G, &m->gpu_degraded)) ||
+	    (rc = reg(op, "nvl72_gpu_fabric_health_mask", "Raw fabric health mask.", GA, G,
+	              &m->gpu_mask)) ||
+	    (rc = reg(op, "nvl72_gpu_fabric_health_summary",
+	              "0 NotSupported, 1 Healthy, 2 Unhealthy, 3 LimitedCapacity.", GA, G,
+	              &m->gpu_summary)))
+		return rc;
+	if ((rc = reg(op, "nvl72_imex_daemon_state", "IMEX daemon state in DCGM's numbering.", GA,
+	              I, &m->imex_daemon)) ||
+	    (rc = reg(op, "nvl72_imex_domain_state", "0 Unknown, 1 Up, 2 Degraded, 3 Down.", GA, I,
+	              &m->imex_domain)) ||
+	    (rc = reg(op, "nvl72_imex_peers_connected", "IMEX peers connected.", GA, I,
+	              &m->imex_connected)) ||
+	    (rc = reg(op, "nvl72_imex_peers", "IMEX peers in the domain.", GA, I,
+	              &m->imex_peers)) ||
+	    (rc = reg(op, "nvl72_imex_config_info", "Hash of the IMEX peer list.", GA,
+	              L("rack", "tray", "node", "domain", "config_hash"), &m->imex_config)))
+		return rc;
+	(void)metrics_gauge_set(m->build_info, L(NVL72_VERSION), 1);
+	op_metrics_leading(op, false);
+	return metrics_registry_add_collector(op->reg, collect, op);
+}

@@ -1,0 +1,491 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Rack controller: keeps one owned ComputeTray per compute tray, labels
+// and (when the rack is degraded) cordons the rack's Nodes, and writes the
+// rack's status, only when something changed. Level-based: every pass reads
+// the caches and derives everything from them.
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nvl72/json.h"
+#include "nvl72/log.h"
+#include "nvl72/parse.h"
+#include "nvl72/timeutil.h"
+#include "op_int.h"
+
+const struct kube_res OP_RES_RACKS = {"nvl72.io", "v1alpha1", "racks", "Rack", false};
+const struct kube_res OP_RES_TRAYS = {"nvl72.io", "v1alpha1", "computetrays", "ComputeTray", false};
+const struct kube_res OP_RES_MATRICES = {"nvl72.io", "v1alpha1", "compatibilitymatrices",
+                                         "CompatibilityMatrix", false};
+const struct kube_res OP_RES_PARTITIONS = {"nvl72.io", "v1alpha1", "rackpartitions",
+                                           "RackPartition", false};
+
+/* ---- event handlers: map any object to the racks it concerns ---- */
+
+static void enqueue_rack(struct op *op, const char *rack)
+{
+	if (rack && rack[0])
+		kube_workqueue_add(op->q, rack);
+}
+
+/* Racks that list node in spec.computeTrays (a handful of racks: a scan). */
+static void enqueue_racks_of_node(struct op *op, const char *node)
+{
+	json_t *racks = kube_informer_list(op->racks), *r, *t;
+	size_t i, j;
+	json_array_foreach(racks, i, r)
+	        json_array_foreach(jx_path(r, "spec.computeTrays"), j,
+	                           t) if (strcmp(jx_str_or(t, "node", ""), node) == 0)
+	                enqueue_rack(op, kube_obj_name(r));
+	json_decref(racks);
+}
+
+static void on_rack(void *ud, json_t *obj)
+{
+	enqueue_rack(ud, kube_obj_name(obj));
+}
+static void on_rack_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_rack(ud, n);
+}
+static void on_rack_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_rack(ud, obj);
+}
+
+static void on_tray(void *ud, json_t *obj)
+{
+	enqueue_rack(ud, jx_str_or(obj, "spec.rack", ""));
+}
+static void on_tray_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_tray(ud, n);
+}
+static void on_tray_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_tray(ud, obj);
+}
+
+static void on_node(void *ud, json_t *obj)
+{
+	struct op *op = ud;
+	const json_t *labels = jx_path(obj, "metadata.labels");
+	const json_t *r = json_is_object(labels) ? json_object_get(labels, OP_LABEL_RACK) : NULL;
+	if (json_is_string(r))
+		enqueue_rack(op, json_string_value(r));
+	enqueue_racks_of_node(op, kube_obj_name(obj));
+}
+static void on_node_upd(void *ud, json_t *o, json_t *n)
+{
+	/* Kubelet heartbeats change only status times: skip those. */
+	if (json_equal(jx_path(o, "metadata.labels"), jx_path(n, "metadata.labels")) &&
+	    json_equal(jx_path(o, "metadata.annotations"), jx_path(n, "metadata.annotations")) &&
+	    json_equal(jx_path(o, "spec"), jx_path(n, "spec")) &&
+	    json_equal(kube_condition_find(o, "Ready")
+	                       ? json_object_get(kube_condition_find(o, "Ready"), "status")
+	                       : NULL,
+	               kube_condition_find(n, "Ready")
+	                       ? json_object_get(kube_condition_find(n, "Ready"), "status")
+	                       : NULL))
+		return;
+	on_node(ud, n);
+}
+static void on_node_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_node(ud, obj);
+}
+
+/* Agent Leases are named after their ComputeTray. */
+static void on_lease(void *ud, json_t *obj)
+{
+	struct op *op = ud;
+	json_t *t = kube_informer_get(op->trays, kube_obj_name(obj));
+	if (t)
+		enqueue_rack(op, jx_str_or(t, "spec.rack", ""));
+	json_decref(t);
+}
+static void on_lease_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_lease(ud, n);
+}
+static void on_lease_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_lease(ud, obj);
+}
+
+static void on_matrix(void *ud, json_t *obj)
+{
+	struct op *op = ud;
+	json_t *racks = kube_informer_list(op->racks), *r;
+	size_t i;
+	json_array_foreach(racks, i, r) if (strcmp(jx_str_or(r, "spec.matrix.name", ""),
+	                                           kube_obj_name(obj)) == 0)
+	        enqueue_rack(op, kube_obj_name(r));
+	json_decref(racks);
+}
+static void on_matrix_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_matrix(ud, n);
+}
+static void on_matrix_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_matrix(ud, obj);
+}
+
+static void on_part(void *ud, json_t *obj)
+{
+	enqueue_rack(ud, jx_str_or(obj, "spec.rack", ""));
+}
+static void on_part_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_part(ud, n);
+}
+static void on_part_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_part(ud, obj);
+}
+
+void rack_ctrl_handlers(struct op *op)
+{
+	kube_informer_add_handler(op->racks,
+	                          &(struct kube_handler){on_rack, on_rack_upd, on_rack_del, op});
+	kube_informer_add_handler(op->trays,
+	                          &(struct kube_handler){on_tray, on_tray_upd, on_tray_del, op});
+	kube_informer_add_handler(op->nodes,
+	                          &(struct kube_handler){on_node, on_node_upd, on_node_del, op});
+	if (op->leases)
+		kube_informer_add_handler(op->leases, &(struct kube_handler){on_lease, on_lease_upd,
+		                                                             on_lease_del, op});
+	kube_informer_add_handler(
+	        op->matrices, &(struct kube_handler){on_matrix, on_matrix_upd, on_matrix_del, op});
+	kube_informer_add_handler(op->partitions,
+	                          &(struct kube_handler){on_part, on_part_upd, on_part_del, op});
+}
+
+void rack_enqueue_all(struct op *op)
+{
+	json_t *racks = kube_informer_list(op->racks), *r;
+	size_t i;
+	json_array_foreach(racks, i, r) enqueue_rack(op, kube_obj_name(r));
+	json_decref(racks);
+}
+
+/* ---- reconcile ---- */
+
+/* Everything one pass reads, with the references it holds. */
+struct rack_pass {
+	json_t *rack;
+	json_t *matrix;
+	json_t *parts;
+	json_t *trays[API_COMPUTE_TRAYS];
+	json_t *nodes[API_COMPUTE_TRAYS];
+	char names[API_COMPUTE_TRAYS][64];
+	struct op_tray_in in[API_COMPUTE_TRAYS];
+	unsigned n;
+	int created;
+};
+
+static void pass_clear(struct rack_pass *p)
+{
+	json_decref(p->rack);
+	json_decref(p->matrix);
+	json_decref(p->parts);
+	for (unsigned i = 0; i < API_COMPUTE_TRAYS; i++) {
+		json_decref(p->trays[i]);
+		json_decref(p->nodes[i]);
+	}
+}
+
+/* The RackPartition of this rack whose spec.trays lists index, or "". */
+static const char *partition_of(const json_t *parts, const char *rack, int index)
+{
+	const json_t *p, *t;
+	size_t i, j;
+	json_array_foreach(parts, i, p)
+	{
+		if (strcmp(jx_str_or(p, "spec.rack", ""), rack) != 0 ||
+		    json_is_string(jx_path(p, "metadata.deletionTimestamp")))
+			continue;
+		json_array_foreach(jx_path(p, "spec.trays"), j,
+		                   t) if (json_integer_value(t) == index) return kube_obj_name(p);
+	}
+	return "";
+}
+
+static int64_t lease_renew_ms(struct op *op, const char *tray)
+{
+	char key[160];
+	int64_t ms = 0;
+	json_t *l;
+	if (op->leases == NULL)
+		return 0;
+	snprintf(key, sizeof(key), "%s/%s", op->agent_ns, tray);
+	l = kube_informer_get(op->leases, key);
+	if (l && time_parse_rfc3339(jx_str_or(l, "spec.renewTime", ""), &ms) != NV_OK)
+		ms = 0;
+	json_decref(l);
+	return ms;
+}
+
+/* Creates, adopts or replaces the tray at slot i. */
+static enum nv_err ensure_tray(struct op *op, struct rack_pass *p, unsigned i,
+                               const char *desired_driver)
+{
+	const char *rname = kube_obj_name(p->rack);
+	struct op_tray_in *in = &p->in[i];
+	struct kube_status st;
+	json_t *patch = NULL, *obj;
+	enum nv_err rc = NV_OK;
+
+	if (p->trays[i] == NULL) {
+		obj = op_tray_build(p->rack, in->index, in->node_name, desired_driver);
+		rc = kube_create(op->c, &OP_RES_TRAYS, NULL, obj, NULL, &st);
+		json_decref(obj);
+		if (rc == NV_OK) {
+			p->created++;
+			log_info(RACK_COMP, "tray created", "rack=%s tray=%s node=%s", rname,
+			         p->names[i], in->node_name);
+		}
+		return rc == NV_E_EXISTS ? NV_OK : rc; /* the cache lags: next pass sees it */
+	}
+	switch (op_tray_check(p->trays[i], p->rack, in->index, in->node_name, &patch)) {
+	case OP_TRAY_OK:
+		break;
+	case OP_TRAY_PATCH:
+		rc = kube_patch(op->c, &OP_RES_TRAYS, NULL, p->names[i],
+		                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, patch, NULL,
+		                &st);
+		json_decref(patch);
+		if (rc == NV_OK)
+			log_info(RACK_COMP, "tray adopted", "rack=%s tray=%s", rname, p->names[i]);
+		break;
+	case OP_TRAY_RECREATE:
+		op_event(op, p->rack, "Normal", "TrayReplaced", "Replace",
+		         "ComputeTray %s names another node; replacing it for %s", p->names[i],
+		         in->node_name);
+		rc = kube_delete(
+		        op->c, &OP_RES_TRAYS, NULL, p->names[i],
+		        &(struct kube_delete_opts){
+		                .grace_period_s = -1,
+		                .precondition_uid = jx_str_or(p->trays[i], "metadata.uid", NULL)},
+		        &st);
+		if (rc == NV_E_NOT_FOUND)
+			rc = NV_OK;
+		break;
+	case OP_TRAY_FOREIGN:
+		log_warn(RACK_COMP, "tray owned by another controller", "rack=%s tray=%s", rname,
+		         p->names[i]);
+		break;
+	}
+	if (rc != NV_OK)
+		log_warn(RACK_COMP, "tray write failed", "rack=%s tray=%s err=%s msg=\"%s\"", rname,
+		         p->names[i], nv_err_name(rc), st.message);
+	return rc;
+}
+
+static enum nv_err node_patch(struct op *op, const char *node, const json_t *patch)
+{
+	struct kube_status st;
+	enum nv_err rc =
+	        kube_patch(op->c, &KUBE_RES_NODES, NULL, node,
+	                   &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, patch, NULL, &st);
+	if (rc != NV_OK)
+		log_warn(RACK_COMP, "node patch failed", "node=%s err=%s msg=\"%s\"", node,
+		         nv_err_name(rc), st.message);
+	return rc;
+}
+
+/* Labels and cordons of the rack's Nodes; counts cordon changes made. */
+static enum nv_err nodes_sync(struct op *op, struct rack_pass *p, const struct op_rack_eval *ev,
+                              bool want_cordon, int *cordoned, int *uncordoned)
+{
+	const char *rname = kube_obj_name(p->rack);
+	enum nv_err worst = NV_OK, rc;
+	json_t *patch;
+
+	for (unsigned i = 0; i < p->n; i++) {
+		if (p->nodes[i] == NULL)
+			continue;
+		const struct op_tray_eval *t = &ev->trays[i];
+		patch = op_node_labels_patch(p->nodes[i], rname, t->index, t->clique, t->partition);
+		if (patch && (rc = node_patch(op, t->node, patch)) != NV_OK)
+			worst = rc;
+		json_decref(patch);
+		patch = op_node_cordon_patch(p->nodes[i], rname, want_cordon);
+		if (patch) {
+			if ((rc = node_patch(op, t->node, patch)) != NV_OK)
+				worst = rc;
+			else if (want_cordon)
+				(*cordoned)++;
+			else
+				(*uncordoned)++;
+		}
+		json_decref(patch);
+	}
+	return worst;
+}
+
+/* Nodes still labelled with this rack that it no longer lists (or all of
+ * them when the rack is gone): drop our labels and our cordon. */
+static enum nv_err nodes_release(struct op *op, const char *rack, const struct rack_pass *p)
+{
+	json_t *nodes = kube_informer_by_index(op->nodes, "rack", rack), *n, *patch;
+	enum nv_err worst = NV_OK, rc;
+	size_t i;
+
+	json_array_foreach(nodes, i, n)
+	{
+		bool listed = false;
+		for (unsigned k = 0; p && k < p->n; k++)
+			listed |= strcmp(p->in[k].node_name, kube_obj_name(n)) == 0;
+		if (listed)
+			continue;
+		if ((patch = op_node_cordon_patch(n, rack, false)) != NULL) {
+			if ((rc = node_patch(op, kube_obj_name(n), patch)) != NV_OK)
+				worst = rc;
+			json_decref(patch);
+		}
+		if ((patch = op_node_labels_patch(n, NULL, 0, NULL, NULL)) != NULL) {
+			if ((rc = node_patch(op, kube_obj_name(n), patch)) != NV_OK)
+				worst = rc;
+			json_decref(patch);
+		}
+		log_info(RACK_COMP, "node released", "rack=%s node=%s", rack, kube_obj_name(n));
+	}
+	json_decref(nodes);
+	return worst;
+}
+
+static void pass_load(struct op *op, struct rack_pass *p)
+{
+	const char *rname = kube_obj_name(p->rack);
+	const json_t *t;
+	size_t i;
+
+	p->matrix = kube_informer_get(op->matrices, jx_str_or(p->rack, "spec.matrix.name", ""));
+	p->parts = kube_informer_list(op->partitions);
+	json_array_foreach(jx_path(p->rack, "spec.computeTrays"), i, t)
+	{
+		if (p->n >= API_COMPUTE_TRAYS)
+			break;
+		struct op_tray_in *in = &p->in[p->n];
+		in->index = (int)json_integer_value(json_object_get(t, "index"));
+		in->node_name = jx_str_or(t, "node", "");
+		op_tray_name(rname, in->index, p->names[p->n]);
+		p->trays[p->n] = kube_informer_get(op->trays, p->names[p->n]);
+		p->nodes[p->n] = kube_informer_get(op->nodes, in->node_name);
+		in->tray = p->trays[p->n];
+		in->node = p->nodes[p->n];
+		in->lease_renew_ms = lease_renew_ms(op, p->names[p->n]);
+		in->partition = partition_of(p->parts, rname, in->index);
+		p->n++;
+	}
+}
+
+/* Events for the decisions a person wants to know about. */
+static void rack_events(struct op *op, struct rack_pass *p, const struct op_rack_eval *ev,
+                        int cordoned, int uncordoned)
+{
+	char list[512] = "";
+	size_t len = 0;
+	for (unsigned i = 0; i < ev->ntrays && len + 1 < sizeof(list); i++) {
+		const struct op_tray_eval *t = &ev->trays[i];
+		if (t->ready || t->pending)
+			continue;
+		int w = snprintf(list + len, sizeof(list) - len, "%st%02d %s", len ? ", " : "",
+		                 t->index, t->why ? t->why : "NotReady");
+		len += w > 0 ? (size_t)w : 0;
+	}
+	if (p->created > 0)
+		op_event(op, p->rack, "Normal", "TraysCreated", "Create", "created %d ComputeTrays",
+		         p->created);
+	if (cordoned > 0)
+		op_event(op, p->rack, "Warning", "RackCordoned", "Cordon",
+		         "%d trays unavailable, threshold %d (%s): cordoned %d Nodes", ev->counted,
+		         ev->threshold, list, cordoned);
+	if (uncordoned > 0)
+		op_event(op, p->rack, "Normal", "RackUncordoned", "Uncordon",
+		         "%d tray%s unavailable, threshold %d: uncordoned the %d Nodes this rack "
+		         "had cordoned",
+		         ev->counted, ev->counted == 1 ? "" : "s", ev->threshold, uncordoned);
+}
+
+static enum nv_err status_sync(struct op *op, struct rack_pass *p, const struct op_rack_eval *ev,
+                               bool cordoned)
+{
+	json_t *want = json_deep_copy(p->rack), *patch;
+	struct kube_status st;
+	enum nv_err rc = NV_OK;
+
+	op_rack_status_apply(want, ev, cordoned, time_wall_ms());
+	patch = op_rack_status_patch(p->rack, want);
+	if (patch) {
+		rc = kube_patch(op->c, &OP_RES_RACKS, NULL, kube_obj_name(p->rack),
+		                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE,
+		                                          .subresource = "status"},
+		                patch, NULL, &st);
+		if (rc == NV_OK)
+			log_info(RACK_COMP, "status written",
+			         "rack=%s ready=%d unavailable=%d stack=%s fabric=%s degraded=%d",
+			         kube_obj_name(p->rack), ev->ready, ev->unavailable,
+			         ev->stack[0] ? ev->stack : "-", ev->fabric, ev->degraded);
+		else if (rc != NV_E_CONFLICT)
+			log_warn(RACK_COMP, "status write failed", "rack=%s err=%s msg=\"%s\"",
+			         kube_obj_name(p->rack), nv_err_name(rc), st.message);
+	}
+	json_decref(patch);
+	json_decref(want);
+	return rc;
+}
+
+struct kube_result rack_reconcile(void *ud, const char *key)
+{
+	struct op *op = ud;
+	struct rack_pass p;
+	struct op_rack_eval ev;
+	int cordoned = 0, uncordoned = 0;
+	enum nv_err rc = NV_OK, r2;
+	struct kube_result res = {0};
+
+	memset(&p, 0, sizeof(p));
+	p.rack = kube_informer_get(op->racks, key);
+	if (p.rack == NULL) {
+		rc = nodes_release(op, key, NULL);
+		op_feed_rack_gone(op, key);
+		return (struct kube_result){.err = rc};
+	}
+	pass_load(op, &p);
+	op_rack_evaluate(p.rack, p.matrix, p.in, p.n, time_wall_ms(), op->cfg.heartbeat_timeout_ms,
+	                 &ev);
+	for (unsigned i = 0; i < p.n; i++)
+		if ((r2 = ensure_tray(op, &p, i, ev.desired_driver)) != NV_OK)
+			rc = r2;
+	bool want_cordon = ev.degraded && ev.cordon_policy;
+	if ((r2 = nodes_sync(op, &p, &ev, want_cordon, &cordoned, &uncordoned)) != NV_OK)
+		rc = r2;
+	if ((r2 = nodes_release(op, key, &p)) != NV_OK)
+		rc = r2;
+	rack_events(op, &p, &ev, cordoned, uncordoned);
+	/* The status says "cordoned" only once every Node is. */
+	if ((r2 = status_sync(op, &p, &ev, want_cordon && rc == NV_OK)) != NV_OK)
+		rc = r2;
+	op_feed_rack(op, p.rack, &ev, p.in, want_cordon);
+	if (rc == NV_OK && ev.next_check_ms > 0) {
+		int64_t d = ev.next_check_ms - time_wall_ms();
+		res.requeue_after_ms = d > 1000 ? d : 1000;
+	}
+	res.err = rc;
+	pass_clear(&p);
+	return res;
+}

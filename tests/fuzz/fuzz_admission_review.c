@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+// libFuzzer target for the admission webhook: the first byte picks the
+// handler (validating or mutating), the rest is the AdmissionReview body.
+// The rules run against a small fixed cache (one rack, two partitions, a
+// matrix), so decoding, parsing, the cross-object checks and the response
+// writer all see hostile input.
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "nvl72/base.h"
+#include "nvl72/operator_webhook.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static json_t *lists[OP_WEBHOOK__KINDS];
+static struct op_webhook *hook;
+
+static json_t *fixed_list(void *arg, enum op_webhook_kind kind)
+{
+	(void)arg;
+	return json_incref(lists[kind]);
+}
+
+static const struct op_webhook_cache_ops fixed_ops = {.list = fixed_list};
+
+/* Objects from the test data when run from the repository root; an empty
+ * cache otherwise. */
+static json_t *one(const char *path)
+{
+	json_t *a = json_array();
+	json_t *o = json_load_file(path, 0, NULL);
+	if (o != NULL)
+		json_array_append_new(a, o);
+	return a;
+}
+
+static void init(void)
+{
+	log_set_level(LOG_LVL_ERROR);
+	lists[OP_WEBHOOK_RACKS] = one("tests/data/api/rack-gb300-r07.json");
+	lists[OP_WEBHOOK_PARTITIONS] = one("tests/data/api/rackpartition-gb300-r07-a.json");
+	lists[OP_WEBHOOK_MATRICES] =
+	        one("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
+	struct op_webhook_config cfg = {.cache = &fixed_ops, .review_max = 1 << 20};
+	if (op_webhook_new(&cfg, &hook) != NV_OK)
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (hook == NULL)
+		init();
+	if (size < 1)
+		return 0;
+	enum op_webhook_mode mode = data[0] & 1 ? OP_WEBHOOK_MUTATE : OP_WEBHOOK_VALIDATE;
+	// The web server hands handlers a NUL-terminated body.
+	char *body = malloc(size);
+	memcpy(body, data + 1, size - 1);
+	body[size - 1] = '\0';
+	struct buf out;
+	int status = 0;
+	buf_init(&out, 4 << 20);
+	// Every input gets an answer: a response review or a JSON error.
+	if (op_webhook_review(hook, mode, "application/json", body, size - 1, &status, &out) !=
+	            NV_OK ||
+	    status < 200 || status > 599 || out.len == 0)
+		abort();
+	json_t *answer = json_loadb(out.data, out.len, 0, NULL);
+	if (answer == NULL)
+		abort();
+	json_decref(answer);
+	buf_clear(&out);
+	free(body);
+	return 0;
+}

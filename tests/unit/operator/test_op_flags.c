@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests for the operator's flag table: parsing, defaults from the
+// environment, bounds and the election rule, and the generated flags
+// section of docs/operator.md, which must match the table.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "nvl72/operator.h"
+
+/* A writable argument (argv is char **). */
+#define A(s) ((char[]){s})
+
+static enum nv_err parse(int argc, char **argv, struct op_config *cfg, char *err)
+{
+	bool help, version;
+	memset(cfg, 0, sizeof(*cfg));
+	return op_flags_parse(argc, argv, cfg, &help, &version, err, 256);
+}
+
+static void test_op_flags_parse_defaults_and_values(void **state)
+{
+	(void)state;
+	struct op_config cfg;
+	char err[256] = "";
+	char *argv[] = {A("op"),
+	                A("--leader-elect"),
+	                A("--metrics-bind-address=127.0.0.1:0"),
+	                A("--rack-workers"),
+	                A("4"),
+	                A("--tray-heartbeat-timeout=90s"),
+	                NULL};
+	setenv("POD_NAMESPACE", "nvl72-system", 1);
+	assert_int_equal(parse(6, argv, &cfg, err), NV_OK);
+	assert_true(cfg.leader_elect);
+	assert_string_equal(cfg.metrics_addr, "127.0.0.1:0");
+	assert_int_equal(cfg.rack_workers, 4);
+	assert_int_equal(cfg.heartbeat_timeout_ms, 90000);
+	assert_int_equal(cfg.lease_ms, 15000);
+	assert_int_equal(cfg.renew_deadline_ms, 10000);
+	assert_int_equal(cfg.retry_ms, 2000);
+	assert_string_equal(cfg.leader_election_ns, "nvl72-system");
+	assert_string_equal(cfg.probe_addr, ":8081");
+	unsetenv("POD_NAMESPACE");
+}
+
+static void test_op_flags_parse_errors_name_the_flag(void **state)
+{
+	(void)state;
+	struct op_config cfg;
+	char err[256];
+	char *a1[] = {A("op"), A("--rack-workers=0"), NULL};
+	assert_int_equal(parse(2, a1, &cfg, err), NV_E_CONFIG);
+	assert_non_null(strstr(err, "--rack-workers"));
+	char *a2[] = {A("op"), A("--nope"), NULL};
+	assert_int_equal(parse(2, a2, &cfg, err), NV_E_CONFIG);
+	assert_non_null(strstr(err, "--nope"));
+	char *a3[] = {A("op"), A("--leader-election-renew-deadline=20s"), NULL};
+	assert_int_equal(parse(2, a3, &cfg, err), NV_E_CONFIG);
+	assert_non_null(strstr(err, "renew deadline"));
+	char *a4[] = {A("op"), A("--log-level=loud"), NULL};
+	assert_int_equal(parse(2, a4, &cfg, err), NV_E_CONFIG);
+	char *a5[] = {A("op"), A("--tray-heartbeat-timeout"), NULL};
+	assert_int_equal(parse(2, a5, &cfg, err), NV_E_CONFIG);
+	assert_non_null(strstr(err, "needs a value"));
+}
+
+static void test_op_parse_bind_forms(void **state)
+{
+	(void)state;
+	char host[64];
+	int port;
+	assert_int_equal(op_parse_bind(":8080", host, sizeof(host), &port), NV_OK);
+	assert_string_equal(host, "");
+	assert_int_equal(port, 8080);
+	assert_int_equal(op_parse_bind("[::1]:9", host, sizeof(host), &port), NV_OK);
+	assert_string_equal(host, "::1");
+	assert_int_equal(op_parse_bind("0", host, sizeof(host), &port), NV_OK);
+	assert_int_equal(port, -1);
+	assert_int_equal(op_parse_bind("8080", host, sizeof(host), &port), NV_E_INVAL);
+	assert_int_equal(op_parse_bind("h:99999", host, sizeof(host), &port), NV_E_INVAL);
+}
+
+/* The section between the markers in docs/operator.md is the table. */
+static void test_op_flags_markdown_matches_docs(void **state)
+{
+	(void)state;
+	FILE *f = fopen("docs/operator.md", "rb");
+	assert_non_null(f);
+	static char doc[1 << 17];
+	size_t n = fread(doc, 1, sizeof(doc) - 1, f);
+	fclose(f);
+	doc[n] = '\0';
+	const char *b = strstr(doc, "<!-- flags:begin -->\n");
+	const char *e = strstr(doc, "<!-- flags:end -->");
+	assert_non_null(b);
+	assert_non_null(e);
+	b += strlen("<!-- flags:begin -->\n");
+	char *md = op_flags_markdown();
+	if (strlen(md) != (size_t)(e - b) || strncmp(md, b, (size_t)(e - b)) != 0)
+		fail_msg("docs/operator.md flags section differs from the table; "
+		         "regenerate it with nvl72-operator --help-markdown");
+	/* --help lists every flag too. */
+	char *help = op_flags_help("nvl72-operator");
+	for (size_t i = 0; i < op_nflags; i++) {
+		char needle[96];
+		snprintf(needle, sizeof(needle), "--%s ", op_flags[i].name);
+		assert_non_null(strstr(help, needle));
+	}
+	free(help);
+	free(md);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_op_flags_parse_defaults_and_values),
+	        cmocka_unit_test(test_op_flags_parse_errors_name_the_flag),
+	        cmocka_unit_test(test_op_parse_bind_forms),
+	        cmocka_unit_test(test_op_flags_markdown_matches_docs),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

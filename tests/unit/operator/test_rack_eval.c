@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests for tray verdicts and rack aggregation: ready and pending trays,
+// the degraded decision and what counts towards it, stacks and skew, fabric
+// state and the timer for the next heartbeat expiry.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "op_fixture.h"
+
+static void eval(struct fx_rack_objs *o, struct op_rack_eval *ev)
+{
+	op_rack_evaluate(o->rack, o->matrix, o->in, 18, FX_NOW, 120000, ev);
+}
+
+static void test_op_rack_evaluate_all_healthy(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	eval(&o, &ev);
+	assert_int_equal(ev.ready, 18);
+	assert_int_equal(ev.unavailable, 0);
+	assert_false(ev.degraded);
+	assert_string_equal(ev.stack, "s-95");
+	assert_string_equal(ev.desired_driver, "580.95.05");
+	assert_string_equal(ev.fabric, "Healthy");
+	assert_int_equal(ev.ncliques, 2);
+	assert_int_equal(ev.healthy_gpus, 72);
+	assert_string_equal(ev.cluster_uuid, FX_CLUSTER);
+	/* The next look is when the freshest-but-oldest heartbeat expires. */
+	assert_int_equal(ev.next_check_ms, FX_NOW - 10000 + 120000 + 1);
+	fx_objs_clear(&o);
+}
+
+static void test_op_rack_evaluate_degraded_above_threshold(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	fx_set_tray(&o, 2, fx_tray(3, "580.95.05", 1, FX_NOW - 1000, "False"));
+	fx_set_tray(&o, 6, fx_tray(7, "580.95.05", 1, FX_NOW - 1000, "False"));
+	eval(&o, &ev);
+	assert_int_equal(ev.counted, 2);
+	assert_false(ev.degraded); /* two is not more than two */
+	assert_string_equal(ev.trays[2].why, "TrayNotReady");
+	fx_set_tray(&o, 10, fx_tray(11, "580.95.05", 2, FX_NOW - 3600000, "True"));
+	eval(&o, &ev);
+	assert_int_equal(ev.counted, 3);
+	assert_true(ev.degraded);
+	assert_string_equal(ev.trays[10].why, "HeartbeatStale");
+	assert_false(ev.trays[10].online);
+	fx_objs_clear(&o);
+}
+
+static void test_op_rack_evaluate_lease_keeps_tray_alive(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	fx_set_tray(&o, 0, fx_tray(1, "580.95.05", 1, FX_NOW - 3600000, "True"));
+	o.in[0].lease_renew_ms = FX_NOW - 5000;
+	eval(&o, &ev);
+	assert_true(ev.trays[0].ready);
+	assert_int_equal(ev.trays[0].heartbeat_ms, FX_NOW - 5000);
+	fx_objs_clear(&o);
+}
+
+static void test_op_rack_evaluate_pending_trays_do_not_degrade(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	char created[TIME_RFC3339_LEN];
+	fx_objs_init(&o, 2);
+	fx_time(FX_NOW - 1000, created);
+	for (int i = 0; i < 18; i++)
+		fx_set_tray(&o, i,
+		            json_pack("{s:{s:s,s:s},s:{s:s,s:i}}", "metadata", "name", o.names[i],
+		                      "creationTimestamp", created, "spec", "rack", "r07", "index",
+		                      i + 1));
+	eval(&o, &ev);
+	assert_int_equal(ev.ready, 0);
+	assert_int_equal(ev.unavailable, 18);
+	assert_int_equal(ev.counted, 0);
+	assert_false(ev.degraded);
+	assert_string_equal(ev.trays[0].why, "AwaitingAgent");
+	assert_string_equal(ev.fabric, "Unknown");
+	assert_string_equal(ev.stack, "");
+	/* Past the grace a silent tray is down. */
+	op_rack_evaluate(o.rack, o.matrix, o.in, 18, FX_NOW + 200000, 120000, &ev);
+	assert_true(ev.degraded);
+	assert_string_equal(ev.trays[0].why, "NoHeartbeat");
+	fx_objs_clear(&o);
+}
+
+static void test_op_rack_evaluate_own_cordon_is_not_unavailable(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	json_t *n = fx_node(4, true);
+	json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
+	json_object_set_new(json_object_get(n, "metadata"), "annotations",
+	                    json_pack("{s:s}", OP_ANN_CORDONED_BY, "rack/r07"));
+	fx_set_node(&o, 3, n);
+	n = fx_node(5, true);
+	json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
+	fx_set_node(&o, 4, n);
+	eval(&o, &ev);
+	assert_true(ev.trays[3].ready);
+	assert_true(ev.trays[3].cordoned_by_us);
+	assert_false(ev.trays[4].ready);
+	assert_string_equal(ev.trays[4].why, "NodeCordoned");
+	assert_int_equal(ev.counted, 1);
+	fx_objs_clear(&o);
+}
+
+static void test_op_rack_evaluate_node_problems(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	fx_set_node(&o, 0, NULL);
+	fx_set_node(&o, 1, fx_node(2, false));
+	json_t *t = fx_tray(3, "580.95.05", 1, FX_NOW - 1000, "True");
+	json_object_set_new(json_object_get(t, "spec"), "maintenance",
+	                    json_pack("{s:s}", "state", "Draining"));
+	fx_set_tray(&o, 2, t);
+	eval(&o, &ev);
+	assert_string_equal(ev.trays[0].why, "NodeNotFound");
+	assert_string_equal(ev.trays[1].why, "NodeNotReady");
+	assert_string_equal(ev.trays[2].why, "InMaintenance");
+	assert_true(ev.degraded);
+	fx_objs_clear(&o);
+}
+
+static void test_op_rack_evaluate_mixed_stack_and_skew(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	fx_set_tray(&o, 5, fx_tray(6, "580.173.02", 1, FX_NOW - 1000, "True"));
+	eval(&o, &ev);
+	assert_string_equal(ev.stack, "mixed");
+	assert_string_equal(ev.trays[5].stack, "s-173");
+	assert_string_equal(ev.skew[0].component, "driver");
+	assert_int_equal(ev.skew[0].n, 2);
+	assert_int_equal(ev.skew[2].n, 1);
+	fx_objs_clear(&o);
+}
+
+static void test_op_rack_evaluate_fabric_problems(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	/* Tray 4 in partition a reports clique 2. */
+	fx_set_tray(&o, 3, fx_tray(4, "580.95.05", 2, FX_NOW - 1000, "True"));
+	eval(&o, &ev);
+	assert_string_equal(ev.fabric, "Unhealthy");
+	assert_string_equal(ev.fabric_reason, "CliqueMismatch");
+	fx_set_tray(&o, 3, fx_tray(4, "580.95.05", 1, FX_NOW - 1000, "True"));
+	json_t *g = json_array_get(jx_path(o.trays[3], "status.gpus"), 2);
+	json_object_set_new(json_object_get(g, "fabric"), "healthSummary",
+	                    json_string("Unhealthy"));
+	eval(&o, &ev);
+	assert_string_equal(ev.fabric, "Degraded");
+	assert_string_equal(ev.fabric_msg, "tray 4 GPU 2: Unhealthy");
+	assert_int_equal(ev.healthy_gpus, 71);
+	jx_set_str(o.trays[3], "status.fabric.state", "InProgress");
+	eval(&o, &ev);
+	assert_string_equal(ev.fabric_reason, "FabricNotCompleted");
+	fx_objs_clear(&o);
+}
+
+static void test_op_tray_heartbeat_ms_later_wins(void **state)
+{
+	(void)state;
+	json_t *t = fx_tray(1, "580.95.05", 1, FX_NOW - 5000, "True");
+	assert_int_equal(op_tray_heartbeat_ms(t, 0), FX_NOW - 5000);
+	assert_int_equal(op_tray_heartbeat_ms(t, FX_NOW), FX_NOW);
+	assert_int_equal(op_tray_heartbeat_ms(NULL, 0), 0);
+	json_decref(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_op_rack_evaluate_all_healthy),
+	        cmocka_unit_test(test_op_rack_evaluate_degraded_above_threshold),
+	        cmocka_unit_test(test_op_rack_evaluate_lease_keeps_tray_alive),
+	        cmocka_unit_test(test_op_rack_evaluate_pending_trays_do_not_degrade),
+	        cmocka_unit_test(test_op_rack_evaluate_own_cordon_is_not_unavailable),
+	        cmocka_unit_test(test_op_rack_evaluate_node_problems),
+	        cmocka_unit_test(test_op_rack_evaluate_mixed_stack_and_skew),
+	        cmocka_unit_test(test_op_rack_evaluate_fabric_problems),
+	        cmocka_unit_test(test_op_tray_heartbeat_ms_later_wins),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
