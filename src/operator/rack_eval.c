@@ -125,14 +125,17 @@ static void classify_health(struct op_tray_eval *t, const struct op_tray_in *in,
 		t->why = "NodeNotFound";
 	} else if (node_ready && strcmp(node_ready, "True") != 0) {
 		t->why = "NodeNotReady";
-	} else if (in->tray == NULL || t->heartbeat_ms == 0) {
-		/* Never reported: a grace of one heartbeat timeout from the
-		 * tray's creation before it counts as down. */
+	} else if (in->tray == NULL || t->heartbeat_ms == 0 || ready == NULL) {
+		/* Never reported (no heartbeat yet, or an agent that renews its
+		 * Lease but has not written a status yet): a grace of one
+		 * heartbeat timeout from the tray's creation before it counts
+		 * as down, so a new rack is not cordoned while agents start. */
 		until = created ? created + timeout + 1 : 0;
 		t->pending = in->tray == NULL || timeout == 0 || now < until;
 		if (t->pending && until > now && (*next == 0 || until < *next))
 			*next = until;
-		t->why = t->pending ? "AwaitingAgent" : "NoHeartbeat";
+		t->why = t->pending ? "AwaitingAgent"
+		         : t->heartbeat_ms == 0 ? "NoHeartbeat" : "NoStatus";
 	} else if (!t->online) {
 		t->why = "HeartbeatStale";
 	} else if (ready && strcmp(ready, "False") == 0) {

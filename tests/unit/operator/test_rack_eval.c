@@ -100,6 +100,35 @@ static void test_op_rack_evaluate_pending_trays_do_not_degrade(void **state)
 	fx_objs_clear(&o);
 }
 
+static void test_op_rack_evaluate_lease_without_status_is_pending(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	char created[TIME_RFC3339_LEN];
+	fx_objs_init(&o, 2);
+	fx_time(FX_NOW - 1000, created);
+	for (int i = 0; i < 18; i++) {
+		fx_set_tray(&o, i,
+		            json_pack("{s:{s:s,s:s},s:{s:s,s:i}}", "metadata", "name", o.names[i],
+		                      "creationTimestamp", created, "spec", "rack", "r07", "index",
+		                      i + 1));
+		/* The agent renews its Lease but has written no status yet. */
+		o.in[i].lease_renew_ms = FX_NOW - 500;
+	}
+	eval(&o, &ev);
+	assert_int_equal(ev.counted, 0);
+	assert_false(ev.degraded);
+	assert_string_equal(ev.trays[0].why, "AwaitingAgent");
+	/* Past the grace, a heartbeat without a status is down. */
+	for (int i = 0; i < 18; i++)
+		o.in[i].lease_renew_ms = FX_NOW + 199000;
+	op_rack_evaluate(o.rack, o.matrix, o.in, 18, FX_NOW + 200000, 120000, &ev);
+	assert_true(ev.degraded);
+	assert_string_equal(ev.trays[0].why, "NoStatus");
+	fx_objs_clear(&o);
+}
+
 static void test_op_rack_evaluate_own_cordon_is_not_unavailable(void **state)
 {
 	(void)state;
@@ -201,6 +230,7 @@ int main(void)
 	        cmocka_unit_test(test_op_rack_evaluate_degraded_above_threshold),
 	        cmocka_unit_test(test_op_rack_evaluate_lease_keeps_tray_alive),
 	        cmocka_unit_test(test_op_rack_evaluate_pending_trays_do_not_degrade),
+	        cmocka_unit_test(test_op_rack_evaluate_lease_without_status_is_pending),
 	        cmocka_unit_test(test_op_rack_evaluate_own_cordon_is_not_unavailable),
 	        cmocka_unit_test(test_op_rack_evaluate_node_problems),
 	        cmocka_unit_test(test_op_rack_evaluate_mixed_stack_and_skew),
