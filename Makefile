@@ -130,7 +130,7 @@ bench: deps
 	bench/run.sh $(BENCH_BINS)
 
 demo: deps
-	$(MAKE) -j$(JOBS) all
+	$(MAKE) -j$(JOBS) all sim
 	tests/demo.sh
 
 deps:

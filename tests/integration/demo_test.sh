@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Runs `make demo`'s script as a new user would and checks what it
+# promises: a Ready rack of 18 trays reported by 18 agents, the dashboard
+# answering, a fault injected with simctl showing on the tray, and stopping
+# it leaving no process behind. A background job starts with SIGINT
+# ignored, so the test stops the demo with SIGTERM, which the demo treats
+# as Ctrl-C. The demo brings its own control plane; the runner's is unused.
+set -u
+pass=0 fail=0
+ok() { echo "ok - $1"; pass=$((pass + 1)); }
+nok() { echo "not ok - $1: $2"; fail=$((fail + 1)); }
+
+work=$(mktemp -d /tmp/nvl72-demo.XXXXXX)
+port=$((12000 + RANDOM % 8000))
+log=$work/demo.log
+DEMO_DIR=$work/demo DEMO_DASHBOARD_PORT=$port DEMO_SECONDS=600 setsid tests/demo.sh >"$log" 2>&1 &
+demo=$!
+finish() {
+	kill -TERM -- -"$demo" 2>/dev/null
+	for _ in $(seq 100); do kill -0 "$demo" 2>/dev/null || break; sleep 0.1; done
+	kill -KILL -- -"$demo" 2>/dev/null
+	rm -rf "$work"
+}
+trap finish EXIT
+
+for _ in $(seq 240); do
+	grep -q '^Running:' "$log" && break
+	kill -0 "$demo" 2>/dev/null || break
+	sleep 0.5
+done
+if grep -q '^Running:' "$log"; then
+	ok "the demo comes up and prints what to try"
+else
+	nok "demo start" "$(tail -5 "$log")"
+	echo "$pass passed, $fail failed"
+	exit 1
+fi
+
+export KUBECONFIG=$work/demo/cluster/kubeconfig
+k() { "$KUBECTL" "$@"; }
+ready=""
+for _ in $(seq 60); do
+	ready=$(k get rack gb300-r07 -o jsonpath='{.status.capacity.readyTrays}/{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)
+	[[ $ready == 18/True ]] && break
+	sleep 1
+done
+[[ $ready == 18/True ]] && ok "rack gb300-r07 is Ready with 18 trays" || nok "rack Ready" "$ready"
+
+n=$(k get computetrays -o json | jq '[.items[] | select((.status.gpus // []) | length == 4)] | length')
+[[ $n == 18 ]] && ok "18 ComputeTrays report 4 GPUs each" || nok "tray status" "$n trays with 4 GPUs"
+
+page=$(curl -fsS --max-time 5 "http://127.0.0.1:$port/" 2>&1)
+[[ $page == *"<html"* ]] && ok "the dashboard answers on 127.0.0.1:$port" || nok "dashboard" "${page:0:200}"
+
+build/sim/bin/simctl gpu "$work/demo/sim/tray-03" 2 state=2
+st=""
+for _ in $(seq 30); do
+	st=$(k get computetray gb300-r07-t03 -o jsonpath='{.status.conditions[?(@.type=="FabricReady")].status}')
+	[[ $st == False ]] && break
+	sleep 1
+done
+[[ $st == False ]] && ok "a GPU leaving the fabric shows on its tray" || nok "fault" "FabricReady=$st"
+
+kill -TERM -- -"$demo" 2>/dev/null
+for _ in $(seq 100); do kill -0 "$demo" 2>/dev/null || break; sleep 0.1; done
+left=$(pgrep -f "$work/demo" | xargs -r ps -o pid=,stat=,args= -p | cut -c1-120 | tr "\n" ";")
+[[ -z $left ]] && ok "stopping the demo stops every process it started" || nok "demo cleanup" "left: $left"
+
+echo "$pass passed, $fail failed"
+((fail == 0))
