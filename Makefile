@@ -111,15 +111,15 @@ $(BUILD)/fuzz/%: $(BUILD)/fuzz/obj/tests/fuzz/%.o $(FUZZ_OBJ)
 	$(FUZZCC) -fsanitize=fuzzer,address,undefined $^ $(LIBS) -o $@
 
 unit: deps $(test_UNIT_BINS)
-	tests/run-unit.sh test $(test_UNIT_BINS)
+	BUILD=$(BUILD) tests/run-unit.sh test $(test_UNIT_BINS)
 asan: deps $(asan_UNIT_BINS) $(ASAN_CMD_BINS) $(ITEST_BINS)
-	tests/run-unit.sh asan $(asan_UNIT_BINS)
+	BUILD=$(BUILD) tests/run-unit.sh asan $(asan_UNIT_BINS)
 
 # The whole suite: unit tests plain and under ASan+UBSan, a short fuzz run
 # of every target, then the integration suites against a real apiserver.
 check: deps
 	$(MAKE) -j$(JOBS) all $(test_UNIT_BINS) $(asan_UNIT_BINS) $(FUZZ_BINS) $(ITEST_BINS) $(CHECK_EXTRA)
-	tests/check.sh
+	BUILD=$(BUILD) tests/check.sh
 
 fuzz: deps
 	$(MAKE) -j$(JOBS) $(FUZZ_BINS)

@@ -30,6 +30,7 @@ for t in "$@"; do
 	fi
 done
 echo "fuzz: $pass passed, $fail failed"
-mkdir -p build
-echo "$pass $fail" >build/.summary-fuzz
+out=${BUILD:-build}
+mkdir -p "$out"
+echo "$pass $fail" >"$out/.summary-fuzz"
 ((fail == 0))

@@ -27,6 +27,7 @@ for t in "$@"; do
 done
 for b in "${broken[@]}"; do echo "FAILED: $b"; done
 echo "unit ($label): $pass passed, $fail failed"
-mkdir -p build
-echo "$pass $fail" >"build/.summary-unit-$label"
+out=${BUILD:-build}
+mkdir -p "$out"
+echo "$pass $fail" >"$out/.summary-unit-$label"
 ((fail == 0))
