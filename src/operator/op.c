@@ -72,6 +72,8 @@ struct kube_informer *op_informer(struct op *op, const char *resource)
 		return op->matrices;
 	if (strcmp(resource, "rackpartitions") == 0)
 		return op->partitions;
+	if (strcmp(resource, "computedomains") == 0)
+		return op->domains;
 	return NULL;
 }
 
@@ -114,6 +116,7 @@ static bool check_informers(void *arg, struct buf *why)
 	        {op->nodes, "nodes"},
 	        {op->matrices, "compatibilitymatrices"},
 	        {op->partitions, "rackpartitions"},
+	        {op->domains, "computedomains"},
 	        {op->leases, "leases"},
 	};
 	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++) {
@@ -209,16 +212,22 @@ static enum nv_err op_build(struct op *op)
 	    (rc = informer(op, &KUBE_RES_NODES, NULL, &op->nodes)) ||
 	    (rc = informer(op, &OP_RES_MATRICES, NULL, &op->matrices)) ||
 	    (rc = informer(op, &OP_RES_PARTITIONS, NULL, &op->partitions)) ||
+	    (rc = informer(op, &OP_RES_DOMAINS, NULL, &op->domains)) ||
 	    (rc = informer(op, &RES_COORD_LEASES, op->agent_ns, &op->leases)))
 		return rc;
-	if ((rc = kube_informer_add_index(op->nodes, "rack", kube_index_label, OP_LABEL_RACK)))
+	if ((rc = kube_informer_add_index(op->nodes, "rack", kube_index_label, OP_LABEL_RACK)) ||
+	    (rc = kube_informer_add_index(op->nodes, "domain", kube_index_label,
+	                                  OP_LABEL_COMPUTE_DOMAIN)))
 		return rc;
 	op->q = kube_workqueue_new(RACK_CONTROLLER, NULL);
+	op->dq = kube_workqueue_new(DOMAIN_CONTROLLER, NULL);
 	rack_ctrl_handlers(op);
+	domain_ctrl_handlers(op);
 	op->rec = kube_recorder_new(op->c, "nvl72.io/operator", NULL);
 	op->reg = metrics_registry_new();
 	if ((rc = metrics_std_register(op->reg, &op->std)) ||
 	    (rc = metrics_std_controller_init(&op->std, RACK_CONTROLLER)) ||
+	    (rc = metrics_std_controller_init(&op->std, DOMAIN_CONTROLLER)) ||
 	    (rc = op_metrics_register(op)))
 		return rc;
 	if ((rc = server_new(op, "probes", op->cfg.probe_addr, false, &op->probes)) ||
@@ -263,7 +272,10 @@ void op_free(struct op *op)
 	web_server_free(op->metrics_srv);
 	web_server_free(op->probes);
 	kube_workers_stop(op->workers);
+	kube_workers_stop(op->dworkers);
 	kube_workqueue_free(op->q);
+	kube_workqueue_free(op->dq);
+	kube_informer_free(op->domains);
 	kube_informer_free(op->racks);
 	kube_informer_free(op->trays);
 	kube_informer_free(op->nodes);
@@ -379,8 +391,8 @@ void op_request_stop(struct op *op)
 static bool informers_wait(struct op *op)
 {
 	int64_t end = time_mono_ms() + op->cfg.cache_sync_timeout_ms;
-	struct kube_informer *l[] = {op->racks,    op->trays,      op->nodes,
-	                             op->matrices, op->partitions, op->leases};
+	struct kube_informer *l[] = {op->racks,      op->trays,      op->nodes,  op->matrices,
+	                             op->partitions, op->leases,     op->domains};
 	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++) {
 		int64_t left = end - time_mono_ms();
 		if (l[i] && !kube_informer_wait_synced(l[i], left > 0 ? left : 1))
@@ -390,24 +402,34 @@ static bool informers_wait(struct op *op)
 }
 
 /* Reconcile wrapper: controller-runtime's metrics around each pass. */
-static struct kube_result reconcile_metered(void *ud, const char *key)
+static struct kube_result metered(struct op *op, const char *name, const char *comp,
+                                  kube_reconcile_fn fn, const char *key)
 {
-	struct op *op = ud;
-	const char *ctl[] = {RACK_CONTROLLER};
+	const char *ctl[] = {name};
 	int64_t t0 = time_mono_us();
 	(void)metrics_gauge_add(op->std.active_workers, ctl, 1);
-	struct kube_result r = rack_reconcile(op, key);
+	struct kube_result r = fn(op, key);
 	(void)metrics_gauge_add(op->std.active_workers, ctl, -1);
 	(void)metrics_histogram_observe(op->std.reconcile_time_seconds, ctl,
 	                                (double)(time_mono_us() - t0) / 1e6);
 	const char *result = r.err ? "error" : r.requeue_after_ms > 0 ? "requeue_after" : "success";
-	const char *lv[] = {RACK_CONTROLLER, result};
+	const char *lv[] = {name, result};
 	(void)metrics_counter_inc(op->std.reconcile_total, lv);
 	if (r.err) {
 		(void)metrics_counter_inc(op->std.reconcile_errors_total, ctl);
-		log_warn(RACK_COMP, "reconcile failed", "rack=%s err=%s", key, nv_err_name(r.err));
+		log_warn(comp, "reconcile failed", "%s=%s err=%s", comp, key, nv_err_name(r.err));
 	}
 	return r;
+}
+
+static struct kube_result reconcile_metered(void *ud, const char *key)
+{
+	return metered(ud, RACK_CONTROLLER, RACK_COMP, rack_reconcile, key);
+}
+
+static struct kube_result domain_metered(void *ud, const char *key)
+{
+	return metered(ud, DOMAIN_CONTROLLER, DOMAIN_COMP, domain_reconcile, key);
 }
 
 /* Starts the controllers; a leader whose caches do not sync gives up (the
@@ -425,8 +447,12 @@ static void workers_start(struct op *op)
 	}
 	(void)metrics_gauge_set(op->std.max_concurrent_reconciles, ctl, op->cfg.rack_workers);
 	op->workers = kube_workers_start(op->q, op->cfg.rack_workers, reconcile_metered, op);
+	(void)metrics_gauge_set(op->std.max_concurrent_reconciles,
+	                        (const char *[]){DOMAIN_CONTROLLER}, op->cfg.rack_workers);
+	op->dworkers = kube_workers_start(op->dq, op->cfg.rack_workers, domain_metered, op);
 	op->workers_on = true;
 	rack_enqueue_all(op);
+	domain_enqueue_all(op);
 	op_metrics_leading(op, true);
 	log_info(OP_COMP, "controllers started", "identity=%s workers=%d", op->identity,
 	         op->cfg.rack_workers);
@@ -439,7 +465,8 @@ static void workers_stop(struct op *op)
 	if (!op->workers_on)
 		return;
 	kube_workers_stop(op->workers);
-	op->workers = NULL;
+	kube_workers_stop(op->dworkers);
+	op->workers = op->dworkers = NULL;
 	op->workers_on = false;
 	op_metrics_leading(op, false);
 	op_feed_clear(op);
@@ -465,8 +492,8 @@ static enum nv_err servers_start(struct op *op)
 
 static enum nv_err informers_start(struct op *op)
 {
-	struct kube_informer *l[] = {op->racks,    op->trays,      op->nodes,
-	                             op->matrices, op->partitions, op->leases};
+	struct kube_informer *l[] = {op->racks,      op->trays,      op->nodes,  op->matrices,
+	                             op->partitions, op->leases,     op->domains};
 	enum nv_err rc;
 	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++)
 		if (l[i] && (rc = kube_informer_start(l[i])) != NV_OK)
@@ -551,7 +578,9 @@ enum nv_err op_run(struct op *op)
 	kube_informer_free(op->matrices);
 	kube_informer_free(op->partitions);
 	kube_informer_free(op->leases);
+	kube_informer_free(op->domains);
 	op->racks = op->trays = op->nodes = op->matrices = op->partitions = op->leases = NULL;
+	op->domains = NULL;
 	log_info(OP_COMP, "stopped", "identity=%s lost=%d", op->identity, lost);
 	return lost ? NV_E_STATE : NV_OK;
 }

@@ -14,17 +14,21 @@
 #include "nvl72/kube_ctrl.h"
 #include "nvl72/metrics.h"
 #include "nvl72/operator.h"
+#include "nvl72/operator_domain.h"
 #include "nvl72/operator_rack.h"
 #include "nvl72/web.h"
 
 #define OP_COMP "operator"
 #define RACK_COMP "rack"
 #define RACK_CONTROLLER "rack"
+#define DOMAIN_COMP "domain"
+#define DOMAIN_CONTROLLER "computedomain"
 
 extern const struct kube_res OP_RES_RACKS;
 extern const struct kube_res OP_RES_TRAYS;
 extern const struct kube_res OP_RES_MATRICES;
 extern const struct kube_res OP_RES_PARTITIONS;
+extern const struct kube_res OP_RES_DOMAINS;
 
 /* Domain metric families (docs/metrics.md), rebuilt at each scrape. */
 struct op_domain_metrics {
@@ -47,9 +51,9 @@ struct op {
 	char identity[160];
 
 	struct kube_client *c;
-	struct kube_informer *racks, *trays, *nodes, *leases, *matrices, *partitions;
-	struct kube_workqueue *q;
-	struct kube_workers *workers;
+	struct kube_informer *racks, *trays, *nodes, *leases, *matrices, *partitions, *domains;
+	struct kube_workqueue *q, *dq; /* Rack and ComputeDomain controllers */
+	struct kube_workers *workers, *dworkers;
 	struct kube_recorder *rec;
 	struct kube_leader *le;
 
@@ -78,6 +82,11 @@ struct op {
 void rack_ctrl_handlers(struct op *op);
 struct kube_result rack_reconcile(void *ud, const char *key);
 void rack_enqueue_all(struct op *op);
+
+/* domain_ctrl.c */
+void domain_ctrl_handlers(struct op *op);
+struct kube_result domain_reconcile(void *ud, const char *key);
+void domain_enqueue_all(struct op *op);
 
 /* op_metrics.c */
 enum nv_err op_metrics_register(struct op *op);

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pure half of the ComputeDomain controller: from the cluster's
+ * ComputeTrays (reduced to candidates) it keeps the members a domain already
+ * has, picks the missing ones inside one clique, and builds the IMEX spec,
+ * the Node label patches and the status. No API calls here. */
+#ifndef NVL72_OPERATOR_DOMAIN_H
+#define NVL72_OPERATOR_DOMAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "nvl72/api.h"
+
+/* On member Nodes (label) and member ComputeTrays (annotation): the domain
+ * as "<namespace>.<name>". Namespaces hold no dots, so the first dot splits. */
+#define OP_LABEL_COMPUTE_DOMAIN "nvl72.io/compute-domain"
+#define OP_FINALIZER_COMPUTE_DOMAIN "nvl72.io/compute-domain"
+#define OP_DOMAIN_KEY_MAX 192
+
+/* One ComputeTray as the placement sees it. Strings are borrowed. */
+struct op_domain_cand {
+	const char *tray;   /* ComputeTray name */
+	const char *node;   /* spec.node */
+	const char *rack;   /* spec.rack */
+	int index;          /* spec.index, 1..18 */
+	const char *clique; /* status.fabric.cliqueID, "" when unknown */
+	const char *ip;     /* status.imex.address, else the Node's InternalIP, else "" */
+	const char *owner;  /* the domain annotation, "" when free */
+	bool healthy;       /* tray and Node Ready: may be picked */
+	bool selected;      /* matches the domain's rack/partition selector */
+	bool imex_ready;    /* daemon Ready, domain Up, status current */
+};
+
+struct op_domain_plan {
+	unsigned n;                         /* members kept or picked */
+	unsigned member[API_COMPUTE_TRAYS]; /* indexes into the candidates, by (rack, index) */
+	unsigned npicked;                   /* of those, newly picked this pass */
+	bool placed;                        /* n == numNodes */
+	bool ready;                         /* placed and every member imex_ready */
+	bool addresses;                     /* every member has an address */
+	const char *clique;                 /* shared clique ("" when none yet) */
+	const char *rack;
+	const char *reason; /* CamelCase, for the Placed condition */
+	char message[256];
+};
+
+/* "<ns>.<name>" into out; false when it does not fit a label value (63). */
+bool op_domain_key(const char *ns, const char *name, char out[OP_DOMAIN_KEY_MAX]);
+
+/* Keeps the members of key (the first num_nodes by rack and index), then
+ * adds healthy, selected, free trays of the members' clique; with no member
+ * yet it picks the clique that fits num_nodes most tightly, and only when
+ * it can fill the domain at once (a domain never hoards part of a clique). */
+void op_domain_place(const struct op_domain_cand *c, unsigned n, const char *key, int num_nodes,
+                     struct op_domain_plan *out);
+
+/* The ordered peer list of the plan's members (by tray index); NULL when a
+ * member has no address. */
+json_t *op_domain_peers(const struct op_domain_cand *c, const struct op_domain_plan *p);
+
+/* The merge patch that gives tray this domain's annotation and spec.imex
+ * (mode process, domain key, peers), with its resourceVersion; NULL when
+ * nothing changes. peers NULL: only the annotation. */
+json_t *op_domain_tray_patch(const json_t *tray, const char *key, const json_t *peers);
+
+/* The merge patch that takes the domain's annotation and spec.imex off a
+ * tray of key; NULL when the tray is not key's. */
+json_t *op_domain_tray_release_patch(const json_t *tray, const char *key);
+
+/* The merge patch that sets (member) or removes (!member) node's domain
+ * label for key, touching no other label; NULL when nothing changes. A
+ * label naming another domain is never removed. */
+json_t *op_domain_node_patch(const json_t *node, const char *key, bool member);
+
+/* Writes status.status, nodes, rack, cliqueID, nodeSelector, the Placed and
+ * Ready conditions and observedGeneration into obj, a private copy of the
+ * ComputeDomain. */
+void op_domain_status_apply(json_t *obj, const char *key, const struct op_domain_cand *c,
+                            const struct op_domain_plan *p, int64_t now_ms);
+
+#endif

@@ -1,0 +1,506 @@
+// SPDX-License-Identifier: Apache-2.0
+// The ComputeDomain controller: places each domain on Ready trays of one
+// clique, marks the member ComputeTrays and labels their Nodes, writes one
+// ordered IMEX peer list into every member's spec and reports readiness;
+// a finalizer releases everything on delete. Level-based, writes on change.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvl72/alloc.h"
+#include "nvl72/json.h"
+#include "nvl72/log.h"
+#include "nvl72/operator_domain.h"
+#include "nvl72/timeutil.h"
+#include "op_int.h"
+
+const struct kube_res OP_RES_DOMAINS = {"nvl72.io", "v1alpha1", "computedomains", "ComputeDomain",
+                                        true};
+
+/* ---- event handlers ---- */
+
+/* "<ns>.<name>" (label or annotation value) to the queue key "<ns>/<name>". */
+static void enqueue_dkey(struct op *op, const char *dkey)
+{
+	char key[OP_DOMAIN_KEY_MAX];
+	const char *dot = dkey ? strchr(dkey, '.') : NULL;
+	if (dot == NULL || dot == dkey || dot[1] == '\0')
+		return;
+	snprintf(key, sizeof(key), "%.*s/%s", (int)(dot - dkey), dkey, dot + 1);
+	kube_workqueue_add(op->dq, key);
+}
+
+static const char *member_of(const json_t *obj, const char *where)
+{
+	const json_t *m = jx_path(obj, where);
+	const json_t *v = json_is_object(m) ? json_object_get(m, OP_LABEL_COMPUTE_DOMAIN) : NULL;
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* Domains still short of members may want a tray that just became free
+ * or healthy; there are few domains, so a scan. */
+static void enqueue_unplaced(struct op *op)
+{
+	json_t *ds = kube_informer_list(op->domains), *d;
+	char key[OP_DOMAIN_KEY_MAX];
+	size_t i;
+	json_array_foreach(ds, i, d)
+	{
+		if (kube_condition_is_true(d, "Placed") &&
+		    !json_is_string(jx_path(d, "metadata.deletionTimestamp")))
+			continue;
+		if (kube_obj_key(d, key, sizeof(key)) == NV_OK)
+			kube_workqueue_add(op->dq, key);
+	}
+	json_decref(ds);
+}
+
+static void on_domain(void *ud, json_t *obj)
+{
+	struct op *op = ud;
+	char key[OP_DOMAIN_KEY_MAX];
+	if (kube_obj_key(obj, key, sizeof(key)) == NV_OK)
+		kube_workqueue_add(op->dq, key);
+}
+static void on_domain_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_domain(ud, n);
+}
+static void on_domain_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_domain(ud, obj);
+}
+
+static void on_member(struct op *op, const json_t *o, const json_t *n, const char *where)
+{
+	const char *a = o ? member_of(o, where) : NULL, *b = n ? member_of(n, where) : NULL;
+	enqueue_dkey(op, a);
+	if (b && (a == NULL || strcmp(a, b) != 0))
+		enqueue_dkey(op, b);
+	if (b == NULL)
+		enqueue_unplaced(op);
+}
+
+static void on_tray(void *ud, json_t *obj)
+{
+	on_member(ud, NULL, obj, "metadata.annotations");
+}
+static void on_tray_upd(void *ud, json_t *o, json_t *n)
+{
+	on_member(ud, o, n, "metadata.annotations");
+}
+static void on_tray_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_member(ud, obj, NULL, "metadata.annotations");
+}
+
+static const char *node_ready(const json_t *n)
+{
+	const json_t *c = kube_condition_find(n, "Ready");
+	return c ? jx_str_or(c, "status", "") : "";
+}
+static void on_node(void *ud, json_t *obj)
+{
+	on_member(ud, NULL, obj, "metadata.labels");
+}
+static void on_node_upd(void *ud, json_t *o, json_t *n)
+{
+	/* Kubelet heartbeats change only status times: skip those. */
+	if (json_equal(jx_path(o, "metadata.labels"), jx_path(n, "metadata.labels")) &&
+	    json_equal(jx_path(o, "spec"), jx_path(n, "spec")) &&
+	    json_equal(jx_path(o, "status.addresses"), jx_path(n, "status.addresses")) &&
+	    strcmp(node_ready(o), node_ready(n)) == 0)
+		return;
+	on_member(ud, o, n, "metadata.labels");
+}
+static void on_node_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_member(ud, obj, NULL, "metadata.labels");
+}
+
+void domain_ctrl_handlers(struct op *op)
+{
+	kube_informer_add_handler(
+	        op->domains, &(struct kube_handler){on_domain, on_domain_upd, on_domain_del, op});
+	kube_informer_add_handler(op->trays,
+	                          &(struct kube_handler){on_tray, on_tray_upd, on_tray_del, op});
+	kube_informer_add_handler(op->nodes,
+	                          &(struct kube_handler){on_node, on_node_upd, on_node_del, op});
+}
+
+void domain_enqueue_all(struct op *op)
+{
+	json_t *ds = kube_informer_list(op->domains), *d;
+	size_t i;
+	json_array_foreach(ds, i, d) on_domain(op, d);
+	json_decref(ds);
+}
+
+/* ---- candidates ---- */
+
+/* Everything one pass reads, with the references it holds. */
+struct domain_pass {
+	json_t *dom;
+	json_t *trays; /* every ComputeTray */
+	json_t **nodes;
+	struct op_domain_cand *cand;
+	unsigned n;
+	char dkey[OP_DOMAIN_KEY_MAX];
+	char ns[64];
+	char name[128];
+};
+
+static void pass_clear(struct domain_pass *p)
+{
+	for (unsigned i = 0; i < p->n; i++)
+		json_decref(p->nodes[i]);
+	free(p->nodes);
+	free(p->cand);
+	json_decref(p->trays);
+	json_decref(p->dom);
+}
+
+static const char *internal_ip(const json_t *node)
+{
+	const json_t *a;
+	size_t i;
+	json_array_foreach(jx_path(node, "status.addresses"), i,
+	                   a) if (strcmp(jx_str_or(a, "type", ""), "InternalIP") ==
+	                          0) return jx_str_or(a, "address", "");
+	return "";
+}
+
+static bool in_partition(struct op *op, const char *part, const json_t *tray)
+{
+	json_t *p = kube_informer_get(op->partitions, part);
+	const json_t *t;
+	bool in = false;
+	size_t i;
+	if (p && strcmp(jx_str_or(p, "spec.rack", ""), jx_str_or(tray, "spec.rack", "")) == 0)
+		json_array_foreach(jx_path(p, "spec.trays"), i, t) in |=
+		        json_integer_value(t) == json_integer_value(jx_path(tray, "spec.index"));
+	json_decref(p);
+	return in;
+}
+
+/* Ready, or every condition but IMEX's True: the IMEX state of a free
+ * tray (still winding down from its last domain) is about to change. */
+static bool tray_healthy(const json_t *t)
+{
+	return kube_condition_is_true(t, "Ready") ||
+	       (kube_condition_is_true(t, "DriverReady") &&
+	        kube_condition_is_true(t, "FabricReady") &&
+	        kube_condition_is_true(t, "FabricHealthy") &&
+	        kube_condition_is_true(t, "HostFabricManagerOff"));
+}
+
+static bool tray_imex_ready(const json_t *t, const char *dkey)
+{
+	const json_t *og = jx_path(t, "status.observedGeneration");
+	return strcmp(jx_str_or(t, "spec.imex.domain", ""), dkey) == 0 &&
+	       strcmp(jx_str_or(t, "status.imex.daemonState", ""), "Ready") == 0 &&
+	       strcmp(jx_str_or(t, "status.imex.domainState", ""), "Up") == 0 &&
+	       (!json_is_integer(og) ||
+	        json_integer_value(og) >= json_integer_value(jx_path(t, "metadata.generation")));
+}
+
+static void pass_load(struct op *op, struct domain_pass *p)
+{
+	const char *rack = jx_str_or(p->dom, "spec.selector.rack", "");
+	const char *part = jx_str_or(p->dom, "spec.selector.partition", "");
+	const json_t *t;
+	size_t i;
+
+	p->trays = kube_informer_list(op->trays);
+	p->cand = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->cand));
+	p->nodes = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->nodes));
+	json_array_foreach(p->trays, i, t)
+	{
+		struct op_domain_cand *c = &p->cand[p->n];
+		json_t *node = kube_informer_get(op->nodes, jx_str_or(t, "spec.node", ""));
+		const char *owner = member_of(t, "metadata.annotations");
+		p->nodes[p->n++] = node;
+		c->tray = kube_obj_name(t);
+		c->node = jx_str_or(t, "spec.node", "");
+		c->rack = jx_str_or(t, "spec.rack", "");
+		c->index = (int)json_integer_value(jx_path(t, "spec.index"));
+		c->clique = jx_str_or(t, "status.fabric.cliqueID", "");
+		c->ip = jx_str_or(t, "status.imex.address", "");
+		if (c->ip[0] == '\0')
+			c->ip = node ? internal_ip(node) : "";
+		c->owner = owner ? owner : "";
+		c->healthy = node && tray_healthy(t) && kube_condition_is_true(node, "Ready") &&
+		             !json_is_true(jx_path(node, "spec.unschedulable")) &&
+		             strcmp(jx_str_or(t, "spec.maintenance.state", "None"), "None") == 0;
+		c->selected = (rack[0] == '\0' || strcmp(rack, c->rack) == 0) &&
+		              (part[0] == '\0' || in_partition(op, part, t));
+		c->imex_ready = tray_imex_ready(t, p->dkey);
+	}
+}
+
+/* ---- writes ---- */
+
+static enum nv_err patch(struct op *op, const struct kube_res *r, const char *ns, const char *name,
+                         const json_t *body, const char *sub)
+{
+	struct kube_status st;
+	enum nv_err rc =
+	        kube_patch(op->c, r, ns, name,
+	                   &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE, .subresource = sub},
+	                   body, NULL, &st);
+	if (rc != NV_OK && rc != NV_E_CONFLICT)
+		log_warn(DOMAIN_COMP, "patch failed", "object=%s/%s err=%s msg=\"%s\"", r->resource,
+		         name, nv_err_name(rc), st.message);
+	return rc;
+}
+
+/* Takes the domain's annotation, spec.imex and Node labels off everything
+ * that carries them. */
+static enum nv_err release_all(struct op *op, const char *dkey)
+{
+	json_t *trays = kube_informer_list(op->trays), *nodes, *t, *body;
+	enum nv_err worst = NV_OK, rc;
+	size_t i;
+
+	json_array_foreach(trays, i, t)
+	{
+		if ((body = op_domain_tray_release_patch(t, dkey)) == NULL)
+			continue;
+		if ((rc = patch(op, &OP_RES_TRAYS, NULL, kube_obj_name(t), body, NULL)) != NV_OK)
+			worst = rc;
+		else
+			log_info(DOMAIN_COMP, "tray released", "domain=%s tray=%s", dkey,
+			         kube_obj_name(t));
+		json_decref(body);
+	}
+	json_decref(trays);
+	nodes = kube_informer_by_index(op->nodes, "domain", dkey);
+	json_array_foreach(nodes, i, t)
+	{
+		if ((body = op_domain_node_patch(t, dkey, false)) == NULL)
+			continue;
+		if ((rc = patch(op, &KUBE_RES_NODES, NULL, kube_obj_name(t), body, NULL)) != NV_OK)
+			worst = rc;
+		json_decref(body);
+	}
+	json_decref(nodes);
+	return worst;
+}
+
+static bool has_finalizer(const json_t *d)
+{
+	const json_t *f;
+	size_t i;
+	json_array_foreach(jx_path(d, "metadata.finalizers"), i,
+	                   f) if (json_is_string(f) &&
+	                          strcmp(json_string_value(f), OP_FINALIZER_COMPUTE_DOMAIN) ==
+	                                  0) return true;
+	return false;
+}
+
+/* Adds (want) or removes our finalizer, keeping the others. */
+static enum nv_err finalizer_set(struct op *op, struct domain_pass *p, bool want)
+{
+	json_t *list = json_array(), *f, *body;
+	enum nv_err rc;
+	size_t i;
+	json_array_foreach(jx_path(p->dom, "metadata.finalizers"), i,
+	                   f) if (!json_is_string(f) ||
+	                          strcmp(json_string_value(f), OP_FINALIZER_COMPUTE_DOMAIN) != 0)
+	        json_array_append(list, f);
+	if (want)
+		json_array_append_new(list, json_string(OP_FINALIZER_COMPUTE_DOMAIN));
+	body = json_pack("{s:{s:s,s:o}}", "metadata", "resourceVersion",
+	                 jx_str_or(p->dom, "metadata.resourceVersion", ""), "finalizers", list);
+	rc = patch(op, &OP_RES_DOMAINS, p->ns, p->name, body, NULL);
+	json_decref(body);
+	return rc;
+}
+
+/* Nodes labelled for the domain whose tray is gone or no longer a member. */
+static enum nv_err stray_labels(struct op *op, const struct domain_pass *p,
+                                const struct op_domain_plan *plan)
+{
+	json_t *nodes = kube_informer_by_index(op->nodes, "domain", p->dkey), *n, *body;
+	enum nv_err worst = NV_OK, rc;
+	size_t i;
+
+	json_array_foreach(nodes, i, n)
+	{
+		bool member = false;
+		for (unsigned k = 0; k < plan->n; k++)
+			member |= strcmp(p->cand[plan->member[k]].node, kube_obj_name(n)) == 0;
+		if (member || (body = op_domain_node_patch(n, p->dkey, false)) == NULL)
+			continue;
+		if ((rc = patch(op, &KUBE_RES_NODES, NULL, kube_obj_name(n), body, NULL)) != NV_OK)
+			worst = rc;
+		json_decref(body);
+	}
+	json_decref(nodes);
+	return worst;
+}
+
+/* Claims (or configures) one member. The patch carries the tray's
+ * resourceVersion so that two domains never claim one tray; the agent's
+ * status writes move it too, so on a conflict the tray is read again and,
+ * still free or ours, patched once more. */
+static enum nv_err tray_claim(struct op *op, const json_t *tray, const char *dkey,
+                              const json_t *peers)
+{
+	json_t *body = op_domain_tray_patch(tray, dkey, peers), *fresh = NULL;
+	const char *name = kube_obj_name(tray);
+	struct kube_status st;
+	enum nv_err rc = NV_OK;
+
+	for (int attempt = 0; body && attempt < 3; attempt++) {
+		rc = patch(op, &OP_RES_TRAYS, NULL, name, body, NULL);
+		json_decref(body);
+		body = NULL;
+		if (rc != NV_E_CONFLICT)
+			break;
+		json_decref(fresh);
+		fresh = NULL;
+		if ((rc = kube_get(op->c, &OP_RES_TRAYS, NULL, name, &fresh, &st)) != NV_OK)
+			break;
+		const char *owner = member_of(fresh, "metadata.annotations");
+		if (owner && strcmp(owner, dkey) != 0) {
+			rc = NV_E_CONFLICT; /* another domain took it: next pass */
+			break;
+		}
+		body = op_domain_tray_patch(fresh, dkey, peers);
+	}
+	json_decref(body);
+	json_decref(fresh);
+	return rc;
+}
+
+/* Claims and configures the members, frees the trays it no longer keeps
+ * and keeps the Node labels in step. */
+static enum nv_err members_sync(struct op *op, struct domain_pass *p,
+                                const struct op_domain_plan *plan)
+{
+	json_t *peers = plan->placed ? op_domain_peers(p->cand, plan) : NULL, *body;
+	enum nv_err worst = NV_OK, rc;
+
+	for (unsigned i = 0; i < p->n; i++) {
+		const struct op_domain_cand *c = &p->cand[i];
+		const json_t *t = json_array_get(p->trays, i);
+		bool member = false;
+		for (unsigned k = 0; k < plan->n; k++)
+			member |= plan->member[k] == i;
+		if (member)
+			rc = tray_claim(op, t, p->dkey, peers);
+		else if ((body = op_domain_tray_release_patch(t, p->dkey)) != NULL) {
+			rc = patch(op, &OP_RES_TRAYS, NULL, c->tray, body, NULL);
+			json_decref(body);
+		} else
+			rc = NV_OK;
+		if (rc != NV_OK)
+			worst = rc;
+		if (p->nodes[i] == NULL || (member && !plan->placed))
+			continue;
+		body = op_domain_node_patch(p->nodes[i], p->dkey, member);
+		if (body && (rc = patch(op, &KUBE_RES_NODES, NULL, c->node, body, NULL)) != NV_OK)
+			worst = rc;
+		json_decref(body);
+	}
+	json_decref(peers);
+	if ((rc = stray_labels(op, p, plan)) != NV_OK)
+		worst = rc;
+	return worst;
+}
+
+static enum nv_err status_sync(struct op *op, struct domain_pass *p,
+                               const struct op_domain_plan *plan)
+{
+	json_t *want = json_deep_copy(p->dom), *body;
+	const char *was = jx_str_or(p->dom, "status.status", "");
+	enum nv_err rc = NV_OK;
+
+	op_domain_status_apply(want, p->dkey, p->cand, plan, time_wall_ms());
+	body = op_rack_status_patch(p->dom, want);
+	if (body) {
+		rc = patch(op, &OP_RES_DOMAINS, p->ns, p->name, body, "status");
+		if (rc == NV_OK && strcmp(was, plan->ready ? "Ready" : "NotReady") != 0) {
+			if (plan->ready)
+				op_event(op, p->dom, "Normal", "DomainReady", "Reconcile",
+				         "%u nodes Ready in clique %s", plan->n, plan->clique);
+			else if (was[0])
+				op_event(op, p->dom, "Warning", "DomainNotReady", "Reconcile", "%s",
+				         jx_str_or(kube_condition_find(want, "Ready"), "message",
+				                   ""));
+		}
+		if (rc == NV_OK)
+			log_info(DOMAIN_COMP, "status written", "domain=%s/%s status=%s nodes=%u",
+			         p->ns, p->name, plan->ready ? "Ready" : "NotReady", plan->n);
+	}
+	json_decref(body);
+	json_decref(want);
+	return rc;
+}
+
+/* ---- reconcile ---- */
+
+static struct kube_result domain_delete(struct op *op, struct domain_pass *p)
+{
+	enum nv_err rc = release_all(op, p->dkey);
+	if (rc == NV_OK && has_finalizer(p->dom)) {
+		rc = finalizer_set(op, p, false);
+		if (rc == NV_OK)
+			log_info(DOMAIN_COMP, "released", "domain=%s/%s", p->ns, p->name);
+	}
+	return (struct kube_result){.err = rc};
+}
+
+struct kube_result domain_reconcile(void *ud, const char *key)
+{
+	struct op *op = ud;
+	struct domain_pass p;
+	struct op_domain_plan plan;
+	const char *slash = strchr(key, '/');
+	enum nv_err rc = NV_OK, r2;
+
+	memset(&p, 0, sizeof(p));
+	if (slash == NULL)
+		return (struct kube_result){.err = NV_E_INVAL, .terminal = true};
+	snprintf(p.ns, sizeof(p.ns), "%.*s", (int)(slash - key), key);
+	snprintf(p.name, sizeof(p.name), "%s", slash + 1);
+	bool fits = op_domain_key(p.ns, p.name, p.dkey);
+	p.dom = kube_informer_get(op->domains, key);
+	if (p.dom == NULL || json_is_string(jx_path(p.dom, "metadata.deletionTimestamp"))) {
+		struct kube_result r = domain_delete(op, &p);
+		pass_clear(&p);
+		return r;
+	}
+	if (!has_finalizer(p.dom)) { /* the update brings us back */
+		rc = finalizer_set(op, &p, true);
+		pass_clear(&p);
+		return (struct kube_result){.err = rc};
+	}
+	pass_load(op, &p);
+	int num = (int)json_integer_value(jx_path(p.dom, "spec.numNodes"));
+	if (fits) {
+		op_domain_place(p.cand, p.n, p.dkey, num, &plan);
+	} else {
+		memset(&plan, 0, sizeof(plan));
+		plan.reason = "NameTooLong";
+		snprintf(plan.message, sizeof(plan.message),
+		         "\"%s\" is longer than a label value (63)", p.dkey);
+	}
+	if (fits && (r2 = members_sync(op, &p, &plan)) != NV_OK)
+		rc = r2;
+	if (plan.npicked > 0 && rc == NV_OK)
+		op_event(op, p.dom, "Normal", "TraysPicked", "Place",
+		         "picked %u trays (%u of %d) in clique %s of rack %s", plan.npicked, plan.n,
+		         num, plan.clique, plan.rack);
+	else if (!plan.placed && !jx_str_or(p.dom, "status.status", "")[0])
+		op_event(op, p.dom, "Warning", plan.reason, "Place", "%s", plan.message);
+	if (rc == NV_OK && (r2 = status_sync(op, &p, &plan)) != NV_OK)
+		rc = r2;
+	pass_clear(&p);
+	return (struct kube_result){.err = rc};
+}

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pure half of the ComputeDomain controller: placement of a domain's
+// members inside one clique, its IMEX peer list, the tray and Node patches
+// and the status. Everything works on plain JSON and is unit-tested.
+#include <stdio.h>
+#include <string.h>
+
+#include "nvl72/json.h"
+#include "nvl72/kube.h"
+#include "nvl72/kube_ctrl.h"
+#include "nvl72/operator_domain.h"
+#include "nvl72/timeutil.h"
+
+bool op_domain_key(const char *ns, const char *name, char out[OP_DOMAIN_KEY_MAX])
+{
+	int w = snprintf(out, OP_DOMAIN_KEY_MAX, "%s.%s", ns, name);
+	return w > 0 && w <= 63;
+}
+
+/* Orders candidate indexes by (rack, tray index), or by tray index alone:
+ * an insertion sort, as the lists hold at most 18 entries. */
+static int cand_cmp(const struct op_domain_cand *c, unsigned a, unsigned b, bool rack)
+{
+	int r = rack ? strcmp(c[a].rack, c[b].rack) : 0;
+	return r ? r : (c[a].index > c[b].index) - (c[a].index < c[b].index);
+}
+
+static void sort_by(const struct op_domain_cand *c, unsigned *m, unsigned n, bool rack)
+{
+	for (unsigned i = 1; i < n; i++) {
+		unsigned v = m[i], j = i;
+		for (; j > 0 && cand_cmp(c, m[j - 1], v, rack) > 0; j--)
+			m[j] = m[j - 1];
+		m[j] = v;
+	}
+}
+
+static void sort_members(const struct op_domain_cand *c, unsigned *m, unsigned n)
+{
+	sort_by(c, m, n, true);
+}
+
+static bool free_pick(const struct op_domain_cand *c, const char *clique)
+{
+	return c->owner[0] == '\0' && c->healthy && c->selected && c->clique[0] &&
+	       (clique == NULL || strcmp(c->clique, clique) == 0);
+}
+
+/* Free candidates of clique, sorted; returns how many (at most cap). */
+static unsigned free_in(const struct op_domain_cand *c, unsigned n, const char *clique,
+                        unsigned *out, unsigned cap)
+{
+	unsigned k = 0;
+	for (unsigned i = 0; i < n && k < cap; i++)
+		if (free_pick(&c[i], clique))
+			out[k++] = i;
+	sort_members(c, out, k);
+	return k;
+}
+
+/* The clique with at least need free trays and the fewest of them (best
+ * fit), ties to the smaller ID; NULL when none fits. */
+static const char *best_clique(const struct op_domain_cand *c, unsigned n, unsigned need)
+{
+	const char *best = NULL;
+	unsigned best_n = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (!free_pick(&c[i], NULL))
+			continue;
+		unsigned cnt = 0;
+		for (unsigned j = 0; j < n; j++)
+			cnt += free_pick(&c[j], c[i].clique);
+		if (cnt < need)
+			continue;
+		if (best == NULL || cnt < best_n ||
+		    (cnt == best_n && strcmp(c[i].clique, best) < 0)) {
+			best = c[i].clique;
+			best_n = cnt;
+		}
+	}
+	return best;
+}
+
+static void plan_finish(const struct op_domain_cand *c, unsigned num, struct op_domain_plan *p)
+{
+	p->placed = p->n == num;
+	p->addresses = true;
+	p->ready = p->placed;
+	for (unsigned i = 0; i < p->n; i++) {
+		const struct op_domain_cand *m = &c[p->member[i]];
+		p->addresses &= m->ip[0] != '\0';
+		p->ready &= m->imex_ready;
+	}
+	p->ready &= p->addresses;
+	if (p->n > 0) {
+		p->rack = c[p->member[0]].rack;
+		if (p->clique == NULL)
+			p->clique = c[p->member[0]].clique;
+	}
+	if (!p->placed) {
+		p->reason = "InsufficientTrays";
+		snprintf(p->message, sizeof(p->message),
+		         "%u of %u trays: not enough Ready, free trays in one clique%s%s", p->n,
+		         num, p->clique && p->clique[0] ? " " : "", p->clique ? p->clique : "");
+	} else if (!p->addresses) {
+		p->reason = "NoAddress";
+		snprintf(p->message, sizeof(p->message),
+		         "a member has neither an IMEX address nor a Node InternalIP");
+	} else {
+		p->reason = "Placed";
+		snprintf(p->message, sizeof(p->message), "%u trays of rack %s in clique %s", p->n,
+		         p->rack, p->clique);
+	}
+}
+
+void op_domain_place(const struct op_domain_cand *c, unsigned n, const char *key, int num_nodes,
+                     struct op_domain_plan *out)
+{
+	unsigned num = num_nodes < 1                   ? 1
+	               : num_nodes > API_COMPUTE_TRAYS ? API_COMPUTE_TRAYS
+	                                               : (unsigned)num_nodes;
+	unsigned have[API_COMPUTE_TRAYS], nh = 0, add[API_COMPUTE_TRAYS], na;
+
+	memset(out, 0, sizeof(*out));
+	for (unsigned i = 0; i < n && nh < API_COMPUTE_TRAYS; i++)
+		if (strcmp(c[i].owner, key) == 0)
+			have[nh++] = i;
+	sort_members(c, have, nh);
+	if (nh > num)
+		nh = num; /* the rest are released */
+	memcpy(out->member, have, nh * sizeof(have[0]));
+	out->n = nh;
+	for (unsigned i = 0; i < nh && out->clique == NULL; i++)
+		if (c[have[i]].clique[0])
+			out->clique = c[have[i]].clique;
+	if (nh == 0)
+		out->clique = best_clique(c, n, num);
+	if (out->clique && nh < num) {
+		na = free_in(c, n, out->clique, add, API_COMPUTE_TRAYS);
+		/* Members stay in one rack: a clique never spans racks, but the
+		 * rack name keeps a misreported clique from mixing them. */
+		for (unsigned i = 0; i < na && out->n < num; i++) {
+			if (nh > 0 && strcmp(c[add[i]].rack, c[have[0]].rack) != 0)
+				continue;
+			out->member[out->n++] = add[i];
+			out->npicked++;
+		}
+		sort_members(c, out->member, out->n);
+	}
+	plan_finish(c, num, out);
+}
+
+/* The plan's members by tray index (the peer-list order). */
+static void by_index(const struct op_domain_cand *c, const struct op_domain_plan *p, unsigned *out)
+{
+	memcpy(out, p->member, p->n * sizeof(*out));
+	sort_by(c, out, p->n, false);
+}
+
+json_t *op_domain_peers(const struct op_domain_cand *c, const struct op_domain_plan *p)
+{
+	unsigned m[API_COMPUTE_TRAYS];
+	json_t *a;
+	if (p->n == 0 || !p->addresses)
+		return NULL;
+	by_index(c, p, m);
+	a = json_array();
+	for (unsigned i = 0; i < p->n; i++)
+		json_array_append_new(a, json_string(c[m[i]].ip));
+	return a;
+}
+
+static const char *annotation(const json_t *obj)
+{
+	const json_t *a = jx_path(obj, "metadata.annotations");
+	const json_t *v = json_is_object(a) ? json_object_get(a, OP_LABEL_COMPUTE_DOMAIN) : NULL;
+	return json_is_string(v) ? json_string_value(v) : "";
+}
+
+static json_t *with_rv(const json_t *obj, json_t *patch)
+{
+	json_t *meta = json_object_get(patch, "metadata");
+	if (meta == NULL) {
+		meta = json_object();
+		json_object_set_new(patch, "metadata", meta);
+	}
+	json_object_set_new(meta, "resourceVersion",
+	                    json_string(jx_str_or(obj, "metadata.resourceVersion", "")));
+	return patch;
+}
+
+json_t *op_domain_tray_patch(const json_t *tray, const char *key, const json_t *peers)
+{
+	json_t *patch = json_object(), *want, *cur = jx_path(tray, "spec.imex");
+
+	if (strcmp(annotation(tray), key) != 0)
+		json_object_set_new(
+		        patch, "metadata",
+		        json_pack("{s:{s:s}}", "annotations", OP_LABEL_COMPUTE_DOMAIN, key));
+	if (peers) {
+		want = json_pack("{s:s,s:s,s:O}", "mode", "process", "domain", key, "peers", peers);
+		if (!json_is_object(cur) || !json_equal(json_object_get(cur, "peers"), peers) ||
+		    strcmp(jx_str_or(cur, "domain", ""), key) != 0 ||
+		    strcmp(jx_str_or(cur, "mode", "process"), "process") != 0)
+			json_object_set_new(patch, "spec", json_pack("{s:o}", "imex", want));
+		else
+			json_decref(want);
+	}
+	if (json_object_size(patch) == 0) {
+		json_decref(patch);
+		return NULL;
+	}
+	return with_rv(tray, patch);
+}
+
+json_t *op_domain_tray_release_patch(const json_t *tray, const char *key)
+{
+	json_t *patch;
+	bool ours = strcmp(annotation(tray), key) == 0;
+	bool imex = strcmp(jx_str_or(tray, "spec.imex.domain", ""), key) == 0;
+	if (!ours && !imex)
+		return NULL;
+	patch = json_object();
+	if (ours)
+		json_object_set_new(patch, "metadata",
+		                    json_pack("{s:{s:n}}", "annotations", OP_LABEL_COMPUTE_DOMAIN));
+	if (imex)
+		json_object_set_new(patch, "spec", json_pack("{s:n}", "imex"));
+	return with_rv(tray, patch);
+}
+
+json_t *op_domain_node_patch(const json_t *node, const char *key, bool member)
+{
+	const json_t *l = jx_path(node, "metadata.labels");
+	const json_t *v = json_is_object(l) ? json_object_get(l, OP_LABEL_COMPUTE_DOMAIN) : NULL;
+	const char *cur = json_is_string(v) ? json_string_value(v) : NULL;
+
+	if (member && (cur == NULL || strcmp(cur, key) != 0))
+		return json_pack("{s:{s:{s:s}}}", "metadata", "labels", OP_LABEL_COMPUTE_DOMAIN,
+		                 key);
+	if (!member && cur && strcmp(cur, key) == 0)
+		return json_pack("{s:{s:{s:n}}}", "metadata", "labels", OP_LABEL_COMPUTE_DOMAIN);
+	return NULL;
+}
+
+static json_t *status_nodes(const struct op_domain_cand *c, const struct op_domain_plan *p)
+{
+	unsigned m[API_COMPUTE_TRAYS];
+	json_t *a = json_array();
+	by_index(c, p, m);
+	for (unsigned i = 0; i < p->n; i++) {
+		const struct op_domain_cand *x = &c[m[i]];
+		json_t *o = json_pack("{s:s,s:i,s:s}", "name", x->node, "index", (int)i, "status",
+		                      x->imex_ready ? "Ready" : "NotReady");
+		if (x->ip[0])
+			json_object_set_new(o, "ipAddress", json_string(x->ip));
+		if (x->clique[0])
+			json_object_set_new(o, "cliqueID", json_string(x->clique));
+		json_array_append_new(a, o);
+	}
+	return a;
+}
+
+/* The Ready condition: who is not ready yet, by node name. */
+static void ready_message(const struct op_domain_cand *c, const struct op_domain_plan *p, char *msg,
+                          size_t cap)
+{
+	size_t len = 0;
+	unsigned waiting = 0;
+	msg[0] = '\0';
+	for (unsigned i = 0; i < p->n; i++) {
+		const struct op_domain_cand *x = &c[p->member[i]];
+		if (x->imex_ready)
+			continue;
+		waiting++;
+		if (len + 1 < cap) {
+			int w = snprintf(msg + len, cap - len, "%s%s",
+			                 len ? ", " : "IMEX not ready on ", x->node);
+			len += w > 0 ? (size_t)w : 0;
+		}
+	}
+	if (waiting == 0)
+		snprintf(msg, cap, "%u IMEX daemons Ready, domain Up", p->n);
+}
+
+void op_domain_status_apply(json_t *obj, const char *key, const struct op_domain_cand *c,
+                            const struct op_domain_plan *p, int64_t now_ms)
+{
+	json_t *st = json_object_get(obj, "status");
+	int64_t gen = (int64_t)json_integer_value(jx_path(obj, "metadata.generation"));
+	char msg[512];
+
+	if (!json_is_object(st)) {
+		st = json_object();
+		json_object_set_new(obj, "status", st);
+	}
+	json_object_set_new(st, "observedGeneration", json_integer(gen));
+	json_object_set_new(st, "status", json_string(p->ready ? "Ready" : "NotReady"));
+	json_object_set_new(st, "nodes", status_nodes(c, p));
+	json_object_set_new(st, "nodeSelector", json_pack("{s:s}", OP_LABEL_COMPUTE_DOMAIN, key));
+	if (p->rack)
+		json_object_set_new(st, "rack", json_string(p->rack));
+	else
+		json_object_del(st, "rack");
+	if (p->n > 0 && p->clique && p->clique[0])
+		json_object_set_new(st, "cliqueID", json_string(p->clique));
+	else
+		json_object_del(st, "cliqueID");
+	(void)kube_condition_set(obj, "Placed", p->placed && p->addresses ? "True" : "False",
+	                         p->reason, p->message, gen, now_ms);
+	if (!p->placed || !p->addresses) {
+		(void)kube_condition_set(obj, "Ready", "False", "NotPlaced", p->message, gen,
+		                         now_ms);
+		return;
+	}
+	ready_message(c, p, msg, sizeof(msg));
+	(void)kube_condition_set(obj, "Ready", p->ready ? "True" : "False",
+	                         p->ready ? "IMEXReady" : "IMEXNotReady", msg, gen, now_ms);
+}

@@ -1,0 +1,290 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The ComputeDomain controller end to end against a real kube-apiserver: one
+# operator, the sample Rack of 18 trays with a real agent per tray on a
+# simulated rack (fake NVML and IMEX daemons). A 4-node ComputeDomain gets
+# 4 labelled Nodes, one identical IMEX peer list, running IMEX daemons and
+# Ready status; a member's daemon dying turns it NotReady until it is back;
+# deleting it releases the labels and peer lists through its finalizer.
+#
+# Run from the repository root by tests/integration/run.sh against a fresh
+# control plane (KUBECONFIG, KUBECTL, NVL72_CLUSTER_DIR set). Prints `ok - …`
+# / `not ok - …` and `N passed, M failed`; exits non-zero on any failure.
+set -u
+
+: "${KUBECTL:?KUBECTL must name a kubectl binary}"
+: "${KUBECONFIG:?KUBECONFIG must name an admin kubeconfig}"
+: "${NVL72_CLUSTER_DIR:?NVL72_CLUSTER_DIR must name the control plane folder}"
+export KUBECONFIG
+
+rel=${NVL72_BUILD:-$PWD/build/rel}
+OPERATOR=$rel/bin/nvl72-operator
+AGENT=$rel/bin/nvl72-agent
+sim=$(dirname "$rel")/sim
+RACK=gb300-r07
+NS=nvl72-system
+CD_NS=team-a
+CD=train-4
+DKEY=$CD_NS.$CD
+CLIQUE=3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.32766
+
+passed=0 failed=0
+ok() { printf 'ok - %s\n' "$1"; passed=$((passed + 1)); }
+not_ok() { printf 'not ok - %s: %s\n' "$1" "$(tr -s ' \t\n' ' ' <<<"$2" | cut -c1-500)"; failed=$((failed + 1)); }
+check() { if [[ $2 == 0 ]]; then ok "$1"; else not_ok "$1" "$3"; fi; }
+finish() {
+	printf '%d passed, %d failed\n' "$passed" "$failed"
+	[[ $failed -eq 0 ]]
+	exit
+}
+k() { timeout 60 "$KUBECTL" --request-timeout=30s "$@"; }
+wait_for() { # wait_for SECONDS CMD...: polls CMD every 0.5 s until it succeeds
+	local until=$((SECONDS + $1))
+	shift
+	while ((SECONDS <= until)); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	return 1
+}
+
+if [[ ! -x $OPERATOR || ! -x $AGENT || ! -x $sim/bin/simctl || ! -f $sim/lib/libnvidia-ml.so.1 ]]; then
+	b=$(realpath --relative-to="$PWD" "$(dirname "$rel")")
+	make -s BUILD="$b" "$b/rel/bin/nvl72-operator" "$b/rel/bin/nvl72-agent" sim >/dev/null 2>&1 ||
+		{ not_ok "build the operator, the agent and the simulator" "make failed"; finish; }
+fi
+
+work=$(mktemp -d /tmp/nvl72-domain-e2e.XXXXXX)
+rack=$work/rack
+declare -A apid=()
+opid=""
+cleanup() {
+	local p f
+	for p in "${apid[@]}" $opid; do kill -TERM "$p" 2>/dev/null; done
+	sleep 0.5
+	for p in "${apid[@]}" $opid; do kill -KILL "$p" 2>/dev/null; done
+	for f in "$rack"/tray-*/host/run/nvl72-agent/imex.pid; do
+		[[ -f $f ]] || continue
+		p=$(cut -d' ' -f1 "$f")
+		[[ $p =~ ^[0-9]+$ ]] && kill -KILL "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	if ((failed > 0)) && [[ -f $work/op.log ]]; then
+		echo "-- last lines of the operator log"
+		tail -30 "$work/op.log" | cut -c1-300
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Loopback addresses of this run; another run picks others.
+ipbase=$((20 + ($$ % 8) * 25))
+mport=$((44000 + ($$ % 500) * 4))
+ip() { echo "127.0.0.$((ipbase + 10#$1))"; }
+tray() { printf '%s/tray-%02d' "$rack" "$((10#$1))"; }
+node() { printf '%s-t%02d' "$RACK" "$((10#$1))"; }
+simctl() { "$sim/bin/simctl" "$@"; }
+
+# ------------------------------------------------------------- set-up ---
+out=$(k apply -f crds/ 2>&1) && out=$(k wait --for=condition=Established --timeout=60s crd --all 2>&1)
+check "apply crds/" $? "$out"
+out=$(k apply -f deploy/samples/compatibilitymatrix-gb300.yaml 2>&1)
+check "apply the sample matrix" $? "$out"
+k create namespace "$NS" >/dev/null 2>&1
+k create namespace "$CD_NS" >/dev/null 2>&1
+
+rc=0
+for i in $(seq 1 18); do
+	printf -- '---\napiVersion: v1\nkind: Node\nmetadata: {name: %s}\n' "$(node "$i")"
+done | k apply -f - >/dev/null 2>&1 || rc=1
+now=$(date -u +%FT%TZ)
+for i in $(seq 1 18); do
+	k patch node "$(node "$i")" --subresource=status --type=merge -p \
+		'{"status":{"addresses":[{"type":"InternalIP","address":"'"$(ip "$i")"'"}],"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"simulated","lastHeartbeatTime":"'"$now"'","lastTransitionTime":"'"$now"'"}]}}' \
+		>/dev/null 2>&1 || rc=1
+done
+check "18 Nodes, Ready, with InternalIPs" $rc "node create or status patch failed"
+
+"$OPERATOR" --metrics-bind-address=127.0.0.1:0 --health-probe-bind-address=127.0.0.1:0 \
+	--dashboard-bind-address=0 --webhook-bind-address=0 --tray-heartbeat-timeout=10m \
+	--log-level=info >"$work/op.log" 2>&1 &
+opid=$!
+out=$(k apply -f deploy/samples/rack-gb300.yaml 2>&1)
+check "the operator runs; the sample Rack applied" $? "$out"
+trays18() { [[ $(k get computetrays -o json | jq "[.items[] | select(.spec.rack == \"$RACK\")] | length") == 18 ]]; }
+wait_for 30 trays18
+check "the Rack has its 18 ComputeTrays" $? "$(k get computetrays 2>&1 | head -3)"
+
+simctl create "$rack" --trays 18 --ip-base "$ipbase" >/dev/null
+check "simulated rack of 18 trays" $? ""
+start_agent() { # start_agent TRAY
+	local t=$1 d
+	d=$(tray "$t")
+	NVL72_SIM_ROOT=$d "$AGENT" --kubeconfig "$KUBECONFIG" --node-name "$(node "$t")" \
+		--node-ip "$(ip "$t")" --lease-namespace "$NS" --host-root "$d/host" \
+		--nvml-path "$sim/lib/libnvidia-ml.so.1" --systemctl "$sim/bin/systemctl" \
+		--modprobe "$sim/bin/modprobe" --modinfo "$sim/bin/modinfo" \
+		--imex-bin "$sim/bin/nvidia-imex" --imex-ctl "$sim/bin/nvidia-imex-ctl" \
+		--installer-arg "$sim/bin/nvl72-sim-installer" --installer-arg '{version}' \
+		--tool-timeout 1s --resync-period 3s --heartbeat-period 2s --lease-duration 10s \
+		--metrics-bind-address "$(ip "$t"):$mport" >>"$work/agent-$t.log" 2>&1 &
+	apid[$t]=$!
+}
+for t in $(seq 1 18); do start_agent "$t"; done
+all_ready() {
+	k get computetrays -o json | jq -e --arg c "$CLIQUE" '[.items[] | select(.status.fabric.cliqueID == $c and
+		any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length == 18' >/dev/null
+}
+t0=$SECONDS
+wait_for 60 all_ready
+check "18 agents report their trays Ready in clique $CLIQUE ($((SECONDS - t0))s)" $? \
+	"$(k get computetrays -o wide 2>&1 | head -4)"
+
+# ------------------------------------------------- a 4-node domain ---
+cat >"$work/cd.yaml" <<YAML
+apiVersion: nvl72.io/v1alpha1
+kind: ComputeDomain
+metadata: {name: $CD, namespace: $CD_NS}
+spec:
+  numNodes: 4
+  selector: {rack: $RACK}
+YAML
+out=$(k apply -f "$work/cd.yaml" 2>&1)
+check "kubectl apply a ComputeDomain for 4 nodes" $? "$out"
+cd_json() { k -n "$CD_NS" get computedomain "$CD" -o json 2>/dev/null; }
+cd_is() { [[ $(cd_json | jq -r '.status.status') == "$1" ]]; }
+t0=$SECONDS
+wait_for 60 cd_is Ready
+check "the domain becomes Ready ($((SECONDS - t0))s)" $? "$(cd_json | jq -c .status | cut -c1-400)"
+st=$(cd_json)
+n=$(jq '.status.nodes | length' <<<"$st")
+sel=$(jq -r '.status.nodeSelector["nvl72.io/compute-domain"]' <<<"$st")
+fin=$(jq -r '.metadata.finalizers | join(",")' <<<"$st")
+good=$(jq --arg c "$CLIQUE" '[.status.nodes[] | select(.status == "Ready" and .cliqueID == $c and (.ipAddress | startswith("127.0.0.")))] | length' <<<"$st")
+idx=$(jq -c '[.status.nodes[].index]' <<<"$st")
+[[ $n == 4 && $good == 4 && $sel == "$DKEY" && $fin == nvl72.io/compute-domain && $idx == "[0,1,2,3]" ]]
+check "status lists 4 Ready nodes (index 0..3, clique, address), the node selector, and the finalizer" $? \
+	"n=$n good=$good sel=$sel fin=$fin idx=$idx"
+members=$(jq -r '.status.nodes[].name' <<<"$st")
+
+labelled=$(k get nodes -l "nvl72.io/compute-domain=$DKEY" -o name | sed 's|node/||' | sort)
+[[ $labelled == "$(sort <<<"$members")" && $(wc -l <<<"$labelled") == 4 ]]
+check "exactly the 4 member Nodes carry nvl72.io/compute-domain=$DKEY" $? "labelled: $labelled"
+trays=$(k get computetrays -o json)
+peer_lists=$(jq -r --arg d "$DKEY" '.items[] | select(.spec.imex.domain == $d) | .spec.imex.peers | join(",")' <<<"$trays" | sort -u)
+nimex=$(jq --arg d "$DKEY" '[.items[] | select(.spec.imex.domain == $d and .spec.imex.mode == "process")] | length' <<<"$trays")
+want=$(jq -r '[.status.nodes[].ipAddress] | join(",")' <<<"$st")
+[[ $nimex == 4 && $(wc -l <<<"$peer_lists") == 1 && $peer_lists == "$want" ]]
+check "the 4 member trays hold one identical peer list ($peer_lists), ordered by tray index" $? \
+	"trays=$nimex lists=$peer_lists want=$want"
+up=$(jq --arg d "$DKEY" '[.items[] | select(.spec.imex.domain == $d and .status.imex.daemonState == "Ready" and .status.imex.domainState == "Up" and .status.imex.peersConnected == 4)] | length' <<<"$trays")
+[[ $up == 4 ]]
+check "their fake IMEX daemons are READY with 4 peers connected" $? "up=$up"
+k -n "$CD_NS" get events -o json | jq -e '[.items[] | select(.reason == "TraysPicked" or .reason == "DomainReady")] | length >= 2' >/dev/null
+check "events TraysPicked and DomainReady" $? "$(k -n "$CD_NS" get events 2>&1 | tail -3)"
+
+# The operator writes nothing more while nothing changes.
+w1=$(grep -c 'msg="status written"\|status written' "$work/op.log")
+sleep 5
+w2=$(grep -c 'msg="status written"\|status written' "$work/op.log")
+[[ $w1 -gt 0 && $w1 == "$w2" ]]
+check "no further status writes at steady state" $? "$w1 -> $w2"
+
+# ------------------------------------------------- a member fails ---
+victim=$(tail -1 <<<"$members")
+vt=$((10#${victim##*-t}))
+kill -TERM "${apid[$vt]}"
+wait "${apid[$vt]}" 2>/dev/null
+simctl imex-kill "$(tray "$vt")"
+t0=$SECONDS
+wait_for 45 cd_is NotReady
+check "killing $victim's IMEX daemon turns the domain NotReady ($((SECONDS - t0))s)" $? \
+	"$(cd_json | jq -c '[.status.status, .status.conditions]' | cut -c1-300)"
+k -n "$CD_NS" get events -o json | jq -e '[.items[] | select(.reason == "DomainNotReady" and (.message | startswith("IMEX not ready on ")))] | length >= 1' >/dev/null
+check "a DomainNotReady event names the Nodes whose IMEX is not ready" $? \
+	"$(k -n "$CD_NS" get events -o json | jq -c '[.items[] | {reason, message}]' | cut -c1-300)"
+start_agent "$vt"
+t0=$SECONDS
+wait_for 60 cd_is Ready
+check "the daemon back (agent restarted), the domain is Ready again with the same members ($((SECONDS - t0))s)" $? \
+	"$(cd_json | jq -c .status.nodes | cut -c1-300)"
+[[ $(cd_json | jq -r '.status.nodes[].name') == "$members" ]] || not_ok "members kept" "changed"
+
+# The daemon dies under a running agent: the agent restarts it, and the
+# domain goes NotReady (seen in the operator's status writes) and back.
+victim=$(head -1 <<<"$members")
+mark=$(grep -c 'status=NotReady' "$work/op.log")
+simctl imex-kill "$(tray "${victim##*-t}")"
+t0=$SECONDS
+wait_for 45 eval '(( $(grep -c "status=NotReady" "$work/op.log") > mark ))'
+check "a member daemon killed under its running agent turns the domain NotReady ($((SECONDS - t0))s)" $? \
+	"$(cd_json | jq -c '[.status.status, .status.conditions]' | cut -c1-300)"
+wait_for 60 cd_is Ready
+check "its agent restarts the daemon and the domain is Ready again ($((SECONDS - t0))s)" $? \
+	"$(cd_json | jq -c .status.nodes | cut -c1-300)"
+
+# Four trays with their IMEX domain down are more than the sample rack's
+# degraded threshold (2): the Rack controller cordons its Nodes, and a
+# cordoned Node is never picked. Let the rack settle before placing more.
+rack_calm() {
+	[[ $(k get rack "$RACK" -o jsonpath='{.status.conditions[?(@.type=="Degraded")].status}') == False &&
+		-z $(k get nodes -o json | jq -r '.items[] | select(.spec.unschedulable == true) | .metadata.name') ]]
+}
+
+# ---------------------------------------- a second domain, disjoint ---
+wait_for 60 rack_calm || not_ok "the rack settles" "$(k get rack "$RACK" -o jsonpath='{.status.conditions}' | cut -c1-300)"
+sed "s/name: $CD,/name: $CD-b,/" "$work/cd.yaml" | k apply -f - >/dev/null 2>&1
+wait_for 60 eval '[[ $(k -n "$CD_NS" get computedomain "$CD-b" -o jsonpath="{.status.status}") == Ready ]]'
+b=$(k -n "$CD_NS" get computedomain "$CD-b" -o jsonpath='{.status.nodes[*].name}' | tr ' ' '\n')
+common=$(comm -12 <(sort <<<"$b") <(sort <<<"$members"))
+[[ $(wc -w <<<"$b") == 4 && -z $common ]]
+check "a second 4-node domain is Ready on 4 other trays" $? "b=$(echo $b) common=$common"
+
+# ------------------------------------------------------------ delete ---
+out=$(k -n "$CD_NS" delete computedomain "$CD" --timeout=60s 2>&1)
+check "deleting the domain completes (finalizer removed)" $? "$out"
+released() {
+	[[ -z $(k get nodes -l "nvl72.io/compute-domain=$DKEY" -o name) ]] &&
+		k get computetrays -o json | jq -e --arg d "$DKEY" '[.items[] | select(.spec.imex.domain == $d or .metadata.annotations["nvl72.io/compute-domain"] == $d)] | length == 0' >/dev/null
+}
+wait_for 30 released
+check "its Node labels, tray claims and peer lists are gone" $? \
+	"$(k get nodes -L nvl72.io/compute-domain 2>&1 | grep "$DKEY" | head -3)"
+nb=$(k get nodes -l "nvl72.io/compute-domain=$DKEY-b" -o name | wc -l)
+[[ $nb == 4 ]]
+check "the other domain keeps its 4 Nodes" $? "nb=$nb"
+
+# ------------------------------------- too big now, placed once freed ---
+printf 'apiVersion: nvl72.io/v1alpha1\nkind: ComputeDomain\nmetadata: {name: big, namespace: %s}\nspec: {numNodes: 16}\n' \
+	"$CD_NS" | k apply -f - >/dev/null 2>&1
+placed_is() { # placed_is STATUS REASON
+	[[ $(k -n "$CD_NS" get computedomain big -o jsonpath='{.status.conditions[?(@.type=="Placed")].status} {.status.conditions[?(@.type=="Placed")].reason}') == "$1 $2" ]]
+}
+wait_for 30 placed_is False InsufficientTrays
+rc=$?
+claimed=$(k get computetrays -o json | jq "[.items[] | select(.metadata.annotations[\"nvl72.io/compute-domain\"] == \"$CD_NS.big\")] | length")
+[[ $rc == 0 && $claimed == 0 ]]
+check "16 nodes with 14 free: NotReady, Placed False InsufficientTrays, no tray claimed" $? \
+	"rc=$rc claimed=$claimed $(k -n "$CD_NS" get computedomain big -o jsonpath='{.status.conditions}' | cut -c1-300)"
+k -n "$CD_NS" delete computedomain "$CD-b" --timeout=60s >/dev/null 2>&1
+wait_for 60 rack_calm || not_ok "the rack settles" "$(k get rack "$RACK" -o jsonpath='{.status.conditions}' | cut -c1-300)"
+t0=$SECONDS
+wait_for 60 eval '[[ $(k -n "$CD_NS" get computedomain big -o json | jq -r "[.status.status, (.status.nodes | length)] | join(\" \")") == "Ready 16" ]]'
+check "once the other domain is deleted, the 16-node domain is placed and Ready ($((SECONDS - t0))s)" $? \
+	"$(k -n "$CD_NS" get computedomain big -o jsonpath='{.status.conditions}' | cut -c1-300)"
+k -n "$CD_NS" delete computedomain big --timeout=60s >/dev/null 2>&1
+wait_for 30 eval '[[ -z $(k get nodes -l nvl72.io/compute-domain -o name) ]]'
+check "no Node keeps a compute-domain label once every domain is deleted" $? \
+	"$(k get nodes -l nvl72.io/compute-domain -o name | head -3)"
+kill -0 "$opid" 2>/dev/null
+check "the operator is still running" $? "it exited"
+kill -TERM "$opid"
+t0=$SECONDS
+wait_for 15 eval '! kill -0 "$opid" 2>/dev/null'
+wait "$opid" 2>/dev/null
+rc=$?
+opid=""
+[[ $rc == 0 ]]
+check "SIGTERM stops the operator cleanly (exit 0 in $((SECONDS - t0))s)" $? "rc=$rc"
+finish

@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests for ComputeDomain placement (one clique, best fit, stable
+// members, no hoarding), the peer list, the tray and Node patches and the
+// status the controller writes.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "nvl72/json.h"
+#include "nvl72/kube_ctrl.h"
+#include "nvl72/operator_domain.h"
+
+#define NOW 1795000000000LL
+#define CQ1 "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.1"
+#define CQ2 "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.2"
+
+struct fx {
+	struct op_domain_cand c[18];
+	char tray[18][16], node[18][16], ip[18][16];
+};
+
+/* 18 healthy, free, selected trays of rack r07: 1..9 in CQ1, 10..18 in
+ * CQ2, listed in reverse order (the cache has no order). */
+static void fx_init(struct fx *f)
+{
+	memset(f, 0, sizeof(*f));
+	for (int i = 0; i < 18; i++) {
+		int idx = 18 - i;
+		struct op_domain_cand *c = &f->c[i];
+		snprintf(f->tray[i], sizeof(f->tray[i]), "r07-t%02d", idx);
+		snprintf(f->node[i], sizeof(f->node[i]), "n%02d", idx);
+		snprintf(f->ip[i], sizeof(f->ip[i]), "10.0.0.%d", idx);
+		c->tray = f->tray[i];
+		c->node = f->node[i];
+		c->rack = "r07";
+		c->index = idx;
+		c->clique = idx <= 9 ? CQ1 : CQ2;
+		c->ip = f->ip[i];
+		c->owner = "";
+		c->healthy = c->selected = true;
+	}
+}
+
+static struct op_domain_cand *at(struct fx *f, int index)
+{
+	return &f->c[18 - index];
+}
+
+static int member_index(const struct fx *f, const struct op_domain_plan *p, unsigned k)
+{
+	return f->c[p->member[k]].index;
+}
+
+static void test_op_domain_place_best_fit_lowest_indexes(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	/* CQ2 has 8 free after one is taken: the tighter fit for 4. */
+	at(&f, 18)->owner = "ns.other";
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	assert_true(p.placed);
+	assert_int_equal(p.n, 4);
+	assert_int_equal(p.npicked, 4);
+	assert_string_equal(p.clique, CQ2);
+	assert_string_equal(p.rack, "r07");
+	for (unsigned k = 0; k < 4; k++)
+		assert_int_equal(member_index(&f, &p, k), 10 + (int)k);
+	assert_string_equal(p.reason, "Placed");
+}
+
+static void test_op_domain_place_skips_unhealthy_unselected_taken(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	for (int i = 10; i <= 18; i++)
+		at(&f, i)->selected = false;
+	at(&f, 1)->healthy = false;
+	at(&f, 2)->owner = "ns.other";
+	at(&f, 3)->clique = "";
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	assert_true(p.placed);
+	assert_string_equal(p.clique, CQ1);
+	int want[] = {4, 5, 6, 7};
+	for (unsigned k = 0; k < 4; k++)
+		assert_int_equal(member_index(&f, &p, k), want[k]);
+}
+
+static void test_op_domain_place_no_clique_fits_claims_nothing(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	op_domain_place(f.c, 18, "ns.cd", 10, &p); /* each clique has 9 */
+	assert_false(p.placed);
+	assert_false(p.ready);
+	assert_int_equal(p.n, 0);
+	assert_string_equal(p.reason, "InsufficientTrays");
+}
+
+static void test_op_domain_place_members_stay(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	/* Members 3 and 17 (two cliques: a misreport) stay even unhealthy;
+	 * the first member's clique decides where the rest come from. */
+	at(&f, 3)->owner = at(&f, 17)->owner = "ns.cd";
+	at(&f, 3)->healthy = false;
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	assert_true(p.placed);
+	assert_int_equal(p.npicked, 2);
+	assert_string_equal(p.clique, CQ1);
+	int want[] = {1, 2, 3, 17};
+	for (unsigned k = 0; k < 4; k++)
+		assert_int_equal(member_index(&f, &p, k), want[k]);
+
+	/* More members than wanted: the first ones by index are kept. */
+	fx_init(&f);
+	for (int i = 1; i <= 6; i++)
+		at(&f, i)->owner = "ns.cd";
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	assert_int_equal(p.n, 4);
+	assert_int_equal(p.npicked, 0);
+	assert_int_equal(member_index(&f, &p, 3), 4);
+
+	/* A member short and no spare in its clique: kept, not placed. */
+	fx_init(&f);
+	for (int i = 1; i <= 9; i++)
+		at(&f, i)->owner = i <= 3 ? "ns.cd" : "ns.other";
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	assert_int_equal(p.n, 3);
+	assert_false(p.placed);
+}
+
+static void test_op_domain_place_ready_needs_every_member(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	for (int i = 1; i <= 4; i++) {
+		at(&f, i)->owner = "ns.cd";
+		at(&f, i)->imex_ready = true;
+	}
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	assert_true(p.ready);
+	at(&f, 2)->imex_ready = false;
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	assert_true(p.placed);
+	assert_false(p.ready);
+	at(&f, 2)->imex_ready = true;
+	at(&f, 2)->ip = "";
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	assert_false(p.ready);
+	assert_false(p.addresses);
+	assert_string_equal(p.reason, "NoAddress");
+	assert_null(op_domain_peers(f.c, &p));
+}
+
+static void test_op_domain_peers_by_tray_index(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	for (int i = 12; i <= 15; i++)
+		at(&f, i)->owner = "ns.cd";
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	json_t *peers = op_domain_peers(f.c, &p);
+	char *s = json_dumps(peers, JSON_COMPACT);
+	assert_string_equal(s, "[\"10.0.0.12\",\"10.0.0.13\",\"10.0.0.14\",\"10.0.0.15\"]");
+	free(s);
+	json_decref(peers);
+}
+
+static void test_op_domain_key_fits_label(void **state)
+{
+	(void)state;
+	char k[OP_DOMAIN_KEY_MAX];
+	char longname[80];
+	assert_true(op_domain_key("team-a", "train", k));
+	assert_string_equal(k, "team-a.train");
+	memset(longname, 'x', 60);
+	longname[60] = '\0';
+	assert_false(op_domain_key("team-a", longname, k));
+}
+
+static void test_op_domain_tray_patch_and_release(void **state)
+{
+	(void)state;
+	json_t *tray = json_pack("{s:{s:s,s:s},s:{s:s,s:i}}", "metadata", "name", "r07-t01",
+	                         "resourceVersion", "7", "spec", "rack", "r07", "index", 1);
+	json_t *peers = json_pack("[s,s]", "10.0.0.1", "10.0.0.2");
+
+	json_t *p = op_domain_tray_patch(tray, "ns.cd", NULL); /* claim only */
+	assert_string_equal(jx_str_or(p, "metadata.resourceVersion", ""), "7");
+	assert_string_equal(json_string_value(json_object_get(jx_path(p, "metadata.annotations"),
+	                                                      OP_LABEL_COMPUTE_DOMAIN)),
+	                    "ns.cd");
+	assert_null(jx_path(p, "spec"));
+	json_decref(p);
+
+	p = op_domain_tray_patch(tray, "ns.cd", peers);
+	assert_string_equal(jx_str_or(p, "spec.imex.mode", ""), "process");
+	assert_string_equal(jx_str_or(p, "spec.imex.domain", ""), "ns.cd");
+	assert_true(json_equal(jx_path(p, "spec.imex.peers"), peers));
+	/* Applied, nothing is left to do. */
+	json_t *now = jx_merge_patch_apply(tray, p);
+	json_decref(p);
+	assert_null(op_domain_tray_patch(now, "ns.cd", peers));
+	assert_null(op_domain_tray_release_patch(now, "ns.other"));
+
+	p = op_domain_tray_release_patch(now, "ns.cd");
+	assert_true(json_is_null(
+	        json_object_get(jx_path(p, "metadata.annotations"), OP_LABEL_COMPUTE_DOMAIN)));
+	assert_true(json_is_null(jx_path(p, "spec.imex")));
+	json_t *after = jx_merge_patch_apply(now, p);
+	assert_null(op_domain_tray_release_patch(after, "ns.cd"));
+	assert_string_equal(jx_str_or(after, "spec.rack", ""), "r07");
+	json_decref(p);
+	json_decref(after);
+	json_decref(now);
+	json_decref(peers);
+	json_decref(tray);
+}
+
+static void test_op_domain_node_patch_only_our_label(void **state)
+{
+	(void)state;
+	json_t *node =
+	        json_pack("{s:{s:s,s:{s:s}}}", "metadata", "name", "n01", "labels", "team", "ml");
+	json_t *p = op_domain_node_patch(node, "ns.cd", true);
+	json_t *labels = jx_path(p, "metadata.labels");
+	assert_int_equal(json_object_size(labels), 1);
+	assert_string_equal(json_string_value(json_object_get(labels, OP_LABEL_COMPUTE_DOMAIN)),
+	                    "ns.cd");
+	assert_null(op_domain_node_patch(node, "ns.cd", false));
+	json_t *now = jx_merge_patch_apply(node, p);
+	json_decref(p);
+	assert_null(op_domain_node_patch(now, "ns.cd", true));
+	assert_null(op_domain_node_patch(now, "ns.other", false)); /* not ours to remove */
+	p = op_domain_node_patch(now, "ns.cd", false);
+	assert_true(json_is_null(
+	        json_object_get(jx_path(p, "metadata.labels"), OP_LABEL_COMPUTE_DOMAIN)));
+	json_decref(p);
+	json_decref(now);
+	json_decref(node);
+}
+
+static void test_op_domain_status_apply_shape_and_no_change(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	for (int i = 1; i <= 4; i++) {
+		at(&f, i)->owner = "ns.cd";
+		at(&f, i)->imex_ready = i != 3;
+	}
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	json_t *d = json_pack("{s:{s:s,s:s,s:i}}", "metadata", "name", "cd", "namespace", "ns",
+	                      "generation", 2);
+	op_domain_status_apply(d, "ns.cd", f.c, &p, NOW);
+	assert_string_equal(jx_str_or(d, "status.status", ""), "NotReady");
+	assert_int_equal(json_integer_value(jx_path(d, "status.observedGeneration")), 2);
+	json_t *nodes = jx_path(d, "status.nodes");
+	assert_int_equal(json_array_size(nodes), 4);
+	json_t *n2 = json_array_get(nodes, 2);
+	assert_string_equal(jx_str_or(n2, "name", ""), "n03");
+	assert_int_equal(json_integer_value(json_object_get(n2, "index")), 2);
+	assert_string_equal(jx_str_or(n2, "ipAddress", ""), "10.0.0.3");
+	assert_string_equal(jx_str_or(n2, "cliqueID", ""), CQ1);
+	assert_string_equal(jx_str_or(n2, "status", ""), "NotReady");
+	assert_string_equal(json_string_value(json_object_get(jx_path(d, "status.nodeSelector"),
+	                                                      OP_LABEL_COMPUTE_DOMAIN)),
+	                    "ns.cd");
+	assert_string_equal(jx_str_or(d, "status.rack", ""), "r07");
+	assert_string_equal(jx_str_or(d, "status.cliqueID", ""), CQ1);
+	assert_true(kube_condition_is_true(d, "Placed"));
+	assert_false(kube_condition_is_true(d, "Ready"));
+	assert_string_equal(jx_str_or(kube_condition_find(d, "Ready"), "message", ""),
+	                    "IMEX not ready on n03");
+
+	/* The same inputs again change nothing. */
+	json_t *again = json_deep_copy(d);
+	op_domain_status_apply(again, "ns.cd", f.c, &p, NOW + 5000);
+	assert_true(json_equal(d, again));
+	json_decref(again);
+
+	at(&f, 3)->imex_ready = true;
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	op_domain_status_apply(d, "ns.cd", f.c, &p, NOW + 9000);
+	assert_string_equal(jx_str_or(d, "status.status", ""), "Ready");
+	assert_true(kube_condition_is_true(d, "Ready"));
+	json_decref(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_op_domain_place_best_fit_lowest_indexes),
+	        cmocka_unit_test(test_op_domain_place_skips_unhealthy_unselected_taken),
+	        cmocka_unit_test(test_op_domain_place_no_clique_fits_claims_nothing),
+	        cmocka_unit_test(test_op_domain_place_members_stay),
+	        cmocka_unit_test(test_op_domain_place_ready_needs_every_member),
+	        cmocka_unit_test(test_op_domain_peers_by_tray_index),
+	        cmocka_unit_test(test_op_domain_key_fits_label),
+	        cmocka_unit_test(test_op_domain_tray_patch_and_release),
+	        cmocka_unit_test(test_op_domain_node_patch_only_our_label),
+	        cmocka_unit_test(test_op_domain_status_apply_shape_and_no_change),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
