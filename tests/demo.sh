@@ -116,6 +116,15 @@ In another shell:
   kubectl get nodes -L nvl72.io/rack,nvl72.io/tray-index,nvl72.io/clique
   kubectl describe rack $rack             # conditions and events
 
+Ask for a 4-node NVLink compute domain; the operator picks trays in one
+clique, labels their Nodes and gives their IMEX daemons one peer list:
+
+  kubectl create namespace team-a
+  printf '%s\\n' 'apiVersion: nvl72.io/v1alpha1' 'kind: ComputeDomain' \\
+    'metadata: {name: demo, namespace: team-a}' \\
+    'spec: {numNodes: 4, selector: {rack: $rack}}' | kubectl apply -f -
+  kubectl get computedomains -A -o wide
+
 Inject a fault (GPU 2 of tray 3 leaves the fabric), then watch the tray
 turn red on the dashboard and its condition change:
 
@@ -127,8 +136,8 @@ and the operator cordons the rack's Nodes:
 
   for t in 04 05 06; do $sim/bin/simctl fault $dir/sim/tray-\$t nvml_init_fail on; done
 
-Not in the demo yet: partitions, ComputeDomains and upgrades (their
-controllers have not landed), and the admission webhook.
+Not in the demo yet: partitions and upgrades (their controllers have not
+landed), and the admission webhook.
 Ctrl-C stops and removes everything.
 MSG
 

@@ -53,6 +53,22 @@ n=$(k get computetrays -o json | jq '[.items[] | select((.status.gpus // []) | l
 page=$(curl -fsS --max-time 5 "http://127.0.0.1:$port/" 2>&1)
 [[ $page == *"<html"* ]] && ok "the dashboard answers on 127.0.0.1:$port" || nok "dashboard" "${page:0:200}"
 
+# The ComputeDomain the demo suggests, typed as its printed lines say.
+k create namespace team-a >/dev/null
+cmd=$(sed -n "/printf '%s\\\\n' 'apiVersion/,/kubectl apply -f -/p" "$log" | sed 's/^  //; s/kubectl apply/"$KUBECTL" apply/')
+if bash -c "$cmd" >/dev/null 2>&1; then
+	cd_st=""
+	for _ in $(seq 60); do
+		cd_st=$(k get computedomain demo -n team-a -o jsonpath='{.status.status}/{.status.nodes[*].status}' 2>/dev/null)
+		[[ $cd_st == "Ready/Ready Ready Ready Ready" ]] && break
+		sleep 1
+	done
+	[[ $cd_st == "Ready/Ready Ready Ready Ready" ]] && ok "the suggested 4-node ComputeDomain becomes Ready" ||
+		nok "compute domain" "$cd_st"
+else
+	nok "compute domain" "the printed command failed: $cmd"
+fi
+
 build/sim/bin/simctl gpu "$work/demo/sim/tray-03" 2 state=2
 st=""
 for _ in $(seq 30); do
