@@ -146,12 +146,13 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@echo "make            build the operator, agent and kubectl plugin into $(BUILD)/rel/bin"
+	@echo "make            build nvl72-operator and nvl72-agent into $(BUILD)/rel/bin"
 	@echo "make check      the full test suite (installs what it needs)"
-	@echo "make demo       a local control plane with the CRDs and the project running on it"
-	@echo "make unit       unit tests; make asan: the same under ASan+UBSan"
+	@echo "make demo       a control plane, one simulated rack with its agents, two operators"
+	@echo "make unit       unit tests; make asan: tests and binaries under ASan+UBSan"
 	@echo "make fuzz       every fuzz target for FUZZ_SECONDS (default 120) each"
 	@echo "make bench      benchmarks; results in bench/results/"
+	@echo "make sim        the tray simulator (fake NVML, IMEX tools, simctl)"
 	@echo "make cluster    build the test control plane (cached)"
 
 # Module-specific rules (the simulator's shared library and tools, ...);
