@@ -29,36 +29,54 @@ ours() {
 	[[ $exe == "$cache"/* ]]
 }
 
-stop_dir() {
-	local dir=$1 pid
-	[[ -f $dir/pids ]] || return 0
-	# Reverse start order: the apiserver before etcd.
-	for pid in $(tac "$dir/pids"); do
+# Stops the given PIDs, newest first: the apiserver before etcd.
+stop_pids() {
+	local pid alive
+	for pid in $(printf '%s\n' "$@" | tac); do
 		ours "$pid" && kill -TERM "$pid" 2>/dev/null || true
 	done
 	for _ in $(seq 50); do
-		local alive=0
-		for pid in $(cat "$dir/pids"); do ours "$pid" && alive=1; done
+		alive=0
+		for pid in "$@"; do ours "$pid" && alive=1; done
 		((alive)) || break
 		sleep 0.1
 	done
-	for pid in $(cat "$dir/pids"); do
+	for pid in "$@"; do
 		ours "$pid" && kill -KILL "$pid" 2>/dev/null || true
 	done
+}
+
+# The registry entry of a cluster directory: "DIR OWNER PID..." on one
+# line, so a cluster can be reaped even after its directory was deleted.
+entry_of() { echo "$registry/$(basename "$1").$(stat -c %i "$1" 2>/dev/null || echo 0)"; }
+register() {
+	local dir=$1
+	printf '%s %s %s\n' "$dir" "${NVL72_CLUSTER_OWNER:--}" "$(tr '\n' ' ' <"$dir/pids")" \
+		>"$(entry_of "$dir")"
+}
+
+stop_dir() {
+	local dir=$1
+	[[ -f $dir/pids ]] || return 0
+	stop_pids $(cat "$dir/pids")
 	rm -f "$dir/pids"
-	rm -f "$registry/$(basename "$(readlink -f "$dir")").$(stat -c %i "$dir" 2>/dev/null || echo 0)"
+	rm -f "$(entry_of "$(readlink -f "$dir")")"
 	rm -rf "$dir/etcd"
 }
 
 reap() {
-	local entry dir owner
+	local entry dir owner pids
 	for entry in "$registry"/*; do
 		[[ -e $entry ]] || continue
-		read -r dir owner <"$entry" || true
-		[[ -n ${owner:-} ]] || continue
+		read -r dir owner pids <"$entry" || true
+		[[ -n ${owner:-} && $owner != - ]] || continue
 		if ! kill -0 "$owner" 2>/dev/null; then
 			log "reaping stale cluster in $dir (owner $owner is gone)"
-			stop_dir "$dir"
+			if [[ -f $dir/pids ]]; then
+				stop_dir "$dir"
+			else
+				stop_pids $pids
+			fi
 			rm -f "$entry"
 		fi
 	done
@@ -143,8 +161,7 @@ start() {
 	mkdir -p "$dir/logs"
 	pki "$dir"
 	: >"$dir/pids"
-	printf '%s %s\n' "$dir" "${NVL72_CLUSTER_OWNER:-}" \
-		>"$registry/$(basename "$dir").$(stat -c %i "$dir")"
+	register "$dir"
 
 	local attempt
 	for attempt in 1 2 3; do
@@ -155,6 +172,7 @@ start() {
 			--initial-cluster="default=http://127.0.0.1:$ep" --unsafe-no-fsync=true \
 			--log-level=warn >"$dir/logs/etcd.log" 2>&1 </dev/null &
 		echo $! >>"$dir/pids"
+		register "$dir"
 		echo "$ec" >"$dir/etcd-port"
 		local i up=0
 		for i in $(seq 100); do
@@ -187,6 +205,7 @@ start() {
 			${NVL72_APISERVER_ARGS:-} \
 			--v=1 >"$dir/logs/apiserver.log" 2>&1 </dev/null &
 		echo $! >>"$dir/pids"
+		register "$dir"
 		echo "$ap" >"$dir/apiserver-port"
 		for i in $(seq 600); do
 			if curl -fsS --max-time 2 --cacert "$p/ca.crt" "https://127.0.0.1:$ap/readyz" >/dev/null 2>&1; then

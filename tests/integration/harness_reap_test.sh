@@ -38,5 +38,22 @@ done
 	nok "reap" "still running:$left"
 alive "$work/manual" && ok "a cluster without an owner survives reap" || nok "manual cluster" "was reaped"
 
+# A runner that deleted its cluster's directory and then died still gets
+# its processes reaped: the registry keeps their PIDs.
+sleep 300 &
+owner2=$!
+NVL72_CLUSTER_OWNER=$owner2 tests/cluster/cluster.sh start "$work/gone" >/dev/null 2>&1
+pids2=$(cat "$work/gone/pids" 2>/dev/null)
+rm -rf "$work/gone"
+kill -KILL "$owner2"
+wait "$owner2" 2>/dev/null
+tests/cluster/cluster.sh reap 2>/dev/null
+left=""
+for p in $pids2; do
+	[[ -d /proc/$p && $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) != Z ]] && left+=" $p"
+done
+[[ -n $pids2 && -z $left ]] && ok "a dead owner's cluster is reaped even with its directory gone" ||
+	nok "reap without directory" "pids '$pids2', still running:$left"
+
 echo "$pass passed, $fail failed"
 ((fail == 0))
