@@ -440,19 +440,33 @@ static void count_rejected(struct metrics_family *f)
 	(void)metrics_counter_inc(rej, v);
 }
 
+/* Checks the label values, locks f and looks their series up (*out is NULL
+ * when there is none). On success f stays locked, and *values and *hash
+ * are what a new series would be added with. */
+static enum nv_err family_lock_find(struct metrics_family *f, const char *const **values,
+                                    uint64_t *hash, struct metrics_series **out)
+{
+	static const char *const none[1] = {NULL};
+	enum nv_err e = values_check(f, *values);
+	if (e)
+		return e;
+	if (f->nlabels == 0)
+		*values = none;
+	*hash = values_hash(*values, f->nlabels);
+	pthread_mutex_lock(&f->mu);
+	*out = series_find(f, *values, *hash);
+	return NV_OK;
+}
+
 /* Locks f and finds or creates the series; on success f stays locked. */
 static enum nv_err family_lock_series(struct metrics_family *f, const char *const *values,
                                       struct metrics_series **out)
 {
-	static const char *const none[1] = {NULL};
-	enum nv_err e = values_check(f, values);
+	uint64_t hash;
+	struct metrics_series *s;
+	enum nv_err e = family_lock_find(f, &values, &hash, &s);
 	if (e)
 		return e;
-	if (f->nlabels == 0)
-		values = none;
-	uint64_t hash = values_hash(values, f->nlabels);
-	pthread_mutex_lock(&f->mu);
-	struct metrics_series *s = series_find(f, values, hash);
 	if (s == NULL) {
 		if (f->nseries >= f->max_series) {
 			pthread_mutex_unlock(&f->mu);
@@ -590,15 +604,11 @@ static void chain_unlink(struct metrics_family *f, struct metrics_series *s)
 
 enum nv_err metrics_family_remove(struct metrics_family *f, const char *const *values)
 {
-	static const char *const none[1] = {NULL};
-	enum nv_err e = values_check(f, values);
+	uint64_t hash;
+	struct metrics_series *s;
+	enum nv_err e = family_lock_find(f, &values, &hash, &s);
 	if (e)
 		return e;
-	if (f->nlabels == 0)
-		values = none;
-	uint64_t hash = values_hash(values, f->nlabels);
-	pthread_mutex_lock(&f->mu);
-	struct metrics_series *s = series_find(f, values, hash);
 	if (s == NULL) {
 		e = NV_E_NOT_FOUND;
 		goto out;
