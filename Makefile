@@ -146,7 +146,7 @@ clean:
 	rm -rf $(BUILD)
 
 help:
-	@echo "make            build nvl72-operator and nvl72-agent into $(BUILD)/rel/bin"
+	@echo "make            build nvl72-operator, nvl72-agent and kubectl-nvl72 into $(BUILD)/rel/bin"
 	@echo "make check      the full test suite (installs what it needs)"
 	@echo "make demo       a control plane, one simulated rack with its agents, two operators"
 	@echo "make unit       unit tests; make asan: tests and binaries under ASan+UBSan"

@@ -248,6 +248,7 @@ void cli_help_markdown(struct buf *out)
 		if (v->alias)
 			(void)buf_printf(out, "Also `kubectl nvl72 %s`. ", v->alias);
 		(void)buf_printf(out, "%s %s\n\n", v->summary, v->help);
+		size_t n = 0;
 		for (size_t i = 0; i < cli_nflags; i++) {
 			char u[64];
 			if (!(cli_flags[i].verbs & CLI_VERB_BIT(verb)) ||
@@ -255,8 +256,10 @@ void cli_help_markdown(struct buf *out)
 				continue;
 			flag_usage(&cli_flags[i], u, sizeof(u));
 			(void)buf_printf(out, "- `%s`: %s\n", str_trim(u), cli_flags[i].help);
+			n++;
 		}
-		(void)buf_append_str(out, "\n");
+		if (n > 0)
+			(void)buf_append_str(out, "\n");
 	}
 	(void)buf_append_str(out, "### Flags of every command\n\n");
 	for (size_t i = 0; i < cli_nflags; i++) {
