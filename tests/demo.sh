@@ -3,7 +3,7 @@
 # `make demo`: the main job on its embedded default. A local real control
 # plane, the CRDs, the GB300 sample matrix, one simulated rack of 18 trays
 # with an nvl72-agent each, and two nvl72-operator replicas (one leads)
-# serving the dashboard. It stays up until Ctrl-C (or DEMO_SECONDS), then
+# serving the dashboard and the admission webhook. It stays up until Ctrl-C (or DEMO_SECONDS), then
 # stops every process it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,7 @@ export PATH="$PATH:/usr/local/go/bin"
 root=$PWD
 dir=${DEMO_DIR:-$root/build/demo}
 port=${DEMO_DASHBOARD_PORT:-8082}
+whport=${DEMO_WEBHOOK_PORT:-9443}
 ns=nvl72-system
 rack=gb300-r07
 sim=$root/build/sim
@@ -49,6 +50,13 @@ k create namespace "$ns" >/dev/null
 k apply -f deploy/samples/compatibilitymatrix-gb300.yaml >/dev/null
 echo "demo: CRDs and the GB300 matrix applied"
 
+# The admission webhook: both replicas serve it (a on :$whport, b on the next
+# port), with the certificate they share through their Secret. With no Service
+# routing to host processes, the configurations name replica a by URL; the
+# chart's Service would spread requests over both. The operator fills the
+# caBundle.
+tests/local-webhooks.sh "https://127.0.0.1:$whport" | k apply -f - >/dev/null
+
 # The rack's compute trays as Nodes (no kubelet runs here; the Nodes carry
 # the labels and cordons the operator manages).
 for t in $(seq -w 1 18); do
@@ -65,15 +73,22 @@ done
 "$sim/bin/simctl" create "$dir/sim" --trays 18 --ip-base 100 >/dev/null
 
 for r in a b; do
-	"$bin/nvl72-operator" --kubeconfig "$KUBECONFIG" --leader-elect --identity "demo-$r" \
+	POD_NAMESPACE=$ns "$bin/nvl72-operator" --kubeconfig "$KUBECONFIG" --leader-elect --identity "demo-$r" \
 		--leader-election-namespace "$ns" --agent-lease-namespace "$ns" \
-		--metrics-bind-address 0 --health-probe-bind-address 0 --webhook-bind-address 0 \
+		--metrics-bind-address 0 --health-probe-bind-address 0 \
+		--webhook-bind-address "127.0.0.1:$([[ $r == a ]] && echo "$whport" || echo $((whport + 1)))" \
 		--dashboard-bind-address "127.0.0.1:$([[ $r == a ]] && echo "$port" || echo $((port + 1)))" \
 		>"$dir/logs/operator-$r.log" 2>&1 &
 	pids+=($!)
 done
 
-k apply -f deploy/samples/rack-gb300.yaml >/dev/null
+# The Rack goes through the webhook: wait until replica a serves it.
+for _ in $(seq 120); do
+	k apply -f deploy/samples/rack-gb300.yaml >/dev/null 2>&1 && break
+	sleep 0.5
+done
+k get rack "$rack" >/dev/null
+echo "demo: admission webhook on (https://127.0.0.1:$whport, failurePolicy Fail)"
 echo "demo: rack $rack applied; waiting for the operator to create its trays"
 for _ in $(seq 120); do
 	[[ $(k get computetrays -o name 2>/dev/null | wc -l) -ge 18 ]] && break
@@ -136,8 +151,17 @@ and the operator cordons the rack's Nodes:
 
   for t in 04 05 06; do $sim/bin/simctl fault $dir/sim/tray-\$t nvml_init_fail on; done
 
+The admission webhook is on (both replicas serve it; the configurations
+name replica a at https://127.0.0.1:$whport). It refuses what no schema
+can see, such as an upgrade to a stack the matrix does not list:
+
+  printf '%s\\n' 'apiVersion: nvl72.io/v1alpha1' 'kind: RackUpgrade' \\
+    'metadata: {name: to-nowhere}' \\
+    'spec: {rack: $rack, target: {matrix: gb300-2026.10, stack: gb300-r999}, class: routine, reason: test}' \\
+    | kubectl apply -f -
+
 Not in the demo yet: partitions and upgrades (their controllers have not
-landed), and the admission webhook.
+landed).
 Ctrl-C stops and removes everything.
 MSG
 

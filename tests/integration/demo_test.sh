@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Runs `make demo`'s script as a new user would and checks what it
 # promises: a Ready rack of 18 trays reported by 18 agents, the dashboard
-# answering, a fault injected with simctl showing on the tray, and stopping
-# it leaving no process behind. A background job starts with SIGINT
+# answering, the admission webhook refusing the command it suggests, a
+# fault injected with simctl showing on the tray, and stopping it leaving no
+# process behind. A background job starts with SIGINT
 # ignored, so the test stops the demo with SIGTERM, which the demo treats
 # as Ctrl-C. The demo brings its own control plane; the runner's is unused.
 set -u
@@ -14,7 +15,7 @@ nok() { echo "not ok - $1: $2"; fail=$((fail + 1)); }
 work=$(mktemp -d /tmp/nvl72-demo.XXXXXX)
 port=$((12000 + RANDOM % 8000))
 log=$work/demo.log
-DEMO_DIR=$work/demo DEMO_DASHBOARD_PORT=$port DEMO_SECONDS=600 setsid tests/demo.sh >"$log" 2>&1 &
+DEMO_DIR=$work/demo DEMO_DASHBOARD_PORT=$port DEMO_WEBHOOK_PORT=$((port + 2)) DEMO_SECONDS=600 setsid tests/demo.sh >"$log" 2>&1 &
 demo=$!
 finish() {
 	kill -TERM -- -"$demo" 2>/dev/null
@@ -55,7 +56,13 @@ page=$(curl -fsS --max-time 5 "http://127.0.0.1:$port/" 2>&1)
 
 # The ComputeDomain the demo suggests, typed as its printed lines say.
 k create namespace team-a >/dev/null
-cmd=$(sed -n "/printf '%s\\\\n' 'apiVersion/,/kubectl apply -f -/p" "$log" | sed 's/^  //; s/kubectl apply/"$KUBECTL" apply/')
+# printed N: the Nth command the demo prints that pipes a printf into
+# kubectl apply, as a user would paste it.
+printed() {
+	awk -v want="$1" '/printf .%s.n. .apiVersion/ { n++; on = n == want } on { print } on && /kubectl apply -f -/ { on = 0 }' "$log" |
+		sed 's/^  //; s/kubectl apply/"$KUBECTL" apply/'
+}
+cmd=$(printed 1)
 if bash -c "$cmd" >/dev/null 2>&1; then
 	cd_st=""
 	for _ in $(seq 60); do
@@ -68,6 +75,17 @@ if bash -c "$cmd" >/dev/null 2>&1; then
 else
 	nok "compute domain" "the printed command failed: $cmd"
 fi
+
+grep -q '^demo: admission webhook on' "$log" && ok "the demo says the admission webhook is on" ||
+	nok "webhook" "no 'admission webhook on' line"
+# The command the demo suggests to see a refusal is refused, with the object
+# and the field named.
+cmd=$(printed 2)
+out=$(bash -c "$cmd" 2>&1)
+rc=$?
+[[ $rc != 0 && $out == *'denied the request: RackUpgrade "to-nowhere": spec.target.stack'* ]] &&
+	ok "the suggested RackUpgrade is refused by the webhook, naming spec.target.stack" ||
+	nok "webhook refusal" "rc=$rc: ${out:0:300} (command: $cmd)"
 
 build/sim/bin/simctl gpu "$work/demo/sim/tray-03" 2 state=2
 st=""

@@ -5,7 +5,11 @@
 # labelled Nodes, agent status simulated by status patches, the degraded
 # cordon and its recovery (a foreign cordon survives), a kill -9 failover in
 # the middle of that work, zero writes at steady state, graceful shutdown,
-# and a deleted Rack releasing its Nodes.
+# and a deleted Rack releasing its Nodes. The admission webhook is on: both
+# replicas serve it with the certificate they share through their Secret, and
+# the configurations (the chart's, with clientConfig.url instead of a Service,
+# which cannot route to host processes) name replica a, which leads; its
+# restart after the kill -9 takes the same port.
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
 # control plane (KUBECONFIG, KUBECTL, NVL72_CLUSTER_DIR set). Prints `ok - …`
@@ -85,6 +89,23 @@ out=$(k apply -f deploy/samples/compatibilitymatrix-gb300.yaml 2>&1)
 check "apply the sample matrix" $? "$(one_line "$out")"
 k create namespace "$NS" >/dev/null 2>&1
 
+# free_port [NOT]: a loopback port nothing listens on (and not NOT).
+free_port() {
+	local p
+	for _ in $(seq 100); do
+		p=$((20000 + RANDOM % 20000))
+		[[ $p == "${1:-}" ]] && continue
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
+	done
+	return 1
+}
+declare -A WH
+WH[a]=$(free_port) && WH[b]=$(free_port "${WH[a]}")
+# The viewer token of the cluster harness (user viewer, group nvl72:viewers)
+# is bound to the chart's nvl72-approver ClusterRole: a tenant window owner.
+out=$(tests/local-webhooks.sh "https://127.0.0.1:${WH[a]}" --approver viewer | k apply -f - 2>&1)
+check "webhook configurations (url: replica a) and the approver role for the viewer" $? "$(one_line "$out")"
+
 nodes_yaml() {
 	local i
 	for i in $(seq -w 1 18); do
@@ -99,15 +120,18 @@ for i in $(seq -w 1 18); do
 done
 check "18 plain Nodes, Ready" $rc "$(one_line "$out")"
 
-# start NAME: one replica with loopback servers on free ports.
+# start NAME [WEBHOOK_PORT]: one replica with loopback servers on free
+# ports, its webhook on WH[NAME] (or WEBHOOK_PORT, a restart taking over a
+# killed replica's port).
 start_op() {
 	local name=$1 log="$work/op-$1.log"
-	"$OPERATOR" --leader-elect --identity="op-$name" --leader-election-id="$LEASE" \
+	WH[$name]=${2:-${WH[$name]}}
+	POD_NAMESPACE=$NS "$OPERATOR" --leader-elect --identity="op-$name" --leader-election-id="$LEASE" \
 		--leader-election-namespace="$NS" \
 		--leader-election-lease-duration=${LEASE_S}s --leader-election-renew-deadline=10s \
 		--leader-election-retry-period=2s --metrics-bind-address=127.0.0.1:0 \
 		--health-probe-bind-address=127.0.0.1:0 --dashboard-bind-address=127.0.0.1:0 \
-		--webhook-bind-address=0 --tray-heartbeat-timeout=10m --log-level=info \
+		--webhook-bind-address="127.0.0.1:${WH[$name]}" --tray-heartbeat-timeout=10m --log-level=info \
 		>"$log" 2>&1 &
 	PID[$name]=$!
 	wait_for 20 grep -q 'msg=serving\|"msg":"serving"\| serving ' "$log" || return 1
@@ -119,8 +143,9 @@ readyz() { curl -fsS -m 2 "http://127.0.0.1:${PROBE[$1]}/readyz" | grep -qx ok; 
 holder() { k -n "$NS" get lease "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 holder_is() { [[ $(holder) == op-$1_* ]]; }
 
-start_op a && start_op b
-check "two replicas start" $? "see logs"
+# a first, so that it leads: the webhook configurations name its port.
+start_op a && wait_for 30 holder_is a && start_op b
+check "two replicas start, a leads" $? "holder=$(holder); see logs"
 wait_for 30 readyz a && wait_for 30 readyz b
 check "both replicas ready (informers synced; the standby too)" $? \
 	"readyz a=$(curl -s "http://127.0.0.1:${PROBE[a]}/readyz?verbose") b=$(curl -s "http://127.0.0.1:${PROBE[b]}/readyz?verbose")"
@@ -131,6 +156,28 @@ leader=${leader%%_*}
 standby=$([[ $leader == a ]] && echo b || echo a)
 [[ $leader == a || $leader == b ]]
 check "one replica holds the Lease ($leader)" $? "holder=$(holder)"
+
+# ------------------------------------------------ admission webhook ---
+secret_ca() { k -n "$NS" get secret nvl72-operator-webhook-tls -o jsonpath='{.data.ca\.crt}'; }
+bundles_current() {
+	local ca
+	ca=$(secret_ca) && [[ -n $ca ]] &&
+		[[ $(k get validatingwebhookconfiguration nvl72-operator -o jsonpath='{.webhooks[*].clientConfig.caBundle}') == "$ca" ]] &&
+		[[ $(k get mutatingwebhookconfiguration nvl72-operator -o jsonpath='{.webhooks[*].clientConfig.caBundle}') == "$ca" ]]
+}
+wait_for 30 bundles_current
+check "the operator fills both caBundles from its webhook Secret" $? \
+	"secret ca.crt $(secret_ca | cut -c1-24)…, validating $(k get validatingwebhookconfiguration nvl72-operator -o jsonpath='{.webhooks[0].clientConfig.caBundle}' | cut -c1-24)…"
+secret_ca | base64 -d >"$work/webhook-ca.crt"
+# An empty review is a 400 from the webhook itself: TLS verified against the
+# shared CA for 127.0.0.1, and the route answering, on each replica.
+serves() {
+	[[ $(curl -s -o /dev/null -w '%{http_code}' -m 5 --cacert "$work/webhook-ca.crt" \
+		-H 'Content-Type: application/json' -d '{}' "https://127.0.0.1:${WH[$1]}/validate") == 400 ]]
+}
+serves a && serves b
+check "both replicas serve the webhook with the shared certificate (a :${WH[a]}, b :${WH[b]})" $? \
+	"a=$(curl -s -m 5 --cacert "$work/webhook-ca.crt" -d '{}' "https://127.0.0.1:${WH[a]}/validate" 2>&1 | cut -c1-120)"
 
 # ---------------------------------------------------- rack -> trays ---
 out=$(k apply -f deploy/samples/rack-gb300.yaml -f deploy/samples/rackpartitions.yaml 2>&1)
@@ -158,6 +205,76 @@ nodes_labelled() {
 wait_for 30 nodes_labelled
 check "18 Nodes labelled rack and tray index (their own labels kept)" $? \
 	"$(k get nodes -L nvl72.io/rack,nvl72.io/tray-index 2>&1 | head -4 | tr '\n' ';')"
+
+# --------------------------------------------- refused at kubectl apply ---
+# denied TEXT OBJECT FIELD: kubectl apply of TEXT fails, and the message names
+# the webhook, the object and the field.
+denied() {
+	local out rc
+	out=$(k apply -f - <<<"$1" 2>&1)
+	rc=$?
+	echo "#   $(one_line "$out" | sed 's/^.*denied the request: //')"
+	((rc != 0)) && [[ $out == *'admission webhook "validate.nvl72.io" denied the request'* &&
+		$out == *"$2: $3"* ]]
+}
+denied 'apiVersion: nvl72.io/v1alpha1
+kind: RackPartition
+metadata: {name: gb300-r07-c}
+spec: {rack: gb300-r07, trays: [9, 10]}' 'RackPartition "gb300-r07-c"' 'spec.trays: tray 9 of rack "gb300-r07" is already in partition "gb300-r07-a"' &&
+	! k get rackpartition gb300-r07-c >/dev/null 2>&1
+check "an overlapping RackPartition is refused at apply, naming spec.trays" $? "see the message above"
+r08=$(yq -y '.metadata.name = "gb300-r08" | .spec.chassisSerial = "1821124000043"
+	| .spec.computeTrays |= map(.node = ("gb300-r08-t" + (if .index < 10 then "0" else "" end) + (.index | tostring)))
+	| .spec.computeTrays[4].node = "gb300-r07-t05"
+	| .spec.switchTrays |= map(.oobAddress = ("10.40.8." + ((.index + 100) | tostring))
+		| .bmcAddress = ("10.41.8." + ((.index + 100) | tostring)))' deploy/samples/rack-gb300.yaml)
+denied "$r08" 'Rack "gb300-r08"' 'spec.computeTrays[4].node: node "gb300-r07-t05" is already tray 5 of rack "gb300-r07"' &&
+	! k get rack gb300-r08 >/dev/null 2>&1
+check "a Rack claiming a Node of another Rack is refused, naming spec.computeTrays[4].node" $? "see the message above"
+denied 'apiVersion: nvl72.io/v1alpha1
+kind: RackUpgrade
+metadata: {name: gb300-r07-bogus}
+spec:
+  rack: gb300-r07
+  target: {matrix: gb300-2026.10, stack: gb300-r999}
+  class: routine
+  reason: A stack nobody validated.' 'RackUpgrade "gb300-r07-bogus"' 'spec.target.stack' &&
+	! k get rackupgrade gb300-r07-bogus >/dev/null 2>&1
+check "a RackUpgrade to a stack not in the matrix is refused, naming spec.target.stack" $? "see the message above"
+
+# The viewer (bound to nvl72-approver) forges approvedBy; the stamping
+# webhook replaces it with the identity the apiserver authenticated.
+server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+cat >"$work/viewer.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "$server", certificate-authority: "$NVL72_CLUSTER_DIR/pki/ca.crt"}
+users:
+- name: viewer
+  user: {tokenFile: "$NVL72_CLUSTER_DIR/pki/viewer.token"}
+contexts:
+- name: v
+  context: {cluster: c, user: viewer}
+current-context: v
+EOF
+out=$(timeout 60 "$KUBECTL" --kubeconfig "$work/viewer.kubeconfig" create -f - 2>&1 <<'EOF'
+apiVersion: nvl72.io/v1alpha1
+kind: UpgradeApproval
+metadata: {name: gb300-r07-forged}
+spec:
+  upgrade: gb300-r07-r580-173
+  layer: fabric
+  decision: Approved
+  approvedBy: {username: fabric-lead, uid: "0", groups: ["nvl72:platform"]}
+EOF
+)
+check "the viewer, bound to nvl72-approver, creates an UpgradeApproval" $? "$(one_line "$out")"
+by=$(k get upgradeapproval gb300-r07-forged -o jsonpath='{.spec.approvedBy.username} {.spec.approvedBy.uid} {.spec.approvedBy.groups}')
+echo "#   stored approvedBy: $by"
+[[ $by == "viewer viewer-uid "*'"nvl72:viewers"'* && $by != *nvl72:platform* ]]
+check "a forged approvedBy comes back stamped with the real user (viewer, nvl72:viewers)" $? "got '$by'"
 
 # ----------------------------------------------- simulated agents ---
 CLUSTER=3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3
@@ -281,7 +398,7 @@ wait_for 20 bash -c "[[ \$($KUBECTL get rack $RACK -o jsonpath='{.status.capacit
 check "rack back to 18 ready trays" $? "$(k get racks --no-headers)"
 
 # The killed replica comes back as a standby.
-start_op "${leader}2" && wait_for 30 readyz "${leader}2"
+start_op "${leader}2" "${WH[$leader]}" && wait_for 30 readyz "${leader}2"
 check "a restarted replica rejoins as a ready standby" $? "see its log"
 
 # ---------------------------------------------------------- metrics ---
