@@ -20,6 +20,11 @@
 /* On a Node we cordoned: "rack/<name>". A cordon without it is someone
  * else's and is never lifted by us. */
 #define OP_ANN_CORDONED_BY "nvl72.io/cordoned-by"
+/* On every Rack: held until the controller has released what it put
+ * outside the Rack's own objects (Node labels, its cordons) and deleted the
+ * Rack's ComputeTrays. */
+#define OP_FINALIZER_RACK "nvl72.io/rack"
+
 /* The field manager and controller name the operator writes under. */
 #define OP_FIELD_MANAGER "nvl72-operator"
 
@@ -148,6 +153,18 @@ enum op_tray_check {
  * merge patch with the tray's resourceVersion) is set only for PATCH. */
 enum op_tray_check op_tray_check(const json_t *tray, const json_t *rack, int index,
                                  const char *node, json_t **patch);
+
+/* Whether obj's metadata.finalizers holds name. */
+bool op_has_finalizer(const json_t *obj, const char *name);
+
+/* The merge patch that adds (want) or removes finalizer name on obj,
+ * keeping every other finalizer in order, with obj's resourceVersion; NULL
+ * when obj already is as wanted. */
+json_t *op_finalizer_patch(const json_t *obj, const char *name, bool want);
+
+/* Whether rack is the controller owner of tray (same uid): the trays the
+ * Rack's finalizer deletes. */
+bool op_tray_owned_by(const json_t *tray, const json_t *rack);
 
 /* The later of the tray's status.heartbeatTime and lease_renew_ms; 0 when
  * neither is known. */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Rack controller: keeps one owned ComputeTray per compute tray, labels
 // and (when the rack is degraded) cordons the rack's Nodes, and writes the
-// rack's status, only when something changed. Level-based: every pass reads
-// the caches and derives everything from them.
+// rack's status, only when something changed; its finalizer releases the
+// Nodes and deletes the trays when the Rack goes. Level-based: every pass
+// reads the caches and derives everything from them.
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -367,6 +368,85 @@ static enum nv_err nodes_release(struct op *op, const char *rack, const struct r
 	return worst;
 }
 
+/* Adds (want) or removes our finalizer on the Rack. */
+static enum nv_err rack_finalizer_set(struct op *op, const json_t *rack, bool want)
+{
+	json_t *patch = op_finalizer_patch(rack, OP_FINALIZER_RACK, want);
+	struct kube_status st;
+	enum nv_err rc = NV_OK;
+	if (patch == NULL)
+		return NV_OK;
+	rc = kube_patch(op->c, &OP_RES_RACKS, NULL, kube_obj_name(rack),
+	                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, patch, NULL, &st);
+	json_decref(patch);
+	if (rc != NV_OK && rc != NV_E_CONFLICT)
+		log_warn(RACK_COMP, "finalizer write failed", "rack=%s err=%s msg=\"%s\"",
+		         kube_obj_name(rack), nv_err_name(rc), st.message);
+	return rc;
+}
+
+/* Deletes the ComputeTrays this Rack (this uid) controls. The apiserver's
+ * garbage collector would do it after the Rack is gone, but only where a
+ * kube-controller-manager runs; deleting them here makes the release the
+ * same everywhere, and the trays are gone before the Rack is. */
+static enum nv_err trays_delete(struct op *op, const json_t *rack, int *deleted)
+{
+	json_t *trays = kube_informer_list(op->trays), *t;
+	enum nv_err worst = NV_OK, rc;
+	struct kube_status st;
+	size_t i;
+
+	json_array_foreach(trays, i, t)
+	{
+		if (!op_tray_owned_by(t, rack) ||
+		    json_is_string(jx_path(t, "metadata.deletionTimestamp")))
+			continue;
+		rc = kube_delete(op->c, &OP_RES_TRAYS, NULL, kube_obj_name(t),
+		                 &(struct kube_delete_opts){
+		                         .grace_period_s = -1,
+		                         .precondition_uid = jx_str_or(t, "metadata.uid", NULL)},
+		                 &st);
+		if (rc == NV_OK)
+			(*deleted)++;
+		else if (rc != NV_E_NOT_FOUND) {
+			log_warn(RACK_COMP, "tray delete failed", "rack=%s tray=%s err=%s msg=\"%s\"",
+			         kube_obj_name(rack), kube_obj_name(t), nv_err_name(rc), st.message);
+			worst = rc;
+		}
+	}
+	json_decref(trays);
+	return worst;
+}
+
+/* A Rack being deleted: release its Nodes (our labels, our cordons only),
+ * delete its trays, then let it go. Any failure keeps the finalizer and the
+ * pass is retried. */
+static enum nv_err rack_finalize(struct op *op, const json_t *rack)
+{
+	const char *rname = kube_obj_name(rack);
+	json_t *nodes = kube_informer_by_index(op->nodes, "rack", rname);
+	size_t nnodes = json_array_size(nodes);
+	int deleted = 0;
+	enum nv_err rc, r2;
+
+	json_decref(nodes);
+	rc = nodes_release(op, rname, NULL);
+	if ((r2 = trays_delete(op, rack, &deleted)) != NV_OK)
+		rc = r2;
+	if (rc != NV_OK)
+		return rc;
+	if (nnodes > 0 || deleted > 0)
+		op_event(op, rack, "Normal", "RackReleased", "Release",
+		         "rack deleted: released %zu Nodes (labels and this rack's cordons), "
+		         "deleted %d ComputeTrays",
+		         nnodes, deleted);
+	rc = rack_finalizer_set(op, rack, false);
+	if (rc == NV_OK)
+		log_info(RACK_COMP, "released", "rack=%s nodes=%zu trays=%d", rname, nnodes,
+		         deleted);
+	return rc;
+}
+
 static void pass_load(struct op *op, struct rack_pass *p)
 {
 	const char *rname = kube_obj_name(p->rack);
@@ -461,8 +541,20 @@ struct kube_result rack_reconcile(void *ud, const char *key)
 	memset(&p, 0, sizeof(p));
 	p.rack = kube_informer_get(op->racks, key);
 	if (p.rack == NULL) {
+		/* Gone without our finalizer (removed by hand): release what is left. */
 		rc = nodes_release(op, key, NULL);
 		op_feed_rack_gone(op, key);
+		return (struct kube_result){.err = rc};
+	}
+	if (json_is_string(jx_path(p.rack, "metadata.deletionTimestamp"))) {
+		if (op_has_finalizer(p.rack, OP_FINALIZER_RACK))
+			rc = rack_finalize(op, p.rack);
+		pass_clear(&p);
+		return (struct kube_result){.err = rc};
+	}
+	if (!op_has_finalizer(p.rack, OP_FINALIZER_RACK)) { /* the update brings us back */
+		rc = rack_finalizer_set(op, p.rack, true);
+		pass_clear(&p);
 		return (struct kube_result){.err = rc};
 	}
 	pass_load(op, &p);

@@ -335,3 +335,42 @@ enum op_tray_check op_tray_check(const json_t *tray, const json_t *rack, int ind
 	*patch = p;
 	return OP_TRAY_PATCH;
 }
+
+bool op_tray_owned_by(const json_t *tray, const json_t *rack)
+{
+	const json_t *ctl = controller_ref(tray);
+	const char *uid = jx_str_or(rack, "metadata.uid", "");
+	return ctl != NULL && uid[0] && strcmp(jx_str_or(ctl, "uid", ""), uid) == 0;
+}
+
+bool op_has_finalizer(const json_t *obj, const char *name)
+{
+	const json_t *f;
+	size_t i;
+	json_array_foreach(jx_path(obj, "metadata.finalizers"), i, f)
+	{
+		if (json_is_string(f) && strcmp(json_string_value(f), name) == 0)
+			return true;
+	}
+	return false;
+}
+
+json_t *op_finalizer_patch(const json_t *obj, const char *name, bool want)
+{
+	json_t *list;
+	const json_t *f;
+	size_t i;
+
+	if (op_has_finalizer(obj, name) == want)
+		return NULL;
+	list = json_array();
+	json_array_foreach(jx_path(obj, "metadata.finalizers"), i, f)
+	{
+		if (!json_is_string(f) || strcmp(json_string_value(f), name) != 0)
+			json_array_append(list, (json_t *)f);
+	}
+	if (want)
+		json_array_append_new(list, json_string(name));
+	return json_pack("{s:{s:s,s:o}}", "metadata", "resourceVersion",
+	                 jx_str_or(obj, "metadata.resourceVersion", ""), "finalizers", list);
+}

@@ -5,7 +5,8 @@
 # labelled Nodes, agent status simulated by status patches, the degraded
 # cordon and its recovery (a foreign cordon survives), a kill -9 failover in
 # the middle of that work, zero writes at steady state, graceful shutdown,
-# and a deleted Rack releasing its Nodes. The admission webhook is on: both
+# and a deleted Rack's finalizer releasing its Nodes and deleting its trays
+# (no garbage collector runs here). The admission webhook is on: both
 # replicas serve it with the certificate they share through their Secret, and
 # the configurations (the chart's, with clientConfig.url instead of a Service,
 # which cannot route to host processes) name replica a, which leads; its
@@ -196,6 +197,9 @@ check "18 ComputeTrays, named <rack>-tNN, owned by the Rack (controller)" $? \
 drv=$(k get computetray "$RACK-t05" -o jsonpath='{.spec.node} {.spec.index} {.spec.driver.version}')
 [[ $drv == "$RACK-t05 5 580.95.05" ]]
 check "tray spec: node, index and the desired stack's driver" $? "got '$drv'"
+
+[[ $(k get rack "$RACK" -o jsonpath='{.metadata.finalizers}') == *'"nvl72.io/rack"'* ]]
+check "the Rack carries the nvl72.io/rack finalizer" $? "finalizers: $(k get rack "$RACK" -o jsonpath='{.metadata.finalizers}')"
 
 nodes_labelled() {
 	local n
@@ -467,5 +471,15 @@ released() {
 wait_for 20 released
 check "a deleted Rack leaves its Nodes without our labels; a foreign cordon stays" $? \
 	"$(k get nodes -L nvl72.io/rack --no-headers 2>&1 | head -3 | tr -s ' \n' ' ')"
+# No kube-controller-manager runs here, so no garbage collector: the trays
+# go because the finalizer deletes them, and then the Rack itself.
+rack_gone() {
+	[[ $(k get computetrays -o name | wc -l) == 0 ]] && ! k get rack "$RACK" >/dev/null 2>&1
+}
+wait_for 30 rack_gone
+check "the finalizer deletes the 18 owned ComputeTrays, then the Rack goes" $? \
+	"$(k get computetrays --no-headers 2>&1 | wc -l) trays left; rack: $(k get rack "$RACK" -o jsonpath='{.metadata.finalizers} {.metadata.deletionTimestamp}' 2>&1)"
+wait_for 20 has_event RackReleased
+check "a RackReleased Event" $? "$(k get events -n default 2>&1 | tail -3 | tr '\n' ';')"
 
 finish

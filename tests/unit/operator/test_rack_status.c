@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Unit tests for what the Rack controller writes: status and conditions
 // (written only when changed, transition times kept), Node label and cordon
-// patches (only our keys; never a foreign cordon), and tray ownership.
+// patches (only our keys; never a foreign cordon), tray ownership, and the
+// Rack's finalizer.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -185,6 +186,57 @@ static void test_op_tray_build_and_check(void **state)
 	json_decref(rack);
 }
 
+static void test_op_finalizer_patch_keeps_others(void **state)
+{
+	(void)state;
+	json_t *rack = fx_rack(2), *p;
+	jx_set_str(rack, "metadata.resourceVersion", "41");
+	assert_false(op_has_finalizer(rack, OP_FINALIZER_RACK));
+	assert_null(op_finalizer_patch(rack, OP_FINALIZER_RACK, false));
+
+	/* Added after another's, with the resourceVersion. */
+	jx_set_take(rack, "metadata.finalizers", json_pack("[s]", "example.com/keep"));
+	p = op_finalizer_patch(rack, OP_FINALIZER_RACK, true);
+	assert_non_null(p);
+	assert_string_equal(jx_str_or(p, "metadata.resourceVersion", ""), "41");
+	assert_int_equal(json_array_size(jx_path(p, "metadata.finalizers")), 2);
+	assert_string_equal(jx_str_or(p, "metadata.finalizers[0]", ""), "example.com/keep");
+	assert_string_equal(jx_str_or(p, "metadata.finalizers[1]", ""), OP_FINALIZER_RACK);
+	jx_set_take(rack, "metadata.finalizers", json_incref(jx_path(p, "metadata.finalizers")));
+	json_decref(p);
+	assert_true(op_has_finalizer(rack, OP_FINALIZER_RACK));
+	assert_null(op_finalizer_patch(rack, OP_FINALIZER_RACK, true));
+
+	/* Removed: the other stays. */
+	p = op_finalizer_patch(rack, OP_FINALIZER_RACK, false);
+	assert_non_null(p);
+	assert_int_equal(json_array_size(jx_path(p, "metadata.finalizers")), 1);
+	assert_string_equal(jx_str_or(p, "metadata.finalizers[0]", ""), "example.com/keep");
+	json_decref(p);
+	json_decref(rack);
+}
+
+static void test_op_tray_owned_by_uid(void **state)
+{
+	(void)state;
+	json_t *rack = fx_rack(2);
+	json_t *t = op_tray_build(rack, 4, "r07-t04", "");
+	assert_true(op_tray_owned_by(t, rack));
+
+	/* Same name, another incarnation of the Rack: not ours to delete. */
+	json_t *other = json_deep_copy(rack);
+	jx_set_str(other, "metadata.uid", "uid-r07-new");
+	assert_false(op_tray_owned_by(t, other));
+
+	/* A non-controller reference does not count. */
+	jx_set_take(t, "metadata.ownerReferences",
+	            json_pack("[{s:s,s:s,s:s}]", "kind", "Rack", "name", "r07", "uid", "uid-r07"));
+	assert_false(op_tray_owned_by(t, rack));
+	json_decref(other);
+	json_decref(t);
+	json_decref(rack);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -193,6 +245,8 @@ int main(void)
 	        cmocka_unit_test(test_op_node_labels_patch_only_our_keys),
 	        cmocka_unit_test(test_op_node_cordon_patch_rules),
 	        cmocka_unit_test(test_op_tray_build_and_check),
+	        cmocka_unit_test(test_op_finalizer_patch_keeps_others),
+	        cmocka_unit_test(test_op_tray_owned_by_uid),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
