@@ -99,6 +99,7 @@ struct agent_spec {
 	bool has_imex;
 	struct agent_imex_cfg imex; /* bind_ip is --node-ip */
 	unsigned channel_count;
+	bool channels_all; /* allocationMode All: nodes for every channel */
 	size_t n_channel_ids;
 	unsigned channel_ids[64];
 	char maint_state[16]; /* "None" when absent */

@@ -31,6 +31,8 @@ struct op_domain_cand {
 	bool healthy;       /* tray and Node Ready: may be picked */
 	bool selected;      /* matches the domain's rack/partition selector */
 	bool imex_ready;    /* daemon Ready, domain Up, status current */
+	const char *failure;     /* why a member has failed (op_domain_member_failure), or NULL */
+	int64_t failed_since_ms; /* when that failure was first seen */
 };
 
 struct op_domain_plan {
@@ -44,6 +46,17 @@ struct op_domain_plan {
 	const char *rack;
 	const char *reason; /* CamelCase, for the Placed condition */
 	char message[256];
+	/* Failed members replaced by spares this pass (candidate indexes). */
+	unsigned nreplaced;
+	unsigned replaced_from[API_COMPUTE_TRAYS], replaced_to[API_COMPUTE_TRAYS];
+	unsigned nunreplaced; /* failed members past their grace with no spare */
+	int64_t next_check_ms; /* wall time a failed member's grace ends; 0: none */
+};
+
+/* The channel allocation of a domain (spec.channel.allocationMode). */
+enum op_domain_channels {
+	OP_CHANNELS_SINGLE = 0, /* one channel, id 0, on every member */
+	OP_CHANNELS_ALL,        /* every channel the driver exposes */
 };
 
 /* "<ns>.<name>" into out; false when it does not fit a label value (63). */
@@ -56,14 +69,35 @@ bool op_domain_key(const char *ns, const char *name, char out[OP_DOMAIN_KEY_MAX]
 void op_domain_place(const struct op_domain_cand *c, unsigned n, const char *key, int num_nodes,
                      struct op_domain_plan *out);
 
+/* Why a member tray of key has failed, or NULL when it has not: its Node
+ * is gone (`NodeGone`) or not Ready (`NodeNotReady`), its GPUs left the
+ * fabric or report it unhealthy (`FabricUnhealthy`), the tray is otherwise
+ * not Ready (`TrayNotReady`), or the IMEX daemon configured for key is not
+ * running (`IMEXDaemonDown`). A peer's failure that leaves this tray's
+ * domain degraded is not this tray's failure. node may be NULL. */
+const char *op_domain_member_failure(const json_t *tray, const json_t *node, const char *key);
+
+/* When the domain's status first recorded node as failed
+ * (status.nodes[].failedSince), else now_ms. */
+int64_t op_domain_failed_since(const json_t *dom, const char *node, int64_t now_ms);
+
+/* Replaces, in a plan from op_domain_place, each member that has failed for
+ * grace_ms or longer with a healthy, selected, free tray of the same clique
+ * and rack (lowest index first), and sets next_check_ms to the end of the
+ * earliest grace still running. A failed member with no spare stays. */
+void op_domain_replace_failed(const struct op_domain_cand *c, unsigned n, int num_nodes,
+                              int64_t grace_ms, int64_t now_ms, struct op_domain_plan *p);
+
 /* The ordered peer list of the plan's members (by tray index); NULL when a
  * member has no address. */
 json_t *op_domain_peers(const struct op_domain_cand *c, const struct op_domain_plan *p);
 
 /* The merge patch that gives tray this domain's annotation and spec.imex
- * (mode process, domain key, peers), with its resourceVersion; NULL when
- * nothing changes. peers NULL: only the annotation. */
-json_t *op_domain_tray_patch(const json_t *tray, const char *key, const json_t *peers);
+ * (mode process, domain key, peers, and channels: id 0 for Single, every
+ * channel for All), with its resourceVersion; NULL when nothing changes.
+ * peers NULL: only the annotation. */
+json_t *op_domain_tray_patch(const json_t *tray, const char *key, const json_t *peers,
+                             enum op_domain_channels channels);
 
 /* The merge patch that takes the domain's annotation and spec.imex off a
  * tray of key; NULL when the tray is not key's. */
@@ -74,9 +108,9 @@ json_t *op_domain_tray_release_patch(const json_t *tray, const char *key);
  * label naming another domain is never removed. */
 json_t *op_domain_node_patch(const json_t *node, const char *key, bool member);
 
-/* Writes status.status, nodes, rack, cliqueID, nodeSelector, the Placed and
- * Ready conditions and observedGeneration into obj, a private copy of the
- * ComputeDomain. */
+/* Writes status.status, nodes (with reason and failedSince of a failed
+ * member), rack, cliqueID, nodeSelector, the Placed and Ready conditions and
+ * observedGeneration into obj, a private copy of the ComputeDomain. */
 void op_domain_status_apply(json_t *obj, const char *key, const struct op_domain_cand *c,
                             const struct op_domain_plan *p, int64_t now_ms);
 

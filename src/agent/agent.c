@@ -471,6 +471,8 @@ static void pass_imex(struct agent *a, const json_t *tray, struct pass *p)
 	for (size_t i = 0; i < p->spec.n_channel_ids; i++)
 		if (p->spec.channel_ids[i] + 1 > top)
 			top = p->spec.channel_ids[i] + 1;
+	if (p->spec.channels_all)
+		top = p->spec.channel_count;
 	if (top > 0) {
 		a->host.err[0] = '\0';
 		rc = agent_host_channels_ensure(&a->host, top, &created);

@@ -68,6 +68,14 @@ static enum nv_err imex_parse(const json_t *im, const char *node_ip, struct agen
 		}
 		s->channel_ids[s->n_channel_ids++] = (unsigned)json_integer_value(v);
 	}
+	const char *mode = jx_str_or(im, "channels.allocationMode", "Single");
+	if (strcmp(mode, "Single") != 0 && strcmp(mode, "All") != 0) {
+		snprintf(err, errsz,
+			 "spec.imex.channels.allocationMode: \"%.32s\" is neither Single nor All",
+			 mode);
+		return NV_E_INVALID_OBJECT;
+	}
+	s->channels_all = strcmp(mode, "All") == 0;
 	str_copy(c->bind_ip, sizeof(c->bind_ip), node_ip ? node_ip : "");
 	c->server_port = (unsigned)port;
 	c->cmd_port = (unsigned)cport;
@@ -119,6 +127,7 @@ enum nv_err agent_spec_parse(const json_t *tray, const char *node_ip, struct age
 	if (json_is_object(im) && imex_parse(im, node_ip, out, err, errsz) != NV_OK) {
 		memset(&out->imex, 0, sizeof(out->imex));
 		out->n_channel_ids = 0;
+		out->channels_all = false;
 		out->has_imex = false;
 		rc = NV_E_INVALID_OBJECT;
 	}

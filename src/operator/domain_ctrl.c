@@ -212,6 +212,7 @@ static void pass_load(struct op *op, struct domain_pass *p)
 {
 	const char *rack = jx_str_or(p->dom, "spec.selector.rack", "");
 	const char *part = jx_str_or(p->dom, "spec.selector.partition", "");
+	int64_t now = time_wall_ms();
 	const json_t *t;
 	size_t i;
 
@@ -239,6 +240,9 @@ static void pass_load(struct op *op, struct domain_pass *p)
 		c->selected = (rack[0] == '\0' || strcmp(rack, c->rack) == 0) &&
 		              (part[0] == '\0' || in_partition(op, part, t));
 		c->imex_ready = tray_imex_ready(t, p->dkey);
+		if (strcmp(c->owner, p->dkey) == 0 &&
+		    (c->failure = op_domain_member_failure(t, node, p->dkey)) != NULL)
+			c->failed_since_ms = op_domain_failed_since(p->dom, c->node, now);
 	}
 }
 
@@ -349,9 +353,9 @@ static enum nv_err stray_labels(struct op *op, const struct domain_pass *p,
  * status writes move it too, so on a conflict the tray is read again and,
  * still free or ours, patched once more. */
 static enum nv_err tray_claim(struct op *op, const json_t *tray, const char *dkey,
-                              const json_t *peers)
+                              const json_t *peers, enum op_domain_channels channels)
 {
-	json_t *body = op_domain_tray_patch(tray, dkey, peers), *fresh = NULL;
+	json_t *body = op_domain_tray_patch(tray, dkey, peers, channels), *fresh = NULL;
 	const char *name = kube_obj_name(tray);
 	struct kube_status st;
 	enum nv_err rc = NV_OK;
@@ -371,7 +375,7 @@ static enum nv_err tray_claim(struct op *op, const json_t *tray, const char *dke
 			rc = NV_E_CONFLICT; /* another domain took it: next pass */
 			break;
 		}
-		body = op_domain_tray_patch(fresh, dkey, peers);
+		body = op_domain_tray_patch(fresh, dkey, peers, channels);
 	}
 	json_decref(body);
 	json_decref(fresh);
@@ -384,6 +388,10 @@ static enum nv_err members_sync(struct op *op, struct domain_pass *p,
                                 const struct op_domain_plan *plan)
 {
 	json_t *peers = plan->placed ? op_domain_peers(p->cand, plan) : NULL, *body;
+	enum op_domain_channels channels =
+	        strcmp(jx_str_or(p->dom, "spec.channel.allocationMode", "Single"), "All") == 0
+	                ? OP_CHANNELS_ALL
+	                : OP_CHANNELS_SINGLE;
 	enum nv_err worst = NV_OK, rc;
 
 	for (unsigned i = 0; i < p->n; i++) {
@@ -393,7 +401,7 @@ static enum nv_err members_sync(struct op *op, struct domain_pass *p,
 		for (unsigned k = 0; k < plan->n; k++)
 			member |= plan->member[k] == i;
 		if (member)
-			rc = tray_claim(op, t, p->dkey, peers);
+			rc = tray_claim(op, t, p->dkey, peers, channels);
 		else if ((body = op_domain_tray_release_patch(t, p->dkey)) != NULL) {
 			rc = patch(op, &OP_RES_TRAYS, NULL, c->tray, body, NULL);
 			json_decref(body);
@@ -445,6 +453,23 @@ static enum nv_err status_sync(struct op *op, struct domain_pass *p,
 
 /* ---- reconcile ---- */
 
+/* One Event per failed member a spare replaced in this pass. */
+static void replaced_events(struct op *op, const struct domain_pass *p,
+                            const struct op_domain_plan *plan)
+{
+	for (unsigned i = 0; i < plan->nreplaced; i++) {
+		const struct op_domain_cand *from = &p->cand[plan->replaced_from[i]];
+		const struct op_domain_cand *to = &p->cand[plan->replaced_to[i]];
+		char since[TIME_RFC3339_LEN];
+		time_format_rfc3339(from->failed_since_ms, since);
+		op_event(op, p->dom, "Warning", "NodeReplaced", "Replace",
+		         "replaced node %s (%s since %s) with node %s of clique %s", from->node,
+		         from->failure, since, to->node, to->clique);
+		log_info(DOMAIN_COMP, "member replaced", "domain=%s/%s from=%s reason=%s to=%s",
+		         p->ns, p->name, from->node, from->failure, to->node);
+	}
+}
+
 static struct kube_result domain_delete(struct op *op, struct domain_pass *p)
 {
 	enum nv_err rc = release_all(op, p->dkey);
@@ -491,8 +516,13 @@ struct kube_result domain_reconcile(void *ud, const char *key)
 		snprintf(plan.message, sizeof(plan.message),
 		         "\"%s\" is longer than a label value (63)", p.dkey);
 	}
+	if (fits && json_is_true(jx_path(p.dom, "spec.replaceFailedNodes")))
+		op_domain_replace_failed(p.cand, p.n, num, op->cfg.domain_replace_grace_ms,
+		                         time_wall_ms(), &plan);
 	if (fits && (r2 = members_sync(op, &p, &plan)) != NV_OK)
 		rc = r2;
+	if (rc == NV_OK)
+		replaced_events(op, &p, &plan);
 	if (plan.npicked > 0 && rc == NV_OK)
 		op_event(op, p.dom, "Normal", "TraysPicked", "Place",
 		         "picked %u trays (%u of %d) in clique %s of rack %s", plan.npicked, plan.n,
@@ -502,5 +532,10 @@ struct kube_result domain_reconcile(void *ud, const char *key)
 	if (rc == NV_OK && (r2 = status_sync(op, &p, &plan)) != NV_OK)
 		rc = r2;
 	pass_clear(&p);
-	return (struct kube_result){.err = rc};
+	struct kube_result res = {.err = rc};
+	if (rc == NV_OK && plan.next_check_ms > 0) {
+		int64_t d = plan.next_check_ms - time_wall_ms();
+		res.requeue_after_ms = d > 1000 ? d : 1000;
+	}
+	return res;
 }

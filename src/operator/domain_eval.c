@@ -89,7 +89,7 @@ static void plan_finish(const struct op_domain_cand *c, unsigned num, struct op_
 	for (unsigned i = 0; i < p->n; i++) {
 		const struct op_domain_cand *m = &c[p->member[i]];
 		p->addresses &= m->ip[0] != '\0';
-		p->ready &= m->imex_ready;
+		p->ready &= m->imex_ready && m->failure == NULL;
 	}
 	p->ready &= p->addresses;
 	if (p->n > 0) {
@@ -150,6 +150,99 @@ void op_domain_place(const struct op_domain_cand *c, unsigned n, const char *key
 	plan_finish(c, num, out);
 }
 
+static bool cond_true(const json_t *obj, const char *type)
+{
+	return kube_condition_is_true(obj, type);
+}
+
+const char *op_domain_member_failure(const json_t *tray, const json_t *node, const char *key)
+{
+	const json_t *og = jx_path(tray, "status.observedGeneration");
+	const char *daemon = jx_str_or(tray, "status.imex.daemonState", "");
+	bool current = !json_is_integer(og) || json_integer_value(og) >=
+	                                               json_integer_value(jx_path(tray, "metadata.generation"));
+
+	if (node == NULL)
+		return "NodeGone";
+	if (!cond_true(node, "Ready"))
+		return "NodeNotReady";
+	/* Ready False only for IMEX (a degraded domain) is no failure of the
+	 * tray itself: judge its parts. */
+	if (!cond_true(tray, "Ready")) {
+		if (!cond_true(tray, "DriverReady"))
+			return "TrayNotReady";
+		if (!cond_true(tray, "FabricReady") || !cond_true(tray, "FabricHealthy"))
+			return "FabricUnhealthy";
+	}
+	if (current && strcmp(jx_str_or(tray, "spec.imex.domain", ""), key) == 0 &&
+	    (strcmp(daemon, "NotRunning") == 0 || strcmp(daemon, "Unavailable") == 0))
+		return "IMEXDaemonDown";
+	return NULL;
+}
+
+int64_t op_domain_failed_since(const json_t *dom, const char *node, int64_t now_ms)
+{
+	const json_t *e;
+	int64_t t;
+	size_t i;
+	json_array_foreach(jx_path(dom, "status.nodes"), i, e)
+	{
+		if (strcmp(jx_str_or(e, "name", ""), node) == 0 &&
+		    time_parse_rfc3339(jx_str_or(e, "failedSince", ""), &t) == NV_OK && t <= now_ms)
+			return t;
+	}
+	return now_ms;
+}
+
+/* The lowest-index free spare of clique in rack not already taken. */
+static bool spare_find(const struct op_domain_cand *c, unsigned n, const char *clique,
+                       const char *rack, const unsigned *taken, unsigned ntaken, unsigned *out)
+{
+	unsigned cand[API_COMPUTE_TRAYS], k = free_in(c, n, clique, cand, API_COMPUTE_TRAYS);
+	for (unsigned i = 0; i < k; i++) {
+		bool used = strcmp(c[cand[i]].rack, rack) != 0;
+		for (unsigned j = 0; j < ntaken && !used; j++)
+			used = taken[j] == cand[i];
+		if (!used) {
+			*out = cand[i];
+			return true;
+		}
+	}
+	return false;
+}
+
+void op_domain_replace_failed(const struct op_domain_cand *c, unsigned n, int num_nodes,
+                              int64_t grace_ms, int64_t now_ms, struct op_domain_plan *p)
+{
+	unsigned num = num_nodes < 1                   ? 1
+	               : num_nodes > API_COMPUTE_TRAYS ? API_COMPUTE_TRAYS
+	                                               : (unsigned)num_nodes;
+	for (unsigned i = 0; i < p->n; i++) {
+		const struct op_domain_cand *x = &c[p->member[i]];
+		unsigned spare;
+		if (x->failure == NULL)
+			continue;
+		int64_t due = x->failed_since_ms + grace_ms;
+		if (due > now_ms) {
+			if (p->next_check_ms == 0 || due < p->next_check_ms)
+				p->next_check_ms = due;
+			continue;
+		}
+		if (!spare_find(c, n, x->clique[0] ? x->clique : p->clique, x->rack,
+		                p->replaced_to, p->nreplaced, &spare)) {
+			p->nunreplaced++;
+			continue;
+		}
+		p->replaced_from[p->nreplaced] = p->member[i];
+		p->replaced_to[p->nreplaced++] = spare;
+		p->member[i] = spare;
+	}
+	if (p->nreplaced > 0) {
+		sort_members(c, p->member, p->n);
+		plan_finish(c, num, p);
+	}
+}
+
 /* The plan's members by tray index (the peer-list order). */
 static void by_index(const struct op_domain_cand *c, const struct op_domain_plan *p, unsigned *out)
 {
@@ -189,7 +282,20 @@ static json_t *with_rv(const json_t *obj, json_t *patch)
 	return patch;
 }
 
-json_t *op_domain_tray_patch(const json_t *tray, const char *key, const json_t *peers)
+/* Whether the tray's spec.imex.channels already asks for channels. */
+static bool channels_ok(const json_t *cur, enum op_domain_channels channels)
+{
+	const char *mode = jx_str_or(cur, "channels.allocationMode", "Single");
+	if (channels == OP_CHANNELS_ALL)
+		return strcmp(mode, "All") == 0;
+	json_t *one = json_pack("[i]", 0);
+	bool ok = strcmp(mode, "Single") == 0 && json_equal(jx_path(cur, "channels.ids"), one);
+	json_decref(one);
+	return ok;
+}
+
+json_t *op_domain_tray_patch(const json_t *tray, const char *key, const json_t *peers,
+                             enum op_domain_channels channels)
 {
 	json_t *patch = json_object(), *want, *cur = jx_path(tray, "spec.imex");
 
@@ -198,10 +304,16 @@ json_t *op_domain_tray_patch(const json_t *tray, const char *key, const json_t *
 		        patch, "metadata",
 		        json_pack("{s:{s:s}}", "annotations", OP_LABEL_COMPUTE_DOMAIN, key));
 	if (peers) {
-		want = json_pack("{s:s,s:s,s:O}", "mode", "process", "domain", key, "peers", peers);
+		want = json_pack("{s:s,s:s,s:O,s:o}", "mode", "process", "domain", key, "peers", peers,
+		                 "channels",
+		                 channels == OP_CHANNELS_ALL
+		                         ? json_pack("{s:s,s:n}", "allocationMode", "All", "ids")
+		                         : json_pack("{s:s,s:[i]}", "allocationMode", "Single", "ids",
+		                                     0));
 		if (!json_is_object(cur) || !json_equal(json_object_get(cur, "peers"), peers) ||
 		    strcmp(jx_str_or(cur, "domain", ""), key) != 0 ||
-		    strcmp(jx_str_or(cur, "mode", "process"), "process") != 0)
+		    strcmp(jx_str_or(cur, "mode", "process"), "process") != 0 ||
+		    !channels_ok(cur, channels))
 			json_object_set_new(patch, "spec", json_pack("{s:o}", "imex", want));
 		else
 			json_decref(want);
@@ -251,7 +363,13 @@ static json_t *status_nodes(const struct op_domain_cand *c, const struct op_doma
 	for (unsigned i = 0; i < p->n; i++) {
 		const struct op_domain_cand *x = &c[m[i]];
 		json_t *o = json_pack("{s:s,s:i,s:s}", "name", x->node, "index", (int)i, "status",
-		                      x->imex_ready ? "Ready" : "NotReady");
+		                      x->imex_ready && !x->failure ? "Ready" : "NotReady");
+		if (x->failure) {
+			char since[TIME_RFC3339_LEN];
+			time_format_rfc3339(x->failed_since_ms, since);
+			json_object_set_new(o, "reason", json_string(x->failure));
+			json_object_set_new(o, "failedSince", json_string(since));
+		}
 		if (x->ip[0])
 			json_object_set_new(o, "ipAddress", json_string(x->ip));
 		if (x->clique[0])
@@ -270,12 +388,14 @@ static void ready_message(const struct op_domain_cand *c, const struct op_domain
 	msg[0] = '\0';
 	for (unsigned i = 0; i < p->n; i++) {
 		const struct op_domain_cand *x = &c[p->member[i]];
-		if (x->imex_ready)
+		if (x->imex_ready && !x->failure)
 			continue;
 		waiting++;
 		if (len + 1 < cap) {
-			int w = snprintf(msg + len, cap - len, "%s%s",
-			                 len ? ", " : "IMEX not ready on ", x->node);
+			int w = snprintf(msg + len, cap - len, "%s%s%s%s%s",
+			                 len ? ", " : "IMEX not ready on ", x->node,
+			                 x->failure ? " (" : "", x->failure ? x->failure : "",
+			                 x->failure ? ")" : "");
 			len += w > 0 ? (size_t)w : 0;
 		}
 	}

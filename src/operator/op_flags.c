@@ -57,6 +57,10 @@ const struct op_flag op_flags[] = {
          NULL,
          "A tray whose agent gave no sign of life for this long counts as down; 0 turns the check "
          "off."},
+        {"domain-replace-grace", CFG(domain_replace_grace_ms), OP_FLAG_DURATION, "2m", 0, 24 * H,
+         NULL,
+         "How long a failed member of a ComputeDomain with spec.replaceFailedNodes stays before a "
+         "spare replaces it."},
         {"rack-workers", CFG(rack_workers), OP_FLAG_INT, "2", 1, 64, NULL,
          "Racks reconciled at once."},
         {"cache-sync-timeout", CFG(cache_sync_timeout_ms), OP_FLAG_DURATION, "2m", 1000, H, NULL,

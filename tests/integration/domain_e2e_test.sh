@@ -4,8 +4,12 @@
 # operator, the sample Rack of 18 trays with a real agent per tray on a
 # simulated rack (fake NVML and IMEX daemons). A 4-node ComputeDomain gets
 # 4 labelled Nodes, one identical IMEX peer list, running IMEX daemons and
-# Ready status; a member's daemon dying turns it NotReady until it is back;
-# deleting it releases the labels and peer lists through its finalizer.
+# Ready status and one IMEX channel device node per member (allocationMode
+# Single); a member's daemon dying turns it NotReady until it is back;
+# deleting it releases the labels and peer lists through its finalizer. A
+# domain with replaceFailedNodes and allocationMode All gets every channel
+# on its members, and when a member's Node is deleted it marks the member
+# and after the grace replaces it with a spare of the same clique.
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
 # control plane (KUBECONFIG, KUBECTL, NVL72_CLUSTER_DIR set). Prints `ok - …`
@@ -18,6 +22,7 @@ set -u
 export KUBECONFIG
 
 rel=${NVL72_BUILD:-$PWD/build/rel}
+GRACE_S=8 # --domain-replace-grace
 OPERATOR=$rel/bin/nvl72-operator
 AGENT=$rel/bin/nvl72-agent
 sim=$(dirname "$rel")/sim
@@ -108,6 +113,7 @@ check "18 Nodes, Ready, with InternalIPs" $rc "node create or status patch faile
 
 "$OPERATOR" --metrics-bind-address=127.0.0.1:0 --health-probe-bind-address=127.0.0.1:0 \
 	--dashboard-bind-address=0 --webhook-bind-address=0 --tray-heartbeat-timeout=10m \
+	--domain-replace-grace=${GRACE_S}s \
 	--log-level=info >"$work/op.log" 2>&1 &
 opid=$!
 out=$(k apply -f deploy/samples/rack-gb300.yaml 2>&1)
@@ -181,6 +187,12 @@ check "the 4 member trays hold one identical peer list ($peer_lists), ordered by
 up=$(jq --arg d "$DKEY" '[.items[] | select(.spec.imex.domain == $d and .status.imex.daemonState == "Ready" and .status.imex.domainState == "Up" and .status.imex.peersConnected == 4)] | length' <<<"$trays")
 [[ $up == 4 ]]
 check "their fake IMEX daemons are READY with 4 peers connected" $? "up=$up"
+nch=""
+for m in $members; do
+	nch+="$(ls "$(tray "${m##*-t}")/host/dev/nvidia-caps-imex-channels" 2>/dev/null | tr '\n' ' ')|"
+done
+[[ $nch == "channel0 |channel0 |channel0 |channel0 |" ]]
+check "allocationMode Single (the default): one channel device node, channel0, on each member" $? "got: $nch"
 k -n "$CD_NS" get events -o json | jq -e '[.items[] | select(.reason == "TraysPicked" or .reason == "DomainReady")] | length >= 2' >/dev/null
 check "events TraysPicked and DomainReady" $? "$(k -n "$CD_NS" get events 2>&1 | tail -3)"
 
@@ -277,6 +289,61 @@ k -n "$CD_NS" delete computedomain big --timeout=60s >/dev/null 2>&1
 wait_for 30 eval '[[ -z $(k get nodes -l nvl72.io/compute-domain -o name) ]]'
 check "no Node keeps a compute-domain label once every domain is deleted" $? \
 	"$(k get nodes -l nvl72.io/compute-domain -o name | head -3)"
+# ------------------------------- spares replace a failed member (All) ---
+wait_for 60 rack_calm || not_ok "the rack settles" "$(k get rack "$RACK" -o jsonpath='{.status.conditions}' | cut -c1-300)"
+SP=spare
+SPKEY=$CD_NS.$SP
+printf 'apiVersion: nvl72.io/v1alpha1\nkind: ComputeDomain\nmetadata: {name: %s, namespace: %s}\nspec: {numNodes: 4, replaceFailedNodes: true, selector: {rack: %s}, channel: {allocationMode: All}}\n' \
+	"$SP" "$CD_NS" "$RACK" | k apply -f - >/dev/null 2>&1
+sp_json() { k -n "$CD_NS" get computedomain "$SP" -o json 2>/dev/null; }
+t0=$SECONDS
+wait_for 60 eval '[[ $(sp_json | jq -r .status.status) == Ready ]]'
+check "a 4-node domain with replaceFailedNodes and allocationMode All is Ready ($((SECONDS - t0))s)" $? \
+	"$(sp_json | jq -c .status | cut -c1-300)"
+sp_members=$(sp_json | jq -r '.status.nodes[].name')
+nch=""
+for m in $sp_members; do
+	nch+="$(ls "$(tray "${m##*-t}")/host/dev/nvidia-caps-imex-channels" 2>/dev/null | wc -l) "
+done
+[[ $nch == "2048 2048 2048 2048 " ]] &&
+	k get computetrays -o json | jq -e --arg d "$SPKEY" '[.items[] | select(.spec.imex.domain == $d and .spec.imex.channels.allocationMode == "All")] | length == 4' >/dev/null
+check "allocationMode All: every member tray has all 2048 channel device nodes" $? "counts: $nch"
+
+# The Node of one member is deleted: the member is marked, and after the
+# grace a free tray of the same clique takes its place.
+victim=$(sed -n 2p <<<"$sp_members")
+k delete node "$victim" --wait=false >/dev/null 2>&1
+marked() {
+	sp_json | jq -e --arg n "$victim" '[.status.nodes[] | select(.name == $n and .status == "NotReady" and .reason == "NodeGone" and .failedSince != null)] | length == 1' >/dev/null
+}
+wait_for $((GRACE_S)) marked
+check "the member whose Node was deleted is marked NodeGone in status.nodes[] during the grace" $? \
+	"$(sp_json | jq -c .status.nodes | cut -c1-300)"
+replaced() {
+	local st
+	st=$(sp_json)
+	[[ $(jq -r .status.status <<<"$st") == Ready && $(jq '.status.nodes | length' <<<"$st") == 4 ]] &&
+		! jq -e --arg n "$victim" '.status.nodes[] | select(.name == $n)' <<<"$st" >/dev/null
+}
+t0=$SECONDS
+wait_for 90 replaced
+check "after the grace a spare replaces it and the domain is Ready with 4 nodes ($((SECONDS - t0))s)" $? \
+	"$(sp_json | jq -c .status | cut -c1-300)"
+st=$(sp_json)
+newm=$(comm -13 <(sort <<<"$sp_members") <(jq -r '.status.nodes[].name' <<<"$st" | sort))
+trays=$(k get computetrays -o json)
+peer_lists=$(jq -r --arg d "$SPKEY" '.items[] | select(.spec.imex.domain == $d) | .spec.imex.peers | join(",")' <<<"$trays" | sort -u)
+nimex=$(jq --arg d "$SPKEY" '[.items[] | select(.spec.imex.domain == $d)] | length' <<<"$trays")
+want=$(jq -r '[.status.nodes[].ipAddress] | join(",")' <<<"$st")
+[[ $(wc -w <<<"$newm") == 1 && $nimex == 4 && $(wc -l <<<"$peer_lists") == 1 && $peer_lists == "$want" &&
+	$(jq -r '[.status.nodes[].cliqueID] | unique | join(",")' <<<"$st") == "$CLIQUE" ]]
+check "one new member ($newm) in the same clique; the 4 peer lists are identical ($peer_lists)" $? \
+	"new=$newm trays=$nimex lists=$peer_lists want=$want"
+k -n "$CD_NS" get events -o json | jq -e --arg a "$victim" --arg b "$newm" \
+	'[.items[] | select(.reason == "NodeReplaced" and (.note // .message | contains("node " + $a + " (NodeGone") and contains("with node " + $b)))] | length == 1' >/dev/null
+check "a NodeReplaced Event names the replaced and the replacement node" $? \
+	"$(k -n "$CD_NS" get events -o json | jq -c '[.items[] | select(.reason == "NodeReplaced") | (.note // .message)]' | cut -c1-300)"
+k -n "$CD_NS" delete computedomain "$SP" --timeout=60s >/dev/null 2>&1
 kill -0 "$opid" 2>/dev/null
 check "the operator is still running" $? "it exited"
 kill -TERM "$opid"

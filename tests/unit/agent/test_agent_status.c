@@ -154,9 +154,38 @@ static void test_agent_spec_parse_full(void **state)
 	assert_int_equal(f->spec.imex.cmd_port, 51005);
 	assert_int_equal(f->spec.n_channel_ids, 2);
 	assert_int_equal(f->spec.channel_ids[1], 3);
+	assert_false(f->spec.channels_all);
 	assert_string_equal(f->spec.maint_state, "Upgrading");
 	assert_true(f->spec.has_upgrade_step);
 	assert_int_equal(f->spec.upgrade_step, 2);
+	fixture_free(f);
+}
+
+static void test_agent_spec_parse_channel_allocation_mode(void **state)
+{
+	struct fixture *f = fixture_new(
+		",\"imex\":{\"domain\":\"d\",\"peers\":[\"10.0.0.3\"],"
+		"\"channels\":{\"count\":32,\"allocationMode\":\"All\"}}");
+
+	(void)state;
+	assert_string_equal(f->spec_err, "");
+	assert_true(f->spec.has_imex);
+	assert_true(f->spec.channels_all);
+	assert_int_equal(f->spec.channel_count, 32);
+	fixture_free(f);
+
+	f = fixture_new(",\"imex\":{\"domain\":\"d\",\"peers\":[\"10.0.0.3\"],"
+			"\"channels\":{\"ids\":[0],\"allocationMode\":\"Single\"}}");
+	assert_true(f->spec.has_imex);
+	assert_false(f->spec.channels_all);
+	assert_int_equal(f->spec.n_channel_ids, 1);
+	fixture_free(f);
+
+	f = fixture_new(",\"imex\":{\"domain\":\"d\",\"peers\":[\"10.0.0.3\"],"
+			"\"channels\":{\"allocationMode\":\"Many\"}}");
+	assert_false(f->spec.has_imex);
+	assert_false(f->spec.channels_all);
+	assert_non_null(strstr(f->spec_err, "spec.imex.channels.allocationMode"));
 	fixture_free(f);
 }
 
@@ -345,6 +374,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agent_spec_parse_full),
+		cmocka_unit_test(test_agent_spec_parse_channel_allocation_mode),
 		cmocka_unit_test(test_agent_spec_parse_bad_imex_keeps_driver),
 		cmocka_unit_test(test_agent_status_build_healthy),
 		cmocka_unit_test(test_agent_status_build_stable_and_transitions),

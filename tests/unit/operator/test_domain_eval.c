@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Unit tests for ComputeDomain placement (one clique, best fit, stable
-// members, no hoarding), the peer list, the tray and Node patches and the
-// status the controller writes.
+// members, no hoarding), failed members and their replacement by spares,
+// the peer list, the tray and Node patches with the channel allocation, and
+// the status the controller writes.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include "nvl72/json.h"
 #include "nvl72/kube_ctrl.h"
 #include "nvl72/operator_domain.h"
+#include "nvl72/timeutil.h"
 
 #define NOW 1795000000000LL
 #define CQ1 "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.1"
@@ -204,7 +206,7 @@ static void test_op_domain_tray_patch_and_release(void **state)
 	                         "resourceVersion", "7", "spec", "rack", "r07", "index", 1);
 	json_t *peers = json_pack("[s,s]", "10.0.0.1", "10.0.0.2");
 
-	json_t *p = op_domain_tray_patch(tray, "ns.cd", NULL); /* claim only */
+	json_t *p = op_domain_tray_patch(tray, "ns.cd", NULL, OP_CHANNELS_SINGLE); /* claim only */
 	assert_string_equal(jx_str_or(p, "metadata.resourceVersion", ""), "7");
 	assert_string_equal(json_string_value(json_object_get(jx_path(p, "metadata.annotations"),
 	                                                      OP_LABEL_COMPUTE_DOMAIN)),
@@ -212,14 +214,17 @@ static void test_op_domain_tray_patch_and_release(void **state)
 	assert_null(jx_path(p, "spec"));
 	json_decref(p);
 
-	p = op_domain_tray_patch(tray, "ns.cd", peers);
+	p = op_domain_tray_patch(tray, "ns.cd", peers, OP_CHANNELS_SINGLE);
 	assert_string_equal(jx_str_or(p, "spec.imex.mode", ""), "process");
+	assert_string_equal(jx_str_or(p, "spec.imex.channels.allocationMode", ""), "Single");
+	assert_int_equal(json_array_size(jx_path(p, "spec.imex.channels.ids")), 1);
+	assert_int_equal(json_integer_value(jx_path(p, "spec.imex.channels.ids[0]")), 0);
 	assert_string_equal(jx_str_or(p, "spec.imex.domain", ""), "ns.cd");
 	assert_true(json_equal(jx_path(p, "spec.imex.peers"), peers));
 	/* Applied, nothing is left to do. */
 	json_t *now = jx_merge_patch_apply(tray, p);
 	json_decref(p);
-	assert_null(op_domain_tray_patch(now, "ns.cd", peers));
+	assert_null(op_domain_tray_patch(now, "ns.cd", peers, OP_CHANNELS_SINGLE));
 	assert_null(op_domain_tray_release_patch(now, "ns.other"));
 
 	p = op_domain_tray_release_patch(now, "ns.cd");
@@ -307,6 +312,174 @@ static void test_op_domain_status_apply_shape_and_no_change(void **state)
 	json_decref(d);
 }
 
+static void test_op_domain_tray_patch_channels_all(void **state)
+{
+	(void)state;
+	json_t *tray = json_pack("{s:{s:s,s:s},s:{s:s,s:i,s:{s:s,s:s,s:[s],s:{s:i,s:s,s:[i]}}}}",
+	                         "metadata", "name", "r07-t01", "resourceVersion", "8", "spec",
+	                         "rack", "r07", "index", 1, "imex", "mode", "process", "domain",
+	                         "ns.cd", "peers", "10.0.0.1", "channels", "count", 2048,
+	                         "allocationMode", "Single", "ids", 0);
+	json_t *peers = json_pack("[s]", "10.0.0.1");
+	jx_set_take(tray, "metadata.annotations", json_pack("{s:s}", OP_LABEL_COMPUTE_DOMAIN, "ns.cd"));
+
+	/* Single already there: nothing to write. */
+	assert_null(op_domain_tray_patch(tray, "ns.cd", peers, OP_CHANNELS_SINGLE));
+	/* All: the mode changes and the ids go, the count stays. */
+	json_t *p = op_domain_tray_patch(tray, "ns.cd", peers, OP_CHANNELS_ALL);
+	assert_non_null(p);
+	assert_string_equal(jx_str_or(p, "spec.imex.channels.allocationMode", ""), "All");
+	json_t *now = jx_merge_patch_apply(tray, p);
+	assert_null(jx_path(now, "spec.imex.channels.ids"));
+	assert_int_equal(json_integer_value(jx_path(now, "spec.imex.channels.count")), 2048);
+	assert_null(op_domain_tray_patch(now, "ns.cd", peers, OP_CHANNELS_ALL));
+	json_decref(p);
+	json_decref(now);
+	json_decref(peers);
+	json_decref(tray);
+}
+
+static json_t *cond_obj(const char *ready, const char *driver, const char *fabric)
+{
+	return json_pack("{s:{s:i},s:{s:[{s:s,s:s},{s:s,s:s},{s:s,s:s},{s:s,s:s}]}}", "metadata",
+	                 "generation", 2, "status", "conditions", "type", "Ready", "status", ready,
+	                 "type", "DriverReady", "status", driver, "type", "FabricReady", "status",
+	                 fabric, "type", "FabricHealthy", "status", "True");
+}
+
+static void test_op_domain_member_failure_reasons(void **state)
+{
+	(void)state;
+	json_t *node = json_pack("{s:{s:[{s:s,s:s}]}}", "status", "conditions", "type", "Ready",
+	                         "status", "True");
+	json_t *sick = json_pack("{s:{s:[{s:s,s:s}]}}", "status", "conditions", "type", "Ready",
+	                         "status", "False");
+	json_t *t = cond_obj("True", "True", "True");
+	assert_null(op_domain_member_failure(t, node, "ns.cd"));
+	assert_string_equal(op_domain_member_failure(t, NULL, "ns.cd"), "NodeGone");
+	assert_string_equal(op_domain_member_failure(t, sick, "ns.cd"), "NodeNotReady");
+	json_decref(t);
+
+	/* Not Ready only because a peer left the domain: no failure of its own. */
+	t = cond_obj("False", "True", "True");
+	assert_null(op_domain_member_failure(t, node, "ns.cd"));
+	json_decref(t);
+	t = cond_obj("False", "True", "False");
+	assert_string_equal(op_domain_member_failure(t, node, "ns.cd"), "FabricUnhealthy");
+	json_decref(t);
+	t = cond_obj("False", "False", "Unknown");
+	assert_string_equal(op_domain_member_failure(t, node, "ns.cd"), "TrayNotReady");
+	json_decref(t);
+
+	/* Its own daemon, configured for this domain and reported for this
+	 * generation, is not running. */
+	t = cond_obj("False", "True", "True");
+	jx_set_take(t, "spec", json_pack("{s:{s:s}}", "imex", "domain", "ns.cd"));
+	jx_set_take(t, "status.imex", json_pack("{s:s}", "daemonState", "NotRunning"));
+	jx_set_take(t, "status.observedGeneration", json_integer(2));
+	assert_string_equal(op_domain_member_failure(t, node, "ns.cd"), "IMEXDaemonDown");
+	assert_null(op_domain_member_failure(t, node, "ns.other"));
+	/* A status from before the spec change says nothing yet. */
+	jx_set_take(t, "status.observedGeneration", json_integer(1));
+	assert_null(op_domain_member_failure(t, node, "ns.cd"));
+	jx_set_take(t, "status.observedGeneration", json_integer(2));
+	jx_set_take(t, "status.imex", json_pack("{s:s}", "daemonState", "WaitingForPeers"));
+	assert_null(op_domain_member_failure(t, node, "ns.cd"));
+	json_decref(t);
+	json_decref(node);
+	json_decref(sick);
+}
+
+static void test_op_domain_failed_since_from_status(void **state)
+{
+	(void)state;
+	json_t *d = json_pack("{s:{s:[{s:s,s:s},{s:s}]}}", "status", "nodes", "name", "n02",
+	                      "failedSince", "2026-11-19T08:00:00Z", "name", "n03");
+	int64_t t;
+	assert_int_equal(time_parse_rfc3339("2026-11-19T08:00:00Z", &t), NV_OK);
+	assert_int_equal(op_domain_failed_since(d, "n02", t + 5000), t);
+	assert_int_equal(op_domain_failed_since(d, "n03", t + 5000), t + 5000);
+	assert_int_equal(op_domain_failed_since(d, "n09", t + 5000), t + 5000);
+	json_decref(d);
+}
+
+static void test_op_domain_replace_failed_after_grace(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	for (int i = 1; i <= 4; i++)
+		at(&f, i)->owner = "ns.cd";
+	at(&f, 5)->owner = "ns.other"; /* in another domain: never a spare */
+	at(&f, 6)->healthy = false;
+	at(&f, 2)->failure = "NodeGone";
+	at(&f, 2)->failed_since_ms = NOW - 10000;
+	at(&f, 2)->healthy = false;
+
+	/* Inside the grace: kept, marked, and looked at again when it ends. */
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	op_domain_replace_failed(f.c, 18, 4, 30000, NOW, &p);
+	assert_int_equal(p.nreplaced, 0);
+	assert_int_equal(p.next_check_ms, NOW + 20000);
+	assert_int_equal(member_index(&f, &p, 1), 2);
+	assert_false(p.ready);
+
+	/* Past it: the lowest free, healthy tray of the clique takes its place. */
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	op_domain_replace_failed(f.c, 18, 4, 5000, NOW, &p);
+	assert_int_equal(p.nreplaced, 1);
+	assert_int_equal(f.c[p.replaced_from[0]].index, 2);
+	assert_int_equal(f.c[p.replaced_to[0]].index, 7);
+	assert_int_equal(p.n, 4);
+	assert_true(p.placed);
+	int want[] = {1, 3, 4, 7};
+	for (unsigned k = 0; k < 4; k++)
+		assert_int_equal(member_index(&f, &p, k), want[k]);
+	json_t *peers = op_domain_peers(f.c, &p);
+	assert_string_equal(json_string_value(json_array_get(peers, 3)), "10.0.0.7");
+	json_decref(peers);
+
+	/* No spare left in the clique: the failed member stays. */
+	for (int i = 7; i <= 9; i++)
+		at(&f, i)->owner = "ns.other";
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	op_domain_replace_failed(f.c, 18, 4, 5000, NOW, &p);
+	assert_int_equal(p.nreplaced, 0);
+	assert_int_equal(p.nunreplaced, 1);
+	assert_int_equal(member_index(&f, &p, 1), 2);
+}
+
+static void test_op_domain_status_apply_failed_member(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	for (int i = 1; i <= 2; i++) {
+		at(&f, i)->owner = "ns.cd";
+		at(&f, i)->imex_ready = true;
+	}
+	at(&f, 2)->failure = "IMEXDaemonDown";
+	at(&f, 2)->failed_since_ms = NOW - 1000;
+	op_domain_place(f.c, 18, "ns.cd", 2, &p);
+	json_t *d = json_pack("{s:{s:s,s:s,s:i}}", "metadata", "name", "cd", "namespace", "ns",
+	                      "generation", 1);
+	op_domain_status_apply(d, "ns.cd", f.c, &p, NOW);
+	assert_string_equal(jx_str_or(d, "status.status", ""), "NotReady");
+	assert_string_equal(jx_str_or(d, "status.nodes[0].status", ""), "Ready");
+	assert_null(jx_path(d, "status.nodes[0].reason"));
+	assert_string_equal(jx_str_or(d, "status.nodes[1].status", ""), "NotReady");
+	assert_string_equal(jx_str_or(d, "status.nodes[1].reason", ""), "IMEXDaemonDown");
+	int64_t t = 0;
+	assert_int_equal(time_parse_rfc3339(jx_str_or(d, "status.nodes[1].failedSince", ""), &t),
+	                 NV_OK);
+	assert_int_equal(t, (NOW - 1000) / 1000 * 1000);
+	assert_non_null(strstr(jx_str_or(kube_condition_find(d, "Ready"), "message", ""),
+	                       "n02 (IMEXDaemonDown)"));
+	json_decref(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -318,6 +491,11 @@ int main(void)
 	        cmocka_unit_test(test_op_domain_peers_by_tray_index),
 	        cmocka_unit_test(test_op_domain_key_fits_label),
 	        cmocka_unit_test(test_op_domain_tray_patch_and_release),
+	        cmocka_unit_test(test_op_domain_tray_patch_channels_all),
+	        cmocka_unit_test(test_op_domain_member_failure_reasons),
+	        cmocka_unit_test(test_op_domain_failed_since_from_status),
+	        cmocka_unit_test(test_op_domain_replace_failed_after_grace),
+	        cmocka_unit_test(test_op_domain_status_apply_failed_member),
 	        cmocka_unit_test(test_op_domain_node_patch_only_our_label),
 	        cmocka_unit_test(test_op_domain_status_apply_shape_and_no_change),
 	};
