@@ -49,7 +49,7 @@ struct op_domain_plan {
 	/* Failed members replaced by spares this pass (candidate indexes). */
 	unsigned nreplaced;
 	unsigned replaced_from[API_COMPUTE_TRAYS], replaced_to[API_COMPUTE_TRAYS];
-	unsigned nunreplaced; /* failed members past their grace with no spare */
+	unsigned nunreplaced;  /* failed members past their grace with no spare */
 	int64_t next_check_ms; /* wall time a failed member's grace ends; 0: none */
 };
 

@@ -159,8 +159,9 @@ const char *op_domain_member_failure(const json_t *tray, const json_t *node, con
 {
 	const json_t *og = jx_path(tray, "status.observedGeneration");
 	const char *daemon = jx_str_or(tray, "status.imex.daemonState", "");
-	bool current = !json_is_integer(og) || json_integer_value(og) >=
-	                                               json_integer_value(jx_path(tray, "metadata.generation"));
+	bool current =
+	        !json_is_integer(og) ||
+	        json_integer_value(og) >= json_integer_value(jx_path(tray, "metadata.generation"));
 
 	if (node == NULL)
 		return "NodeGone";
@@ -228,8 +229,8 @@ void op_domain_replace_failed(const struct op_domain_cand *c, unsigned n, int nu
 				p->next_check_ms = due;
 			continue;
 		}
-		if (!spare_find(c, n, x->clique[0] ? x->clique : p->clique, x->rack,
-		                p->replaced_to, p->nreplaced, &spare)) {
+		if (!spare_find(c, n, x->clique[0] ? x->clique : p->clique, x->rack, p->replaced_to,
+		                p->nreplaced, &spare)) {
 			p->nunreplaced++;
 			continue;
 		}
@@ -304,12 +305,12 @@ json_t *op_domain_tray_patch(const json_t *tray, const char *key, const json_t *
 		        patch, "metadata",
 		        json_pack("{s:{s:s}}", "annotations", OP_LABEL_COMPUTE_DOMAIN, key));
 	if (peers) {
-		want = json_pack("{s:s,s:s,s:O,s:o}", "mode", "process", "domain", key, "peers", peers,
-		                 "channels",
-		                 channels == OP_CHANNELS_ALL
-		                         ? json_pack("{s:s,s:n}", "allocationMode", "All", "ids")
-		                         : json_pack("{s:s,s:[i]}", "allocationMode", "Single", "ids",
-		                                     0));
+		want = json_pack(
+		        "{s:s,s:s,s:O,s:o}", "mode", "process", "domain", key, "peers", peers,
+		        "channels",
+		        channels == OP_CHANNELS_ALL
+		                ? json_pack("{s:s,s:n}", "allocationMode", "All", "ids")
+		                : json_pack("{s:s,s:[i]}", "allocationMode", "Single", "ids", 0));
 		if (!json_is_object(cur) || !json_equal(json_object_get(cur, "peers"), peers) ||
 		    strcmp(jx_str_or(cur, "domain", ""), key) != 0 ||
 		    strcmp(jx_str_or(cur, "mode", "process"), "process") != 0 ||

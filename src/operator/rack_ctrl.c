@@ -409,8 +409,9 @@ static enum nv_err trays_delete(struct op *op, const json_t *rack, int *deleted)
 		if (rc == NV_OK)
 			(*deleted)++;
 		else if (rc != NV_E_NOT_FOUND) {
-			log_warn(RACK_COMP, "tray delete failed", "rack=%s tray=%s err=%s msg=\"%s\"",
-			         kube_obj_name(rack), kube_obj_name(t), nv_err_name(rc), st.message);
+			log_warn(RACK_COMP, "tray delete failed",
+			         "rack=%s tray=%s err=%s msg=\"%s\"", kube_obj_name(rack),
+			         kube_obj_name(t), nv_err_name(rc), st.message);
 			worst = rc;
 		}
 	}

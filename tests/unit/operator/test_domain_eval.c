@@ -321,7 +321,8 @@ static void test_op_domain_tray_patch_channels_all(void **state)
 	                         "ns.cd", "peers", "10.0.0.1", "channels", "count", 2048,
 	                         "allocationMode", "Single", "ids", 0);
 	json_t *peers = json_pack("[s]", "10.0.0.1");
-	jx_set_take(tray, "metadata.annotations", json_pack("{s:s}", OP_LABEL_COMPUTE_DOMAIN, "ns.cd"));
+	jx_set_take(tray, "metadata.annotations",
+	            json_pack("{s:s}", OP_LABEL_COMPUTE_DOMAIN, "ns.cd"));
 
 	/* Single already there: nothing to write. */
 	assert_null(op_domain_tray_patch(tray, "ns.cd", peers, OP_CHANNELS_SINGLE));
