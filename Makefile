@@ -94,6 +94,8 @@ $(BUILD)/asan/bin/kubectl-nvl72: $(BUILD)/asan/obj/src/cmd/kubectl_nvl72_main.o 
 	$(CC) $(CFLAGS_asan) $(LDFLAGS_asan) $< $(BUILD)/asan/libnvl72.a $(LIBS) -o $@
 
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/rel/bench/%,$(BENCH_SRC))
+# The load generator is a tool of bench_scale.sh, not a benchmark of its own.
+BENCH_RUN  := $(filter-out %/bench_loadgen,$(BENCH_BINS))
 $(BUILD)/rel/bench/%: $(BUILD)/rel/obj/bench/%.o $(BUILD)/rel/libnvl72.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_rel) $(LDFLAGS_rel) $< $(BUILD)/rel/libnvl72.a $(LIBS) -o $@
@@ -130,7 +132,7 @@ fuzz: deps
 BENCH_SH := $(sort $(wildcard bench/bench_*.sh))
 bench: deps
 	$(MAKE) -j$(JOBS) all sim $(BENCH_BINS)
-	BUILD=$(BUILD) bench/run.sh $(BENCH_BINS) $(BENCH_SH)
+	BUILD=$(BUILD) bench/run.sh $(BENCH_RUN) $(BENCH_SH)
 
 demo: deps
 	$(MAKE) -j$(JOBS) all sim

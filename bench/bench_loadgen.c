@@ -1,0 +1,515 @@
+// SPDX-License-Identifier: Apache-2.0
+// A load generator that stands in for the nvl72-agents of many racks: it
+// creates Ready Nodes, then writes every ComputeTray's status as a real agent
+// does (agent_status_build on a healthy observation) and renews the agents'
+// heartbeat Leases, all through the project's Kubernetes client. It counts
+// its own API requests so that a benchmark can tell them from the operator's.
+//
+// usage: bench_loadgen nodes  --kubeconfig F --racks N [--prefix P] [--threads T]
+//        bench_loadgen agents --kubeconfig F --racks N [--lease-namespace NS]
+//                             [--heartbeat S] [--driver V] [--stats FILE]
+//                             [--duration S] [--workers W]
+//
+// `agents` prints "all-ready <wall ms>" once every expected Rack reports all
+// its trays ready, and keeps its counters in --stats (rewritten each second).
+// It stops on SIGINT/SIGTERM or after --duration seconds.
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "nvl72/agent.h"
+#include "nvl72/agent_host.h"
+#include "nvl72/base.h"
+#include "nvl72/json.h"
+#include "nvl72/kube.h"
+#include "nvl72/kube_ctrl.h"
+#include "nvl72/log.h"
+#include "nvl72/parse.h"
+#include "nvl72/timeutil.h"
+
+static const struct kube_res RES_TRAYS = {"nvl72.io", "v1alpha1", "computetrays", "ComputeTray",
+                                          false};
+static const struct kube_res RES_RACKS = {"nvl72.io", "v1alpha1", "racks", "Rack", false};
+
+struct opts {
+	const char *mode;
+	const char *kubeconfig;
+	const char *prefix;
+	const char *lease_ns;
+	const char *driver;
+	const char *stats;
+	int64_t racks, threads, heartbeat_s, duration_s, workers;
+};
+
+struct lg {
+	const struct opts *o;
+	struct kube_client *c;
+	struct kube_informer *trays, *racks;
+	struct kube_workqueue *q;
+	pthread_mutex_t mu;
+	json_t *leases; /* tray name -> true, once its Lease exists */
+	atomic_uint_fast64_t requests, status_writes, lease_creates, lease_renewals, errors;
+	atomic_int_fast64_t ready_wall_ms;
+};
+
+static volatile sig_atomic_t stop_flag;
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static void count(struct lg *g, enum nv_err rc, const struct kube_status *st)
+{
+	atomic_fetch_add(&g->requests, (uint64_t)(st->attempts > 0 ? st->attempts : 1));
+	if (rc != NV_OK)
+		atomic_fetch_add(&g->errors, 1);
+}
+
+/* ---- nodes ---- */
+
+struct node_job {
+	struct lg *g;
+	int64_t k, step;
+};
+
+static void *nodes_main(void *arg)
+{
+	struct node_job *j = arg;
+	struct lg *g = j->g;
+	char name[128], now[TIME_RFC3339_LEN];
+	struct kube_status st;
+	enum nv_err rc;
+
+	for (int64_t i = j->k; i < g->o->racks * 18; i += j->step) {
+		json_t *n, *p;
+		snprintf(name, sizeof(name), "%s-r%02lld-t%02lld", g->o->prefix,
+		         (long long)(i / 18 + 1), (long long)(i % 18 + 1));
+		n = json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", "v1", "kind", "Node",
+		              "metadata", "name", name, "labels", "kubernetes.io/arch", "arm64");
+		rc = kube_create(g->c, &KUBE_RES_NODES, NULL, n, NULL, &st);
+		json_decref(n);
+		count(g, rc, &st);
+		if (rc != NV_OK && rc != NV_E_EXISTS) {
+			fprintf(stderr, "bench_loadgen: node %s: %s (%s)\n", name, nv_err_name(rc),
+			        st.message);
+			continue;
+		}
+		/* What a kubelet would report; the operator counts a tray whose Node
+		 * is not Ready as down. */
+		time_format_rfc3339(time_wall_ms(), now);
+		p = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
+		              "Ready", "status", "True", "reason", "KubeletReady", "message",
+		              "simulated tray", "lastHeartbeatTime", now, "lastTransitionTime", now);
+		rc = kube_patch(g->c, &KUBE_RES_NODES, NULL, name,
+		                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE,
+		                                          .subresource = "status"},
+		                p, NULL, &st);
+		json_decref(p);
+		count(g, rc, &st);
+		if (rc != NV_OK)
+			fprintf(stderr, "bench_loadgen: node %s status: %s (%s)\n", name,
+			        nv_err_name(rc), st.message);
+	}
+	return NULL;
+}
+
+static int run_nodes(struct lg *g)
+{
+	int64_t n = g->o->threads;
+	pthread_t th[16];
+	struct node_job jobs[16];
+
+	for (int64_t k = 0; k < n; k++) {
+		jobs[k] = (struct node_job){g, k, n};
+		pthread_create(&th[k], NULL, nodes_main, &jobs[k]);
+	}
+	for (int64_t k = 0; k < n; k++)
+		pthread_join(th[k], NULL);
+	printf("nodes %lld requests %llu errors %llu\n", (long long)(g->o->racks * 18),
+	       (unsigned long long)atomic_load(&g->requests),
+	       (unsigned long long)atomic_load(&g->errors));
+	return atomic_load(&g->errors) == 0 ? 0 : 1;
+}
+
+/* ---- one tray's healthy observation ---- */
+
+static uint32_t hash32(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+static void obs_fill(struct agent_host_obs *o, const struct agent_spec *s, const char *driver)
+{
+	uint32_t rh = hash32(s->rack), th = hash32(s->name);
+
+	memset(o, 0, sizeof(*o));
+	o->driver.loaded = true;
+	str_copy(o->driver.version, sizeof(o->driver.version), driver);
+	o->driver.open_module = true;
+	o->driver.cuda_version = 13000;
+	o->n_gpus = 4;
+	for (unsigned i = 0; i < 4; i++) {
+		struct agent_gpu *gp = &o->gpus[i];
+		gp->index = i;
+		snprintf(gp->uuid, sizeof(gp->uuid), "GPU-%08x-%04x-4000-8000-%012x", th, i, rh);
+		gp->fabric_state = AGENT_FABRIC_COMPLETED;
+		gp->has_cluster = true;
+		snprintf(gp->cluster_uuid, sizeof(gp->cluster_uuid), "%08x-0000-4000-8000-000000000001",
+		         rh);
+		gp->clique_id = 32766;
+		gp->has_health = true;
+		gp->health_mask = AGENT_HEALTH_MASK_CLEAR;
+		gp->health_summary = AGENT_HEALTH_HEALTHY;
+		agent_health_decode(gp->health_mask, &gp->health);
+		gp->has_platform = true;
+		snprintf(gp->chassis_serial, sizeof(gp->chassis_serial), "%08x", rh);
+		gp->tray_index = 0;
+		gp->slot = 0;
+		gp->host_id = 1;
+		gp->module_id = i + 1;
+	}
+	o->fabric = AGENT_FABRIC_COMPLETED;
+	o->health = AGENT_HEALTH_HEALTHY;
+	o->has_clique = true;
+	snprintf(o->clique, sizeof(o->clique), "%s.%u", o->gpus[0].cluster_uuid,
+	         o->gpus[0].clique_id);
+	o->fm.active = AGENT_UNIT_NOT_FOUND;
+	if (s->has_imex) {
+		o->imex_read = true;
+		o->imex.daemon = AGENT_IMEXD_READY;
+		o->imex.nodes_ok = true;
+		o->imex.dom.domain = AGENT_IMEX_DOMAIN_UP;
+		o->imex.dom.n_nodes = s->imex.n_peers;
+		for (size_t i = 0; i < s->imex.n_peers; i++) {
+			struct agent_imex_node *nd = &o->imex.dom.nodes[i];
+			nd->index = (unsigned)i;
+			str_copy(nd->host, sizeof(nd->host), s->imex.peers[i]);
+			nd->status = AGENT_IMEXD_READY;
+			nd->n_conn = s->imex.n_peers;
+			for (size_t k = 0; k < s->imex.n_peers; k++)
+				nd->conn[k] = AGENT_IMEX_CONN_CONNECTED;
+		}
+		o->imex_channel_count = s->channel_count;
+	}
+}
+
+/* ---- agents ---- */
+
+static void lease_ensure(struct lg *g, const struct agent_spec *s)
+{
+	char now[40];
+	struct kube_status st;
+	json_t *l;
+	enum nv_err rc;
+
+	pthread_mutex_lock(&g->mu);
+	bool have = json_object_get(g->leases, s->name) != NULL;
+	pthread_mutex_unlock(&g->mu);
+	if (have)
+		return;
+	kube_format_micro(time_wall_ms() * 1000, now);
+	l = json_pack("{s:s,s:s,s:{s:s,s:s,s:[{s:s,s:s,s:s,s:s}]},s:{s:s,s:i,s:s,s:s}}",
+	              "apiVersion", "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name",
+	              s->name, "namespace", g->o->lease_ns, "ownerReferences", "apiVersion",
+	              "nvl72.io/v1alpha1", "kind", "ComputeTray", "name", s->name, "uid", s->uid,
+	              "spec", "holderIdentity", s->name, "leaseDurationSeconds",
+	              (int)(g->o->heartbeat_s * 3), "acquireTime", now, "renewTime", now);
+	rc = kube_create(g->c, &KUBE_RES_LEASES, g->o->lease_ns, l, NULL, &st);
+	json_decref(l);
+	count(g, rc, &st);
+	if (rc == NV_OK || rc == NV_E_EXISTS) {
+		atomic_fetch_add(&g->lease_creates, rc == NV_OK);
+		pthread_mutex_lock(&g->mu);
+		json_object_set_new(g->leases, s->name, json_true());
+		pthread_mutex_unlock(&g->mu);
+	}
+}
+
+static struct kube_result tray_reconcile(void *ud, const char *key)
+{
+	struct lg *g = ud;
+	struct agent_spec spec;
+	struct agent_host_obs obs;
+	struct agent_report rep;
+	struct kube_status st;
+	char err[256], lease[320], ts[TIME_RFC3339_LEN];
+	json_t *t = kube_informer_get(g->trays, key), *old, *want, *patch;
+	enum nv_err rc = NV_OK;
+
+	if (t == NULL) {
+		pthread_mutex_lock(&g->mu);
+		json_object_del(g->leases, key);
+		pthread_mutex_unlock(&g->mu);
+		return (struct kube_result){0};
+	}
+	(void)agent_spec_parse(t, "127.0.0.1", &spec, err, sizeof(err));
+	lease_ensure(g, &spec);
+	obs_fill(&obs, &spec, spec.has_driver ? spec.driver_version : g->o->driver);
+	memset(&rep, 0, sizeof(rep));
+	snprintf(lease, sizeof(lease), "%s/%s", g->o->lease_ns, spec.name);
+	rep.spec = &spec;
+	rep.spec_error = err;
+	rep.node_ip = "127.0.0.1";
+	rep.obs = &obs;
+	str_copy(rep.ondisk, sizeof(rep.ondisk), obs.driver.version);
+	rep.imex_applied = spec.has_imex;
+	str_copy(rep.imex_hash, sizeof(rep.imex_hash), spec.has_imex ? "0123456789abcdef" : "");
+	rep.lease = lease;
+	old = jx_path(t, "status");
+	want = agent_status_build(&rep, old, time_wall_ms());
+	if (agent_status_differs(json_is_object(old) ? old : NULL, want)) {
+		time_format_rfc3339(time_wall_ms(), ts);
+		json_object_set_new(want, "heartbeatTime", json_string(ts));
+		patch = json_pack("{s:o}", "status",
+		                  jx_merge_patch_diff(json_is_object(old) ? old : NULL, want));
+		rc = kube_patch(g->c, &RES_TRAYS, NULL, spec.name,
+		                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE,
+		                                          .subresource = "status"},
+		                patch, NULL, &st);
+		json_decref(patch);
+		count(g, rc, &st);
+		if (rc == NV_OK)
+			atomic_fetch_add(&g->status_writes, 1);
+	}
+	json_decref(want);
+	json_decref(t);
+	return (struct kube_result){.err = rc == NV_E_NOT_FOUND ? NV_OK : rc};
+}
+
+static void on_tray(void *ud, json_t *obj)
+{
+	struct lg *g = ud;
+	kube_workqueue_add(g->q, kube_obj_name(obj));
+}
+static void on_tray_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_tray(ud, n);
+}
+static void on_tray_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_tray(ud, obj);
+}
+
+/* "18 of 18 trays ready" with both numbers equal and Ready True. */
+static bool rack_all_ready(const json_t *r)
+{
+	json_t *c = kube_condition_find(r, "Ready");
+	unsigned a = 0, b = 0;
+	if (c == NULL || strcmp(jx_str_or(c, "status", ""), "True") != 0)
+		return false;
+	return sscanf(jx_str_or(c, "message", ""), "%u of %u", &a, &b) == 2 && a == b && a > 0;
+}
+
+static void on_rack(void *ud, json_t *obj)
+{
+	struct lg *g = ud;
+	json_t *all, *r;
+	size_t i;
+	int64_t ready = 0;
+
+	(void)obj;
+	if (atomic_load(&g->ready_wall_ms) != 0)
+		return;
+	all = kube_informer_list(g->racks);
+	json_array_foreach(all, i, r) ready += rack_all_ready(r);
+	json_decref(all);
+	if (ready >= g->o->racks) {
+		int64_t zero = 0, now = time_wall_ms();
+		if (atomic_compare_exchange_strong(&g->ready_wall_ms, &zero, now)) {
+			printf("all-ready %lld\n", (long long)now);
+			fflush(stdout);
+		}
+	}
+}
+static void on_rack_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_rack(ud, n);
+}
+
+static void lease_renew_all(struct lg *g)
+{
+	json_t *names;
+	const char *name;
+	json_t *v;
+	char now[40];
+
+	pthread_mutex_lock(&g->mu);
+	names = json_copy(g->leases);
+	pthread_mutex_unlock(&g->mu);
+	json_object_foreach(names, name, v)
+	{
+		struct kube_status st;
+		json_t *p;
+		enum nv_err rc;
+		if (stop_flag)
+			break;
+		kube_format_micro(time_wall_ms() * 1000, now);
+		p = json_pack("{s:{s:s}}", "spec", "renewTime", now);
+		rc = kube_patch(g->c, &KUBE_RES_LEASES, g->o->lease_ns, name,
+		                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, p, NULL, &st);
+		json_decref(p);
+		count(g, rc, &st);
+		if (rc == NV_OK)
+			atomic_fetch_add(&g->lease_renewals, 1);
+	}
+	json_decref(names);
+}
+
+static void stats_write(struct lg *g)
+{
+	struct kube_informer_stats a = {0}, b = {0};
+	char tmp[4096];
+	FILE *f;
+
+	if (g->o->stats == NULL || g->trays == NULL || g->racks == NULL)
+		return;
+	kube_informer_stats(g->trays, &a);
+	kube_informer_stats(g->racks, &b);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", g->o->stats);
+	f = fopen(tmp, "w");
+	if (f == NULL)
+		return;
+	/* Lists and watches of the two informers are requests too. */
+	fprintf(f, "requests %llu\nstatus_writes %llu\nlease_creates %llu\nlease_renewals %llu\n"
+	           "errors %llu\nready_wall_ms %lld\n",
+	        (unsigned long long)(atomic_load(&g->requests) + a.lists + a.watches + b.lists +
+	                             b.watches),
+	        (unsigned long long)atomic_load(&g->status_writes),
+	        (unsigned long long)atomic_load(&g->lease_creates),
+	        (unsigned long long)atomic_load(&g->lease_renewals),
+	        (unsigned long long)atomic_load(&g->errors),
+	        (long long)atomic_load(&g->ready_wall_ms));
+	fclose(f);
+	(void)rename(tmp, g->o->stats);
+}
+
+static int run_agents(struct lg *g)
+{
+	struct kube_workers *w = NULL;
+	int64_t start = time_mono_ms(), next_hb;
+	int rc = 1;
+
+	g->q = kube_workqueue_new("loadgen", NULL);
+	if (kube_informer_new(g->c, &(struct kube_informer_opts){.res = &RES_TRAYS}, &g->trays) !=
+	            NV_OK ||
+	    kube_informer_new(g->c, &(struct kube_informer_opts){.res = &RES_RACKS}, &g->racks) !=
+	            NV_OK)
+		goto out;
+	kube_informer_add_handler(g->trays,
+	                          &(struct kube_handler){on_tray, on_tray_upd, on_tray_del, g});
+	kube_informer_add_handler(g->racks, &(struct kube_handler){on_rack, on_rack_upd, NULL, g});
+	if (kube_informer_start(g->trays) != NV_OK || kube_informer_start(g->racks) != NV_OK)
+		goto out;
+	w = kube_workers_start(g->q, (int)g->o->workers, tray_reconcile, g);
+	next_hb = time_mono_ms() + g->o->heartbeat_s * 1000;
+	while (!stop_flag &&
+	       (g->o->duration_s == 0 || time_mono_ms() - start < g->o->duration_s * 1000)) {
+		stats_write(g);
+		if (time_mono_ms() >= next_hb) {
+			next_hb += g->o->heartbeat_s * 1000;
+			lease_renew_all(g);
+		}
+		struct timespec ts = {0, 250 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	rc = 0;
+	stats_write(g);
+out:
+	/* Informers first: their handlers feed the queue the workers drain. */
+	kube_informer_free(g->trays);
+	kube_informer_free(g->racks);
+	kube_workers_stop(w);
+	kube_workqueue_free(g->q);
+	return rc;
+}
+
+/* ---- main ---- */
+
+static int usage(void)
+{
+	fprintf(stderr,
+	        "usage: bench_loadgen nodes|agents --kubeconfig F --racks N [--prefix P]\n"
+	        "       [--threads T] [--lease-namespace NS] [--heartbeat S] [--driver V]\n"
+	        "       [--stats FILE] [--duration S] [--workers W]\n");
+	return 2;
+}
+
+static int int_arg(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+	if (v == NULL || parse_i64(v, lo, hi, out) != NV_OK) {
+		fprintf(stderr, "bench_loadgen: %s: expected an integer in [%lld, %lld]\n", flag,
+		        (long long)lo, (long long)hi);
+		return 1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.prefix = "bench", .lease_ns = "nvl72-system", .driver = "580.95.05",
+	                 .racks = 1, .threads = 4, .heartbeat_s = 20, .workers = 4};
+	struct lg g = {.o = &o};
+	struct kube_config *cfg = NULL;
+	struct kube_status st;
+	int bad = 0, rc;
+
+	if (argc < 2)
+		return usage();
+	o.mode = argv[1];
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		i++;
+		if (strcmp(a, "--kubeconfig") == 0 && v)
+			o.kubeconfig = v;
+		else if (strcmp(a, "--prefix") == 0 && v)
+			o.prefix = v;
+		else if (strcmp(a, "--lease-namespace") == 0 && v)
+			o.lease_ns = v;
+		else if (strcmp(a, "--driver") == 0 && v)
+			o.driver = v;
+		else if (strcmp(a, "--stats") == 0 && v)
+			o.stats = v;
+		else if (strcmp(a, "--racks") == 0)
+			bad |= int_arg(a, v, 1, 99, &o.racks);
+		else if (strcmp(a, "--threads") == 0)
+			bad |= int_arg(a, v, 1, 16, &o.threads);
+		else if (strcmp(a, "--heartbeat") == 0)
+			bad |= int_arg(a, v, 1, 3600, &o.heartbeat_s);
+		else if (strcmp(a, "--duration") == 0)
+			bad |= int_arg(a, v, 0, 86400, &o.duration_s);
+		else if (strcmp(a, "--workers") == 0)
+			bad |= int_arg(a, v, 1, 64, &o.workers);
+		else
+			return usage();
+	}
+	if (bad || (strcmp(o.mode, "nodes") != 0 && strcmp(o.mode, "agents") != 0))
+		return usage();
+	log_set_level(LOG_LVL_WARN);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	pthread_mutex_init(&g.mu, NULL);
+	g.leases = json_object();
+	if (kube_config_load(&(struct kube_config_opts){.kubeconfig = o.kubeconfig}, &cfg, &st) !=
+	            NV_OK ||
+	    kube_client_new(cfg, &(struct kube_client_opts){.component = "nvl72-bench-loadgen"},
+	                    &g.c, &st) != NV_OK) {
+		fprintf(stderr, "bench_loadgen: %s\n", st.message);
+		return 1;
+	}
+	rc = strcmp(o.mode, "nodes") == 0 ? run_nodes(&g) : run_agents(&g);
+	kube_client_free(g.c);
+	json_decref(g.leases);
+	return rc;
+}

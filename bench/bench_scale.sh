@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The operator at 1, 16 and 64 racks of 18 trays. For each size: a fresh test
+# control plane, the CRDs and the GB300 sample matrix, N×18 Ready Nodes, the
+# operator, and bench_loadgen standing in for every tray's agent (status as
+# agent_status_build writes it, Lease heartbeats). Measures the time from
+# `kubectl apply` of the racks to every Rack reporting all 18 trays ready,
+# the operator's peak RSS and CPU seconds, API requests per rack during
+# convergence and per minute at steady state (apiserver_request_total
+# deltas, the load generator's own requests and the idle background taken
+# out), and the floor: the writes the work needs times the median write
+# latency the apiserver measured in the same run. Prints one table and keeps
+# it in bench/results/scale-<date>.txt and scale-latest.txt. Asserts nothing.
+#
+# usage: bench/bench_scale.sh [RACKS...]        (default: 1 16 64)
+#   SCALE_STEADY_SECONDS   steady-state window (default 60)
+#   SCALE_HEARTBEAT        seconds between the load generator's Lease renewals (default 20)
+#   BUILD                  build folder (default build)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+export PATH="$PATH:/usr/local/go/bin"
+sizes=("$@")
+((${#sizes[@]})) || sizes=(1 16 64)
+steady=${SCALE_STEADY_SECONDS:-60}
+hb=${SCALE_HEARTBEAT:-20}
+build=${BUILD:-build}
+op_bin=$root/$build/rel/bin/nvl72-operator
+lg_bin=$root/$build/rel/bench/bench_loadgen
+ns=nvl72-system
+make -s BUILD="$build" "$op_bin" "$lg_bin" >/dev/null || { echo "bench_scale: build failed"; exit 1; }
+
+work=$(mktemp -d /tmp/nvl72-bench-scale.XXXXXX)
+opid="" lpid="" cdir=""
+stop_run() {
+	[[ -n $opid ]] && kill -TERM "$opid" 2>/dev/null
+	[[ -n $lpid ]] && kill -TERM "$lpid" 2>/dev/null
+	for _ in $(seq 50); do
+		{ [[ -n $opid ]] && kill -0 "$opid" 2>/dev/null; } ||
+			{ [[ -n $lpid ]] && kill -0 "$lpid" 2>/dev/null; } || break
+		sleep 0.2
+	done
+	[[ -n $opid ]] && kill -KILL "$opid" 2>/dev/null
+	[[ -n $lpid ]] && kill -KILL "$lpid" 2>/dev/null
+	wait 2>/dev/null
+	opid="" lpid=""
+	[[ -n $cdir ]] && tests/cluster/cluster.sh stop "$cdir" >/dev/null 2>&1
+	cdir=""
+}
+cleanup() {
+	stop_run
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+export NVL72_CLUSTER_OWNER=$$
+
+# Counters of the apiserver, one line: resource requests, then the write
+# latency histogram (POST, PUT, PATCH, APPLY on resources) as le=count pairs.
+scrape() {
+	local port
+	port=$(cat "$cdir/apiserver-port")
+	curl -fsS --max-time 20 --cacert "$cdir/pki/ca.crt" --cert "$cdir/pki/admin.crt" \
+		--key "$cdir/pki/admin.key" "https://127.0.0.1:$port/metrics" | awk '
+	/^apiserver_request_total\{/ && !/[{,]resource=""/ { req += $2 }
+	/^apiserver_request_duration_seconds_bucket\{/ && /verb="(POST|PUT|PATCH|APPLY)"/ && !/[{,]resource=""/ {
+		match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5); b[le] += $2 }
+	END { printf "%d", req; for (le in b) printf " %s=%d", le, b[le]; printf "\n" }'
+}
+lg_stat() { awk -v k="$1" '$1 == k {print $2}' "$work/lg.stats" 2>/dev/null || echo 0; }
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$opid/stat"; }
+# Median of the write latency between two scrapes, in ms (linear inside the bucket).
+median_ms() {
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		n = split(a, x, " "); for (i = 2; i <= n; i++) { split(x[i], kv, "="); c0[kv[1]] = kv[2] }
+		n = split(b, y, " "); for (i = 2; i <= n; i++) { split(y[i], kv, "="); d[kv[1]] = kv[2] - c0[kv[1]] }
+		m = 0; for (le in d) if (le != "+Inf") les[++m] = le + 0
+		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (les[j] < les[i]) { t = les[i]; les[i] = les[j]; les[j] = t }
+		total = d["+Inf"]; if (total <= 0) { print "0"; exit }
+		prev = 0; prevle = 0
+		for (i = 1; i <= m; i++) {
+			for (le in d) if (le != "+Inf" && le + 0 == les[i]) cnt = d[le]
+			if (cnt >= total / 2) { f = cnt > prev ? (total / 2 - prev) / (cnt - prev) : 0
+				printf "%.2f", 1000 * (prevle + f * (les[i] - prevle)); exit }
+			prev = cnt; prevle = les[i]
+		}
+		print "inf" }'
+}
+
+racks_yaml() {
+	local n=$1 r name
+	for r in $(seq 1 "$n"); do
+		name=$(printf 'bench-r%02d' "$r")
+		sed -e "s/gb300-r07/$name/g" -e "s/\"1821124000042\"/\"18211240$(printf '%05d' "$r")\"/" \
+			deploy/samples/rack-gb300.yaml
+		echo "---"
+	done
+}
+
+rows=()
+one_size() {
+	local n=$1 env_lines port line t0 tr a0 a1 a2 a3 a4 l0 l1 l2 l3 l4 c2 c3 c4 hwm rss
+	cdir=$work/cluster-$n
+	env_lines=$(tests/cluster/cluster.sh start "$cdir" 2>"$work/cluster.err") || {
+		echo "bench_scale: control plane did not start"; cat "$work/cluster.err"; return 1; }
+	eval "$env_lines"
+	k() { timeout 120 "$KUBECTL" --request-timeout=60s "$@"; }
+	k apply -f crds/ >/dev/null && k wait --for=condition=Established --timeout=60s -f crds/ >/dev/null &&
+		k create namespace "$ns" >/dev/null &&
+		k apply -f deploy/samples/compatibilitymatrix-gb300.yaml >/dev/null || {
+		echo "bench_scale: CRDs or matrix not applied"; return 1; }
+	"$lg_bin" nodes --kubeconfig "$KUBECONFIG" --racks "$n" --prefix bench >"$work/nodes.out" 2>&1 || {
+		echo "bench_scale: nodes not created"; cat "$work/nodes.out"; return 1; }
+	racks_yaml "$n" >"$work/racks.yaml"
+
+	rm -f "$work/lg.stats"
+	"$lg_bin" agents --kubeconfig "$KUBECONFIG" --racks "$n" --lease-namespace "$ns" \
+		--heartbeat "$hb" --stats "$work/lg.stats" --duration 1800 >"$work/lg.out" 2>"$work/lg.err" &
+	lpid=$!
+	a0=$(scrape); l0=$(lg_stat requests)
+	sleep 10
+	a1=$(scrape); l1=$(lg_stat requests)
+
+	port=$((20000 + RANDOM % 10000))
+	"$op_bin" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$ns" \
+		--agent-lease-namespace "$ns" --metrics-bind-address 0 --dashboard-bind-address 0 \
+		--webhook-bind-address 0 --health-probe-bind-address "127.0.0.1:$port" \
+		>"$work/operator-$n.log" 2>&1 &
+	opid=$!
+	for _ in $(seq 600); do
+		curl -fs --max-time 2 "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+		kill -0 "$opid" 2>/dev/null || break
+		sleep 0.1
+	done
+
+	a1=$(scrape); l1=$(lg_stat requests)
+	t0=$(date +%s%3N)
+	k apply -f "$work/racks.yaml" >/dev/null || { echo "bench_scale: racks not applied"; return 1; }
+	tr=0
+	for _ in $(seq 3000); do
+		line=$(grep -m1 '^all-ready ' "$work/lg.out" 2>/dev/null) && { tr=${line#all-ready }; break; }
+		kill -0 "$opid" 2>/dev/null || break
+		sleep 0.2
+	done
+	if ((tr == 0)); then
+		echo "bench_scale: $n racks did not all become Ready within 600 s"
+		tail -5 "$work/operator-$n.log" | cut -c1-300
+		return 1
+	fi
+	a2=$(scrape); l2=$(lg_stat requests); c2=$(cpu_s)
+	sleep 10
+	a3=$(scrape); l3=$(lg_stat requests); c3=$(cpu_s)
+	sleep "$steady"
+	a4=$(scrape); l4=$(lg_stat requests); c4=$(cpu_s)
+	hwm=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$opid/status")
+	rss=$(awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$opid/status")
+	local writes=$((n * 73)) med
+	med=$(median_ms "$a1" "$a2")
+	rows+=("$(awk -v n="$n" -v ms=$((tr - t0)) -v hwm="$hwm" -v rss="$rss" -v c2="$c2" -v c4="$c4" \
+		-v c3="$c3" -v a0="${a0%% *}" -v a1="${a1%% *}" -v a2="${a2%% *}" -v a3="${a3%% *}" \
+		-v a4="${a4%% *}" -v l0="$l0" -v l1="$l1" -v l2="$l2" -v l3="$l3" -v l4="$l4" \
+		-v steady="$steady" -v w="$writes" -v med="$med" 'BEGIN {
+		bg = (a1 - a0 - (l1 - l0)) / 10                      # background requests per second
+		conv = ms / 1000
+		all = a2 - a1; op = all - (l2 - l1) - bg * conv
+		st = (a4 - a3 - (l4 - l3) - bg * steady) * 60 / steady
+		if (st < 0) st = 0
+		if (op < 0) op = 0
+		printf "%5d %6d %9.1f %8.1f %7.1f %8.2f %9.3f %9.1f %9.1f %9.1f %6d %7s %8.2f\n",
+			n, n * 18, conv, hwm, rss, c2, (c4 - c3) * 60 / steady, all / n, op / n, st,
+			w, med, w * med / 1000 }')")
+	echo "bench_scale: $n racks done (${rows[-1]})" >&2
+	stop_run
+}
+
+for n in "${sizes[@]}"; do
+	one_size "$n" || { stop_run; rows+=("$(printf '%5d  (failed; see above)' "$n")"); }
+done
+
+mkdir -p bench/results
+stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+out=bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ).txt
+{
+	echo "operator at scale, $stamp, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)," \
+		"$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)," \
+		"load $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "steady window ${steady} s, load generator Lease renewal every ${hb} s, operator defaults"
+	echo "racks  trays  ready(s) hwm(MiB) rss(MiB)  cpu(s) cpu/min(s) req/rack  op/rack  op/min  writes med(ms) floor(s)"
+	printf '%s\n' "${rows[@]}"
+	echo "ready: kubectl apply of the racks to all Racks Ready with 18 of 18 trays; cpu: operator"
+	echo "user+system seconds to that point; cpu/min: at steady state; req/rack: all API requests"
+	echo "during convergence per rack; op/rack, op/min: the same less the load generator's own"
+	echo "requests and the idle background; writes: API writes the work needs (73 per rack);"
+	echo "floor: writes x median write latency of the same convergence (serial lower bound)."
+} | tee "$out"
+cp "$out" bench/results/scale-latest.txt
