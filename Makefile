@@ -41,7 +41,7 @@ UNIT_HELP := $(sort $(wildcard tests/unit/*.c))
 cmd_name = $(subst _,-,$(if $(filter kubectl_nvl72,$(1)),$(1),nvl72-$(1)))
 CMD_BINS := $(foreach s,$(CMD_SRC),$(BUILD)/rel/bin/$(call cmd_name,$(patsubst src/cmd/%_main.c,%,$(s))))
 
-.PHONY: all check unit asan demo bench fuzz clean deps cluster help
+.PHONY: all check unit asan demo bench fuzz soak clean deps cluster help
 # Keep the objects of test programs between runs.
 .SECONDARY:
 all: $(CMD_BINS) $(BUILD)/rel/libnvl72.a
@@ -120,8 +120,15 @@ asan: deps $(asan_UNIT_BINS) $(ASAN_CMD_BINS) $(ITEST_BINS)
 # The whole suite: unit tests plain and under ASan+UBSan, a short fuzz run
 # of every target, then the integration suites against a real apiserver.
 check: deps
-	$(MAKE) -j$(JOBS) all $(test_UNIT_BINS) $(asan_UNIT_BINS) $(FUZZ_BINS) $(ITEST_BINS) $(CHECK_EXTRA)
+	$(MAKE) -j$(JOBS) all $(test_UNIT_BINS) $(asan_UNIT_BINS) $(FUZZ_BINS) $(ITEST_BINS) $(CHECK_EXTRA) \
+		$(BUILD)/rel/bench/bench_loadgen
 	BUILD=$(BUILD) tests/check.sh
+
+# The reliability suite again and again for SOAK_SECONDS (default 600), each
+# round on a fresh control plane; prints every round and the totals.
+soak: deps
+	$(MAKE) -j$(JOBS) all $(BUILD)/rel/bench/bench_loadgen
+	BUILD=$(BUILD) SOAK_SECONDS=$${SOAK_SECONDS:-600} tests/soak.sh
 
 fuzz: deps
 	$(MAKE) -j$(JOBS) $(FUZZ_BINS)
@@ -154,6 +161,7 @@ help:
 	@echo "make unit       unit tests; make asan: tests and binaries under ASan+UBSan"
 	@echo "make fuzz       every fuzz target for FUZZ_SECONDS (default 120) each"
 	@echo "make bench      benchmarks; results in bench/results/"
+	@echo "make soak       the reliability suite repeated for SOAK_SECONDS (default 600)"
 	@echo "make sim        the tray simulator (fake NVML, IMEX tools, simctl)"
 	@echo "make cluster    build the test control plane (cached)"
 

@@ -5,6 +5,7 @@
 #
 #   cluster.sh start DIR   prints `export KUBECONFIG=… KUBECTL=…` lines
 #   cluster.sh stop DIR    stops what start launched, by saved PID
+#   cluster.sh restart-apiserver DIR   restarts kube-apiserver on its port, etcd kept
 #   cluster.sh reap        stops clusters whose owner process is gone
 #
 # A cluster started with NVL72_CLUSTER_OWNER=<pid> is reaped by the next
@@ -150,6 +151,51 @@ KC
 	chmod 600 "$dir/kubeconfig"
 }
 
+# Starts kube-apiserver in the background ($! is its PID) against etcd on
+# port ec, serving on port ap, with the extra arguments saved at start.
+launch_apiserver() {
+	local dir=$1 bin=$2 ec=$3 ap=$4 p="$1/pki"
+	setsid "$bin/kube-apiserver" --etcd-servers="http://127.0.0.1:$ec" \
+		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$ap" \
+		--cert-dir="$dir/apiserver" --tls-cert-file="$p/apiserver.crt" \
+		--tls-private-key-file="$p/apiserver.key" --client-ca-file="$p/ca.crt" \
+		--token-auth-file="$p/tokens.csv" \
+		--service-account-issuer=https://kubernetes.default.svc.cluster.local \
+		--service-account-key-file="$p/sa.key" --service-account-signing-key-file="$p/sa.key" \
+		--service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC \
+		--allow-privileged=true --endpoint-reconciler-type=none \
+		--disable-admission-plugins=ServiceAccount --profiling=false \
+		$(cat "$dir/apiserver-args" 2>/dev/null) \
+		--v=1 >>"$dir/logs/apiserver.log" 2>&1 </dev/null &
+}
+
+# Stops the apiserver of a running cluster and starts it again on the same
+# port against the same etcd (a control-plane restart as clients see it).
+restart_apiserver() {
+	local dir=$1 old ec ap new
+	[[ -f $dir/pids ]] || die "$dir holds no running cluster"
+	bin=$("$here/build.sh" core | tail -1)
+	old=$(tail -1 "$dir/pids")
+	ec=$(cat "$dir/etcd-port") ap=$(cat "$dir/apiserver-port")
+	stop_pids "$old"
+	# The port must be free again before the new process binds it.
+	for _ in $(seq 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$ap") 2>/dev/null || break
+		sleep 0.1
+	done
+	launch_apiserver "$dir" "$bin" "$ec" "$ap"
+	new=$!
+	sed -i "\$s/.*/$new/" "$dir/pids"
+	register "$dir"
+	for _ in $(seq 600); do
+		curl -fsS --max-time 2 --cacert "$dir/pki/ca.crt" "https://127.0.0.1:$ap/readyz" \
+			>/dev/null 2>&1 && { log "apiserver restarted: https://127.0.0.1:$ap"; return 0; }
+		ours "$new" || break
+		sleep 0.1
+	done
+	die "the apiserver did not come back; see $dir/logs/apiserver.log"
+}
+
 start() {
 	local dir=$1
 	reap
@@ -192,18 +238,8 @@ start() {
 			continue
 		fi
 		local p="$dir/pki"
-		setsid "$bin/kube-apiserver" --etcd-servers="http://127.0.0.1:$ec" \
-			--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$ap" \
-			--cert-dir="$dir/apiserver" --tls-cert-file="$p/apiserver.crt" \
-			--tls-private-key-file="$p/apiserver.key" --client-ca-file="$p/ca.crt" \
-			--token-auth-file="$p/tokens.csv" \
-			--service-account-issuer=https://kubernetes.default.svc.cluster.local \
-			--service-account-key-file="$p/sa.key" --service-account-signing-key-file="$p/sa.key" \
-			--service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC \
-			--allow-privileged=true --endpoint-reconciler-type=none \
-			--disable-admission-plugins=ServiceAccount --profiling=false \
-			${NVL72_APISERVER_ARGS:-} \
-			--v=1 >"$dir/logs/apiserver.log" 2>&1 </dev/null &
+		echo "${NVL72_APISERVER_ARGS:-}" >"$dir/apiserver-args"
+		launch_apiserver "$dir" "$bin" "$ec" "$ap"
 		echo $! >>"$dir/pids"
 		register "$dir"
 		echo "$ap" >"$dir/apiserver-port"
@@ -241,6 +277,9 @@ start() {
 case ${1:-} in
 start) [[ $# -eq 2 ]] || die "usage: cluster.sh start DIR"; start "$2" ;;
 stop) [[ $# -eq 2 ]] || die "usage: cluster.sh stop DIR"; stop_dir "$(cd "$2" 2>/dev/null && pwd || echo "$2")" ;;
+restart-apiserver)
+	[[ $# -eq 2 ]] || die "usage: cluster.sh restart-apiserver DIR"
+	restart_apiserver "$(cd "$2" && pwd)" ;;
 reap) reap ;;
-*) die "usage: cluster.sh start DIR | stop DIR | reap" ;;
+*) die "usage: cluster.sh start DIR | stop DIR | restart-apiserver DIR | reap" ;;
 esac
