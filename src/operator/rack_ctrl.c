@@ -110,9 +110,19 @@ static void on_lease(void *ud, json_t *obj)
 		enqueue_rack(op, jx_str_or(t, "spec.rack", ""));
 	json_decref(t);
 }
+/* A renewal of a Lease that was still fresh changes nothing the rack shows:
+ * the requeue set for the moment it would go stale looks again then. Only
+ * a renewal after staleness, or a new holder, needs a pass now. At 64 racks
+ * this keeps every agent's renewal from costing a rack reconcile. */
 static void on_lease_upd(void *ud, json_t *o, json_t *n)
 {
-	(void)o;
+	struct op *op = ud;
+	int64_t was = 0;
+	if (time_parse_rfc3339(jx_str_or(o, "spec.renewTime", ""), &was) == NV_OK && was > 0 &&
+	    (op->cfg.heartbeat_timeout_ms == 0 ||
+	     time_wall_ms() - was < op->cfg.heartbeat_timeout_ms) &&
+	    json_equal(jx_path(o, "spec.holderIdentity"), jx_path(n, "spec.holderIdentity")))
+		return;
 	on_lease(ud, n);
 }
 static void on_lease_del(void *ud, json_t *obj, bool fsu)
