@@ -21,6 +21,8 @@ need=(
 	"cmd:jq:jq"
 	"cmd:yq:yq"
 	"cmd:promtool:prometheus"
+	"cmd:chromium:chromium"
+	"cmd:python3:python3"
 	"cmd:flock:util-linux"
 	"file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev"
 )

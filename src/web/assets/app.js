@@ -208,12 +208,15 @@
   }
 
   function trayRow(t) {
-    const online = t.ready !== false && t.online !== false;
-    const tr = el("tr", online ? null : "offline");
+    // Only a stale heartbeat greys the GPUs out: a tray that is online but
+    // not Ready still shows which of its GPUs is the cause.
+    const online = t.online !== false;
+    const tr = el("tr", !online ? "offline" : t.ready === false ? "notready" : null);
     const th = el("th", null, str(t.index));
     th.scope = "row";
     tr.appendChild(th);
-    tr.appendChild(el("td", null, str(t.node)));
+    tr.appendChild(el("td", null, str(t.node) +
+      (!online ? " (offline)" : t.ready === false ? " (not ready)" : "")));
     const gpus = Array.isArray(t.gpus) ? t.gpus : [];
     for (let i = 0; i < 4; i++) {
       const g = gpus.find(function (x) { return x && x.index === i; }) || gpus[i];
@@ -287,7 +290,7 @@
     clear(ol);
     if (state.events.length === 0) ol.appendChild(el("li", null, "No events yet."));
     state.events.forEach(function (e) {
-      const li = el("li", e.type === "Warning" ? "warning" : null,
+      const li = el("li", e.type === "Warning" ? "event warning" : "event",
         str(e.time, "") + " " + str(e.type, "") + " " + str(e.reason, "") + " " +
         str(e.object, "") + ": " + str(e.message, ""));
       ol.appendChild(li);
