@@ -41,7 +41,7 @@ UNIT_HELP := $(sort $(wildcard tests/unit/*.c))
 cmd_name = $(subst _,-,$(if $(filter kubectl_nvl72,$(1)),$(1),nvl72-$(1)))
 CMD_BINS := $(foreach s,$(CMD_SRC),$(BUILD)/rel/bin/$(call cmd_name,$(patsubst src/cmd/%_main.c,%,$(s))))
 
-.PHONY: all check unit asan demo bench fuzz soak clean deps cluster help
+.PHONY: all check unit asan demo bench fuzz soak clean deps cluster help cross
 # Keep the objects of test programs between runs.
 .SECONDARY:
 all: $(CMD_BINS) $(BUILD)/rel/libnvl72.a
@@ -130,6 +130,40 @@ soak: deps
 	$(MAKE) -j$(JOBS) all $(BUILD)/rel/bench/bench_loadgen
 	BUILD=$(BUILD) SOAK_SECONDS=$${SOAK_SECONDS:-600} tests/soak.sh
 
+# arm64 binaries for the compute trays (Grace is aarch64), built with
+# Debian's cross compiler against the arm64 packages tests/deps.sh installs;
+# libwebsockets' arm64 headers come from a sysroot in the cache (see there).
+CROSS_CC      ?= aarch64-linux-gnu-gcc
+NVL72_CACHE   ?= $(HOME)/.cache/nvl72-operator
+CROSS_SYSROOT ?= $(NVL72_CACHE)/arm64
+CROSS_PC      := PKG_CONFIG_LIBDIR=$(CROSS_SYSROOT)/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig pkg-config
+CROSS_FLAGS    = $(WARN) -D_GNU_SOURCE -DNVL72_VERSION='"$(VERSION)"' -Iinclude \
+	-I$(CROSS_SYSROOT)/usr/include -MMD -MP -g $(CFLAGS_rel) \
+	$(shell $(CROSS_PC) --cflags $(PKGS) 2>/dev/null)
+CROSS_LIBS     = -L$(CROSS_SYSROOT)/usr/lib/aarch64-linux-gnu \
+	$(shell $(CROSS_PC) --libs $(PKGS) 2>/dev/null) -lpthread -lm -ldl
+CROSS_BINS    := $(BUILD)/arm64/bin/nvl72-agent $(BUILD)/arm64/bin/nvl72-operator
+
+$(BUILD)/arm64/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CROSS_CC) $(CROSS_FLAGS) -c $< -o $@
+$(BUILD)/arm64/obj/gen/web_assets.o: $(BUILD)/gen/web_assets.c src/web/web_assets.h
+	@mkdir -p $(@D)
+	$(CROSS_CC) $(filter-out -MMD -MP,$(CROSS_FLAGS)) $(WEB_GENFLAGS) -c $< -o $@
+$(BUILD)/arm64/libnvl72.a: $(patsubst %.c,$(BUILD)/arm64/obj/%.o,$(LIB_SRC)) $(BUILD)/arm64/obj/gen/web_assets.o
+	@mkdir -p $(@D)
+	rm -f $@ && aarch64-linux-gnu-ar rcs $@ $^
+$(BUILD)/arm64/bin/nvl72-%: $(BUILD)/arm64/obj/src/cmd/%_main.o $(BUILD)/arm64/libnvl72.a
+	@mkdir -p $(@D)
+	$(CROSS_CC) $(CFLAGS_rel) $(LDFLAGS_rel) $< $(BUILD)/arm64/libnvl72.a $(CROSS_LIBS) -o $@
+
+cross: deps
+	$(MAKE) -j$(JOBS) $(CROSS_BINS)
+	@for b in $(CROSS_BINS); do \
+		file -b $$b | grep -q 'ARM aarch64' || { echo "cross: $$b is not an aarch64 binary: $$(file -b $$b)"; exit 1; }; \
+		echo "cross: $$b: $$(file -b $$b | cut -d, -f1-2)"; \
+	done
+
 fuzz: deps
 	$(MAKE) -j$(JOBS) $(FUZZ_BINS)
 	FUZZ_SECONDS=$${FUZZ_SECONDS:-120} tests/run-fuzz.sh $(FUZZ_BINS)
@@ -164,6 +198,7 @@ help:
 	@echo "make soak       the reliability suite repeated for SOAK_SECONDS (default 600)"
 	@echo "make sim        the tray simulator (fake NVML, IMEX tools, simctl)"
 	@echo "make cluster    build the test control plane (cached)"
+	@echo "make cross      arm64 nvl72-agent and nvl72-operator into $(BUILD)/arm64/bin"
 
 # Module-specific rules (the simulator's shared library and tools, ...);
 # a fragment adds what `make check` must also build to CHECK_EXTRA.

@@ -51,6 +51,49 @@ if ((${#missing[@]})); then
 	fi
 fi
 
+# The arm64 cross build (`make cross`): Debian's cross compiler and the
+# arm64 development packages of the libraries the binaries link. They are
+# co-installable with the amd64 ones, except libwebsockets-dev (its
+# lws_config.h differs per architecture): that one is unpacked into a
+# sysroot under the cache, next to the installed arm64 runtime library.
+cross_pkgs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libcurl4-openssl-dev:arm64
+	libjansson-dev:arm64 libyaml-dev:arm64 libssl-dev:arm64 libcap-dev:arm64
+	libwebsockets17:arm64)
+cache=${NVL72_CACHE:-$HOME/.cache/nvl72-operator}
+sysroot=$cache/arm64
+if [[ $(uname -m) == x86_64 ]] && command -v dpkg >/dev/null; then
+	cross_missing=()
+	for p in "${cross_pkgs[@]}"; do
+		[[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == "install ok installed" ]] ||
+			cross_missing+=("$p")
+	done
+	if ((${#cross_missing[@]})); then
+		if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+			echo "deps: installing the arm64 cross toolchain: ${cross_missing[*]}" >&2
+			export DEBIAN_FRONTEND=noninteractive
+			dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
+			apt-get update -qq >&2
+			apt-get install -y -qq --no-install-recommends "${cross_missing[@]}" >&2
+		else
+			echo "deps: the arm64 cross build (make cross) needs, as root:" >&2
+			echo "  dpkg --add-architecture arm64 && apt-get update" >&2
+			echo "  apt-get install ${cross_missing[*]}" >&2
+			exit 1
+		fi
+	fi
+	if [[ ! -f $sysroot/usr/include/lws_config.h ]]; then
+		rm -rf "$sysroot.tmp" && mkdir -p "$sysroot.tmp"
+		(cd "$sysroot.tmp" && apt-get download -qq libwebsockets-dev:arm64 >&2) &&
+			dpkg-deb -x "$sysroot.tmp"/libwebsockets-dev_*_arm64.deb "$sysroot.tmp/root" || {
+			echo "deps: could not fetch libwebsockets-dev:arm64 for the cross build" >&2
+			exit 1
+		}
+		so=$(basename "$(ls /usr/lib/aarch64-linux-gnu/libwebsockets.so.* | head -1)")
+		ln -sfn "/usr/lib/aarch64-linux-gnu/$so" "$sysroot.tmp/root/usr/lib/aarch64-linux-gnu/libwebsockets.so"
+		rm -rf "$sysroot" && mv "$sysroot.tmp/root" "$sysroot" && rm -rf "$sysroot.tmp"
+	fi
+fi
+
 if ! command -v go >/dev/null 2>&1; then
 	if [[ -x /usr/local/go/bin/go ]]; then
 		: # found below through PATH set by the callers
