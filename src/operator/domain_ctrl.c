@@ -499,6 +499,7 @@ struct kube_result domain_reconcile(void *ud, const char *key)
 	if (p.dom == NULL || json_is_string(jx_path(p.dom, "metadata.deletionTimestamp"))) {
 		struct kube_result r = domain_delete(op, &p);
 		pass_clear(&p);
+		op_feed_domains(op);
 		return r;
 	}
 	if (!has_finalizer(p.dom)) { /* the update brings us back */
@@ -532,6 +533,9 @@ struct kube_result domain_reconcile(void *ud, const char *key)
 	if (rc == NV_OK && (r2 = status_sync(op, &p, &plan)) != NV_OK)
 		rc = r2;
 	pass_clear(&p);
+	/* A status written here comes back as an update and another pass,
+	 * which publishes it from the cache. */
+	op_feed_domains(op);
 	struct kube_result res = {.err = rc};
 	if (rc == NV_OK && plan.next_check_ms > 0) {
 		int64_t d = plan.next_check_ms - time_wall_ms();

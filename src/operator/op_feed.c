@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Publishes the dashboard feed (docs/internals/dashboard-feed.md): the fleet
-// summary, one message per rack and recent events. A topic is republished
+// summary, one message per rack, the ComputeDomains and recent events. A topic is republished
 // only when its text changed, so a quiet rack costs nothing.
 #include <ctype.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "nvl72/alloc.h"
 #include "nvl72/json.h"
 #include "nvl72/log.h"
 #include "nvl72/timeutil.h"
@@ -221,6 +222,60 @@ void op_feed_event(struct op *op, const char *type, const char *reason, const ch
 	free(one);
 	free(all);
 	json_decref(ev);
+}
+
+static json_t *domain_json(const json_t *d)
+{
+	const json_t *ready = kube_condition_find(d, "Ready"), *n;
+	json_t *nodes = json_array();
+	size_t i;
+
+	json_array_foreach(jx_path(d, "status.nodes"), i, n) json_array_append_new(
+	        nodes, json_pack("{s:s,s:s,s:s,s:I,s:s}", "name", jx_str_or(n, "name", ""),
+	                         "ipAddress", jx_str_or(n, "ipAddress", ""), "cliqueID",
+	                         jx_str_or(n, "cliqueID", ""), "index",
+	                         (json_int_t)json_integer_value(json_object_get(n, "index")),
+	                         "status", jx_str_or(n, "status", "")));
+	return json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:o}", "namespace",
+	                 kube_obj_namespace(d), "name", kube_obj_name(d), "numNodes",
+	                 (json_int_t)json_integer_value(jx_path(d, "spec.numNodes")), "status",
+	                 jx_str_or(d, "status.status", ""), "rack", jx_str_or(d, "status.rack", ""),
+	                 "partition", jx_str_or(d, "status.partition", ""), "clique",
+	                 jx_str_or(d, "status.cliqueID", ""), "reason",
+	                 ready ? jx_str_or(ready, "reason", "") : "", "message",
+	                 ready ? jx_str_or(ready, "message", "") : "", "nodes", nodes);
+}
+
+static int domain_cmp(const void *a, const void *b)
+{
+	const json_t *x = *(const json_t *const *)a, *y = *(const json_t *const *)b;
+	int c = strcmp(kube_obj_namespace(x), kube_obj_namespace(y));
+	return c ? c : strcmp(kube_obj_name(x), kube_obj_name(y));
+}
+
+void op_feed_domains(struct op *op)
+{
+	json_t *ds, *out;
+	const json_t **v;
+	size_t n;
+
+	if (op->dash == NULL || op->domains == NULL)
+		return;
+	ds = kube_informer_list(op->domains);
+	n = json_array_size(ds);
+	v = xcalloc(n ? n : 1, sizeof(*v));
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_array_get(ds, i);
+	/* The cache's order is not stable: sort, so that an unchanged list
+	 * is the same text and is not sent again. */
+	qsort(v, n, sizeof(*v), domain_cmp);
+	out = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(out, domain_json(v[i]));
+	publish_take(op, "domains", jx_dumps(out));
+	json_decref(out);
+	free(v);
+	json_decref(ds);
 }
 
 /* A replica that stops leading stops publishing; forget what was sent so

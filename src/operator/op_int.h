@@ -96,6 +96,8 @@ void op_metrics_leading(struct op *op, bool leading);
 void op_feed_rack(struct op *op, const json_t *rack, const struct op_rack_eval *ev,
                   const struct op_tray_in *in, bool cordoned);
 void op_feed_rack_gone(struct op *op, const char *name);
+/* Publishes the `domains` topic from the ComputeDomain cache. */
+void op_feed_domains(struct op *op);
 void op_feed_event(struct op *op, const char *type, const char *reason, const char *object,
                    const char *message);
 void op_feed_clear(struct op *op);

@@ -200,15 +200,48 @@ simctl gpu "$(tray 3)" 2 summary=1
 out=$(cdp wait 60 "$chip.textContent === \"OK\" && window.nvl72Marker === \"$marker\"")
 check "the GPU healthy again reads OK, still in the same page" $? "$out"
 
+# ------------------------------------------------ compute domains ---
+# By keyboard: focus the navigation link and press Enter.
+printf 'apiVersion: nvl72.io/v1alpha1\nkind: ComputeDomain\nmetadata: {name: train-4, namespace: team-a}\nspec: {numNodes: 4, selector: {rack: %s}}\n' \
+	"$RACK" >"$work/cd.yaml"
+k create namespace team-a >/dev/null 2>&1
+out=$(k apply -f "$work/cd.yaml" 2>&1)
+check "kubectl apply a 4-node ComputeDomain" $? "$out"
+cdp eval 'document.getElementById("nav-domains").focus(); document.activeElement.id' >/dev/null
+cdp key Enter >/dev/null
+row='document.querySelector("#domain-table tbody tr")'
+out=$(cdp wait 60 "location.hash === \"#/domains\" && !document.getElementById(\"view-domains\").hidden &&
+	$row && $row.querySelector(\"th\").textContent === \"team-a/train-4\" &&
+	$row.querySelector(\".badge\").textContent === \"Ready\" &&
+	$row.querySelectorAll(\".members li\").length === 4 && $row.textContent")
+check "Enter on the focused Compute domains link opens the view: team-a/train-4 Ready with 4 members" $? \
+	"$out $(cdp eval '[location.hash, document.getElementById("domain-table").textContent]')"
+[[ $out == *"4 of 4"* && $out == *"$RACK"* && $out == *"3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.32766"* ]]
+check "its row names the rack, the clique and 4 of 4 nodes" $? "$out"
+[[ $(cdp eval 'window.nvl72Marker') == "\"$marker\"" ]]
+check "still the same page (no reload)" $? "marker lost"
+cdp shot "$art/domains.png" >/dev/null
+check "screenshot of the compute domains view" $? "$art/domains.png"
+
+# ------------------------------------------------------------ events ---
 cdp eval 'document.getElementById("nav-events").click()' >/dev/null
 out=$(cdp wait 30 '!document.getElementById("view-events").hidden &&
-	document.querySelectorAll("#event-list li.event").length > 0 && document.getElementById("event-list").textContent')
+	Array.from(document.querySelectorAll("#event-list tr.event")).map(function (r) { return r.textContent; }).join(" | ")')
 check "the events view lists recent events" $? "$out"
+[[ $out == *TraysCreated*rack/$RACK* && $out == *DomainReady*train-4* ]] ||
+	[[ $out == *DomainReady*train-4* && $out == *TraysCreated*rack/$RACK* ]]
+check "among them TraysCreated of the rack and DomainReady of the domain" $? "$out"
 cdp shot "$art/events.png" >/dev/null
 check "screenshot of the events view" $? "$art/events.png"
 
+cdp eval 'document.getElementById("nav-upgrades").click()' >/dev/null
+out=$(cdp wait 10 '!document.getElementById("view-upgrades").hidden &&
+	document.getElementById("view-domains").hidden && document.getElementById("upgrades-summary").textContent')
+check "the upgrades view is a place of its own that claims no data" $? "$out"
+cdp shot "$art/upgrades.png" >/dev/null
+
 png=$(file "$art"/*.png | grep -c 'PNG image data')
-[[ $png == 4 ]]
-check "4 screenshots are PNG images" $? "$(file "$art"/*.png)"
+[[ $png == 6 ]]
+check "6 screenshots are PNG images" $? "$(file "$art"/*.png)"
 echo "# screenshots: $art/"
 finish

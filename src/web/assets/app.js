@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The dashboard's client: keeps a model of whatever the /ws feed publishes
-// (fleet, racks, trays, events) and redraws the current view from it.
+// (fleet, racks, trays, compute domains, events) and redraws the current view from it.
 "use strict";
 
 (function () {
   const MAX_EVENTS = 100;
-  const state = { fleet: null, racks: new Map(), events: [], connected: false };
+  const state = { fleet: null, racks: new Map(), domains: null, events: [], connected: false };
   let backoffMs = 1000;
   let renderPending = false;
 
@@ -30,6 +30,7 @@
       // so that objects deleted while we were away disappear.
       state.fleet = null;
       state.racks.clear();
+      state.domains = null;
       setConnected(true);
     };
     ws.onmessage = function (ev) {
@@ -71,6 +72,8 @@
       else state.racks.set(parts[1], data);
     } else if (parts[0] === "tray" && parts.length === 3) {
       applyTray(parts[1], Number(parts[2]), data);
+    } else if (topic === "domains") {
+      state.domains = Array.isArray(data) ? data : null;
     } else if (topic === "events") {
       // The retained list of recent events, newest first.
       state.events = Array.isArray(data) ? data.slice(0, MAX_EVENTS) : [];
@@ -285,39 +288,96 @@
     });
   }
 
+  function domainClass(status) {
+    return status === "Ready" ? "st-ok" : status === "NotReady" ? "st-bad" : "st-wait";
+  }
+
+  function renderDomains() {
+    const tbody = document.querySelector("#domain-table tbody");
+    clear(tbody);
+    const list = state.domains || [];
+    const ready = list.filter(function (d) { return d.status === "Ready"; }).length;
+    document.getElementById("domains-summary").textContent = state.domains === null
+      ? (state.connected ? "No compute domains published yet." : "Waiting for data from the operator.")
+      : list.length + " compute domains, " + ready + " Ready.";
+    list.forEach(function (d) {
+      const tr = el("tr");
+      const th = el("th", null, str(d.namespace) + "/" + str(d.name));
+      th.scope = "row";
+      tr.appendChild(th);
+      const td = el("td");
+      const b = el("span", "badge " + domainClass(d.status), str(d.status, "Pending"));
+      td.appendChild(b);
+      if (d.message) td.appendChild(el("span", "note", " " + d.message));
+      tr.appendChild(td);
+      const nodes = Array.isArray(d.nodes) ? d.nodes : [];
+      tr.appendChild(el("td", null, nodes.length + " of " + str(d.numNodes, "?")));
+      tr.appendChild(el("td", null, str(d.rack) + (d.partition ? " · " + d.partition : "")));
+      tr.appendChild(el("td", null, str(d.clique)));
+      const members = el("td");
+      const ul = el("ul", "members");
+      nodes.slice().sort(function (a, c) { return a.index - c.index; }).forEach(function (n) {
+        const li = el("li");
+        li.appendChild(el("span", "chip " + domainClass(n.status), str(n.status, "–")));
+        li.appendChild(document.createTextNode(" " + str(n.index) + ": " + str(n.name) +
+          (n.ipAddress ? " (" + n.ipAddress + ")" : "")));
+        ul.appendChild(li);
+      });
+      members.appendChild(ul);
+      tr.appendChild(members);
+      tbody.appendChild(tr);
+    });
+  }
+
   function renderEvents() {
-    const ol = document.getElementById("event-list");
-    clear(ol);
-    if (state.events.length === 0) ol.appendChild(el("li", null, "No events yet."));
+    const tbody = document.getElementById("event-list");
+    clear(tbody);
+    const warnings = state.events.filter(function (e) { return e.type === "Warning"; }).length;
+    document.getElementById("events-summary").textContent = state.events.length === 0
+      ? "No events yet."
+      : state.events.length + " recent events, " + warnings + " warnings; newest first.";
     state.events.forEach(function (e) {
-      const li = el("li", e.type === "Warning" ? "event warning" : "event",
-        str(e.time, "") + " " + str(e.type, "") + " " + str(e.reason, "") + " " +
-        str(e.object, "") + ": " + str(e.message, ""));
-      ol.appendChild(li);
+      const tr = el("tr", e.type === "Warning" ? "event warning" : "event");
+      tr.appendChild(el("td", null, str(e.time)));
+      const td = el("td");
+      td.appendChild(el("span", "badge " + (e.type === "Warning" ? "st-warn" : "st-ok"),
+        str(e.type, "Normal")));
+      tr.appendChild(td);
+      tr.appendChild(el("td", null, str(e.reason)));
+      tr.appendChild(el("td", null, str(e.object)));
+      tr.appendChild(el("td", null, str(e.message)));
+      tbody.appendChild(tr);
     });
   }
 
   // ---- routing --------------------------------------------------------------
+
+  // Upgrades is a reserved place: the upgrade controller will publish its
+  // own topic; until then the view only says so.
+  const VIEWS = ["fleet", "rack", "domains", "events", "upgrades"];
 
   function route() {
     const h = location.hash.replace(/^#/, "") || "/";
     if (h.indexOf("/rack/") === 0)
       return { view: "rack", name: decodeURIComponent(h.slice(6)) };
     if (h === "/events") return { view: "events" };
+    if (h === "/domains") return { view: "domains" };
+    if (h === "/upgrades") return { view: "upgrades" };
     return { view: "fleet" };
   }
 
   function render() {
     renderPending = false;
     const r = route();
-    document.getElementById("view-fleet").hidden = r.view !== "fleet";
-    document.getElementById("view-rack").hidden = r.view !== "rack";
-    document.getElementById("view-events").hidden = r.view !== "events";
-    document.getElementById("nav-fleet").setAttribute("aria-current", r.view === "fleet" ? "page" : "false");
-    document.getElementById("nav-events").setAttribute("aria-current", r.view === "events" ? "page" : "false");
+    VIEWS.forEach(function (v) {
+      document.getElementById("view-" + v).hidden = r.view !== v;
+      const nav = document.getElementById("nav-" + v);
+      if (nav) nav.setAttribute("aria-current", r.view === v ? "page" : "false");
+    });
     if (r.view === "fleet") renderFleet();
     else if (r.view === "rack") renderRack(r.name);
-    else renderEvents();
+    else if (r.view === "domains") renderDomains();
+    else if (r.view === "events") renderEvents();
   }
 
   function scheduleRender() {
