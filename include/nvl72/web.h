@@ -64,6 +64,12 @@ struct web_config {
 	/* When set, /metrics is served only to requests it allows. */
 	web_authz_fn metrics_authz;
 	void *metrics_authz_arg;
+	/* When set, every POST (to a route or not) is first asked of it, as
+	 * verb "post" on the request path: no token answers 401 before any
+	 * route runs. The dashboard server sets it; the webhook server, whose
+	 * caller is the API server over TLS, does not. */
+	web_authz_fn post_authz;
+	void *post_authz_arg;
 };
 
 enum web_method {

@@ -42,7 +42,8 @@ const struct op_flag op_flags[] = {
         {"health-probe-bind-address", CFG(probe_addr), OP_FLAG_STRING, ":8081", 0, 0, NULL,
          "Address of /healthz and /readyz; \"0\" turns it off."},
         {"dashboard-bind-address", CFG(dashboard_addr), OP_FLAG_STRING, ":8082", 0, 0, NULL,
-         "Address of the dashboard and its websocket feed; \"0\" turns it off."},
+         "Address of the dashboard and its websocket feed (read without a token; a POST needs a "
+         "bearer token that a SubjectAccessReview allows); \"0\" turns it off."},
         {"webhook-bind-address", CFG(webhook_addr), OP_FLAG_STRING, ":9443", 0, 0, NULL,
          "Address of the HTTPS admission webhook; \"0\" turns it off."},
         {"webhook-service", CFG(webhook_service), OP_FLAG_STRING, "nvl72-operator", 0, 0, NULL,

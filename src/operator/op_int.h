@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "nvl72/kube.h"
+#include "nvl72/kube_access.h"
 #include "nvl72/kube_ctrl.h"
 #include "nvl72/metrics.h"
 #include "nvl72/operator.h"
@@ -51,6 +52,7 @@ struct op {
 	char identity[160];
 
 	struct kube_client *c;
+	struct kube_access *access; /* POSTs to the dashboard */
 	struct kube_informer *racks, *trays, *nodes, *leases, *matrices, *partitions, *domains;
 	struct kube_workqueue *q, *dq; /* Rack and ComputeDomain controllers */
 	struct kube_workers *workers, *dworkers;

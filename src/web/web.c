@@ -91,6 +91,8 @@ enum nv_err web_server_new(const struct web_config *cfg, struct web_server **out
 	s->ws_any_origin = cfg->ws_any_origin;
 	s->metrics_authz = cfg->metrics_authz;
 	s->metrics_authz_arg = cfg->metrics_authz_arg;
+	s->post_authz = cfg->post_authz;
+	s->post_authz_arg = cfg->post_authz_arg;
 	s->port = -1;
 	atomic_init(&s->stopping, false);
 	pthread_mutex_init(&s->mu, NULL);

@@ -277,6 +277,22 @@ static int serve_probe(struct lws *wsi, struct web_session *pss, enum web_probe 
 	return respond(wsi, pss);
 }
 
+/* Answers a refused request; returns -2 when authz allowed it. */
+static int authz_refuse(struct lws *wsi, struct web_session *pss, web_authz_fn fn, void *arg,
+                        const char *verb)
+{
+	struct web_http *h = pss->http;
+	enum nv_err a = fn(arg, h->bearer, verb, h->path);
+	if (a == NV_OK)
+		return -2;
+	h->close_after = h->method == WEB_POST;
+	if (a == NV_E_UNAUTHORIZED)
+		return respond_text(wsi, pss, 401, "unauthorized\n");
+	if (a == NV_E_FORBIDDEN)
+		return respond_text(wsi, pss, 403, "forbidden\n");
+	return respond_text(wsi, pss, 500, "authorization unavailable\n");
+}
+
 static int serve_metrics(struct lws *wsi, struct web_session *pss)
 {
 	struct web_server *s = web_server_of(wsi);
@@ -285,13 +301,9 @@ static int serve_metrics(struct lws *wsi, struct web_session *pss)
 		return respond_text(wsi, pss, 404, "not found\n");
 	h->handler = "metrics";
 	if (s->metrics_authz) {
-		enum nv_err a = s->metrics_authz(s->metrics_authz_arg, h->bearer, "get", h->path);
-		if (a == NV_E_UNAUTHORIZED)
-			return respond_text(wsi, pss, 401, "unauthorized\n");
-		if (a == NV_E_FORBIDDEN)
-			return respond_text(wsi, pss, 403, "forbidden\n");
-		if (a != NV_OK)
-			return respond_text(wsi, pss, 500, "authorization unavailable\n");
+		int r = authz_refuse(wsi, pss, s->metrics_authz, s->metrics_authz_arg, "get");
+		if (r != -2)
+			return r;
 	}
 	enum nv_err e = metrics_registry_render(s->metrics, &h->out);
 	if (e) {
@@ -383,6 +395,15 @@ static int begin_post(struct lws *wsi, struct web_session *pss)
 	struct web_server *s = web_server_of(wsi);
 	struct web_http *h = pss->http;
 	bool other = false;
+	if (s->post_authz) {
+		/* Before the route and the body: a refused caller learns nothing
+		 * about which paths exist and sends no body to be read. */
+		h->handler = "post-authz";
+		int r = authz_refuse(wsi, pss, s->post_authz, s->post_authz_arg, "post");
+		if (r != -2)
+			return r;
+		h->handler = "none";
+	}
 	h->route = route_find(s, h->path, WEB_POST, &other);
 	if (h->route)
 		h->handler = h->route->path;

@@ -118,6 +118,8 @@ struct web_server {
 	bool ws_any_origin;
 	web_authz_fn metrics_authz;
 	void *metrics_authz_arg;
+	web_authz_fn post_authz;
+	void *post_authz_arg;
 	struct web_route routes[WEB_ROUTES_MAX];
 	size_t nroutes;
 	struct web_check checks[WEB_CHECKS_MAX];

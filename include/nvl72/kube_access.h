@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Asks the API server whether the holder of a bearer token may do
+ * something: a TokenReview names the user, a SubjectAccessReview decides,
+ * as kube-rbac-proxy does. Answers are cached by a hash of the token, never
+ * by the token itself. */
+#ifndef NVL72_KUBE_ACCESS_H
+#define NVL72_KUBE_ACCESS_H
+
+#include <stdint.h>
+
+#include "nvl72/kube.h"
+
+struct kube_access;
+
+/* Defaults used when the matching argument is 0. */
+#define KUBE_ACCESS_TTL_MS_DEFAULT 10000 /* an allowed answer */
+#define KUBE_ACCESS_DENY_TTL_MS_DEFAULT 2000 /* a refused one: RBAC grants show soon */
+#define KUBE_ACCESS_ENTRIES_DEFAULT 256
+
+/* c is borrowed and must outlive the checker. */
+struct kube_access *kube_access_new(struct kube_client *c, int64_t ttl_ms, int64_t deny_ttl_ms,
+                                    size_t entries);
+/* NULL does nothing. */
+void kube_access_free(struct kube_access *a);
+
+/* May the holder of token (NULL: none) use verb on the non-resource path?
+ * NV_OK when allowed; NV_E_UNAUTHORIZED without a token or when the
+ * TokenReview does not authenticate it; NV_E_FORBIDDEN when the
+ * SubjectAccessReview refuses; another error when the API server could not
+ * answer (not cached). Safe from any thread; blocks for at most two API
+ * calls on a cache miss. */
+enum nv_err kube_access_check(struct kube_access *a, const char *token, const char *verb,
+                              const char *path);
+
+/* The same, as a web_authz_fn (arg is the struct kube_access). */
+enum nv_err kube_access_authz(void *arg, const char *bearer, const char *verb, const char *path);
+
+#endif
