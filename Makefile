@@ -133,7 +133,9 @@ soak: deps
 # arm64 binaries for the compute trays (Grace is aarch64), built with
 # Debian's cross compiler against the arm64 packages tests/deps.sh installs;
 # libwebsockets' arm64 headers come from a sysroot in the cache (see there).
-CROSS_CC      ?= aarch64-linux-gnu-gcc
+# On an arm64 machine the native compiler builds the same thing.
+CROSS_CC      ?= $(if $(filter aarch64,$(shell uname -m)),$(CC),aarch64-linux-gnu-gcc)
+CROSS_AR      ?= $(if $(filter aarch64,$(shell uname -m)),ar,aarch64-linux-gnu-ar)
 NVL72_CACHE   ?= $(HOME)/.cache/nvl72-operator
 CROSS_SYSROOT ?= $(NVL72_CACHE)/arm64
 CROSS_PC      := PKG_CONFIG_LIBDIR=$(CROSS_SYSROOT)/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig pkg-config
@@ -152,7 +154,7 @@ $(BUILD)/arm64/obj/gen/web_assets.o: $(BUILD)/gen/web_assets.c src/web/web_asset
 	$(CROSS_CC) $(filter-out -MMD -MP,$(CROSS_FLAGS)) $(WEB_GENFLAGS) -c $< -o $@
 $(BUILD)/arm64/libnvl72.a: $(patsubst %.c,$(BUILD)/arm64/obj/%.o,$(LIB_SRC)) $(BUILD)/arm64/obj/gen/web_assets.o
 	@mkdir -p $(@D)
-	rm -f $@ && aarch64-linux-gnu-ar rcs $@ $^
+	rm -f $@ && $(CROSS_AR) rcs $@ $^
 $(BUILD)/arm64/bin/nvl72-%: $(BUILD)/arm64/obj/src/cmd/%_main.o $(BUILD)/arm64/libnvl72.a
 	@mkdir -p $(@D)
 	$(CROSS_CC) $(CFLAGS_rel) $(LDFLAGS_rel) $< $(BUILD)/arm64/libnvl72.a $(CROSS_LIBS) -o $@

@@ -16,7 +16,6 @@
 #include "nvl72/timeutil.h"
 
 #define ACCESS_COMP "access"
-#define ACCESS_REQ_TIMEOUT_MS 5000
 
 static const struct kube_res RES_TOKENREVIEWS = {"authentication.k8s.io", "v1", "tokenreviews",
                                                  "TokenReview", false};
