@@ -50,6 +50,12 @@ struct op_config {
 	int rack_workers;
 	int64_t cache_sync_timeout_ms;
 	int64_t shutdown_timeout_ms;
+	const char *fabric_backend;     /* none | nmx-m | sim */
+	const char *fabric_endpoint;    /* NMX-M base URL */
+	const char *fabric_secret;      /* "namespace/name" of the credentials, "" none */
+	const char *fabric_sim_root;    /* sim: the rack folder of simctl */
+	int64_t fabric_sim_delay_ms;    /* sim: how long a change runs */
+	int64_t fabric_poll_ms;         /* look at a running change this often */
 	const char *log_level;                /* error | warn | info | debug */
 	const char *log_debug;                /* components with debug on, "" none */
 	const char *log_format;               /* text | json */

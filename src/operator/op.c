@@ -230,13 +230,21 @@ static enum nv_err op_build(struct op *op)
 		return rc;
 	op->q = kube_workqueue_new(RACK_CONTROLLER, NULL);
 	op->dq = kube_workqueue_new(DOMAIN_CONTROLLER, NULL);
+	/* Backend failures back off from 1 s to 5 min per partition. */
+	op->pq = kube_workqueue_new(PART_CONTROLLER,
+	                            &(struct kube_workqueue_opts){.base_delay_ms = 1000,
+	                                                          .max_delay_ms = 300000});
 	rack_ctrl_handlers(op);
 	domain_ctrl_handlers(op);
+	part_ctrl_handlers(op);
+	if ((rc = part_backend_open(op)) != NV_OK)
+		return rc;
 	op->rec = kube_recorder_new(op->c, "nvl72.io/operator", NULL);
 	op->reg = metrics_registry_new();
 	if ((rc = metrics_std_register(op->reg, &op->std)) ||
 	    (rc = metrics_std_controller_init(&op->std, RACK_CONTROLLER)) ||
 	    (rc = metrics_std_controller_init(&op->std, DOMAIN_CONTROLLER)) ||
+	    (rc = metrics_std_controller_init(&op->std, PART_CONTROLLER)) ||
 	    (rc = op_metrics_register(op)))
 		return rc;
 	if ((rc = server_new(op, "probes", op->cfg.probe_addr, false, &op->probes)) ||
@@ -283,8 +291,11 @@ void op_free(struct op *op)
 	kube_access_free(op->access);
 	kube_workers_stop(op->workers);
 	kube_workers_stop(op->dworkers);
+	kube_workers_stop(op->pworkers);
 	kube_workqueue_free(op->q);
 	kube_workqueue_free(op->dq);
+	kube_workqueue_free(op->pq);
+	fabric_backend_free(op->fabric);
 	kube_informer_free(op->domains);
 	kube_informer_free(op->racks);
 	kube_informer_free(op->trays);
@@ -445,6 +456,11 @@ static struct kube_result domain_metered(void *ud, const char *key)
 	return metered(ud, DOMAIN_CONTROLLER, DOMAIN_COMP, domain_reconcile, key);
 }
 
+static struct kube_result part_metered(void *ud, const char *key)
+{
+	return metered(ud, PART_CONTROLLER, PART_COMP, part_reconcile, key);
+}
+
 /* Starts the controllers; a leader whose caches do not sync gives up (the
  * process exits non-zero and a standby takes over). */
 static void workers_start(struct op *op)
@@ -463,9 +479,13 @@ static void workers_start(struct op *op)
 	(void)metrics_gauge_set(op->std.max_concurrent_reconciles,
 	                        (const char *[]){DOMAIN_CONTROLLER}, op->cfg.rack_workers);
 	op->dworkers = kube_workers_start(op->dq, op->cfg.rack_workers, domain_metered, op);
+	(void)metrics_gauge_set(op->std.max_concurrent_reconciles,
+	                        (const char *[]){PART_CONTROLLER}, op->cfg.rack_workers);
+	op->pworkers = kube_workers_start(op->pq, op->cfg.rack_workers, part_metered, op);
 	op->workers_on = true;
 	rack_enqueue_all(op);
 	domain_enqueue_all(op);
+	part_enqueue_all(op);
 	op_metrics_leading(op, true);
 	log_info(OP_COMP, "controllers started", "identity=%s workers=%d", op->identity,
 	         op->cfg.rack_workers);
@@ -479,7 +499,8 @@ static void workers_stop(struct op *op)
 		return;
 	kube_workers_stop(op->workers);
 	kube_workers_stop(op->dworkers);
-	op->workers = op->dworkers = NULL;
+	kube_workers_stop(op->pworkers);
+	op->workers = op->dworkers = op->pworkers = NULL;
 	op->workers_on = false;
 	op_metrics_leading(op, false);
 	op_feed_clear(op);

@@ -68,6 +68,20 @@ const struct op_flag op_flags[] = {
          "How long a new leader waits for its caches before it gives up leading."},
         {"graceful-shutdown-timeout", CFG(shutdown_timeout_ms), OP_FLAG_DURATION, "30s", 0,
          10 * 60000, NULL, "How long in-flight reconciles may take to finish on SIGTERM."},
+        {"fabric-backend", CFG(fabric_backend), OP_FLAG_STRING, "none", 0, 0, NULL,
+         "NVLink partition backend for RackPartitions: nmx-m, sim (tests), or none (partitions "
+         "stay Pending with a condition saying so)."},
+        {"fabric-endpoint", CFG(fabric_endpoint), OP_FLAG_STRING, "", 0, 0, NULL,
+         "NMX-M base URL, https://host[:port]; required with --fabric-backend nmx-m."},
+        {"fabric-secret", CFG(fabric_secret), OP_FLAG_STRING, "", 0, 0, NULL,
+         "Secret namespace/name with the backend's username and password or token, and "
+         "ca.crt; read once at start with a GET, kept in memory only."},
+        {"fabric-sim-root", CFG(fabric_sim_root), OP_FLAG_STRING, "", 0, 0, NULL,
+         "With --fabric-backend sim: the rack folder written by simctl create."},
+        {"fabric-sim-delay", CFG(fabric_sim_delay_ms), OP_FLAG_DURATION, "2s", 0, 600000, NULL,
+         "With --fabric-backend sim: how long a partition change stays in progress."},
+        {"fabric-poll-interval", CFG(fabric_poll_ms), OP_FLAG_DURATION, "1s", 100, 60000, NULL,
+         "How often a partition whose change runs at the backend is looked at again."},
         {"log-level", CFG(log_level), OP_FLAG_STRING, "info", 0, 0, NULL,
          "error, warn, info or debug."},
         {"log-debug", CFG(log_debug), OP_FLAG_STRING, "", 0, 0, NULL,
@@ -133,6 +147,20 @@ static enum nv_err flags_check(const struct op_config *cfg, char *err, size_t er
 	}
 	if (strcmp(cfg->log_format, "text") != 0 && strcmp(cfg->log_format, "json") != 0) {
 		snprintf(err, errsz, "--log-format: \"%s\" is not text or json", cfg->log_format);
+		return NV_E_CONFIG;
+	}
+	if (strcmp(cfg->fabric_backend, "none") != 0 &&
+	    strcmp(cfg->fabric_backend, "nmx-m") != 0 && strcmp(cfg->fabric_backend, "sim") != 0) {
+		snprintf(err, errsz, "--fabric-backend: \"%s\" is not nmx-m, sim or none",
+		         cfg->fabric_backend);
+		return NV_E_CONFIG;
+	}
+	if (strcmp(cfg->fabric_backend, "nmx-m") == 0 && cfg->fabric_endpoint[0] == '\0') {
+		snprintf(err, errsz, "--fabric-endpoint: required with --fabric-backend nmx-m");
+		return NV_E_CONFIG;
+	}
+	if (strcmp(cfg->fabric_backend, "sim") == 0 && cfg->fabric_sim_root[0] == '\0') {
+		snprintf(err, errsz, "--fabric-sim-root: required with --fabric-backend sim");
 		return NV_E_CONFIG;
 	}
 	/* client-go's rule: lease > renew deadline > 1.2 x retry period. */

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "nvl72/fabric.h"
 #include "nvl72/kube.h"
 #include "nvl72/kube_access.h"
 #include "nvl72/kube_ctrl.h"
@@ -24,6 +25,8 @@
 #define RACK_CONTROLLER "rack"
 #define DOMAIN_COMP "domain"
 #define DOMAIN_CONTROLLER "computedomain"
+#define PART_COMP "partition"
+#define PART_CONTROLLER "rackpartition"
 
 extern const struct kube_res OP_RES_RACKS;
 extern const struct kube_res OP_RES_TRAYS;
@@ -54,8 +57,9 @@ struct op {
 	struct kube_client *c;
 	struct kube_access *access; /* POSTs to the dashboard */
 	struct kube_informer *racks, *trays, *nodes, *leases, *matrices, *partitions, *domains;
-	struct kube_workqueue *q, *dq; /* Rack and ComputeDomain controllers */
-	struct kube_workers *workers, *dworkers;
+	struct kube_workqueue *q, *dq, *pq; /* Rack, ComputeDomain, RackPartition */
+	struct kube_workers *workers, *dworkers, *pworkers;
+	struct fabric_backend *fabric; /* NULL: --fabric-backend none */
 	struct kube_recorder *rec;
 	struct kube_leader *le;
 
@@ -89,6 +93,12 @@ void rack_enqueue_all(struct op *op);
 void domain_ctrl_handlers(struct op *op);
 struct kube_result domain_reconcile(void *ud, const char *key);
 void domain_enqueue_all(struct op *op);
+
+/* part_ctrl.c */
+enum nv_err part_backend_open(struct op *op);
+void part_ctrl_handlers(struct op *op);
+struct kube_result part_reconcile(void *ud, const char *key);
+void part_enqueue_all(struct op *op);
 
 /* op_metrics.c */
 enum nv_err op_metrics_register(struct op *op);

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pure half of the RackPartition controller: from a RackPartition, its
+ * Rack, the rack's ComputeTrays and Nodes and what the fabric backend said
+ * this pass, it decides the next phase and the one backend request to make,
+ * and builds the status. No API or backend calls here. */
+#ifndef NVL72_OPERATOR_PART_H
+#define NVL72_OPERATOR_PART_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "nvl72/api.h"
+#include "nvl72/api_rack.h"
+#include "nvl72/fabric.h"
+
+#define OP_FINALIZER_PARTITION "nvl72.io/partition"
+/* The value of nvl72.io/cordoned-by on Nodes a partition change cordoned. */
+#define OP_PART_CORDON_PREFIX "rackpartition/"
+
+/* One compute tray of the partition's rack (index 1..18). Borrowed. */
+struct op_part_tray {
+	int index;
+	const char *node;     /* from the Rack's spec.computeTrays */
+	const json_t *tray;   /* the ComputeTray, NULL when absent */
+	const json_t *node_o; /* the Node, NULL when absent */
+};
+
+/* What the fabric backend said this pass; filled by the controller when
+ * op_part_wants_backend asked for it. */
+struct op_part_backend {
+	bool configured;      /* a backend other than "none" */
+	const char *name;     /* "nmx-m", "sim" */
+	int64_t poll_ms;      /* how soon to look again while a change runs */
+	bool looked;          /* the fields below are this pass's answers */
+	enum nv_err op_err;   /* of polling status.backend.operationId (NV_OK if none) */
+	struct fabric_op op;  /* its state, when op_err is NV_OK and one was recorded */
+	enum nv_err find_err; /* of finding the partition: NV_OK, NV_E_NOT_FOUND or a failure */
+	struct fabric_partition part;
+	struct fabric_status st; /* of the call that failed, for the message */
+};
+
+struct op_part_in {
+	const json_t *part;
+	const json_t *rack; /* NULL when the Rack does not exist */
+	unsigned ntrays;
+	struct op_part_tray trays[API_COMPUTE_TRAYS];
+	const struct op_part_backend *be;
+};
+
+enum op_part_action {
+	OP_PART_NOTHING = 0,
+	OP_PART_CREATE,  /* spec: create at the backend */
+	OP_PART_UPDATE,  /* spec: replace the members of backend_id */
+	OP_PART_DELETE,  /* delete backend_id */
+	OP_PART_RELEASE, /* lift our cordons and drop the finalizer */
+};
+
+struct op_part_decision {
+	enum api_partition_phase phase;
+	enum op_part_action action;
+	struct fabric_partition_spec spec; /* for CREATE and UPDATE */
+	char backend_id[FABRIC_ID_LEN];    /* to record; the target of UPDATE and DELETE */
+	char op_id[FABRIC_ID_LEN];         /* operation in flight to record, "" none */
+	char clique[FABRIC_CLIQUE_LEN];    /* "<cluster>.<partition id>", "" unknown */
+	uint32_t members;                  /* bit i: tray index i is in spec.trays */
+	uint32_t cordon;                   /* bit i: keep tray i's Node cordoned by us */
+	bool keep_cordons;                 /* leave every cordon as it is this pass */
+	uint32_t converged;                /* bit i: member tray i reports the clique */
+	bool fabric_converged;             /* every member in, no one else in */
+	bool imex_ready;                   /* member labels and IMEX caught up */
+	bool ready;                        /* Active and both of the above */
+	bool retry;                        /* a failure: look again with backoff */
+	int64_t requeue_ms;                /* > 0: a backend change runs, look again */
+	const char *reason;                /* CamelCase, for the Ready condition */
+	const char *fabric_reason;
+	const char *imex_reason;
+	char message[512];
+	char imex_message[256];
+};
+
+/* The phase's name as written in status.phase. */
+const char *op_part_phase_name(enum api_partition_phase p);
+
+/* Whether this pass needs the backend's view (false at steady state, when
+ * no backend is configured, and when nothing at the backend can be ours). */
+bool op_part_wants_backend(const struct op_part_in *in);
+
+/* The next step. Reads in->be only when in->be->looked. */
+void op_part_decide(const struct op_part_in *in, struct op_part_decision *d);
+
+/* Folds the answer to the CREATE, UPDATE or DELETE just sent into d: the
+ * operation to record (phase Requesting or Deleting, look again after
+ * poll_ms), or phase Failed with the backend's answer and retry set. */
+void op_part_requested(struct op_part_decision *d, const char *backend, enum nv_err rc,
+                       const struct fabric_op *op, const struct fabric_status *st,
+                       int64_t poll_ms);
+
+/* Writes status (observedGeneration, phase, trayCount, cliqueID, backend,
+ * trays, lastTransitionTime, message, and the Ready, FabricConverged and
+ * IMEXReady conditions) into obj, a private copy of the RackPartition.
+ * Times move only when the phase or a condition's status changes. */
+void op_part_status_apply(json_t *obj, const struct op_part_in *in,
+                          const struct op_part_decision *d, int64_t now_ms);
+
+/* The merge patch that cordons (want) node for partition name, with our
+ * annotation and the Node's resourceVersion, or lifts our cordon (!want).
+ * NULL when nothing is to be done: already cordoned by anyone, or not
+ * cordoned by this partition. */
+json_t *op_part_cordon_patch(const json_t *node, const char *name, bool want);
+
+#endif

@@ -1,0 +1,478 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RackPartition controller: cordons the member Nodes, asks the fabric
+// backend for the partition change, follows the operation, waits until
+// every member GPU reports the new clique and the Node labels and IMEX have
+// caught up, then lifts its cordons. A finalizer deletes the backend
+// partition. The status is the durable record; writes happen on change only.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvl72/alloc.h"
+#include "nvl72/json.h"
+#include "nvl72/log.h"
+#include "nvl72/operator_domain.h"
+#include "nvl72/operator_part.h"
+#include "nvl72/parse.h"
+#include "nvl72/timeutil.h"
+#include "op_int.h"
+#include "webhook_int.h"
+
+/* ---- the backend ---- */
+
+#define SECRET_VALUE_MAX (1 << 20)
+
+/* Reads the --fabric-secret Secret once into c; its values are wiped. */
+static enum nv_err secret_load(struct op *op, struct fabric_config *c)
+{
+	const char *ref = op->cfg.fabric_secret, *slash = strchr(ref, '/'), *k;
+	static const char *const keys[] = {"username", "password", "token", "ca.crt"};
+	char ns[64];
+	json_t *sec = NULL, *v;
+	struct kube_status st;
+	enum nv_err rc;
+
+	if (slash == NULL || slash == ref || slash[1] == '\0' || (size_t)(slash - ref) >= sizeof(ns)) {
+		log_error(PART_COMP, "--fabric-secret must be namespace/name", "value=\"%s\"", ref);
+		return NV_E_CONFIG;
+	}
+	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - ref), ref);
+	if ((rc = kube_get(op->c, &KUBE_RES_SECRETS, ns, slash + 1, &sec, &st)) != NV_OK) {
+		log_error(PART_COMP, "cannot read the fabric backend's Secret",
+		          "secret=%s err=%s msg=\"%s\"", ref, nv_err_name(rc), st.message);
+		return rc;
+	}
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && rc == NV_OK; i++) {
+		char *val = NULL;
+		size_t len = 0;
+		k = keys[i];
+		v = json_object_get(json_object_get(sec, "data"), k);
+		if (!json_is_string(v))
+			continue;
+		rc = wh_b64_decode(json_string_value(v), SECRET_VALUE_MAX, &val, &len);
+		if (rc == NV_OK)
+			rc = fabric_config_set_secret(c, k, val, len);
+		if (rc != NV_OK)
+			log_error(PART_COMP, "bad value in the fabric backend's Secret",
+			          "secret=%s field=data.%s err=%s", ref, k, nv_err_name(rc));
+		if (val) {
+			secure_wipe(val, len);
+			free(val);
+		}
+	}
+	json_object_foreach(json_object_get(sec, "data"), k, v) if (json_is_string(v))
+	        secure_wipe((char *)(uintptr_t)json_string_value(v), json_string_length(v));
+	json_decref(sec);
+	return rc;
+}
+
+enum nv_err part_backend_open(struct op *op)
+{
+	struct fabric_config c;
+	struct fabric_status st;
+	const char *name = op->cfg.fabric_backend;
+	enum nv_err rc = NV_OK;
+
+	if (name == NULL || name[0] == '\0' || strcmp(name, "none") == 0) {
+		log_info(PART_COMP, "no fabric backend: RackPartitions stay Pending", "backend=none");
+		return NV_OK;
+	}
+	fabric_config_init(&c);
+	memset(&st, 0, sizeof(st));
+	if (str_copy(c.backend, sizeof(c.backend), name) != NV_OK ||
+	    str_copy(c.endpoint, sizeof(c.endpoint), op->cfg.fabric_endpoint) != NV_OK ||
+	    str_copy(c.sim_root, sizeof(c.sim_root), op->cfg.fabric_sim_root) != NV_OK)
+		rc = NV_E_CONFIG;
+	c.sim_delay_ms = (long)op->cfg.fabric_sim_delay_ms;
+	c.poll_interval_ms = (long)op->cfg.fabric_poll_ms;
+	if (rc == NV_OK && op->cfg.fabric_secret[0])
+		rc = secret_load(op, &c);
+	if (rc == NV_OK)
+		rc = fabric_backend_new(&c, &op->fabric, &st);
+	fabric_config_clear(&c);
+	if (rc != NV_OK)
+		log_error(PART_COMP, "fabric backend not usable", "backend=%s err=%s msg=\"%s\"",
+		          name, nv_err_name(rc), st.message);
+	else
+		log_info(PART_COMP, "fabric backend open", "backend=%s", name);
+	return rc;
+}
+
+/* ---- event handlers ---- */
+
+static void enqueue_rack_parts(struct op *op, const char *rack)
+{
+	json_t *ps = kube_informer_list(op->partitions), *p;
+	size_t i;
+	json_array_foreach(ps, i, p) if (strcmp(jx_str_or(p, "spec.rack", ""), rack) == 0)
+	        kube_workqueue_add(op->pq, kube_obj_name(p));
+	json_decref(ps);
+}
+
+static void on_part(void *ud, json_t *obj)
+{
+	struct op *op = ud;
+	kube_workqueue_add(op->pq, kube_obj_name(obj));
+}
+static void on_part_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_part(ud, n);
+}
+static void on_part_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_part(ud, obj);
+}
+
+static void on_rack(void *ud, json_t *obj)
+{
+	enqueue_rack_parts(ud, kube_obj_name(obj));
+}
+static void on_rack_upd(void *ud, json_t *o, json_t *n)
+{
+	if (!json_equal(jx_path(o, "spec"), jx_path(n, "spec")))
+		on_rack(ud, n);
+}
+static void on_rack_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_rack(ud, obj);
+}
+
+/* What a partition reads of a tray: its fabric, GPUs and IMEX. */
+static bool tray_moved(const json_t *o, const json_t *n)
+{
+	static const char *const paths[] = {"status.fabric", "status.gpus", "status.imex",
+	                                    "spec.imex"};
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+		if (!json_equal(jx_path(o, paths[i]), jx_path(n, paths[i])))
+			return true;
+	return false;
+}
+static void on_tray(void *ud, json_t *obj)
+{
+	enqueue_rack_parts(ud, jx_str_or(obj, "spec.rack", ""));
+}
+static void on_tray_upd(void *ud, json_t *o, json_t *n)
+{
+	if (tray_moved(o, n))
+		on_tray(ud, n);
+}
+static void on_tray_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_tray(ud, obj);
+}
+
+/* The partitions a Node names: its partition label and our cordon mark. */
+static void node_parts(struct op *op, const json_t *n)
+{
+	const json_t *l = json_object_get(jx_path(n, "metadata.labels"), OP_LABEL_PARTITION);
+	const json_t *a = json_object_get(jx_path(n, "metadata.annotations"), OP_ANN_CORDONED_BY);
+	if (json_is_string(l))
+		kube_workqueue_add(op->pq, json_string_value(l));
+	if (json_is_string(a) && str_has_prefix(json_string_value(a), OP_PART_CORDON_PREFIX))
+		kube_workqueue_add(op->pq, json_string_value(a) + strlen(OP_PART_CORDON_PREFIX));
+}
+static void on_node(void *ud, json_t *obj)
+{
+	node_parts(ud, obj);
+}
+static void on_node_upd(void *ud, json_t *o, json_t *n)
+{
+	if (json_equal(jx_path(o, "metadata.labels"), jx_path(n, "metadata.labels")) &&
+	    json_equal(jx_path(o, "metadata.annotations"), jx_path(n, "metadata.annotations")) &&
+	    json_equal(jx_path(o, "spec.unschedulable"), jx_path(n, "spec.unschedulable")))
+		return;
+	node_parts(ud, o);
+	node_parts(ud, n);
+}
+static void on_node_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	node_parts(ud, obj);
+}
+
+void part_ctrl_handlers(struct op *op)
+{
+	kube_informer_add_handler(op->partitions,
+	                          &(struct kube_handler){on_part, on_part_upd, on_part_del, op});
+	kube_informer_add_handler(op->racks,
+	                          &(struct kube_handler){on_rack, on_rack_upd, on_rack_del, op});
+	kube_informer_add_handler(op->trays,
+	                          &(struct kube_handler){on_tray, on_tray_upd, on_tray_del, op});
+	kube_informer_add_handler(op->nodes,
+	                          &(struct kube_handler){on_node, on_node_upd, on_node_del, op});
+}
+
+void part_enqueue_all(struct op *op)
+{
+	json_t *ps = kube_informer_list(op->partitions), *p;
+	size_t i;
+	json_array_foreach(ps, i, p) on_part(op, p);
+	json_decref(ps);
+}
+
+/* ---- one pass ---- */
+
+struct part_pass {
+	json_t *part, *rack;
+	json_t *trays[API_COMPUTE_TRAYS], *nodes[API_COMPUTE_TRAYS];
+	struct op_part_in in;
+	struct op_part_backend be;
+	const char *name;
+};
+
+static void pass_clear(struct part_pass *p)
+{
+	for (unsigned i = 0; i < API_COMPUTE_TRAYS; i++) {
+		json_decref(p->trays[i]);
+		json_decref(p->nodes[i]);
+	}
+	json_decref(p->rack);
+	json_decref(p->part);
+}
+
+static void pass_load(struct op *op, struct part_pass *p)
+{
+	const char *rack = jx_str_or(p->part, "spec.rack", "");
+	const json_t *t;
+	size_t i;
+
+	p->rack = rack[0] ? kube_informer_get(op->racks, rack) : NULL;
+	p->in.part = p->part;
+	p->in.rack = p->rack;
+	p->in.be = &p->be;
+	p->be.configured = op->fabric != NULL;
+	p->be.name = op->fabric ? fabric_backend_name(op->fabric) : "none";
+	p->be.poll_ms = op->cfg.fabric_poll_ms;
+	json_array_foreach(jx_path(p->rack, "spec.computeTrays"), i, t)
+	{
+		char tname[64];
+		unsigned k = p->in.ntrays;
+		int idx = (int)json_integer_value(json_object_get(t, "index"));
+		if (k >= API_COMPUTE_TRAYS || idx < 1 || idx > API_COMPUTE_TRAYS)
+			continue;
+		op_tray_name(rack, idx, tname);
+		p->trays[k] = kube_informer_get(op->trays, tname);
+		p->nodes[k] = kube_informer_get(op->nodes, jx_str_or(t, "node", ""));
+		p->in.trays[k] = (struct op_part_tray){.index = idx,
+		                                       .node = jx_str_or(t, "node", ""),
+		                                       .tray = p->trays[k],
+		                                       .node_o = p->nodes[k]};
+		p->in.ntrays++;
+	}
+}
+
+/* Asks the backend what it has: the recorded operation, then (unless it
+ * still runs) the partition by recorded id or by name. */
+static void look(struct op *op, struct part_pass *p)
+{
+	struct op_part_backend *be = &p->be;
+	const char *op_id = jx_str_or(p->part, "status.backend.operationId", "");
+	const char *id = jx_str_or(p->part, "status.backend.partitionId", "");
+
+	be->looked = true;
+	if (op_id[0]) {
+		be->op_err = fabric_op_poll(op->fabric, op_id, &be->op, &be->st);
+		if (be->op_err == NV_OK && !fabric_op_done(be->op.state))
+			return;
+		if (be->op_err != NV_OK && be->op_err != NV_E_NOT_FOUND)
+			return;
+	}
+	be->find_err = NV_E_NOT_FOUND;
+	if (id[0]) {
+		be->find_err = fabric_partition_get(op->fabric, id, &be->part, &be->st);
+		if (be->find_err == NV_OK && strcmp(be->part.name, p->name) != 0)
+			be->find_err = NV_E_NOT_FOUND; /* the id now names another partition */
+	}
+	if (be->find_err == NV_E_NOT_FOUND)
+		be->find_err = fabric_partition_find(op->fabric, p->name, &be->part, &be->st);
+}
+
+static enum nv_err patch(struct op *op, const struct kube_res *r, const char *name,
+                         const json_t *body, const char *sub)
+{
+	struct kube_status st;
+	enum nv_err rc =
+	        kube_patch(op->c, r, NULL, name,
+	                   &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE, .subresource = sub},
+	                   body, NULL, &st);
+	if (rc != NV_OK && rc != NV_E_CONFLICT)
+		log_warn(PART_COMP, "patch failed", "object=%s/%s err=%s msg=\"%s\"", r->resource,
+		         name, nv_err_name(rc), st.message);
+	return rc;
+}
+
+/* Cordons the Nodes of the trays in mask for this partition and lifts the
+ * partition's cordon from every other Node of the rack. */
+static enum nv_err cordons_sync(struct op *op, struct part_pass *p, uint32_t mask, int *changed)
+{
+	enum nv_err worst = NV_OK, rc;
+	for (unsigned i = 0; i < p->in.ntrays; i++) {
+		const struct op_part_tray *t = &p->in.trays[i];
+		bool want = (mask & (1u << t->index)) != 0;
+		json_t *body = t->node_o ? op_part_cordon_patch(t->node_o, p->name, want) : NULL;
+		if (body == NULL)
+			continue;
+		if ((rc = patch(op, &KUBE_RES_NODES, t->node, body, NULL)) != NV_OK)
+			worst = rc;
+		else {
+			(*changed)++;
+			log_info(PART_COMP, want ? "node cordoned" : "node uncordoned",
+			         "partition=%s node=%s", p->name, t->node);
+		}
+		json_decref(body);
+	}
+	return worst;
+}
+
+static enum nv_err finalizer_set(struct op *op, struct part_pass *p, bool want)
+{
+	json_t *list = json_array(), *f, *body;
+	enum nv_err rc;
+	size_t i;
+	json_array_foreach(jx_path(p->part, "metadata.finalizers"), i,
+	                   f) if (!json_is_string(f) ||
+	                          strcmp(json_string_value(f), OP_FINALIZER_PARTITION) != 0)
+	        json_array_append(list, f);
+	if (want)
+		json_array_append_new(list, json_string(OP_FINALIZER_PARTITION));
+	body = json_pack("{s:{s:s,s:o}}", "metadata", "resourceVersion",
+	                 jx_str_or(p->part, "metadata.resourceVersion", ""), "finalizers", list);
+	rc = patch(op, &OP_RES_PARTITIONS, p->name, body, NULL);
+	json_decref(body);
+	return rc;
+}
+
+/* ComputeDomains with a member in this rack place and configure against
+ * the trays' cliques: look at them again once the fabric moved. */
+static void domains_requeue(struct op *op, struct part_pass *p)
+{
+	for (unsigned i = 0; i < p->in.ntrays; i++) {
+		const json_t *a = json_object_get(jx_path(p->in.trays[i].tray, "metadata.annotations"),
+		                                  OP_LABEL_COMPUTE_DOMAIN);
+		const char *v = json_is_string(a) ? json_string_value(a) : NULL;
+		const char *dot = v ? strchr(v, '.') : NULL;
+		char key[OP_DOMAIN_KEY_MAX];
+		if (dot == NULL || dot == v)
+			continue;
+		snprintf(key, sizeof(key), "%.*s/%s", (int)(dot - v), v, dot + 1);
+		kube_workqueue_add(op->dq, key);
+	}
+}
+
+/* Sends the decided CREATE, UPDATE or DELETE and folds the answer in. */
+static void backend_request(struct op *op, struct part_pass *p, struct op_part_decision *d)
+{
+	struct fabric_op fop;
+	struct fabric_status st;
+	enum nv_err rc;
+	memset(&fop, 0, sizeof(fop));
+	memset(&st, 0, sizeof(st));
+	if (d->action == OP_PART_CREATE)
+		rc = fabric_partition_create(op->fabric, &d->spec, &fop, &st);
+	else if (d->action == OP_PART_UPDATE)
+		rc = fabric_partition_update(op->fabric, d->backend_id, &d->spec, &fop, &st);
+	else
+		rc = fabric_partition_delete(op->fabric, d->backend_id, &fop, &st);
+	log_info(PART_COMP, rc == NV_OK ? "backend change requested" : "backend refused the change",
+	         "partition=%s action=%s err=%s op=%s msg=\"%s\"", p->name,
+	         d->action == OP_PART_CREATE   ? "create"
+	         : d->action == OP_PART_UPDATE ? "update"
+	                                       : "delete",
+	         nv_err_name(rc), fop.id, st.message);
+	op_part_requested(d, p->be.name, rc, &fop, &st, op->cfg.fabric_poll_ms);
+}
+
+static enum nv_err status_sync(struct op *op, struct part_pass *p,
+                               const struct op_part_decision *d)
+{
+	json_t *want = json_deep_copy(p->part), *body;
+	const char *was = jx_str_or(p->part, "status.phase", "");
+	const char *now = op_part_phase_name(d->phase);
+	enum nv_err rc = NV_OK;
+
+	op_part_status_apply(want, &p->in, d, time_wall_ms());
+	body = op_rack_status_patch(p->part, want);
+	if (body) {
+		rc = patch(op, &OP_RES_PARTITIONS, p->name, body, "status");
+		if (rc == NV_OK)
+			log_info(PART_COMP, "status written", "partition=%s phase=%s op=%s", p->name,
+			         now, d->op_id);
+		if (rc == NV_OK && strcmp(was, now) != 0)
+			op_event(op, p->part, d->phase == API_PART_FAILED ? "Warning" : "Normal", now,
+			         "Reconcile", "%s", d->message);
+	}
+	json_decref(body);
+	json_decref(want);
+	return rc;
+}
+
+static struct kube_result release(struct op *op, struct part_pass *p)
+{
+	int changed = 0;
+	enum nv_err rc = cordons_sync(op, p, 0, &changed);
+	if (rc == NV_OK)
+		rc = finalizer_set(op, p, false);
+	if (rc == NV_OK) {
+		op_event(op, p->part, "Normal", "Released", "Delete",
+		         "backend partition gone, %d Nodes uncordoned", changed);
+		domains_requeue(op, p);
+	}
+	return (struct kube_result){.err = rc};
+}
+
+struct kube_result part_reconcile(void *ud, const char *key)
+{
+	struct op *op = ud;
+	struct part_pass p;
+	struct op_part_decision *d = xcalloc(1, sizeof(*d));
+	struct kube_result res = {0};
+	enum nv_err rc = NV_OK, r2;
+	int changed = 0;
+
+	memset(&p, 0, sizeof(p));
+	p.part = kube_informer_get(op->partitions, key);
+	if (p.part == NULL)
+		goto out; /* gone: its finalizer already ran */
+	p.name = kube_obj_name(p.part);
+	bool deleting = json_is_string(jx_path(p.part, "metadata.deletionTimestamp"));
+	const json_t *fins = jx_path(p.part, "metadata.finalizers"), *f;
+	bool ours = false;
+	size_t i;
+	json_array_foreach(fins, i, f) ours |=
+	        json_is_string(f) && strcmp(json_string_value(f), OP_FINALIZER_PARTITION) == 0;
+	if (!ours) {
+		if (!deleting) /* the update brings us back */
+			res.err = finalizer_set(op, &p, true);
+		goto out;
+	}
+	pass_load(op, &p);
+	if (op_part_wants_backend(&p.in))
+		look(op, &p);
+	op_part_decide(&p.in, d);
+	if (d->action == OP_PART_RELEASE) {
+		res = release(op, &p);
+		goto out;
+	}
+	if (!d->keep_cordons)
+		rc = cordons_sync(op, &p, d->cordon, &changed);
+	/* A change is sent only once its Nodes are cordoned. */
+	if (d->action != OP_PART_NOTHING && rc == NV_OK)
+		backend_request(op, &p, d);
+	if ((d->phase == API_PART_REFRESHING_IMEX || d->phase == API_PART_ACTIVE) &&
+	    strcmp(jx_str_or(p.part, "status.phase", ""), op_part_phase_name(d->phase)) != 0)
+		domains_requeue(op, &p);
+	if ((r2 = status_sync(op, &p, d)) != NV_OK)
+		rc = r2;
+	if (rc == NV_OK && d->retry)
+		rc = NV_E_STATE; /* the workqueue's per-item backoff paces the retry */
+	res.err = rc;
+	res.requeue_after_ms = rc == NV_OK ? d->requeue_ms : 0;
+out:
+	free(d);
+	pass_clear(&p);
+	return res;
+}

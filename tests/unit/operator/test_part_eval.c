@@ -1,0 +1,532 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RackPartition lifecycle decided on plain JSON: every phase transition,
+// restart safety (a recorded operation is polled, an existing partition is
+// found by name), backend failures and retries, deletion, the status and
+// the cordon patches.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "nvl72/kube_ctrl.h"
+#include "nvl72/operator_part.h"
+#include "op_fixture.h"
+
+#define DEF 32766
+#define PID 7
+
+struct pfx {
+	json_t *part, *rack;
+	json_t *trays[18], *nodes[18];
+	struct op_part_backend be;
+	struct op_part_in in;
+};
+
+static json_t *part_new(const char *trays_json)
+{
+	json_t *p = json_pack("{s:s,s:s,s:{s:s,s:I,s:s,s:[s]},s:{s:s,s:o}}", "apiVersion",
+	                      "nvl72.io/v1alpha1", "kind", "RackPartition", "metadata", "name",
+	                      "tenant-a", "generation", (json_int_t)1, "resourceVersion", "40",
+	                      "finalizers", OP_FINALIZER_PARTITION, "spec", "rack", "r07", "trays",
+	                      json_loads(trays_json, 0, NULL));
+	return p;
+}
+
+static void pfx_init(struct pfx *f, const char *trays)
+{
+	memset(f, 0, sizeof(*f));
+	f->part = part_new(trays);
+	f->rack = fx_rack(2);
+	for (int i = 0; i < 18; i++) {
+		f->trays[i] = fx_tray(i + 1, "580.95.05", DEF, FX_NOW, "True");
+		f->nodes[i] = fx_node(i + 1, true);
+		f->in.trays[i] = (struct op_part_tray){.index = i + 1,
+		                                       .node = kube_obj_name(f->nodes[i]),
+		                                       .tray = f->trays[i],
+		                                       .node_o = f->nodes[i]};
+	}
+	f->in.ntrays = 18;
+	f->in.part = f->part;
+	f->in.rack = f->rack;
+	f->in.be = &f->be;
+	f->be.configured = true;
+	f->be.name = "sim";
+	f->be.poll_ms = 1000;
+}
+
+static void pfx_clear(struct pfx *f)
+{
+	json_decref(f->part);
+	json_decref(f->rack);
+	for (int i = 0; i < 18; i++) {
+		json_decref(f->trays[i]);
+		json_decref(f->nodes[i]);
+	}
+}
+
+/* Tray index i (1-based) now reports clique c. */
+static void pfx_clique(struct pfx *f, int i, int c)
+{
+	json_decref(f->trays[i - 1]);
+	f->trays[i - 1] = fx_tray(i, "580.95.05", c, FX_NOW, "True");
+	f->in.trays[i - 1].tray = f->trays[i - 1];
+}
+
+/* Node of tray i carries the partition and clique labels. */
+static void pfx_labels(struct pfx *f, int i, const char *part, int c)
+{
+	char cl[64];
+	snprintf(cl, sizeof(cl), "%s.%d", FX_CLUSTER, c);
+	json_t *l = json_object_get(json_object_get(f->nodes[i - 1], "metadata"), "labels");
+	json_object_set_new(l, OP_LABEL_PARTITION, json_string(part));
+	json_object_set_new(l, OP_LABEL_CLIQUE, json_string(cl));
+}
+
+/* The backend holds our partition with these trays. */
+static void pfx_found(struct pfx *f, const int *trays, int n)
+{
+	f->be.looked = true;
+	f->be.find_err = NV_OK;
+	memset(&f->be.part, 0, sizeof(f->be.part));
+	snprintf(f->be.part.id, sizeof(f->be.part.id), "%d", PID);
+	snprintf(f->be.part.name, sizeof(f->be.part.name), "tenant-a");
+	f->be.part.has_partition_id = true;
+	f->be.part.partition_id = PID;
+	for (int k = 0; k < n; k++)
+		for (unsigned m = 1; m <= 4; m++)
+			f->be.part.gpus[f->be.part.n_gpus++] =
+			        (struct fabric_gpu){.tray = (unsigned)trays[k], .module = m};
+}
+
+static void pfx_status(struct pfx *f, const char *phase, const char *pid, const char *op)
+{
+	char cl[64];
+	snprintf(cl, sizeof(cl), "%s.%d", FX_CLUSTER, PID);
+	json_object_set_new(f->part, "status",
+	                    json_pack("{s:s,s:I,s:s,s:{s:s,s:s}}", "phase", phase,
+	                              "observedGeneration", (json_int_t)1, "cliqueID",
+	                              pid[0] ? cl : "", "backend", "partitionId", pid,
+	                              "operationId", op));
+}
+
+static const int T1234[] = {1, 2, 3, 4};
+
+static void test_op_part_decide_no_backend_stays_pending(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	f.be.configured = false;
+	assert_false(op_part_wants_backend(&f.in));
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_PENDING);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_string_equal(d.reason, "NoFabricBackend");
+	assert_non_null(strstr(d.message, "--fabric-backend none"));
+	pfx_clear(&f);
+}
+
+static void test_op_part_decide_blocked_names_rack_and_trays(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	f.in.rack = NULL;
+	op_part_decide(&f.in, &d);
+	assert_string_equal(d.reason, "RackNotFound");
+	assert_non_null(strstr(d.message, "rack r07 does not exist"));
+	f.in.rack = f.rack;
+	json_object_del(json_object_get(f.trays[2], "status"), "gpus");
+	f.in.trays[3].tray = NULL;
+	op_part_decide(&f.in, &d);
+	assert_string_equal(d.reason, "TraysNotReporting");
+	assert_non_null(strstr(d.message, "trays 3, 4 "));
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_true(d.keep_cordons);
+	f.in.ntrays = 2; /* the rack lists trays 1 and 2 only */
+	op_part_decide(&f.in, &d);
+	assert_string_equal(d.reason, "TrayNotInRack");
+	assert_non_null(strstr(d.message, "spec.trays: trays 3, 4 are not in rack r07"));
+	pfx_clear(&f);
+}
+
+static void test_op_part_decide_creates_when_absent(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	assert_true(op_part_wants_backend(&f.in));
+	f.be.looked = true;
+	f.be.find_err = NV_E_NOT_FOUND;
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_CREATE);
+	assert_int_equal(d.phase, API_PART_DRAINING);
+	assert_int_equal(d.cordon, 0x1e); /* trays 1..4 cordoned first */
+	assert_false(d.keep_cordons);
+	assert_string_equal(d.spec.name, "tenant-a");
+	assert_string_equal(d.spec.domain_uuid, FX_CLUSTER);
+	assert_int_equal(d.spec.n_gpus, 16);
+	assert_int_equal(d.spec.gpus[15].tray, 4);
+	assert_int_equal(d.spec.gpus[15].module, 4);
+	pfx_clear(&f);
+}
+
+static void test_op_part_requested_records_or_fails(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	struct fabric_op fop = {.id = "op-3", .state = FABRIC_OP_IN_PROGRESS, .partition_id = "7"};
+	struct fabric_status st = {.message = "sim: tray 3 module 1 is in partition other"};
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	f.be.looked = true;
+	f.be.find_err = NV_E_NOT_FOUND;
+	op_part_decide(&f.in, &d);
+	op_part_requested(&d, "sim", NV_OK, &fop, NULL, 1000);
+	assert_int_equal(d.phase, API_PART_REQUESTING);
+	assert_string_equal(d.op_id, "op-3");
+	assert_string_equal(d.backend_id, "7");
+	assert_int_equal(d.requeue_ms, 1000);
+	assert_false(d.retry);
+
+	op_part_decide(&f.in, &d);
+	op_part_requested(&d, "sim", NV_E_CONFLICT, &fop, &st, 1000);
+	assert_int_equal(d.phase, API_PART_FAILED);
+	assert_true(d.retry);
+	assert_string_equal(d.reason, "BackendRefused");
+	assert_string_equal(d.message, "fabric backend sim refused the create: sim: tray 3 module "
+	                               "1 is in partition other (NV_E_CONFLICT)");
+	assert_string_equal(d.op_id, "");
+	pfx_clear(&f);
+}
+
+static void test_op_part_decide_recorded_operation_is_polled_not_recreated(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	pfx_status(&f, "Requesting", "7", "op-3");
+	assert_true(op_part_wants_backend(&f.in));
+	f.be.looked = true;
+	f.be.op = (struct fabric_op){.id = "op-3", .state = FABRIC_OP_IN_PROGRESS, .percent = 50};
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_int_equal(d.phase, API_PART_REQUESTING);
+	assert_string_equal(d.op_id, "op-3");
+	assert_int_equal(d.requeue_ms, 1000);
+	assert_int_equal(d.cordon, 0x1e);
+	assert_non_null(strstr(d.message, "operation op-3 in-progress (50%)"));
+
+	/* The backend forgot the operation: the partition is found by id. */
+	f.be.op_err = NV_E_NOT_FOUND;
+	pfx_found(&f, T1234, 4);
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_int_equal(d.phase, API_PART_WAITING_FOR_FABRIC);
+	assert_string_equal(d.op_id, "");
+	pfx_clear(&f);
+}
+
+static void test_op_part_decide_failed_operation_retries(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	pfx_status(&f, "Requesting", "7", "op-3");
+	f.be.looked = true;
+	f.be.op = (struct fabric_op){.id = "op-3", .state = FABRIC_OP_FAILED,
+	                             .message = "NVSwitch tray 4 unreachable"};
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_FAILED);
+	assert_true(d.retry);
+	assert_string_equal(d.reason, "BackendFailed");
+	assert_string_equal(d.op_id, "");
+	assert_non_null(strstr(d.message, "operation op-3 failed: NVSwitch tray 4 unreachable"));
+
+	/* Next pass: nothing at the backend, asked again. */
+	pfx_status(&f, "Failed", "", "");
+	memset(&f.be, 0, sizeof(f.be));
+	f.be = (struct op_part_backend){.configured = true, .name = "sim", .poll_ms = 1000,
+	                                .looked = true, .find_err = NV_E_NOT_FOUND};
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_CREATE);
+	pfx_clear(&f);
+}
+
+static void test_op_part_decide_backend_unreachable_keeps_cordons(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	pfx_status(&f, "WaitingForFabric", "7", "");
+	f.be.looked = true;
+	f.be.find_err = NV_E_TRANSPORT;
+	snprintf(f.be.st.message, sizeof(f.be.st.message), "connection refused");
+	op_part_decide(&f.in, &d);
+	assert_true(d.retry);
+	assert_true(d.keep_cordons);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_int_equal(d.phase, API_PART_WAITING_FOR_FABRIC);
+	assert_string_equal(d.reason, "BackendUnavailable");
+	assert_non_null(strstr(d.message, "fabric backend sim: finding the partition failed: "
+	                                  "connection refused (NV_E_TRANSPORT)"));
+	pfx_clear(&f);
+}
+
+/* After a restart with no status at all, an existing partition is found by
+ * name and waited for: no second create. */
+static void test_op_part_decide_found_by_name_then_converges(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	json_t *obj;
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	pfx_found(&f, T1234, 4);
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_int_equal(d.phase, API_PART_WAITING_FOR_FABRIC);
+	assert_string_equal(d.backend_id, "7");
+	assert_string_equal(d.clique, FX_CLUSTER ".7");
+	assert_int_equal(d.requeue_ms, 1000);
+	assert_int_equal(d.cordon, 0x1e);
+	assert_non_null(strstr(d.message, "0 of 4 member trays report clique"));
+
+	for (int i = 1; i <= 3; i++)
+		pfx_clique(&f, i, PID);
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_WAITING_FOR_FABRIC);
+	assert_int_equal(d.converged, 0x0e);
+	assert_non_null(strstr(d.message, "3 of 4 member trays report clique " FX_CLUSTER ".7; "
+	                                  "waiting for trays 4"));
+
+	pfx_clique(&f, 4, PID);
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_REFRESHING_IMEX);
+	assert_true(d.fabric_converged);
+	assert_false(d.imex_ready);
+	assert_int_equal(d.cordon, 0); /* the fabric is done: cordons lifted */
+	assert_int_equal(d.requeue_ms, 0);
+	assert_string_equal(d.imex_reason, "LabelsPending");
+
+	for (int i = 1; i <= 4; i++)
+		pfx_labels(&f, i, "tenant-a", PID);
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_ACTIVE);
+	assert_true(d.ready);
+
+	/* Active in status: steady, the backend is not asked again. */
+	obj = json_deep_copy(f.part);
+	op_part_status_apply(obj, &f.in, &d, FX_NOW);
+	json_decref(f.part);
+	f.part = obj;
+	f.in.part = obj;
+	assert_false(op_part_wants_backend(&f.in));
+	f.be.looked = false;
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_ACTIVE);
+	assert_true(d.ready);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	pfx_clear(&f);
+}
+
+static void test_op_part_decide_imex_of_a_domain_gates_active(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	(void)state;
+	pfx_init(&f, "[1,2]");
+	int t12[] = {1, 2};
+	pfx_found(&f, t12, 2);
+	for (int i = 1; i <= 2; i++) {
+		pfx_clique(&f, i, PID);
+		pfx_labels(&f, i, "tenant-a", PID);
+	}
+	jx_set_str(f.trays[1], "spec.imex.domain", "team-a.cd");
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_REFRESHING_IMEX);
+	assert_string_equal(d.imex_reason, "IMEXNotReady");
+	assert_non_null(strstr(d.imex_message, "team-a.cd on Node r07-t02"));
+	jx_set_str(f.trays[1], "status.imex.daemonState", "Ready");
+	jx_set_str(f.trays[1], "status.imex.domainState", "Up");
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_ACTIVE);
+	pfx_clear(&f);
+}
+
+static void test_op_part_decide_member_change_updates_and_drains_leavers(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	(void)state;
+	pfx_init(&f, "[1,2,5,6]");
+	json_object_set_new(json_object_get(f.part, "metadata"), "generation", json_integer(2));
+	pfx_status(&f, "Active", "7", "");
+	for (int i = 1; i <= 4; i++)
+		pfx_clique(&f, i, PID);
+	assert_true(op_part_wants_backend(&f.in)); /* a new generation */
+	pfx_found(&f, T1234, 4);
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_UPDATE);
+	assert_string_equal(d.backend_id, "7");
+	assert_int_equal(d.spec.n_gpus, 16);
+	/* members 1, 2, 5, 6 and the leavers 3, 4 */
+	assert_int_equal(d.cordon, (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) |
+	                                   (1u << 6));
+
+	/* Updated, but tray 3 still reports the clique. */
+	int t1256[] = {1, 2, 5, 6};
+	pfx_found(&f, t1256, 4);
+	pfx_clique(&f, 4, DEF);
+	pfx_clique(&f, 5, PID);
+	pfx_clique(&f, 6, PID);
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_WAITING_FOR_FABRIC);
+	assert_false(d.fabric_converged);
+	assert_non_null(strstr(d.message, "trays 3 still report clique"));
+	assert_true(d.cordon & (1u << 3));
+	pfx_clique(&f, 3, DEF);
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_REFRESHING_IMEX);
+	pfx_clear(&f);
+}
+
+static void test_op_part_decide_delete(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	jx_set_str(f.part, "metadata.deletionTimestamp", "2026-11-18T10:00:00Z");
+	pfx_status(&f, "Active", "7", "");
+	for (int i = 1; i <= 4; i++)
+		pfx_clique(&f, i, PID);
+	assert_true(op_part_wants_backend(&f.in));
+	pfx_found(&f, T1234, 4);
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_DELETING);
+	assert_int_equal(d.action, OP_PART_DELETE);
+	assert_string_equal(d.backend_id, "7");
+	assert_int_equal(d.cordon, 0x1e);
+
+	struct fabric_op fop = {.id = "op-9", .state = FABRIC_OP_IN_PROGRESS};
+	op_part_requested(&d, "sim", NV_OK, &fop, NULL, 1000);
+	assert_int_equal(d.phase, API_PART_DELETING);
+	assert_string_equal(d.op_id, "op-9");
+
+	/* Deleted at the backend; the GPUs have not moved back yet. */
+	pfx_status(&f, "Deleting", "7", "op-9");
+	f.be.op = (struct fabric_op){.id = "op-9", .state = FABRIC_OP_COMPLETED};
+	f.be.find_err = NV_E_NOT_FOUND;
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_int_equal(d.requeue_ms, 1000);
+	assert_non_null(strstr(d.message, "trays 1, 2, 3, 4 still report clique"));
+	for (int i = 1; i <= 4; i++)
+		pfx_clique(&f, i, DEF);
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_RELEASE);
+
+	/* Without a backend: released only when nothing was ever requested. */
+	f.be.configured = false;
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_string_equal(d.reason, "NoFabricBackend");
+	pfx_status(&f, "Pending", "", "");
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_RELEASE);
+	pfx_clear(&f);
+}
+
+static void test_op_part_status_apply_shape_and_no_change(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	json_t *a, *b, *patch;
+	(void)state;
+	pfx_init(&f, "[1,2]");
+	f.be.looked = true;
+	f.be.find_err = NV_E_NOT_FOUND;
+	op_part_decide(&f.in, &d);
+	struct fabric_op fop = {.id = "op-1", .partition_id = "7"};
+	op_part_requested(&d, "sim", NV_OK, &fop, NULL, 1000);
+	a = json_deep_copy(f.part);
+	op_part_status_apply(a, &f.in, &d, FX_NOW);
+	assert_string_equal(jx_str_or(a, "status.phase", ""), "Requesting");
+	assert_string_equal(jx_str_or(a, "status.backend.operationId", ""), "op-1");
+	assert_string_equal(jx_str_or(a, "status.backend.partitionId", ""), "7");
+	assert_int_equal(json_integer_value(jx_path(a, "status.trayCount")), 2);
+	assert_int_equal(json_integer_value(jx_path(a, "status.observedGeneration")), 1);
+	assert_int_equal(json_array_size(jx_path(a, "status.trays")), 2);
+	json_t *ready = kube_condition_find(a, "Ready");
+	assert_string_equal(jx_str_or(ready, "status", ""), "False");
+	assert_string_equal(jx_str_or(ready, "reason", ""), "Requesting");
+	assert_int_equal(json_integer_value(json_object_get(ready, "observedGeneration")), 1);
+	assert_non_null(kube_condition_find(a, "FabricConverged"));
+	assert_non_null(kube_condition_find(a, "IMEXReady"));
+
+	/* The same decision later: nothing to write. */
+	b = json_deep_copy(a);
+	op_part_status_apply(b, &f.in, &d, FX_NOW + 60000);
+	patch = op_rack_status_patch(a, b);
+	assert_null(patch);
+	json_decref(a);
+	json_decref(b);
+	pfx_clear(&f);
+}
+
+static void test_op_part_cordon_patch_only_ours(void **state)
+{
+	json_t *n = fx_node(3, true), *p;
+	(void)state;
+	p = op_part_cordon_patch(n, "tenant-a", true);
+	assert_non_null(p);
+	assert_true(json_is_true(jx_path(p, "spec.unschedulable")));
+	assert_string_equal(json_string_value(json_object_get(jx_path(p, "metadata.annotations"),
+	                                                      OP_ANN_CORDONED_BY)),
+	                    "rackpartition/tenant-a");
+	assert_string_equal(jx_str_or(p, "metadata.resourceVersion", ""), "55");
+	assert_null(op_part_cordon_patch(n, "tenant-a", false)); /* not ours */
+	json_decref(p);
+
+	json_object_set_new(json_object_get(n, "metadata"), "annotations",
+	                    json_pack("{s:s}", OP_ANN_CORDONED_BY, "rack/r07"));
+	json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
+	assert_null(op_part_cordon_patch(n, "tenant-a", true));  /* someone else's cordon */
+	assert_null(op_part_cordon_patch(n, "tenant-a", false)); /* never lifted by us */
+	json_object_set_new(json_object_get(n, "metadata"), "annotations",
+	                    json_pack("{s:s}", OP_ANN_CORDONED_BY, "rackpartition/tenant-a"));
+	p = op_part_cordon_patch(n, "tenant-a", false);
+	assert_non_null(p);
+	assert_true(json_is_null(jx_path(p, "spec.unschedulable")));
+	json_decref(p);
+	json_decref(n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_op_part_decide_no_backend_stays_pending),
+	        cmocka_unit_test(test_op_part_decide_blocked_names_rack_and_trays),
+	        cmocka_unit_test(test_op_part_decide_creates_when_absent),
+	        cmocka_unit_test(test_op_part_requested_records_or_fails),
+	        cmocka_unit_test(test_op_part_decide_recorded_operation_is_polled_not_recreated),
+	        cmocka_unit_test(test_op_part_decide_failed_operation_retries),
+	        cmocka_unit_test(test_op_part_decide_backend_unreachable_keeps_cordons),
+	        cmocka_unit_test(test_op_part_decide_found_by_name_then_converges),
+	        cmocka_unit_test(test_op_part_decide_imex_of_a_domain_gates_active),
+	        cmocka_unit_test(test_op_part_decide_member_change_updates_and_drains_leavers),
+	        cmocka_unit_test(test_op_part_decide_delete),
+	        cmocka_unit_test(test_op_part_status_apply_shape_and_no_change),
+	        cmocka_unit_test(test_op_part_cordon_patch_only_ours),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
