@@ -299,31 +299,56 @@ static enum nv_err patch(struct op *op, const struct kube_res *r, const char *na
 	        kube_patch(op->c, r, NULL, name,
 	                   &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE, .subresource = sub},
 	                   body, NULL, &st);
-	if (rc != NV_OK && rc != NV_E_CONFLICT)
+	if (rc != NV_OK && rc != NV_E_CONFLICT && rc != NV_E_NOT_FOUND)
 		log_warn(PART_COMP, "patch failed", "object=%s/%s err=%s msg=\"%s\"", r->resource,
 		         name, nv_err_name(rc), st.message);
 	return rc;
 }
 
+/* Cordons or uncordons one Node. The patch carries the Node's
+ * resourceVersion; the kubelet and the Rack controller move it too, so on a
+ * conflict the Node is read again and the patch computed afresh. */
+static enum nv_err cordon_one(struct op *op, struct part_pass *p, const struct op_part_tray *t,
+                              bool want, int changed[2])
+{
+	json_t *body = op_part_cordon_patch(t->node_o, p->name, want), *fresh = NULL;
+	struct kube_status st;
+	enum nv_err rc = NV_OK;
+	for (int attempt = 0; body && attempt < 3; attempt++) {
+		rc = patch(op, &KUBE_RES_NODES, t->node, body, NULL);
+		json_decref(body);
+		body = NULL;
+		if (rc == NV_OK) {
+			changed[want ? 0 : 1]++;
+			log_info(PART_COMP, want ? "node cordoned" : "node uncordoned",
+			         "partition=%s node=%s", p->name, t->node);
+		}
+		if (rc != NV_E_CONFLICT)
+			break;
+		json_decref(fresh);
+		fresh = NULL;
+		if ((rc = kube_get(op->c, &KUBE_RES_NODES, NULL, t->node, &fresh, &st)) != NV_OK)
+			break;
+		body = op_part_cordon_patch(fresh, p->name, want);
+	}
+	json_decref(body);
+	json_decref(fresh);
+	return rc;
+}
+
 /* Cordons the Nodes of the trays in mask for this partition and lifts the
- * partition's cordon from every other Node of the rack. */
-static enum nv_err cordons_sync(struct op *op, struct part_pass *p, uint32_t mask, int *changed)
+ * partition's cordon from every other Node of the rack; counts both in
+ * changed[0] and changed[1]. */
+static enum nv_err cordons_sync(struct op *op, struct part_pass *p, uint32_t mask,
+                                int changed[2])
 {
 	enum nv_err worst = NV_OK, rc;
 	for (unsigned i = 0; i < p->in.ntrays; i++) {
 		const struct op_part_tray *t = &p->in.trays[i];
-		bool want = (mask & (1u << t->index)) != 0;
-		json_t *body = t->node_o ? op_part_cordon_patch(t->node_o, p->name, want) : NULL;
-		if (body == NULL)
+		if (t->node_o == NULL)
 			continue;
-		if ((rc = patch(op, &KUBE_RES_NODES, t->node, body, NULL)) != NV_OK)
+		if ((rc = cordon_one(op, p, t, (mask & (1u << t->index)) != 0, changed)) != NV_OK)
 			worst = rc;
-		else {
-			(*changed)++;
-			log_info(PART_COMP, want ? "node cordoned" : "node uncordoned",
-			         "partition=%s node=%s", p->name, t->node);
-		}
-		json_decref(body);
 	}
 	return worst;
 }
@@ -386,18 +411,35 @@ static void backend_request(struct op *op, struct part_pass *p, struct op_part_d
 	op_part_requested(d, p->be.name, rc, &fop, &st, op->cfg.fabric_poll_ms);
 }
 
+/* Writes the status. After a backend request (requested), a conflict
+ * means the cache was behind our own last write: the object is read again
+ * and the status written onto it, so that the operation id is recorded. */
 static enum nv_err status_sync(struct op *op, struct part_pass *p,
-                               const struct op_part_decision *d)
+                               const struct op_part_decision *d, bool requested)
 {
-	json_t *want = json_deep_copy(p->part), *body;
+	json_t *want = json_deep_copy(p->part), *body, *fresh = NULL;
 	const char *was = jx_str_or(p->part, "status.phase", "");
 	const char *now = op_part_phase_name(d->phase);
+	struct kube_status st;
 	enum nv_err rc = NV_OK;
 
 	op_part_status_apply(want, &p->in, d, time_wall_ms());
 	body = op_rack_status_patch(p->part, want);
 	if (body) {
 		rc = patch(op, &OP_RES_PARTITIONS, p->name, body, "status");
+		for (int attempt = 0; requested && rc == NV_E_CONFLICT && attempt < 3; attempt++) {
+			json_decref(fresh);
+			fresh = NULL;
+			if ((rc = kube_get(op->c, &OP_RES_PARTITIONS, NULL, p->name, &fresh, &st)) !=
+			    NV_OK)
+				break;
+			json_decref(want);
+			json_decref(body);
+			want = json_deep_copy(fresh);
+			op_part_status_apply(want, &p->in, d, time_wall_ms());
+			body = op_rack_status_patch(fresh, want);
+			rc = body ? patch(op, &OP_RES_PARTITIONS, p->name, body, "status") : NV_OK;
+		}
 		if (rc == NV_OK)
 			log_info(PART_COMP, "status written", "partition=%s phase=%s op=%s", p->name,
 			         now, d->op_id);
@@ -407,18 +449,19 @@ static enum nv_err status_sync(struct op *op, struct part_pass *p,
 	}
 	json_decref(body);
 	json_decref(want);
+	json_decref(fresh);
 	return rc;
 }
 
 static struct kube_result release(struct op *op, struct part_pass *p)
 {
-	int changed = 0;
-	enum nv_err rc = cordons_sync(op, p, 0, &changed);
-	if (rc == NV_OK)
-		rc = finalizer_set(op, p, false);
+	int changed[2] = {0, 0};
+	enum nv_err rc = cordons_sync(op, p, 0, changed);
+	if (rc == NV_OK && (rc = finalizer_set(op, p, false)) == NV_E_NOT_FOUND)
+		return (struct kube_result){0}; /* released by an earlier pass */
 	if (rc == NV_OK) {
 		op_event(op, p->part, "Normal", "Released", "Delete",
-		         "backend partition gone, %d Nodes uncordoned", changed);
+		         "backend partition gone, %d Nodes uncordoned", changed[1]);
 		domains_requeue(op, p);
 	}
 	return (struct kube_result){.err = rc};
@@ -431,7 +474,7 @@ struct kube_result part_reconcile(void *ud, const char *key)
 	struct op_part_decision *d = xcalloc(1, sizeof(*d));
 	struct kube_result res = {0};
 	enum nv_err rc = NV_OK, r2;
-	int changed = 0;
+	int changed[2] = {0, 0};
 
 	memset(&p, 0, sizeof(p));
 	p.part = kube_informer_get(op->partitions, key);
@@ -458,14 +501,19 @@ struct kube_result part_reconcile(void *ud, const char *key)
 		goto out;
 	}
 	if (!d->keep_cordons)
-		rc = cordons_sync(op, &p, d->cordon, &changed);
+		rc = cordons_sync(op, &p, d->cordon, changed);
+	if (changed[0] > 0)
+		op_event(op, p.part, "Normal", "Draining", "Cordon",
+		         "cordoned %d Nodes for the partition change (cordon only, pods stay)",
+		         changed[0]);
 	/* A change is sent only once its Nodes are cordoned. */
-	if (d->action != OP_PART_NOTHING && rc == NV_OK)
+	bool requested = d->action != OP_PART_NOTHING && rc == NV_OK;
+	if (requested)
 		backend_request(op, &p, d);
 	if ((d->phase == API_PART_REFRESHING_IMEX || d->phase == API_PART_ACTIVE) &&
 	    strcmp(jx_str_or(p.part, "status.phase", ""), op_part_phase_name(d->phase)) != 0)
 		domains_requeue(op, &p);
-	if ((r2 = status_sync(op, &p, d)) != NV_OK)
+	if ((r2 = status_sync(op, &p, d, requested)) != NV_OK)
 		rc = r2;
 	if (rc == NV_OK && d->retry)
 		rc = NV_E_STATE; /* the workqueue's per-item backoff paces the retry */

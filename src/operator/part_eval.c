@@ -115,6 +115,34 @@ static bool reports(const json_t *tray, const char *clique)
 	return true;
 }
 
+/* Every GPU of the tray reports fabric state Completed in a clique other
+ * than this one: a tray that left the partition has settled. */
+static bool settled_elsewhere(const json_t *tray, const char *clique)
+{
+	const json_t *gpus = jx_path(tray, "status.gpus"), *g;
+	size_t i;
+	if (json_array_size(gpus) == 0 || reports(tray, clique))
+		return false;
+	json_array_foreach(gpus, i, g) if (strcmp(jx_str_or(g, "fabric.state", ""),
+	                                          "Completed") != 0) return false;
+	return true;
+}
+
+/* Trays the status lists as members: those that leave must settle. */
+static uint32_t former_members(const json_t *part)
+{
+	const json_t *t;
+	uint32_t m = 0;
+	size_t i;
+	json_array_foreach(jx_path(part, "status.trays"), i, t)
+	{
+		json_int_t v = json_integer_value(json_object_get(t, "index"));
+		if (v >= 1 && v <= API_COMPUTE_TRAYS)
+			m |= 1u << v;
+	}
+	return m;
+}
+
 static const char *cluster_uuid(const struct op_part_in *in, uint32_t members)
 {
 	for (int pass = 0; pass < 2; pass++)
@@ -143,16 +171,20 @@ static const char *label(const json_t *node, const char *key)
 static void observe(const struct op_part_in *in, struct op_part_decision *d, uint32_t *strays)
 {
 	const char *name = kube_obj_name(in->part);
+	uint32_t former = former_members(in->part) & ~d->members;
 	*strays = 0;
 	d->converged = 0;
 	for (unsigned i = 0; i < in->ntrays; i++) {
 		const struct op_part_tray *t = &in->trays[i];
+		uint32_t bit = 1u << t->index;
+		if ((former & bit) && t->tray && !settled_elsewhere(t->tray, d->clique))
+			*strays |= bit; /* leaving, not settled yet */
 		if (!reports(t->tray, d->clique))
 			continue;
-		if (d->members & (1u << t->index))
-			d->converged |= 1u << t->index;
+		if (d->members & bit)
+			d->converged |= bit;
 		else
-			*strays |= 1u << t->index;
+			*strays |= bit;
 	}
 	d->fabric_converged = d->clique[0] && d->converged == d->members && *strays == 0;
 	d->fabric_reason = d->fabric_converged ? "Converged"
@@ -323,12 +355,19 @@ static void decide_delete(const struct op_part_in *in, struct op_part_decision *
 		return;
 	}
 	d->backend_id[0] = '\0';
-	if (d->converged | strays) {
+	uint32_t busy = strays;
+	for (unsigned i = 0; i < in->ntrays; i++) {
+		const struct op_part_tray *t = &in->trays[i];
+		if ((d->members & (1u << t->index)) && t->tray &&
+		    !settled_elsewhere(t->tray, d->clique))
+			busy |= 1u << t->index;
+	}
+	if (busy) { /* their status updates bring the partition back */
 		char list[64];
-		tray_list(d->converged | strays, list, sizeof(list));
-		d->requeue_ms = be->poll_ms;
-		msg(d, "backend partition deleted; trays %s still report clique %s", list,
-		    d->clique);
+		tray_list(busy, list, sizeof(list));
+		msg(d, "backend partition deleted; waiting for trays %s to report a completed "
+		       "fabric state outside clique %s",
+		    list, d->clique);
 		return;
 	}
 	d->action = OP_PART_RELEASE;
@@ -408,7 +447,8 @@ static void converge(const struct op_part_in *in, struct op_part_decision *d, ui
 		    popcount(d->members), d->clique, list[0] ? "; waiting for trays " : "", list);
 		if (strays && !list[0]) {
 			tray_list(strays, list, sizeof(list));
-			msg(d, "trays %s still report clique %s", list, d->clique);
+			msg(d, "trays %s leaving the partition have not settled outside clique %s",
+			    list, d->clique);
 		}
 		return;
 	}

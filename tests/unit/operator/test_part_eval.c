@@ -370,6 +370,9 @@ static void test_op_part_decide_member_change_updates_and_drains_leavers(void **
 	pfx_init(&f, "[1,2,5,6]");
 	json_object_set_new(json_object_get(f.part, "metadata"), "generation", json_integer(2));
 	pfx_status(&f, "Active", "7", "");
+	json_object_set_new(json_object_get(f.part, "status"), "trays",
+	                    json_pack("[{s:i},{s:i},{s:i},{s:i}]", "index", 1, "index", 2, "index",
+	                              3, "index", 4));
 	for (int i = 1; i <= 4; i++)
 		pfx_clique(&f, i, PID);
 	assert_true(op_part_wants_backend(&f.in)); /* a new generation */
@@ -391,8 +394,14 @@ static void test_op_part_decide_member_change_updates_and_drains_leavers(void **
 	op_part_decide(&f.in, &d);
 	assert_int_equal(d.phase, API_PART_WAITING_FOR_FABRIC);
 	assert_false(d.fabric_converged);
-	assert_non_null(strstr(d.message, "trays 3 still report clique"));
+	assert_non_null(strstr(d.message, "trays 3 leaving the partition have not settled"));
 	assert_true(d.cordon & (1u << 3));
+	/* Tray 3 changing (state InProgress) is not settled yet either. */
+	pfx_clique(&f, 3, DEF);
+	jx_set_str(json_array_get(jx_path(f.trays[2], "status.gpus"), 0), "fabric.state",
+	           "InProgress");
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_WAITING_FOR_FABRIC);
 	pfx_clique(&f, 3, DEF);
 	op_part_decide(&f.in, &d);
 	assert_int_equal(d.phase, API_PART_REFRESHING_IMEX);
@@ -428,8 +437,15 @@ static void test_op_part_decide_delete(void **state)
 	f.be.find_err = NV_E_NOT_FOUND;
 	op_part_decide(&f.in, &d);
 	assert_int_equal(d.action, OP_PART_NOTHING);
-	assert_int_equal(d.requeue_ms, 1000);
-	assert_non_null(strstr(d.message, "trays 1, 2, 3, 4 still report clique"));
+	assert_non_null(strstr(d.message, "waiting for trays 1, 2, 3, 4 to report"));
+	/* Out of the clique but still changing: not released yet. */
+	for (int i = 1; i <= 4; i++) {
+		pfx_clique(&f, i, DEF);
+		jx_set_str(json_array_get(jx_path(f.trays[i - 1], "status.gpus"), 3),
+		           "fabric.state", "InProgress");
+	}
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
 	for (int i = 1; i <= 4; i++)
 		pfx_clique(&f, i, DEF);
 	op_part_decide(&f.in, &d);
