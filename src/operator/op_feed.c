@@ -143,11 +143,13 @@ void op_feed_rack(struct op *op, const json_t *rack, const struct op_rack_eval *
 {
 	const char *name = kube_obj_name(rack);
 	char topic[WEB_TOPIC_MAX], loc[256];
-	json_t *trays = json_array(), *conds = json_array(), *c, *msg, *entry;
+	json_t *trays, *conds, *c, *msg, *entry;
 	size_t i;
 
 	if (op->dash == NULL)
 		return;
+	trays = json_array();
+	conds = json_array();
 	for (unsigned k = 0; k < ev->ntrays; k++)
 		json_array_append_new(trays, tray_json(&ev->trays[k], in[k].tray));
 	json_array_foreach(jx_path(rack, "status.conditions"), i, c) json_array_append_new(
