@@ -314,7 +314,8 @@ reasons=$(k get events -o json | jq -r '[.items[] | select(.regarding.name == "t
 check "events Deleting and Released" $? "$reasons"
 out=$(k delete rackpartition tenant-b --timeout=90s 2>&1)
 [[ $? == 0 && $(trays_in 32766 | wc -w) == 18 ]]
-check "deleting tenant-b returns all 18 trays to the default clique" $? "$out $(trays_in 32766 | wc -w)"
+check "deleting tenant-b returns all 18 trays to the default clique" $? \
+	"$out; default: $(trays_in 32766); $(k get computetrays -o json | jq -c '[.items[] | select(.spec.index == 9 or .spec.index == 10) | [.spec.index, [.status.gpus[].fabric | .state, .cliqueId]]]')"
 
 kill -0 "$opid" 2>/dev/null
 check "the operator is still running" $? "it exited"
