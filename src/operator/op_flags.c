@@ -63,7 +63,8 @@ const struct op_flag op_flags[] = {
          "How long a failed member of a ComputeDomain with spec.replaceFailedNodes stays before a "
          "spare replaces it."},
         {"rack-workers", CFG(rack_workers), OP_FLAG_INT, "2", 1, 64, NULL,
-         "Racks reconciled at once."},
+         "Workers of each controller (Racks, ComputeDomains, RackPartitions): objects of one "
+         "kind reconciled at once."},
         {"cache-sync-timeout", CFG(cache_sync_timeout_ms), OP_FLAG_DURATION, "2m", 1000, H, NULL,
          "How long a new leader waits for its caches before it gives up leading."},
         {"graceful-shutdown-timeout", CFG(shutdown_timeout_ms), OP_FLAG_DURATION, "30s", 0,

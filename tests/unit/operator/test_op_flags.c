@@ -71,6 +71,36 @@ static void test_op_flags_parse_errors_name_the_flag(void **state)
 	assert_non_null(strstr(err, "needs a value"));
 }
 
+static void test_op_flags_parse_fabric(void **state)
+{
+	(void)state;
+	struct op_config cfg;
+	char err[256];
+	char *a0[] = {A("op"), NULL};
+	assert_int_equal(parse(1, a0, &cfg, err), NV_OK);
+	assert_string_equal(cfg.fabric_backend, "none");
+	assert_int_equal(cfg.fabric_poll_ms, 1000);
+	assert_int_equal(cfg.fabric_sim_delay_ms, 2000);
+	char *a1[] = {A("op"), A("--fabric-backend=nmx"), NULL};
+	assert_int_equal(parse(2, a1, &cfg, err), NV_E_CONFIG);
+	assert_string_equal(err, "--fabric-backend: \"nmx\" is not nmx-m, sim or none");
+	char *a2[] = {A("op"), A("--fabric-backend=nmx-m"), NULL};
+	assert_int_equal(parse(2, a2, &cfg, err), NV_E_CONFIG);
+	assert_non_null(strstr(err, "--fabric-endpoint: required"));
+	char *a3[] = {A("op"), A("--fabric-backend=sim"), NULL};
+	assert_int_equal(parse(2, a3, &cfg, err), NV_E_CONFIG);
+	assert_non_null(strstr(err, "--fabric-sim-root: required"));
+	char *a4[] = {A("op"), A("--fabric-backend=sim"), A("--fabric-sim-root=/r"),
+	              A("--fabric-sim-delay=8s"), A("--fabric-poll-interval=500ms"), NULL};
+	assert_int_equal(parse(5, a4, &cfg, err), NV_OK);
+	assert_string_equal(cfg.fabric_sim_root, "/r");
+	assert_int_equal(cfg.fabric_sim_delay_ms, 8000);
+	assert_int_equal(cfg.fabric_poll_ms, 500);
+	char *a5[] = {A("op"), A("--fabric-poll-interval=10ms"), NULL};
+	assert_int_equal(parse(2, a5, &cfg, err), NV_E_CONFIG);
+	assert_non_null(strstr(err, "--fabric-poll-interval"));
+}
+
 static void test_op_parse_bind_forms(void **state)
 {
 	(void)state;
@@ -123,6 +153,7 @@ int main(void)
 	        cmocka_unit_test(test_op_flags_parse_defaults_and_values),
 	        cmocka_unit_test(test_op_flags_parse_errors_name_the_flag),
 	        cmocka_unit_test(test_op_parse_bind_forms),
+	        cmocka_unit_test(test_op_flags_parse_fabric),
 	        cmocka_unit_test(test_op_flags_markdown_matches_docs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
