@@ -92,7 +92,9 @@ void op_part_decide(const struct op_part_in *in, struct op_part_decision *d);
 
 /* Folds the answer to the CREATE, UPDATE or DELETE just sent into d: the
  * operation to record (phase Requesting or Deleting, look again after
- * poll_ms), or phase Failed with the backend's answer and retry set. */
+ * poll_ms); NV_E_BUSY (a change still runs there) only looks again after
+ * poll_ms; any other error gives phase Failed (a delete stays Deleting)
+ * with the backend's answer and retry set. */
 void op_part_requested(struct op_part_decision *d, const char *backend, enum nv_err rc,
                        const struct fabric_op *op, const struct fabric_status *st,
                        int64_t poll_ms);

@@ -513,7 +513,8 @@ struct kube_result part_reconcile(void *ud, const char *key)
 	if ((d->phase == API_PART_REFRESHING_IMEX || d->phase == API_PART_ACTIVE) &&
 	    strcmp(jx_str_or(p.part, "status.phase", ""), op_part_phase_name(d->phase)) != 0)
 		domains_requeue(op, &p);
-	if ((r2 = status_sync(op, &p, d, requested)) != NV_OK)
+	/* Only an accepted request has an operation id that must not be lost. */
+	if ((r2 = status_sync(op, &p, d, requested && d->op_id[0])) != NV_OK)
 		rc = r2;
 	if (rc == NV_OK && d->retry)
 		rc = NV_E_STATE; /* the workqueue's per-item backoff paces the retry */

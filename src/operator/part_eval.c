@@ -554,6 +554,14 @@ void op_part_requested(struct op_part_decision *d, const char *backend, enum nv_
 	const char *verb = d->action == OP_PART_CREATE   ? "create"
 	                   : d->action == OP_PART_UPDATE ? "update"
 	                                                 : "delete";
+	if (rc == NV_E_BUSY) { /* a change of ours (or another's) still runs: look again */
+		d->requeue_ms = poll_ms;
+		d->phase = d->action == OP_PART_DELETE ? API_PART_DELETING : API_PART_REQUESTING;
+		d->reason = d->action == OP_PART_DELETE ? "Deleting" : "Requesting";
+		msg(d, "fabric backend %s: the partition has a change in progress; %s after it",
+		    backend, verb);
+		return;
+	}
 	if (rc != NV_OK) {
 		d->retry = true;
 		d->reason = "BackendRefused";

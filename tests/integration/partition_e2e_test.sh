@@ -300,7 +300,7 @@ check "trays 9 and 10 report clique $bpid" $? "got: $(trays_in "$bpid")"
 # ------------------------------------------------------------ delete ---
 k -n "$CD_NS" delete computedomain "$CD" --timeout=60s >/dev/null 2>&1
 t0=$SECONDS
-out=$(k delete rackpartition tenant-a --timeout=90s 2>&1)
+out=$(k delete rackpartition tenant-a --timeout=60s 2>&1)
 check "deleting tenant-a completes: the finalizer is released ($((SECONDS - t0))s)" $? "$out"
 dflt=$(trays_in 32766 | wc -w)
 [[ $dflt == 16 && -z $(trays_in "$pid") && ! -e $rack/fabric/partition-$pid ]]
@@ -312,7 +312,7 @@ check "no Node keeps tenant-a's partition or clique label" $? \
 reasons=$(k get events -o json | jq -r '[.items[] | select(.regarding.name == "tenant-a" or .involvedObject.name == "tenant-a") | .reason] | unique | join(",")')
 [[ ,$reasons, == *,Deleting,* && ,$reasons, == *,Released,* ]]
 check "events Deleting and Released" $? "$reasons"
-out=$(k delete rackpartition tenant-b --timeout=90s 2>&1)
+out=$(k delete rackpartition tenant-b --timeout=60s 2>&1)
 [[ $? == 0 && $(trays_in 32766 | wc -w) == 18 ]]
 check "deleting tenant-b returns all 18 trays to the default clique" $? \
 	"$out; default: $(trays_in 32766); $(k get computetrays -o json | jq -c '[.items[] | select(.spec.index == 9 or .spec.index == 10) | [.spec.index, [.status.gpus[].fabric | .state, .cliqueId]]]')"

@@ -426,6 +426,13 @@ static void test_op_part_decide_delete(void **state)
 	assert_string_equal(d.backend_id, "7");
 	assert_int_equal(d.cordon, 0x1e);
 
+	/* A change still runs at the backend: not a failure, look again soon. */
+	struct fabric_status busy = {.message = "sim: partition 7 has a change in progress"};
+	op_part_requested(&d, "sim", NV_E_BUSY, NULL, &busy, 1000);
+	assert_false(d.retry);
+	assert_int_equal(d.phase, API_PART_DELETING);
+	assert_int_equal(d.requeue_ms, 1000);
+	assert_string_equal(d.op_id, "");
 	struct fabric_op fop = {.id = "op-9", .state = FABRIC_OP_IN_PROGRESS};
 	op_part_requested(&d, "sim", NV_OK, &fop, NULL, 1000);
 	assert_int_equal(d.phase, API_PART_DELETING);
