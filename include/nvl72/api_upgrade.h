@@ -183,6 +183,21 @@ struct api_rack_upgrade_status {
 /* The status object; plan steps and steps past the CRD's bounds are cut. */
 json_t *api_rack_upgrade_status_to_json(const struct api_rack_upgrade_status *s);
 
+/* Reads a RackUpgrade's status (the object at .status; NULL or absent is
+ * the zero status of a new upgrade) back into *out, checked against the
+ * CRD's schema, so that the record survives restarts: what
+ * api_rack_upgrade_status_to_json wrote parses back to the same struct.
+ * The plan comes back as written (components and flags; the stack indices
+ * are left 0: rebuild the plan from the matrix for those). steps[i].index
+ * must be i. NV_E_INVALID_OBJECT with errs filled (paths start at
+ * "status") and *out untouched when wrong; otherwise the caller releases
+ * *out with api_rack_upgrade_status_clear. */
+enum nv_err api_rack_upgrade_status_parse(const json_t *status,
+					  struct api_rack_upgrade_status *out,
+					  struct api_errors *errs);
+/* Frees the steps and zeroes s; s NULL does nothing. */
+void api_rack_upgrade_status_clear(struct api_rack_upgrade_status *s);
+
 /* ---- UpgradeApproval -------------------------------------------------- */
 
 struct api_upgrade_approval {

@@ -384,3 +384,234 @@ json_t *api_upgrade_approval_status_to_json(
 			    api_conditions_to_json(s->conditions, s->nconditions));
 	return o;
 }
+
+/* ---- status parser ---------------------------------------------------- */
+
+/* The status is read back on every pass (it is the upgrade's durable
+ * record), so it is checked as strictly as a spec: a status another writer
+ * broke is reported field by field instead of being half understood. */
+
+static void plan_step_parse(struct api_ctx *c, const json_t *item, size_t i, void *arg)
+{
+	struct matrix_plan *p = arg;
+	struct matrix_plan_step *s = &p->steps[i];
+	(void)api_get_enum_set(c, item, "components", false, 0, api_component_names,
+			       MATRIX_C__COUNT, &s->components);
+	(void)api_get_bool(c, item, "requiresDrain", &s->drain);
+	(void)api_get_bool(c, item, "requiresFabricRestart", &s->fabric_restart);
+	(void)api_get_bool(c, item, "requiresReboot", &s->reboot);
+	p->needs_drain |= s->drain;
+	p->needs_fabric_restart |= s->fabric_restart;
+	if (i + 1 > p->nsteps)
+		p->nsteps = (unsigned)i + 1;
+}
+
+static void plan_parse(struct api_ctx *c, const json_t *o, struct matrix_plan *p)
+{
+	static const char *const verdicts[] = {"blocked", "manual", "safe"};
+	const json_t *steps = NULL;
+	int e = 0;
+	if (api_get_enum(c, o, "verdict", false, verdicts, 3, &e))
+		p->verdict = (enum matrix_verdict)e;
+	(void)api_get_bool(c, o, "reversible", &p->reversible);
+	if (api_get_array(c, o, "steps", false, 0, MATRIX_STEPS_MAX, &steps))
+		api_each_object(c, steps, "steps", plan_step_parse, p);
+	(void)api_get_enum_set(c, o, "layers", false, 0, api_layer_names, 5, &p->layers);
+}
+
+static void evidence_parse(struct api_ctx *c, const json_t *o, struct api_gate_evidence *e)
+{
+	int64_t v = 0;
+	e->set = true;
+	(void)api_get_string(c, o, "fabricState", false, 0, 16, API_S_ANY, e->fabric_state,
+			     sizeof(e->fabric_state));
+	(void)api_get_string(c, o, "imexDomainState", false, 0, 16, API_S_ANY,
+			     e->imex_domain_state, sizeof(e->imex_domain_state));
+	if (api_get_int(c, o, "busBandwidthGBps", false, 0, 100000, &v))
+		e->busbw_gbps = (int)v;
+	if (api_get_int(c, o, "floorGBps", false, 0, 100000, &v))
+		e->floor_gbps = (int)v;
+	if (api_get_int(c, o, "tolerancePercent", false, 0, 50, &v))
+		e->tolerance_pct = (int)v;
+	(void)api_get_string(c, o, "transport", false, 0, 16, API_S_ANY, e->transport,
+			     sizeof(e->transport));
+	(void)api_get_bool(c, o, "passed", &e->passed);
+	(void)api_get_string(c, o, "report", false, 0, 512, API_S_ANY, e->report,
+			     sizeof(e->report));
+}
+
+static void step_parse(struct api_ctx *c, const json_t *item, size_t i, void *arg)
+{
+	struct api_rack_upgrade_status *s = arg;
+	struct api_upgrade_step *st = &s->steps[i];
+	const json_t *ev = NULL;
+	int64_t v = 0;
+	int e = 0;
+	if (api_get_int(c, item, "index", true, 0, API_UPGRADE_STEPS_MAX - 1, &v))
+		st->index = (int)v;
+	if (api_get_int(c, item, "wave", false, 0, API_COMPUTE_TRAYS, &v))
+		st->wave = (int)v;
+	if (api_get_enum(c, item, "action", true, action_names, 9, &e))
+		st->action = (enum api_step_action)e;
+	(void)api_get_enum_set(c, item, "components", false, 0, api_component_names,
+			       MATRIX_C__COUNT, &st->components);
+	(void)api_get_tray_set(c, item, "trays", false, 0, &st->trays);
+	if (api_get_enum(c, item, "phase", true, step_phase_names, 5, &e))
+		st->phase = (enum api_step_phase)e;
+	(void)api_get_time(c, item, "startTime", false, &st->start_ms);
+	(void)api_get_time(c, item, "completionTime", false, &st->completion_ms);
+	(void)api_get_string(c, item, "message", false, 0, sizeof(st->message) - 1, API_S_ANY,
+			     st->message, sizeof(st->message));
+	if (api_get_object(c, item, "evidence", false, &ev)) {
+		size_t old = api_path_push(c, "evidence");
+		evidence_parse(c, ev, &st->evidence);
+		api_path_pop(c, old);
+	}
+	if ((int)i != st->index)
+		api_fail_at(c, "index", "must be %zu (steps are kept in index order)", i);
+}
+
+static void wave_parse(struct api_ctx *c, const json_t *item, size_t i, void *arg)
+{
+	struct api_rack_upgrade_status *s = arg;
+	struct api_upgrade_wave *w = &s->waves[i];
+	int64_t v = 0;
+	int e = 0;
+	if (api_get_int(c, item, "index", true, 0, API_COMPUTE_TRAYS, &v))
+		w->index = (int)v;
+	(void)api_get_tray_set(c, item, "trays", false, 0, &w->trays);
+	if (api_get_enum(c, item, "phase", false, step_phase_names, 5, &e))
+		w->phase = (enum api_step_phase)e;
+	(void)api_get_time(c, item, "startTime", false, &w->start_ms);
+	(void)api_get_time(c, item, "completionTime", false, &w->completion_ms);
+}
+
+static void approval_ref_parse(struct api_ctx *c, const json_t *item, size_t i, void *arg)
+{
+	struct api_rack_upgrade_status *s = arg;
+	struct api_upgrade_approval_ref *a = &s->approvals[i];
+	int e = 0;
+	if (api_get_enum(c, item, "layer", true, api_layer_names, 5, &e))
+		a->layer = (enum matrix_layer)e;
+	(void)api_get_string(c, item, "name", true, 1, 63, API_S_ANY, a->name, sizeof(a->name));
+	(void)api_get_string(c, item, "user", false, 0, 253, API_S_ANY, a->user,
+			     sizeof(a->user));
+	if (api_get_enum(c, item, "decision", false, decision_names, 2, &e))
+		a->rejected = e == 1;
+	(void)api_get_time(c, item, "time", false, &a->time_ms);
+}
+
+static void condition_parse(struct api_ctx *c, const json_t *item, size_t i, void *arg)
+{
+	static const char *const st[] = {"Unknown", "True", "False"};
+	struct api_condition *cd = &((struct api_condition *)arg)[i];
+	int64_t v = 0;
+	int e = 0;
+	(void)api_get_string(c, item, "type", true, 1, 63, API_S_ANY, cd->type,
+			     sizeof(cd->type));
+	if (api_get_enum(c, item, "status", true, st, 3, &e))
+		cd->status = (enum api_cond_status)e;
+	if (api_get_int(c, item, "observedGeneration", false, 0, INT64_MAX, &v))
+		cd->observed_generation = v;
+	(void)api_get_time(c, item, "lastTransitionTime", false, &cd->last_transition_ms);
+	(void)api_get_string(c, item, "reason", false, 0, 63, API_S_ANY, cd->reason,
+			     sizeof(cd->reason));
+	(void)api_get_string(c, item, "message", false, 0, sizeof(cd->message) - 1, API_S_ANY,
+			     cd->message, sizeof(cd->message));
+}
+
+static void status_lists_parse(struct api_ctx *c, const json_t *st,
+			       struct api_rack_upgrade_status *s)
+{
+	const json_t *arr = NULL;
+	if (api_get_array(c, st, "approvals", false, 0, 10, &arr)) {
+		s->napprovals = (unsigned)json_array_size(arr);
+		api_each_object(c, arr, "approvals", approval_ref_parse, s);
+	}
+	if (api_get_array(c, st, "waves", false, 0, API_UPGRADE_WAVES_MAX, &arr)) {
+		s->nwaves = (unsigned)json_array_size(arr);
+		api_each_object(c, arr, "waves", wave_parse, s);
+	}
+	if (api_get_array(c, st, "steps", false, 0, API_UPGRADE_STEPS_MAX, &arr) &&
+	    json_array_size(arr) > 0) {
+		s->nsteps = (unsigned)json_array_size(arr);
+		s->steps = xcalloc(s->nsteps, sizeof(*s->steps));
+		api_each_object(c, arr, "steps", step_parse, s);
+	}
+	if (api_get_array(c, st, "conditions", false, 0, API_CONDITIONS_MAX, &arr)) {
+		s->nconditions = (unsigned)json_array_size(arr);
+		api_each_object(c, arr, "conditions", condition_parse, s->conditions);
+	}
+}
+
+static void status_parse(struct api_ctx *c, const json_t *st, struct api_rack_upgrade_status *s)
+{
+	const json_t *o = NULL;
+	int64_t v = 0;
+	int e = 0;
+	if (api_get_int(c, st, "observedGeneration", false, 0, INT64_MAX, &v))
+		s->observed_generation = v;
+	if (api_get_enum(c, st, "phase", false, phase_names, 11, &e))
+		s->phase = (enum api_upgrade_phase)e;
+	(void)api_get_time(c, st, "phaseTime", false, &s->phase_ms);
+	(void)api_get_string(c, st, "message", false, 0, sizeof(s->message) - 1, API_S_ANY,
+			     s->message, sizeof(s->message));
+	(void)api_get_string(c, st, "fromStack", false, 0, 63, API_S_ANY, s->from_stack,
+			     sizeof(s->from_stack));
+	if (api_get_object(c, st, "plan", false, &o)) {
+		size_t old = api_path_push(c, "plan");
+		s->has_plan = true;
+		plan_parse(c, o, &s->plan);
+		api_path_pop(c, old);
+	}
+	(void)api_get_time(c, st, "noticeStartTime", false, &s->notice_start_ms);
+	(void)api_get_time(c, st, "noticeEndTime", false, &s->notice_end_ms);
+	(void)api_get_enum_set(c, st, "requiredApprovals", false, 0, api_layer_names, 5,
+			       &s->required_approvals);
+	(void)api_get_time(c, st, "scheduledStart", false, &s->scheduled_start_ms);
+	(void)api_get_string(c, st, "window", false, 0, 63, API_S_ANY, s->window,
+			     sizeof(s->window));
+	if (api_get_object(c, st, "canary", false, &o)) {
+		size_t old = api_path_push(c, "canary");
+		(void)api_get_string(c, o, "partition", false, 0, 63, API_S_ANY,
+				     s->canary_partition, sizeof(s->canary_partition));
+		(void)api_get_tray_set(c, o, "trays", false, 0, &s->canary_trays);
+		api_path_pop(c, old);
+	}
+	(void)api_get_time(c, st, "startTime", false, &s->start_ms);
+	(void)api_get_time(c, st, "completionTime", false, &s->completion_ms);
+	status_lists_parse(c, st, s);
+}
+
+enum nv_err api_rack_upgrade_status_parse(const json_t *status,
+					  struct api_rack_upgrade_status *out,
+					  struct api_errors *errs)
+{
+	struct api_ctx c;
+	struct api_rack_upgrade_status *s = xcalloc(1, sizeof(*s));
+	api_ctx_init(&c, errs);
+	if (status != NULL && !json_is_null(status)) {
+		size_t old = api_path_push(&c, "status");
+		if (!json_is_object(status))
+			api_fail(&c, "must be an object");
+		else
+			status_parse(&c, status, s);
+		api_path_pop(&c, old);
+	}
+	if (api_ctx_failed(&c)) {
+		api_rack_upgrade_status_clear(s);
+		free(s);
+		return NV_E_INVALID_OBJECT;
+	}
+	*out = *s;
+	free(s);
+	return NV_OK;
+}
+
+void api_rack_upgrade_status_clear(struct api_rack_upgrade_status *s)
+{
+	if (s == NULL)
+		return;
+	free(s->steps);
+	memset(s, 0, sizeof(*s));
+}

@@ -160,6 +160,150 @@ static void test_api_rack_upgrade_status_to_json_plan(void **state)
 	json_decref(jm);
 }
 
+/* A full status: every field set, as the controller writes it. */
+static void status_fill(struct api_rack_upgrade_status *s, struct matrix *m)
+{
+	s->observed_generation = 4;
+	s->phase = API_PHASE_ROLLING_OUT;
+	s->phase_ms = 1795000000000;
+	memcpy(s->message, "wave 2 of 4", 12);
+	memcpy(s->from_stack, "gb300-r580-159", 15);
+	s->has_plan = true;
+	assert_int_equal(matrix_plan_build(m, "gb300-r580-159", "gb300-r580-173", 0,
+					   &s->plan), NV_OK);
+	s->notice_start_ms = 1794000000000;
+	s->notice_end_ms = 1794259200000;
+	s->required_approvals = MATRIX_BIT(MATRIX_L_FABRIC) | MATRIX_BIT(MATRIX_L_WORKLOAD);
+	s->napprovals = 2;
+	s->approvals[0] = (struct api_upgrade_approval_ref){
+		.layer = MATRIX_L_FABRIC, .name = "a-fabric", .user = "alice", .time_ms = 1794100000000};
+	s->approvals[1] = (struct api_upgrade_approval_ref){
+		.layer = MATRIX_L_WORKLOAD, .name = "a-wl", .user = "system:serviceaccount:t:b",
+		.rejected = true, .time_ms = 1794100001000};
+	s->scheduled_start_ms = 1794300000000;
+	memcpy(s->window, "weekday-night", 14);
+	memcpy(s->canary_partition, "gb300-r07-a", 12);
+	s->canary_trays = 0x6;
+	s->nwaves = 2;
+	s->waves[0] = (struct api_upgrade_wave){0, 0x6, API_STEP_SUCCEEDED, 1794300000000,
+						1794300100000};
+	s->waves[1] = (struct api_upgrade_wave){1, 0x18, API_STEP_RUNNING, 1794300200000, 0};
+	s->nsteps = 3;
+	s->steps = calloc(3, sizeof(*s->steps));
+	s->steps[0] = (struct api_upgrade_step){.index = 0, .action = API_ACT_DRAIN, .trays = 0x6,
+						.phase = API_STEP_SUCCEEDED, .start_ms = 1794300000000,
+						.completion_ms = 1794300010000};
+	s->steps[1] = (struct api_upgrade_step){.index = 1, .action = API_ACT_APPLY,
+						.components = MATRIX_BIT(MATRIX_C_DRIVER),
+						.trays = 0x6, .phase = API_STEP_SKIPPED,
+						.message = "no switch-tray backend configured"};
+	s->steps[2] = (struct api_upgrade_step){.index = 2, .wave = 0, .action = API_ACT_VALIDATE,
+						.trays = 0x6, .phase = API_STEP_FAILED};
+	s->steps[2].evidence = (struct api_gate_evidence){
+		.set = true, .fabric_state = "Completed", .imex_domain_state = "UP",
+		.busbw_gbps = 401, .floor_gbps = 500, .tolerance_pct = 10, .transport = "NVLS",
+		.report = "401 < 450"};
+	s->start_ms = 1794300000000;
+	s->nconditions = 1;
+	s->conditions[0] = (struct api_condition){.type = "Progressing", .status = API_COND_TRUE,
+						  .observed_generation = 4,
+						  .last_transition_ms = 1794300000000,
+						  .reason = "RollingOut", .message = "wave 2"};
+}
+
+static void test_api_rack_upgrade_status_parse_round_trip(void **state)
+{
+	(void)state;
+	json_t *jm = test_load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
+	struct api_errors e;
+	struct matrix *m = NULL;
+	struct api_rack_upgrade_status *s = calloc(1, sizeof(*s));
+	struct api_rack_upgrade_status *back = calloc(1, sizeof(*back));
+	api_errors_init(&e);
+	assert_int_equal(api_matrix_parse(jm, &m, &e), NV_OK);
+	status_fill(s, m);
+	json_t *a = api_rack_upgrade_status_to_json(s);
+	assert_int_equal(api_rack_upgrade_status_parse(a, back, &e), NV_OK);
+	json_t *b = api_rack_upgrade_status_to_json(back);
+	assert_true(json_equal(a, b));
+	assert_int_equal(back->phase, API_PHASE_ROLLING_OUT);
+	assert_int_equal(back->nsteps, 3);
+	assert_int_equal(back->steps[2].evidence.busbw_gbps, 401);
+	assert_false(back->steps[2].evidence.passed);
+	assert_true(back->approvals[1].rejected);
+	assert_string_equal(back->approvals[1].user, "system:serviceaccount:t:b");
+	assert_int_equal(back->canary_trays, 0x6);
+	assert_int_equal(back->plan.nsteps, s->plan.nsteps);
+	assert_int_equal(back->plan.layers, s->plan.layers);
+	assert_true(back->plan.needs_drain);
+	json_decref(a);
+	json_decref(b);
+	api_rack_upgrade_status_clear(back);
+	api_rack_upgrade_status_clear(s);
+	api_rack_upgrade_status_clear(NULL);
+	free(back);
+	free(s);
+	matrix_free(m);
+	json_decref(jm);
+}
+
+static void test_api_rack_upgrade_status_parse_empty(void **state)
+{
+	(void)state;
+	struct api_errors e;
+	struct api_rack_upgrade_status s;
+	json_t *o = json_object();
+	api_errors_init(&e);
+	memset(&s, 0xff, sizeof(s));
+	assert_int_equal(api_rack_upgrade_status_parse(NULL, &s, &e), NV_OK);
+	assert_int_equal(s.phase, API_PHASE_PROPOSED);
+	assert_null(s.steps);
+	assert_int_equal(api_rack_upgrade_status_parse(o, &s, &e), NV_OK);
+	assert_int_equal(s.nsteps, 0);
+	json_decref(o);
+}
+
+#define ST_REJECTS(js, where, why)                                                      \
+	do {                                                                           \
+		struct api_errors e_;                                                  \
+		struct api_rack_upgrade_status s_;                                     \
+		json_error_t je_;                                                      \
+		json_t *j_ = json_loads(js, 0, &je_);                                  \
+		assert_non_null(j_);                                                   \
+		api_errors_init(&e_);                                                  \
+		memset(&s_, 0, sizeof(s_));                                            \
+		assert_int_equal(api_rack_upgrade_status_parse(j_, &s_, &e_),          \
+				 NV_E_INVALID_OBJECT);                                 \
+		if (!api_errors_has(&e_, where, why)) {                                 \
+			for (unsigned i_ = 0; i_ < e_.n; i_++)                         \
+				fprintf(stderr, "%s: %s\n", e_.list[i_].path,          \
+					e_.list[i_].msg);                              \
+			fail_msg("no error at %s", where);                              \
+		}                                                                      \
+		assert_null(s_.steps);                                                 \
+		json_decref(j_);                                                       \
+	} while (0)
+
+static void test_api_rack_upgrade_status_parse_rejects(void **state)
+{
+	(void)state;
+	ST_REJECTS("[]", "status", "must be an object");
+	ST_REJECTS("{\"phase\":\"Dancing\"}", "status.phase", NULL);
+	ST_REJECTS("{\"phaseTime\":\"yesterday\"}", "status.phaseTime", "RFC 3339");
+	ST_REJECTS("{\"steps\":[{\"index\":0,\"action\":\"Apply\",\"phase\":\"Bogus\"}]}",
+		   "status.steps[0].phase", NULL);
+	ST_REJECTS("{\"steps\":[{\"index\":1,\"action\":\"Apply\",\"phase\":\"Pending\"}]}",
+		   "status.steps[0].index", "must be 0");
+	ST_REJECTS("{\"steps\":[{\"index\":0,\"action\":\"Apply\",\"phase\":\"Pending\","
+		   "\"trays\":[0]}]}", "status.steps[0].trays[0]", NULL);
+	ST_REJECTS("{\"approvals\":[{\"layer\":\"node\"}]}", "status.approvals[0].name", NULL);
+	ST_REJECTS("{\"waves\":[{\"index\":0,\"trays\":[1,1]}]}", "status.waves[0].trays[1]",
+		   "duplicate");
+	ST_REJECTS("{\"steps\":[{\"index\":0,\"action\":\"Validate\",\"phase\":\"Failed\","
+		   "\"evidence\":{\"tolerancePercent\":80}}]}",
+		   "status.steps[0].evidence.tolerancePercent", NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -168,6 +312,9 @@ int main(void)
 		cmocka_unit_test(test_api_rack_upgrade_parse_target),
 		cmocka_unit_test(test_api_upgrade_approval_parse_rules),
 		cmocka_unit_test(test_api_rack_upgrade_status_to_json_plan),
+		cmocka_unit_test(test_api_rack_upgrade_status_parse_round_trip),
+		cmocka_unit_test(test_api_rack_upgrade_status_parse_empty),
+		cmocka_unit_test(test_api_rack_upgrade_status_parse_rejects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
