@@ -323,8 +323,10 @@ static enum nv_err nodes_sync(struct op *op, struct rack_pass *p, const struct o
 {
 	const char *rname = kube_obj_name(p->rack);
 	enum nv_err worst = NV_OK, rc;
+	char owner[128];
 	json_t *patch;
 
+	snprintf(owner, sizeof(owner), "rack/%s", rname);
 	for (unsigned i = 0; i < p->n; i++) {
 		if (p->nodes[i] == NULL)
 			continue;
@@ -333,7 +335,7 @@ static enum nv_err nodes_sync(struct op *op, struct rack_pass *p, const struct o
 		if (patch && (rc = node_patch(op, t->node, patch)) != NV_OK)
 			worst = rc;
 		json_decref(patch);
-		patch = op_node_cordon_patch(p->nodes[i], rname, want_cordon);
+		patch = op_node_cordon_patch(p->nodes[i], owner, want_cordon);
 		if (patch) {
 			if ((rc = node_patch(op, t->node, patch)) != NV_OK)
 				worst = rc;
@@ -353,8 +355,10 @@ static enum nv_err nodes_release(struct op *op, const char *rack, const struct r
 {
 	json_t *nodes = kube_informer_by_index(op->nodes, "rack", rack), *n, *patch;
 	enum nv_err worst = NV_OK, rc;
+	char owner[128];
 	size_t i;
 
+	snprintf(owner, sizeof(owner), "rack/%s", rack);
 	json_array_foreach(nodes, i, n)
 	{
 		bool listed = false;
@@ -362,7 +366,7 @@ static enum nv_err nodes_release(struct op *op, const char *rack, const struct r
 			listed |= strcmp(p->in[k].node_name, kube_obj_name(n)) == 0;
 		if (listed)
 			continue;
-		if ((patch = op_node_cordon_patch(n, rack, false)) != NULL) {
+		if ((patch = op_node_cordon_patch(n, owner, false)) != NULL) {
 			if ((rc = node_patch(op, kube_obj_name(n), patch)) != NV_OK)
 				worst = rc;
 			json_decref(patch);

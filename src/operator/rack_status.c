@@ -235,21 +235,18 @@ json_t *op_node_labels_patch(const json_t *node, const char *rack, int index, co
 	return json_pack("{s:{s:o}}", "metadata", "labels", labels);
 }
 
-json_t *op_node_cordon_patch(const json_t *node, const char *rack, bool want)
+json_t *op_node_cordon_patch(const json_t *node, const char *owner, bool want)
 {
-	char mine[128];
 	bool unsched = json_is_true(jx_path(node, "spec.unschedulable"));
 	const char *by = member_str(jx_path(node, "metadata.annotations"), OP_ANN_CORDONED_BY, "");
 	const char *rv = jx_str_or(node, "metadata.resourceVersion", "");
-	bool ours;
+	bool ours = strcmp(by, owner) == 0;
 
-	snprintf(mine, sizeof(mine), "rack/%s", rack);
-	ours = strcmp(by, mine) == 0;
 	if (want) {
 		if (unsched)
 			return NULL; /* ours already, or someone else's: leave it */
 		return json_pack("{s:{s:s,s:{s:s}},s:{s:b}}", "metadata", "resourceVersion", rv,
-		                 "annotations", OP_ANN_CORDONED_BY, mine, "spec", "unschedulable",
+		                 "annotations", OP_ANN_CORDONED_BY, owner, "spec", "unschedulable",
 		                 1);
 	}
 	if (!ours)

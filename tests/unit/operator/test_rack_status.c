@@ -127,7 +127,7 @@ static void test_op_node_cordon_patch_rules(void **state)
 	(void)state;
 	json_t *n = fx_node(3, true), *p, *c;
 	/* Cordon a schedulable Node: flag, our mark, its resourceVersion. */
-	p = op_node_cordon_patch(n, "r07", true);
+	p = op_node_cordon_patch(n, "rack/r07", true);
 	assert_true(json_is_true(jx_path(p, "spec.unschedulable")));
 	assert_string_equal(json_string_value(json_object_get(jx_path(p, "metadata.annotations"),
 	                                                      OP_ANN_CORDONED_BY)),
@@ -135,9 +135,9 @@ static void test_op_node_cordon_patch_rules(void **state)
 	assert_string_equal(jx_str_or(p, "metadata.resourceVersion", ""), "55");
 	c = jx_merge_patch_apply(n, p);
 	json_decref(p);
-	assert_null(op_node_cordon_patch(c, "r07", true));    /* already */
-	assert_null(op_node_cordon_patch(c, "other", false)); /* not the other rack's */
-	p = op_node_cordon_patch(c, "r07", false);            /* ours: lift it */
+	assert_null(op_node_cordon_patch(c, "rack/r07", true));    /* already */
+	assert_null(op_node_cordon_patch(c, "rack/other", false)); /* not the other rack's */
+	p = op_node_cordon_patch(c, "rack/r07", false);            /* ours: lift it */
 	json_t *u = jx_merge_patch_apply(c, p);
 	assert_false(json_is_true(jx_path(u, "spec.unschedulable")));
 	assert_int_equal(json_object_size(jx_path(u, "metadata.annotations")), 0);
@@ -146,8 +146,8 @@ static void test_op_node_cordon_patch_rules(void **state)
 	json_decref(c);
 	/* Someone else's cordon: never marked, never lifted. */
 	json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
-	assert_null(op_node_cordon_patch(n, "r07", true));
-	assert_null(op_node_cordon_patch(n, "r07", false));
+	assert_null(op_node_cordon_patch(n, "rack/r07", true));
+	assert_null(op_node_cordon_patch(n, "rack/r07", false));
 	json_decref(n);
 }
 
