@@ -17,6 +17,7 @@
 #include "nvl72/err.h"
 
 struct kube_client;
+struct kube_status;
 
 /* On a Pod: the operator asks for a checkpoint; the value is the RFC 3339
  * deadline after which the pod is evicted anyway. */
@@ -34,15 +35,20 @@ struct drain_policy {
 	int64_t checkpoint_deadline_ms; /* Checkpoint mode: wait for acks this long */
 	bool force;                     /* evict ignoring PDBs (DELETE), recorded */
 	const char *owner;              /* "rackupgrade/<name>": cordon and annotations */
+	int64_t started_ms;             /* wall time the drain began (0: unknown); the
+	                                 * wait between passes grows with it */
 };
 
 struct drain_result {
-	bool done;            /* every node cordoned and no evictable pod left */
-	int pods;             /* evictable pods still on the nodes */
+	bool done;            /* every node cordoned, no evictable pod left and none
+	                       * still terminating */
+	int pods;             /* evictable pods still on the nodes, not yet evicted */
 	int waiting_ack;      /* asked to checkpoint, not acknowledged, in deadline */
+	int held;             /* may go, but wait for a member of their gang */
+	int terminating;      /* being deleted (evicted in this pass included) */
 	int evicted;          /* evictions (or deletions) accepted in this pass */
 	int blocked;          /* evictions refused with 429 (a PDB) in this pass */
-	int64_t next_check_ms; /* wall time to look again; 0: on the next event */
+	int64_t next_check_ms; /* wall time to look again; 0: done, nothing to wait for */
 	char message[512];    /* one sentence for status and events */
 };
 
