@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The pure half of the RackUpgrade controller: from an upgrade, its status
+ * (the durable record), its rack and the rack's trays, the matrix, the
+ * approvals and partitions, and the time, it computes the next status and
+ * the one action to perform. No API calls here; src/operator/upgrade_ctrl.c
+ * writes the status first and then acts, so that a restart never repeats a
+ * step. Also the maintenance-window arithmetic (weekly UTC windows with
+ * freezes) the Scheduled phase uses. */
+#ifndef NVL72_OPERATOR_UPGRADE_H
+#define NVL72_OPERATOR_UPGRADE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nvl72/api_rack.h"
+#include "nvl72/api_upgrade.h"
+#include "nvl72/matrix.h"
+
+/* On Nodes of trays an upgrade holds: the tray's maintenance state. */
+#define OP_LABEL_MAINTENANCE "nvl72.io/maintenance"
+
+/* ---- windows ---------------------------------------------------------- */
+
+/* How far ahead the next start is searched before giving up. */
+#define OP_WINDOW_HORIZON_MS (400LL * 86400000LL)
+
+/* Whether window w is open at wall time t (UTC). A window whose end is
+ * before its start closes on the next day; end == start is a whole day. */
+bool op_window_open(const struct api_window *w, int64_t t_ms);
+
+/* The earliest time >= now_ms at which an upgrade touching layers may
+ * start on rack r: inside a window that covers every layer (a window with
+ * no layers covers all; a rack with no window at all is always open) and
+ * outside every freeze. skip_windows (security class) ignores both windows
+ * and freezes. The window's name goes to window (cap bytes; "" when none
+ * applies) and a freeze that pushed the start out to freeze. -1 when no
+ * start exists within OP_WINDOW_HORIZON_MS. */
+int64_t op_window_next(const struct api_rack *r, uint32_t layers, int64_t now_ms,
+                       bool skip_windows, char *window, size_t cap, char *freeze,
+                       size_t fcap);
+
+/* ---- the engine ------------------------------------------------------- */
+
+/* One compute tray of the rack as the engine sees it, from its ComputeTray
+ * (spec and status) and its Node. Strings are borrowed; "" when unknown. */
+struct op_upgrade_tray {
+	int index;                 /* 1..18 */
+	const char *node;
+	bool present;              /* the ComputeTray exists */
+	bool available;            /* tray and Node Ready, not cordoned by anyone */
+	const char *driver;        /* status.driver.version, the loaded one */
+	bool driver_ready;         /* condition DriverReady True */
+	bool driver_failed;        /* DriverReady False with reason ChangeFailed */
+	const char *fabric_state;  /* status.fabric.state */
+	const char *fabric_health; /* status.fabric.health */
+	bool has_imex;             /* spec.imex set */
+	const char *imex_domain;   /* status.imex.domainState */
+	const char *maint;         /* spec.maintenance.state */
+	const char *maint_upgrade; /* spec.maintenance.upgrade.name */
+	const char *validation_id; /* status.validation.id */
+	const char *validation_phase;
+	int validation_busbw;      /* status.validation.busBandwidthGbps */
+	const char *validation_transport;
+	const char *validation_message;
+};
+
+struct op_upgrade_in {
+	const struct api_rack_upgrade *u;
+	const struct api_rack *rack;      /* NULL: the rack does not exist */
+	const char *rack_stack;           /* the stack the rack runs now */
+	const struct matrix *m;           /* NULL: the target matrix is missing */
+	const struct op_upgrade_tray *trays; /* the rack's trays, any order */
+	unsigned ntrays;
+	const struct api_upgrade_approval *const *approvals; /* naming this upgrade */
+	unsigned napprovals;
+	const struct api_rack_partition *const *partitions; /* of this rack */
+	unsigned npartitions;
+	bool oob_backend;                 /* a switch-tray backend is configured */
+	int64_t now_ms;
+};
+
+enum op_upgrade_act {
+	OP_UPG_NONE = 0, /* wait: for tray status, time or a human */
+	OP_UPG_DRAIN,    /* maintenance Draining on trays, then drain_nodes */
+	OP_UPG_APPLY,    /* spec.driver and maintenance Upgrading on trays */
+	OP_UPG_VALIDATE, /* spec.validation.id on trays */
+	OP_UPG_RELEASE,  /* maintenance None on trays, then drain_release */
+};
+
+const char *op_upgrade_act_name(enum op_upgrade_act a);
+
+#define OP_UPGRADE_EVENTS_MAX 6
+
+/* What one pass found and asks for. */
+struct op_upgrade_out {
+	enum op_upgrade_act act;
+	int step;                   /* the status step the action belongs to */
+	uint32_t trays;             /* bit i = tray index i */
+	uint32_t components;        /* APPLY: the step's components */
+	char driver[MATRIX_VERSION_LEN]; /* APPLY: the driver version to set */
+	char validation_id[64];     /* VALIDATE */
+	int64_t wake_ms;            /* > 0: evaluate again at this wall time */
+	bool changed;               /* the status differs from the input */
+	enum api_upgrade_phase was; /* the phase before this pass */
+	/* Events of this pass: phase changes, approvals counted, gate
+	 * results. */
+	unsigned nevents;
+	struct {
+		char reason[48];
+		bool warning;
+		char note[512];
+	} events[OP_UPGRADE_EVENTS_MAX];
+};
+
+/* Advances *st (parsed from the object; owned by the caller, its steps may
+ * be reallocated) by one pass at in->now_ms and fills *out. A step is
+ * marked Running (with its start time) in the same pass that asks for its
+ * action, so the caller writes the status before acting; a Succeeded step
+ * is never asked for again. */
+void op_upgrade_eval(const struct op_upgrade_in *in, struct api_rack_upgrade_status *st,
+                     struct op_upgrade_out *out);
+
+/* Records the end of a step whose outcome only the caller knows (a drain
+ * done, a release made): phase Succeeded or Failed with a message. */
+void op_upgrade_step_finish(struct api_rack_upgrade_status *st, int step,
+                            enum api_step_phase phase, const char *message, int64_t now_ms);
+
+/* The validation id requested for a step: "<uid prefix>-<step>". */
+void op_upgrade_validation_id(const struct api_rack_upgrade *u, int step, char out[64]);
+
+#endif

@@ -1,0 +1,901 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RackUpgrade state machine, as a pure function of the upgrade, its
+// status record, the rack, its trays, the matrix, approvals, partitions and
+// the time: Proposed -> Notice -> AwaitingApproval -> Scheduled -> Canary ->
+// Validating -> RollingOut -> Completed, with Halted, Paused and Aborted.
+// Steps run in order; a step is marked Running before its action is asked
+// for, and a finished step is never started again.
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvl72/alloc.h"
+#include "nvl72/operator_upgrade.h"
+#include "nvl72/timeutil.h"
+
+#define NEEDS_AGENT MATRIX_BIT(MATRIX_C_DRIVER)
+
+static const char *const act_names[] = {"None", "Drain", "Apply", "Validate", "Release"};
+static const char *const step_names[] = {"Cordon",   "Drain", "Apply",    "WaitFabric", "WaitIMEX",
+                                         "Validate", "Soak",  "Uncordon", "RollBack"};
+
+const char *op_upgrade_act_name(enum op_upgrade_act a)
+{
+	return (unsigned)a < 5 ? act_names[a] : "None";
+}
+
+void op_upgrade_validation_id(const struct api_rack_upgrade *u, int step, char out[64])
+{
+	if (u->meta.uid[0])
+		snprintf(out, 64, "%.8s-s%d", u->meta.uid, step);
+	else
+		snprintf(out, 64, "%.40s-s%d", u->meta.name, step);
+}
+
+/* ---- small helpers ---- */
+
+struct pass {
+	const struct op_upgrade_in *in;
+	struct api_rack_upgrade_status *st;
+	struct op_upgrade_out *out;
+	struct matrix_plan plan;
+	const struct matrix_stack *target;
+	bool hold;  /* paused or aborting: start no new step */
+};
+
+static void event(struct pass *p, bool warning, const char *reason, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void event(struct pass *p, bool warning, const char *reason, const char *fmt, ...)
+{
+	struct op_upgrade_out *o = p->out;
+	va_list ap;
+	if (o->nevents >= OP_UPGRADE_EVENTS_MAX)
+		return;
+	snprintf(o->events[o->nevents].reason, sizeof(o->events[0].reason), "%s", reason);
+	o->events[o->nevents].warning = warning;
+	va_start(ap, fmt);
+	vsnprintf(o->events[o->nevents].note, sizeof(o->events[0].note), fmt, ap);
+	va_end(ap);
+	o->nevents++;
+}
+
+static void message(struct pass *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void message(struct pass *p, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(p->st->message, sizeof(p->st->message), fmt, ap);
+	va_end(ap);
+}
+
+static void phase_set(struct pass *p, enum api_upgrade_phase ph)
+{
+	if (p->st->phase == ph)
+		return;
+	p->st->phase = ph;
+	p->st->phase_ms = p->in->now_ms;
+}
+
+static void wake(struct pass *p, int64_t at)
+{
+	if (at > 0 && (p->out->wake_ms == 0 || at < p->out->wake_ms))
+		p->out->wake_ms = at;
+}
+
+static const struct op_upgrade_tray *tray_at(const struct op_upgrade_in *in, int index)
+{
+	for (unsigned i = 0; i < in->ntrays; i++)
+		if (in->trays[i].index == index)
+			return &in->trays[i];
+	return NULL;
+}
+
+static uint32_t rack_trays(const struct api_rack *r)
+{
+	uint32_t set = 0;
+	for (unsigned i = 0; i < r->ncompute; i++)
+		set |= 1u << r->compute[i].index;
+	return set;
+}
+
+static int count(uint32_t set)
+{
+	return __builtin_popcount(set);
+}
+
+static void trays_text(uint32_t set, char *out, size_t cap)
+{
+	size_t len = 0;
+	out[0] = '\0';
+	for (int i = 1; i <= API_COMPUTE_TRAYS && len + 4 < cap; i++)
+		if (set & (1u << i))
+			len += (size_t)snprintf(out + len, cap - len, "%s%d", len ? "," : "", i);
+}
+
+static void layers_text(uint32_t layers, char *out, size_t cap)
+{
+	size_t len = 0;
+	out[0] = '\0';
+	for (unsigned l = 0; l < MATRIX_L__COUNT && len + 12 < cap; l++)
+		if (layers & MATRIX_BIT(l))
+			len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? ", " : "",
+			                        matrix_layer_name((enum matrix_layer)l));
+}
+
+static const char *stack_driver(const struct matrix_stack *s)
+{
+	return (s->tuple.set & MATRIX_BIT(MATRIX_C_DRIVER)) ? s->tuple.version[MATRIX_C_DRIVER].text
+	                                                    : "";
+}
+
+/* ---- Proposed: plan, notice, approvals needed ---- */
+
+/* The layers an upgrade touches: those of its components, and the
+ * workload layer when it drains trays (the workloads are stopped). */
+static uint32_t touched(const struct pass *p)
+{
+	return p->plan.layers | (p->plan.needs_drain ? MATRIX_BIT(MATRIX_L_WORKLOAD) : 0);
+}
+
+static const struct api_responsibility *resp_of(const struct api_rack *r, enum matrix_layer l)
+{
+	for (unsigned i = 0; i < r->nresp; i++)
+		if (r->resp[i].layer == l)
+			return &r->resp[i];
+	return NULL;
+}
+
+static void announce(struct pass *p)
+{
+	const struct op_upgrade_in *in = p->in;
+	struct api_rack_upgrade_status *st = p->st;
+	int64_t notice = 0;
+	char layers[64], cves[256] = "";
+	size_t len = 0;
+
+	st->has_plan = true;
+	st->plan = p->plan;
+	st->plan.layers = touched(p);
+	st->required_approvals = 0;
+	for (unsigned l = 0; l < MATRIX_L__COUNT; l++) {
+		const struct api_responsibility *r = resp_of(in->rack, (enum matrix_layer)l);
+		if (!(touched(p) & MATRIX_BIT(l)) || r == NULL)
+			continue;
+		if (r->notice_ms > notice)
+			notice = r->notice_ms;
+		if (r->approval_required)
+			st->required_approvals |= MATRIX_BIT(l);
+	}
+	if (in->u->cls == API_UPGRADE_SECURITY)
+		st->required_approvals = 0;
+	st->notice_start_ms = in->now_ms;
+	st->notice_end_ms = in->now_ms + notice;
+	layers_text(touched(p), layers, sizeof(layers));
+	for (unsigned i = 0; i < in->u->ncves && len + 40 < sizeof(cves); i++)
+		len += (size_t)snprintf(cves + len, sizeof(cves) - len, "%s%s", i ? ", " : "",
+		                        in->u->cves[i]);
+	st->nconditions = 1;
+	memset(&st->conditions[0], 0, sizeof(st->conditions[0]));
+	snprintf(st->conditions[0].type, sizeof(st->conditions[0].type), "Announced");
+	st->conditions[0].status = API_COND_TRUE;
+	st->conditions[0].observed_generation = in->u->meta.generation;
+	st->conditions[0].last_transition_ms = in->now_ms;
+	snprintf(st->conditions[0].reason, sizeof(st->conditions[0].reason), "%s",
+	         in->u->cls == API_UPGRADE_SECURITY ? "SecurityUpgrade" : "RoutineUpgrade");
+	if (in->u->cls == API_UPGRADE_SECURITY)
+		snprintf(st->conditions[0].message, sizeof(st->conditions[0].message),
+		         "security upgrade for %.200s: %.250s", cves, in->u->reason);
+	else
+		snprintf(st->conditions[0].message, sizeof(st->conditions[0].message),
+		         "routine upgrade touching %s%s%.400s", layers, in->u->reason[0] ? ": " : "",
+		         in->u->reason);
+	phase_set(p, API_PHASE_NOTICE);
+	event(p, false, "Announced", "%s -> %s touches %s; notice %llds%s%s",
+	      st->from_stack, in->u->target_stack, layers, (long long)(notice / 1000),
+	      in->u->cls == API_UPGRADE_SECURITY ? "; security upgrade for " : "",
+	      in->u->cls == API_UPGRADE_SECURITY ? cves : "");
+}
+
+/* ---- AwaitingApproval ---- */
+
+static struct api_upgrade_approval_ref *ref_for(struct api_rack_upgrade_status *st,
+                                                enum matrix_layer l)
+{
+	for (unsigned i = 0; i < st->napprovals; i++)
+		if (st->approvals[i].layer == l)
+			return &st->approvals[i];
+	return NULL;
+}
+
+/* true when every required layer is approved. */
+static bool approvals(struct pass *p)
+{
+	const struct op_upgrade_in *in = p->in;
+	struct api_rack_upgrade_status *st = p->st;
+	uint32_t have = 0;
+	char missing[64];
+
+	for (unsigned i = 0; i < in->napprovals; i++) {
+		const struct api_upgrade_approval *a = in->approvals[i];
+		if (!(st->required_approvals & MATRIX_BIT(a->layer)) ||
+		    strcmp(a->upgrade, in->u->meta.name) != 0)
+			continue;
+		if (a->not_before_ms > in->now_ms && !a->rejected) {
+			wake(p, a->not_before_ms);
+			continue;
+		}
+		struct api_upgrade_approval_ref *r = ref_for(st, a->layer);
+		if (r == NULL && st->napprovals < 10) {
+			r = &st->approvals[st->napprovals++];
+			memset(r, 0, sizeof(*r));
+			r->layer = a->layer;
+			snprintf(r->name, sizeof(r->name), "%.63s", a->meta.name);
+			snprintf(r->user, sizeof(r->user), "%s", a->approved_by);
+			r->rejected = a->rejected;
+			r->time_ms = in->now_ms;
+			event(p, a->rejected, a->rejected ? "ApprovalRejected" : "ApprovalCounted",
+			      "%s layer %s by %s (%s)", matrix_layer_name(a->layer),
+			      a->rejected ? "rejected" : "approved",
+			      a->approved_by[0] ? a->approved_by : "an unknown user", a->meta.name);
+		}
+		if (r && r->rejected) {
+			phase_set(p, API_PHASE_HALTED);
+			message(p, "the %s layer was rejected by %s in %s: %s",
+			        matrix_layer_name(r->layer), r->user[0] ? r->user : "an unknown user",
+			        r->name, a->comment);
+			return false;
+		}
+		have |= MATRIX_BIT(a->layer);
+	}
+	if ((have & st->required_approvals) == st->required_approvals)
+		return true;
+	layers_text(st->required_approvals & ~have, missing, sizeof(missing));
+	message(p, "waiting for an UpgradeApproval for: %s", missing);
+	return false;
+}
+
+/* ---- Scheduled ---- */
+
+static bool schedule(struct pass *p)
+{
+	const struct op_upgrade_in *in = p->in;
+	struct api_rack_upgrade_status *st = p->st;
+	bool security = in->u->cls == API_UPGRADE_SECURITY;
+	int64_t from = in->now_ms > in->u->earliest_start_ms ? in->now_ms : in->u->earliest_start_ms;
+	char win[64], frz[64], ts[TIME_RFC3339_LEN];
+	int64_t at = op_window_next(in->rack, touched(p), from, security, win, sizeof(win),
+	                            frz, sizeof(frz));
+	if (at < 0) {
+		st->scheduled_start_ms = 0;
+		message(p, "no maintenance window of rack %s covers the layers touched within "
+		           "400 days",
+		        in->rack->meta.name);
+		return false;
+	}
+	st->scheduled_start_ms = at;
+	snprintf(st->window, sizeof(st->window), "%s", win);
+	if (at > in->now_ms) {
+		time_format_rfc3339(at, ts);
+		message(p, "scheduled for %s%s%s%s%s", ts, win[0] ? " in window " : "", win,
+		        frz[0] ? " after freeze " : "", frz);
+		wake(p, at);
+		return false;
+	}
+	return true;
+}
+
+/* ---- steps ---- */
+
+static struct api_upgrade_step *step_add(struct api_rack_upgrade_status *st, int wave,
+                                         enum api_step_action a, uint32_t comps, uint32_t trays)
+{
+	if (st->nsteps >= API_UPGRADE_STEPS_MAX)
+		return NULL;
+	st->steps = xrealloc(st->steps, (st->nsteps + 1) * sizeof(*st->steps));
+	struct api_upgrade_step *s = &st->steps[st->nsteps];
+	memset(s, 0, sizeof(*s));
+	s->index = (int)st->nsteps++;
+	s->wave = wave;
+	s->action = a;
+	s->components = comps;
+	s->trays = trays;
+	s->phase = API_STEP_PENDING;
+	return s;
+}
+
+static void wave_add(struct pass *p, uint32_t trays)
+{
+	struct api_rack_upgrade_status *st = p->st;
+	int w = (int)st->nwaves;
+	if (st->nwaves >= API_UPGRADE_WAVES_MAX)
+		return;
+	st->waves[st->nwaves++] = (struct api_upgrade_wave){
+	        .index = w, .trays = trays, .phase = API_STEP_PENDING};
+	if (p->plan.needs_drain)
+		(void)step_add(st, w, API_ACT_DRAIN, 0, trays);
+	for (unsigned i = 0; i < p->plan.nsteps; i++)
+		(void)step_add(st, w, API_ACT_APPLY, p->plan.steps[i].components, trays);
+	(void)step_add(st, w, API_ACT_WAIT_FABRIC, 0, trays);
+	(void)step_add(st, w, API_ACT_WAIT_IMEX, 0, trays);
+	if (w == 0) {
+		(void)step_add(st, w, API_ACT_VALIDATE, 0, trays);
+		(void)step_add(st, w, API_ACT_SOAK, 0, trays);
+	}
+	(void)step_add(st, w, API_ACT_UNCORDON, 0, trays);
+}
+
+static bool step_done(const struct api_upgrade_step *s)
+{
+	return s->phase == API_STEP_SUCCEEDED || s->phase == API_STEP_SKIPPED;
+}
+
+static struct api_upgrade_step *current(struct api_rack_upgrade_status *st)
+{
+	for (unsigned i = 0; i < st->nsteps; i++)
+		if (!step_done(&st->steps[i]))
+			return &st->steps[i];
+	return NULL;
+}
+
+static void step_end(struct pass *p, struct api_upgrade_step *s, enum api_step_phase ph,
+                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void step_end(struct pass *p, struct api_upgrade_step *s, enum api_step_phase ph,
+                     const char *fmt, ...)
+{
+	va_list ap;
+	s->phase = ph;
+	if (s->start_ms == 0)
+		s->start_ms = p->in->now_ms;
+	s->completion_ms = p->in->now_ms;
+	va_start(ap, fmt);
+	vsnprintf(s->message, sizeof(s->message), fmt, ap);
+	va_end(ap);
+}
+
+void op_upgrade_step_finish(struct api_rack_upgrade_status *st, int step,
+                            enum api_step_phase phase, const char *msg, int64_t now_ms)
+{
+	if (step < 0 || (unsigned)step >= st->nsteps)
+		return;
+	struct api_upgrade_step *s = &st->steps[step];
+	if (s->phase != API_STEP_RUNNING)
+		return;
+	s->phase = phase;
+	s->completion_ms = now_ms;
+	snprintf(s->message, sizeof(s->message), "%s", msg ? msg : "");
+}
+
+/* The driver an Apply step sets: that of the stack its plan step reaches,
+ * found by the step's rank among the Apply steps of its wave. */
+static const char *apply_driver(struct pass *p, const struct api_upgrade_step *s)
+{
+	unsigned rank = 0;
+	for (unsigned i = 0; i < p->st->nsteps && &p->st->steps[i] != s; i++)
+		rank += p->st->steps[i].wave == s->wave && p->st->steps[i].action == API_ACT_APPLY;
+	if (rank >= p->plan.nsteps)
+		return stack_driver(p->target);
+	return stack_driver(&p->in->m->stacks[p->plan.steps[rank].to_stack]);
+}
+
+enum verdict { V_WAIT, V_DONE, V_FAILED };
+
+static enum verdict apply_check(struct pass *p, struct api_upgrade_step *s)
+{
+	const char *drv = apply_driver(p, s);
+	uint32_t left = 0;
+	char list[64];
+	if (!(s->components & NEEDS_AGENT)) {
+		step_end(p, s, API_STEP_SKIPPED, "%s",
+		         p->in->oob_backend ? "out-of-band components are not run by this version"
+		                            : "no switch-tray backend configured");
+		return V_DONE;
+	}
+	for (int i = 1; i <= API_COMPUTE_TRAYS; i++) {
+		if (!(s->trays & (1u << i)))
+			continue;
+		const struct op_upgrade_tray *t = tray_at(p->in, i);
+		if (t && t->driver_failed) {
+			step_end(p, s, API_STEP_FAILED, "the driver change to %s failed on tray %d", drv,
+			         i);
+			return V_FAILED;
+		}
+		if (t == NULL || strcmp(t->driver, drv) != 0 || !t->driver_ready)
+			left |= 1u << i;
+	}
+	if (left == 0) {
+		step_end(p, s, API_STEP_SUCCEEDED, "driver %s loaded on %d trays", drv,
+		         count(s->trays));
+		return V_DONE;
+	}
+	trays_text(left, list, sizeof(list));
+	snprintf(s->message, sizeof(s->message), "waiting for driver %s on trays %s", drv, list);
+	p->out->act = OP_UPG_APPLY;
+	p->out->step = s->index;
+	p->out->trays = s->trays;
+	p->out->components = s->components;
+	snprintf(p->out->driver, sizeof(p->out->driver), "%s", drv);
+	return V_WAIT;
+}
+
+static bool fabric_ok(const struct op_upgrade_tray *t)
+{
+	return t && strcmp(t->fabric_state, "Completed") == 0 &&
+	       strcmp(t->fabric_health, "Healthy") == 0;
+}
+
+static bool imex_ok(const struct op_upgrade_tray *t)
+{
+	return t && (!t->has_imex || strcmp(t->imex_domain, "Up") == 0);
+}
+
+static enum verdict wait_check(struct pass *p, struct api_upgrade_step *s,
+                               bool (*ok)(const struct op_upgrade_tray *), const char *what)
+{
+	uint32_t left = 0;
+	char list[64];
+	for (int i = 1; i <= API_COMPUTE_TRAYS; i++)
+		if ((s->trays & (1u << i)) && !ok(tray_at(p->in, i)))
+			left |= 1u << i;
+	if (left == 0) {
+		step_end(p, s, API_STEP_SUCCEEDED, "%s on %d trays", what, count(s->trays));
+		return V_DONE;
+	}
+	trays_text(left, list, sizeof(list));
+	snprintf(s->message, sizeof(s->message), "waiting for %s on trays %s", what, list);
+	return V_WAIT;
+}
+
+static void evidence_base(struct pass *p, struct api_upgrade_step *s, bool *fab, bool *imex)
+{
+	struct api_gate_evidence *e = &s->evidence;
+	bool any_imex = false;
+	*fab = *imex = true;
+	for (int i = 1; i <= API_COMPUTE_TRAYS; i++) {
+		if (!(s->trays & (1u << i)))
+			continue;
+		const struct op_upgrade_tray *t = tray_at(p->in, i);
+		*fab &= fabric_ok(t);
+		*imex &= imex_ok(t);
+		any_imex |= t && t->has_imex;
+	}
+	e->set = true;
+	snprintf(e->fabric_state, sizeof(e->fabric_state), "%s", *fab ? "Completed" : "NotReady");
+	snprintf(e->imex_domain_state, sizeof(e->imex_domain_state), "%s",
+	         !any_imex ? "NotConfigured" : *imex ? "Up" : "NotUp");
+	e->floor_gbps = p->target->gate.floor_gbps;
+	e->tolerance_pct = p->target->gate.tolerance_pct;
+	snprintf(e->transport, sizeof(e->transport), "%s", p->target->gate.transport);
+}
+
+static enum verdict gate_end(struct pass *p, struct api_upgrade_step *s, bool passed,
+                             const char *why)
+{
+	s->evidence.passed = passed;
+	snprintf(s->evidence.report, sizeof(s->evidence.report), "%s", why);
+	step_end(p, s, passed ? API_STEP_SUCCEEDED : API_STEP_FAILED, "gate %s: %s",
+	         passed ? "passed" : "failed", why);
+	event(p, !passed, passed ? "GatePassed" : "GateFailed", "canary trays: %s", why);
+	return passed ? V_DONE : V_FAILED;
+}
+
+static enum verdict validate_check(struct pass *p, struct api_upgrade_step *s)
+{
+	const struct matrix_gate *g = &p->target->gate;
+	char id[64], why[512];
+	bool fab, imex;
+	int min = -1;
+	uint32_t left = 0;
+
+	evidence_base(p, s, &fab, &imex);
+	if ((g->fabric_completed && !fab) || (g->imex_domain_up && !imex))
+		return gate_end(p, s, false, !fab ? "fabric not Completed and Healthy on every "
+		                                    "canary tray"
+		                                  : "IMEX domain not Up on every canary tray");
+	if (!g->has_nccl)
+		return gate_end(p, s, true, "fabric and IMEX checks passed; the gate has no "
+		                            "bandwidth floor");
+	op_upgrade_validation_id(p->in->u, s->index, id);
+	for (int i = 1; i <= API_COMPUTE_TRAYS; i++) {
+		if (!(s->trays & (1u << i)))
+			continue;
+		const struct op_upgrade_tray *t = tray_at(p->in, i);
+		if (t == NULL || strcmp(t->validation_id, id) != 0 ||
+		    strcmp(t->validation_phase, "Running") == 0 || t->validation_phase[0] == '\0') {
+			left |= 1u << i;
+			continue;
+		}
+		if (strcmp(t->validation_phase, "Succeeded") != 0) {
+			snprintf(why, sizeof(why), "validation run %s failed on tray %d: %s", id, i,
+			         t->validation_message);
+			return gate_end(p, s, false, why);
+		}
+		if (min < 0 || t->validation_busbw < min)
+			min = t->validation_busbw;
+		if (t->validation_transport[0])
+			snprintf(s->evidence.transport, sizeof(s->evidence.transport), "%s",
+			         t->validation_transport);
+	}
+	if (left) {
+		char list[64];
+		trays_text(left, list, sizeof(list));
+		snprintf(s->message, sizeof(s->message), "validation run %s in progress on trays %s",
+		         id, list);
+		p->out->act = OP_UPG_VALIDATE;
+		p->out->step = s->index;
+		p->out->trays = s->trays;
+		snprintf(p->out->validation_id, sizeof(p->out->validation_id), "%s", id);
+		return V_WAIT;
+	}
+	s->evidence.busbw_gbps = min;
+	bool passed = matrix_gate_passes(g, min);
+	snprintf(why, sizeof(why), "bus bandwidth %d GB/s (min over %d trays) %s floor %d GB/s - %d%%",
+	         min, count(s->trays), passed ? ">=" : "<", g->floor_gbps, g->tolerance_pct);
+	return gate_end(p, s, passed, why);
+}
+
+static enum verdict soak_check(struct pass *p, struct api_upgrade_step *s)
+{
+	int64_t soak = p->in->u->canary_soak_ms ? p->in->u->canary_soak_ms : p->target->gate.soak_ms;
+	if (p->in->now_ms < s->start_ms + soak) {
+		snprintf(s->message, sizeof(s->message), "soaking for %llds",
+		         (long long)(soak / 1000));
+		wake(p, s->start_ms + soak);
+		return V_WAIT;
+	}
+	for (int i = 1; i <= API_COMPUTE_TRAYS; i++)
+		if ((s->trays & (1u << i)) && !fabric_ok(tray_at(p->in, i))) {
+			step_end(p, s, API_STEP_FAILED, "tray %d lost its fabric during the soak", i);
+			return V_FAILED;
+		}
+	step_end(p, s, API_STEP_SUCCEEDED, "soaked %llds", (long long)(soak / 1000));
+	return V_DONE;
+}
+
+static enum verdict step_check(struct pass *p, struct api_upgrade_step *s)
+{
+	switch (s->action) {
+	case API_ACT_DRAIN:
+	case API_ACT_UNCORDON:
+		p->out->act = s->action == API_ACT_DRAIN ? OP_UPG_DRAIN : OP_UPG_RELEASE;
+		p->out->step = s->index;
+		p->out->trays = s->trays;
+		return V_WAIT; /* the caller finishes it */
+	case API_ACT_APPLY:
+		return apply_check(p, s);
+	case API_ACT_WAIT_FABRIC:
+		return wait_check(p, s, fabric_ok, "fabric Completed and Healthy");
+	case API_ACT_WAIT_IMEX:
+		return wait_check(p, s, imex_ok, "IMEX domain Up");
+	case API_ACT_VALIDATE:
+		return validate_check(p, s);
+	case API_ACT_SOAK:
+		return soak_check(p, s);
+	default:
+		step_end(p, s, API_STEP_SKIPPED, "not run by this version");
+		return V_DONE;
+	}
+}
+
+/* Runs the steps in order until one waits: V_DONE when every step is
+ * done, V_FAILED when one failed. */
+static enum verdict steps_run(struct pass *p)
+{
+	struct api_upgrade_step *s;
+	while ((s = current(p->st)) != NULL) {
+		struct api_upgrade_wave *w = &p->st->waves[s->wave];
+		if (s->phase == API_STEP_FAILED)
+			return V_FAILED;
+		if (s->phase == API_STEP_PENDING) {
+			if (p->hold)
+				return V_WAIT;
+			s->phase = API_STEP_RUNNING;
+			s->start_ms = p->in->now_ms;
+			if (w->phase == API_STEP_PENDING) {
+				w->phase = API_STEP_RUNNING;
+				w->start_ms = p->in->now_ms;
+			}
+		}
+		if (s->wave == 0 && s->action == API_ACT_VALIDATE && p->st->phase == API_PHASE_CANARY)
+			phase_set(p, API_PHASE_VALIDATING);
+		enum verdict v = step_check(p, s);
+		if (v == V_FAILED) {
+			w->phase = API_STEP_FAILED;
+			w->completion_ms = p->in->now_ms;
+		}
+		if (v != V_DONE)
+			return v;
+		if ((unsigned)s->index + 1 == p->st->nsteps ||
+		    p->st->steps[s->index + 1].wave != s->wave) {
+			w->phase = API_STEP_SUCCEEDED;
+			w->completion_ms = p->in->now_ms;
+		}
+	}
+	return V_DONE;
+}
+
+/* ---- canary and waves ---- */
+
+static bool canary_pick(struct pass *p)
+{
+	const struct op_upgrade_in *in = p->in;
+	const struct api_rack_partition *best = NULL;
+	for (unsigned i = 0; i < in->npartitions; i++) {
+		const struct api_rack_partition *c = in->partitions[i];
+		if (strcmp(c->rack, in->rack->meta.name) != 0)
+			continue;
+		if (in->u->canary_partition[0]) {
+			if (strcmp(c->meta.name, in->u->canary_partition) == 0)
+				best = c;
+		} else if (c->canary_eligible &&
+		           (best == NULL || count(c->trays) < count(best->trays) ||
+		            (count(c->trays) == count(best->trays) &&
+		             strcmp(c->meta.name, best->meta.name) < 0))) {
+			best = c;
+		}
+	}
+	if (best == NULL) {
+		if (in->u->canary_partition[0])
+			message(p, "canary RackPartition %s of rack %s not found",
+			        in->u->canary_partition, in->rack->meta.name);
+		else
+			message(p, "rack %s has no canaryEligible RackPartition and "
+			           "spec.canary.partition is empty",
+			        in->rack->meta.name);
+		return false;
+	}
+	snprintf(p->st->canary_partition, sizeof(p->st->canary_partition), "%.63s",
+	         best->meta.name);
+	p->st->canary_trays = best->trays & rack_trays(in->rack);
+	wave_add(p, p->st->canary_trays);
+	return true;
+}
+
+static uint32_t waved(const struct api_rack_upgrade_status *st)
+{
+	uint32_t set = 0;
+	for (unsigned i = 0; i < st->nwaves; i++)
+		set |= st->waves[i].trays;
+	return set;
+}
+
+/* The next wave: remaining trays in index order, never more than
+ * maxUnavailableTrays down at once (counting trays already down) and
+ * never fewer than minHealthyTrays available. false when none fits now. */
+static bool wave_next(struct pass *p, uint32_t remaining)
+{
+	const struct op_upgrade_in *in = p->in;
+	const struct api_rack_policy *pol = &in->rack->policy;
+	int size = in->u->wave_size > 0 && in->u->wave_size < pol->max_unavailable_trays
+	                   ? in->u->wave_size
+	                   : pol->max_unavailable_trays;
+	int down = 0, avail = 0, picked = 0, cost = 0;
+	uint32_t wave = 0;
+	for (unsigned i = 0; i < in->rack->ncompute; i++) {
+		const struct op_upgrade_tray *t = tray_at(in, in->rack->compute[i].index);
+		if (t && t->available)
+			avail++;
+		else
+			down++;
+	}
+	for (int i = 1; i <= API_COMPUTE_TRAYS && picked < size; i++) {
+		if (!(remaining & (1u << i)))
+			continue;
+		const struct op_upgrade_tray *t = tray_at(in, i);
+		int c = t && t->available ? 1 : 0;
+		if (down + cost + c > pol->max_unavailable_trays ||
+		    avail - cost - c < pol->min_healthy_trays)
+			break;
+		cost += c;
+		picked++;
+		wave |= 1u << i;
+	}
+	if (wave == 0) {
+		message(p, "waiting for capacity: %d of %u trays down, maxUnavailableTrays %d, "
+		           "minHealthyTrays %d",
+		        down, in->rack->ncompute, pol->max_unavailable_trays, pol->min_healthy_trays);
+		return false;
+	}
+	wave_add(p, wave);
+	return true;
+}
+
+/* ---- the phases ---- */
+
+static void rollout(struct pass *p)
+{
+	struct api_rack_upgrade_status *st = p->st;
+	for (int round = 0; round < API_UPGRADE_WAVES_MAX + 1; round++) {
+		enum verdict v = steps_run(p);
+		if (v == V_FAILED) {
+			struct api_upgrade_step *s = current(st);
+			phase_set(p, API_PHASE_HALTED);
+			message(p, "step %d (%s, wave %d) failed: %s", s->index,
+			        step_names[(unsigned)s->action % 9], s->wave, s->message);
+			return;
+		}
+		if (v == V_WAIT) {
+			struct api_upgrade_step *s = current(st);
+			if (s)
+				message(p, "wave %d: %s", s->wave, s->message[0] ? s->message : "next step");
+			return;
+		}
+		if (st->phase == API_PHASE_CANARY || st->phase == API_PHASE_VALIDATING)
+			phase_set(p, API_PHASE_ROLLING_OUT);
+		uint32_t remaining = rack_trays(p->in->rack) & ~waved(st);
+		if (remaining == 0) {
+			phase_set(p, API_PHASE_COMPLETED);
+			st->completion_ms = p->in->now_ms;
+			message(p, "every tray runs %s", p->in->u->target_stack);
+			return;
+		}
+		if (p->hold || !wave_next(p, remaining))
+			return;
+	}
+}
+
+/* Abort: a running step finishes; then the trays of the wave in progress
+ * get their Uncordon step, the rest is skipped, and the upgrade ends. */
+static void abort_run(struct pass *p)
+{
+	struct api_rack_upgrade_status *st = p->st;
+	struct api_upgrade_step *s = current(st);
+	if (s && s->phase == API_STEP_RUNNING && s->action != API_ACT_UNCORDON) {
+		p->hold = true;
+		(void)steps_run(p);
+		if ((s = current(st)) != NULL && s->phase == API_STEP_RUNNING) {
+			message(p, "aborting: step %d finishes first", s->index);
+			return;
+		}
+	}
+	if (s && s->phase == API_STEP_FAILED)
+		s = s + 1 < st->steps + st->nsteps ? s + 1 : NULL;
+	for (; s && s < st->steps + st->nsteps; s++) {
+		if (s->phase != API_STEP_PENDING && s->phase != API_STEP_RUNNING)
+			continue;
+		bool held = false;
+		for (unsigned i = 0; i < (unsigned)s->index; i++)
+			held |= st->steps[i].wave == s->wave &&
+			        st->steps[i].phase != API_STEP_PENDING &&
+			        st->steps[i].phase != API_STEP_SKIPPED;
+		if (s->action == API_ACT_UNCORDON && held) {
+			if (s->phase == API_STEP_PENDING) {
+				s->phase = API_STEP_RUNNING;
+				s->start_ms = p->in->now_ms;
+			}
+			p->out->act = OP_UPG_RELEASE;
+			p->out->step = s->index;
+			p->out->trays = s->trays;
+			message(p, "aborting: releasing trays of wave %d", s->wave);
+			return;
+		}
+		if (s->phase == API_STEP_PENDING)
+			step_end(p, s, API_STEP_SKIPPED, "aborted");
+	}
+	phase_set(p, API_PHASE_ABORTED);
+	st->completion_ms = p->in->now_ms;
+	message(p, "aborted; every tray is out of maintenance");
+}
+
+/* The phase to go back to after a pause. */
+static enum api_upgrade_phase resumed(const struct api_rack_upgrade_status *st)
+{
+	const struct api_upgrade_step *s = NULL;
+	for (unsigned i = 0; i < st->nsteps && s == NULL; i++)
+		if (!step_done(&st->steps[i]))
+			s = &st->steps[i];
+	if (st->nsteps == 0)
+		return API_PHASE_NOTICE;
+	if (s == NULL || s->wave > 0)
+		return API_PHASE_ROLLING_OUT;
+	return s->action >= API_ACT_VALIDATE ? API_PHASE_VALIDATING : API_PHASE_CANARY;
+}
+
+static void phases(struct pass *p)
+{
+	struct api_rack_upgrade_status *st = p->st;
+	bool security = p->in->u->cls == API_UPGRADE_SECURITY;
+	char ts[TIME_RFC3339_LEN];
+
+	if (st->phase == API_PHASE_PROPOSED)
+		announce(p);
+	if (st->phase == API_PHASE_NOTICE) {
+		if (p->in->now_ms < st->notice_end_ms) {
+			time_format_rfc3339(st->notice_end_ms, ts);
+			message(p, "notice period until %s", ts);
+			wake(p, st->notice_end_ms);
+			return;
+		}
+		phase_set(p, security ? API_PHASE_SCHEDULED : API_PHASE_AWAITING_APPROVAL);
+	}
+	if (st->phase == API_PHASE_AWAITING_APPROVAL) {
+		if (!approvals(p))
+			return;
+		phase_set(p, API_PHASE_SCHEDULED);
+	}
+	if (st->phase == API_PHASE_SCHEDULED) {
+		if (p->hold || !schedule(p))
+			return;
+		st->start_ms = p->in->now_ms;
+		if (!canary_pick(p))
+			return;
+		phase_set(p, API_PHASE_CANARY);
+	}
+	if (st->phase == API_PHASE_CANARY || st->phase == API_PHASE_VALIDATING ||
+	    st->phase == API_PHASE_ROLLING_OUT)
+		rollout(p);
+}
+
+static bool plan_load(struct pass *p)
+{
+	const struct op_upgrade_in *in = p->in;
+	struct api_rack_upgrade_status *st = p->st;
+	if (in->rack == NULL) {
+		message(p, "rack %s not found", in->u->rack);
+		return false;
+	}
+	if (in->m == NULL) {
+		message(p, "CompatibilityMatrix %s not found", in->u->target_matrix);
+		return false;
+	}
+	if (st->from_stack[0] == '\0')
+		snprintf(st->from_stack, sizeof(st->from_stack), "%s",
+		         in->rack_stack ? in->rack_stack : "");
+	p->target = matrix_stack_find(in->m, in->u->target_stack);
+	if (p->target == NULL || st->from_stack[0] == '\0' ||
+	    matrix_plan_build(in->m, st->from_stack, in->u->target_stack, MATRIX_PLAN_MULTI_HOP,
+	                      &p->plan) != NV_OK) {
+		message(p, "no plan from stack \"%s\" to %s in %s", st->from_stack,
+		        in->u->target_stack, in->m->name);
+		return false;
+	}
+	if (p->plan.verdict == MATRIX_BLOCKED) {
+		phase_set(p, API_PHASE_HALTED);
+		message(p, "the move %s -> %s is blocked: %s", st->from_stack, in->u->target_stack,
+		        p->plan.problem);
+		return false;
+	}
+	return true;
+}
+
+void op_upgrade_eval(const struct op_upgrade_in *in, struct api_rack_upgrade_status *st,
+                     struct op_upgrade_out *out)
+{
+	struct pass p = {.in = in, .st = st, .out = out};
+	json_t *before = api_rack_upgrade_status_to_json(st), *after;
+	enum api_upgrade_phase was = st->phase;
+
+	memset(out, 0, sizeof(*out));
+	out->step = -1;
+	out->was = was;
+	if (was != API_PHASE_COMPLETED && was != API_PHASE_ABORTED) {
+		st->observed_generation = in->u->meta.generation;
+		if (plan_load(&p)) {
+			if (in->u->abort) {
+				abort_run(&p);
+			} else if (was == API_PHASE_HALTED) {
+				/* hold: evidence kept, trays stay where they are */
+			} else {
+				p.hold = in->u->paused;
+				if (was == API_PHASE_PAUSED && !in->u->paused)
+					phase_set(&p, resumed(st));
+				if (st->phase == API_PHASE_PAUSED)
+					(void)steps_run(&p);
+				else
+					phases(&p);
+				if (in->u->paused && st->phase != API_PHASE_HALTED &&
+				    st->phase != API_PHASE_COMPLETED) {
+					phase_set(&p, API_PHASE_PAUSED);
+					message(&p, "paused: no new step starts");
+				}
+			}
+		}
+	}
+	if (st->phase != was)
+		event(&p, st->phase == API_PHASE_HALTED, api_upgrade_phase_name(st->phase), "%s -> %s: %s",
+		      api_upgrade_phase_name(was), api_upgrade_phase_name(st->phase), st->message);
+	after = api_rack_upgrade_status_to_json(st);
+	out->changed = !json_equal(before, after);
+	json_decref(before);
+	json_decref(after);
+}

@@ -1,0 +1,530 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests for the RackUpgrade engine on the sample rack and matrix. A
+// small world plays the trays, the drain and the agents' answers; every
+// pass reads the status back from its JSON, as a restarted operator would,
+// so the record alone carries the upgrade.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../api/api_test.h"
+#include "nvl72/json.h"
+#include "nvl72/operator_upgrade.h"
+
+#define T0 1794787200000LL /* Monday 2026-11-16T00:00:00Z */
+#define SEC 1000LL
+#define FROM_DRIVER "580.95.05"
+#define TO_DRIVER "580.159.03"
+
+struct world {
+	struct api_rack *rack;
+	struct matrix *m;
+	struct api_rack_upgrade *u;
+	struct api_rack_partition *parts[2];
+	struct api_upgrade_approval *appr[2];
+	unsigned nappr;
+	struct op_upgrade_tray trays[18];
+	char driver[18][64];
+	char vid[18][64];
+	int busbw[18];
+	json_t *status; /* the record, as stored */
+	int64_t now;
+	struct op_upgrade_out out;
+	int started[256];  /* passes that asked for step i's action */
+	uint32_t touched;  /* trays any action was asked for */
+	unsigned events;
+	char last_event[48];
+	bool gate_failed_event;
+};
+
+static void *load(const char *path, int kind)
+{
+	struct api_errors e;
+	json_t *j = test_load(path);
+	void *out = NULL;
+	enum nv_err rc = NV_E_INVAL;
+	api_errors_init(&e);
+	if (kind == 0)
+		rc = api_rack_parse(j, (struct api_rack **)&out, &e);
+	else if (kind == 1)
+		rc = api_matrix_parse(j, (struct matrix **)&out, &e);
+	else if (kind == 2)
+		rc = api_rack_upgrade_parse(j, (struct api_rack_upgrade **)&out, &e);
+	else
+		rc = api_rack_partition_parse(j, (struct api_rack_partition **)&out, &e);
+	assert_int_equal(rc, NV_OK);
+	json_decref(j);
+	return out;
+}
+
+/* The sample rack on gb300-r580-95, no windows, short notices; the routine
+ * upgrade to gb300-r580-159 (a driver patch that drains). */
+static struct world *world_new(void)
+{
+	struct world *w = calloc(1, sizeof(*w));
+	w->rack = load("tests/data/api/rack-gb300-r07.json", 0);
+	w->m = load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json", 1);
+	w->u = load("tests/data/api/rackupgrade-gb300-r07-r580-173.json", 2);
+	w->parts[0] = load("tests/data/api/rackpartition-gb300-r07-a.json", 3);
+	w->parts[1] = load("tests/data/api/rackpartition-gb300-r07-b.json", 3);
+	w->parts[0]->trays = (1u << 1) | (1u << 2);
+	w->parts[1]->trays = 0;
+	snprintf(w->u->target_stack, sizeof(w->u->target_stack), "gb300-r580-159");
+	w->u->earliest_start_ms = 0;
+	w->u->canary_soak_ms = 60 * SEC;
+	w->u->wave_size = 0;
+	snprintf(w->u->meta.uid, sizeof(w->u->meta.uid), "0a1b2c3d-uid");
+	w->u->meta.generation = 1;
+	w->rack->nwindows = 0;
+	w->rack->nfreezes = 0;
+	for (unsigned i = 0; i < w->rack->nresp; i++) {
+		w->rack->resp[i].notice_ms = (int64_t)(i + 1) * 10 * SEC;
+		w->rack->resp[i].approval_required = w->rack->resp[i].layer == MATRIX_L_WORKLOAD;
+	}
+	for (int i = 0; i < 18; i++) {
+		struct op_upgrade_tray *t = &w->trays[i];
+		snprintf(w->driver[i], sizeof(w->driver[i]), FROM_DRIVER);
+		w->busbw[i] = 480;
+		t->index = i + 1;
+		t->node = w->rack->compute[i].node;
+		t->present = t->available = t->driver_ready = true;
+		t->driver = w->driver[i];
+		t->fabric_state = "Completed";
+		t->fabric_health = "Healthy";
+		t->imex_domain = "";
+		t->maint = "None";
+		t->maint_upgrade = "";
+		t->validation_id = w->vid[i];
+		t->validation_phase = "";
+		t->validation_transport = "NVLS";
+		t->validation_message = "";
+	}
+	w->now = T0;
+	return w;
+}
+
+static void world_free(struct world *w)
+{
+	api_rack_free(w->rack);
+	matrix_free(w->m);
+	api_rack_upgrade_free(w->u);
+	api_rack_partition_free(w->parts[0]);
+	api_rack_partition_free(w->parts[1]);
+	for (unsigned i = 0; i < w->nappr; i++)
+		api_upgrade_approval_free(w->appr[i]);
+	json_decref(w->status);
+	free(w);
+}
+
+static void approve(struct world *w, enum matrix_layer l, const char *user, bool reject)
+{
+	struct api_upgrade_approval *a = calloc(1, sizeof(*a));
+	snprintf(a->meta.name, sizeof(a->meta.name), "appr-%u", w->nappr);
+	snprintf(a->upgrade, sizeof(a->upgrade), "%.63s", w->u->meta.name);
+	a->layer = l;
+	a->rejected = reject;
+	snprintf(a->approved_by, sizeof(a->approved_by), "%s", user);
+	snprintf(a->comment, sizeof(a->comment), "not this week");
+	w->appr[w->nappr++] = a;
+}
+
+/* One pass, as the controller makes it: status read from its JSON, eval,
+ * status written back (before the action), then the action. */
+static struct api_rack_upgrade_status *pass(struct world *w, struct api_rack_upgrade_status *st)
+{
+	struct api_errors e;
+	api_errors_init(&e);
+	memset(st, 0, sizeof(*st));
+	assert_int_equal(api_rack_upgrade_status_parse(w->status, st, &e), NV_OK);
+	struct op_upgrade_in in = {
+	        .u = w->u,
+	        .rack = w->rack,
+	        .rack_stack = "gb300-r580-95",
+	        .m = w->m,
+	        .trays = w->trays,
+	        .ntrays = 18,
+	        .approvals = (const struct api_upgrade_approval *const *)w->appr,
+	        .napprovals = w->nappr,
+	        .partitions = (const struct api_rack_partition *const *)w->parts,
+	        .npartitions = 2,
+	        .now_ms = w->now,
+	};
+	op_upgrade_eval(&in, st, &w->out);
+	for (unsigned i = 0; i < w->out.nevents; i++) {
+		w->events++;
+		snprintf(w->last_event, sizeof(w->last_event), "%s", w->out.events[i].reason);
+		w->gate_failed_event |= strcmp(w->out.events[i].reason, "GateFailed") == 0;
+	}
+	if (w->out.act != OP_UPG_NONE) {
+		/* Status first: the step acted on is recorded as Running. */
+		assert_int_equal(st->steps[w->out.step].phase, API_STEP_RUNNING);
+		assert_true(st->steps[w->out.step].start_ms > 0);
+		w->started[w->out.step]++;
+		w->touched |= w->out.trays;
+	}
+	json_decref(w->status);
+	w->status = api_rack_upgrade_status_to_json(st);
+	return st;
+}
+
+/* The world answers the action: drains and releases finish at once, the
+ * agents load the driver and run the validation. */
+static void act(struct world *w, struct api_rack_upgrade_status *st)
+{
+	for (int i = 0; i < 18; i++) {
+		if (!(w->out.trays & (1u << (i + 1))))
+			continue;
+		if (w->out.act == OP_UPG_APPLY)
+			snprintf(w->driver[i], sizeof(w->driver[i]), "%s", w->out.driver);
+		if (w->out.act == OP_UPG_VALIDATE) {
+			snprintf(w->vid[i], sizeof(w->vid[i]), "%s", w->out.validation_id);
+			w->trays[i].validation_phase = "Succeeded";
+			w->trays[i].validation_busbw = w->busbw[i];
+		}
+	}
+	if (w->out.act == OP_UPG_DRAIN || w->out.act == OP_UPG_RELEASE) {
+		op_upgrade_step_finish(st, w->out.step, API_STEP_SUCCEEDED, "done", w->now);
+		json_decref(w->status);
+		w->status = api_rack_upgrade_status_to_json(st);
+	}
+}
+
+/* Passes until the phase is one of stop (or 400 passes), moving the clock
+ * to each wake-up. */
+static enum api_upgrade_phase run_until(struct world *w, uint32_t stop)
+{
+	struct api_rack_upgrade_status st;
+	enum api_upgrade_phase ph = API_PHASE_PROPOSED;
+	for (int i = 0; i < 400; i++) {
+		pass(w, &st);
+		ph = st.phase;
+		if (stop & (1u << ph)) {
+			api_rack_upgrade_status_clear(&st);
+			return ph;
+		}
+		act(w, &st);
+		if (w->out.act == OP_UPG_NONE && w->out.wake_ms > w->now)
+			w->now = w->out.wake_ms;
+		else
+			w->now += SEC;
+		api_rack_upgrade_status_clear(&st);
+	}
+	return ph;
+}
+
+#define P(x) (1u << API_PHASE_##x)
+
+static const char *status_str(struct world *w, const char *path)
+{
+	return jx_str_or(w->status, path, "");
+}
+
+static void test_op_upgrade_eval_happy_path(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+
+	pass(w, &st);
+	/* The node and workload layers are touched: the longest notice wins
+	 * (workload, the 5th responsibility: 50 s) and only workload needs an
+	 * approval. */
+	assert_int_equal(st.phase, API_PHASE_NOTICE);
+	assert_int_equal(st.notice_end_ms - st.notice_start_ms, 50 * SEC);
+	assert_int_equal(st.required_approvals, MATRIX_BIT(MATRIX_L_WORKLOAD));
+	assert_int_equal(w->out.wake_ms, st.notice_end_ms);
+	assert_string_equal(st.from_stack, "gb300-r580-95");
+	api_rack_upgrade_status_clear(&st);
+
+	w->now = T0 + 49 * SEC;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_NOTICE);
+	api_rack_upgrade_status_clear(&st);
+	w->now = T0 + 50 * SEC;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_AWAITING_APPROVAL);
+	assert_non_null(strstr(st.message, "workload"));
+	api_rack_upgrade_status_clear(&st);
+
+	/* An approval for a layer not required does not count. */
+	approve(w, MATRIX_L_FABRIC, "mallory", false);
+	assert_int_equal(run_until(w, P(AWAITING_APPROVAL)), API_PHASE_AWAITING_APPROVAL);
+	approve(w, MATRIX_L_WORKLOAD, "system:serviceaccount:team-a:approver", false);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+
+	for (int i = 0; i < 18; i++)
+		assert_string_equal(w->driver[i], TO_DRIVER);
+	assert_string_equal(status_str(w, "approvals[0].user"),
+	                    "system:serviceaccount:team-a:approver");
+	assert_string_equal(status_str(w, "approvals[0].layer"), "workload");
+	assert_string_equal(status_str(w, "canary.partition"), "gb300-r07-a");
+	/* Canary of 2, then 16 trays two at a time (maxUnavailableTrays 2). */
+	assert_int_equal(json_array_size(json_object_get(w->status, "waves")), 9);
+	json_t *ev = NULL;
+	size_t i;
+	json_t *s;
+	json_array_foreach(json_object_get(w->status, "steps"), i, s)
+	{
+		const char *ph = jx_str_or(s, "phase", "");
+		assert_true(strcmp(ph, "Succeeded") == 0 || strcmp(ph, "Skipped") == 0);
+		if (strcmp(jx_str_or(s, "action", ""), "Validate") == 0)
+			ev = json_object_get(s, "evidence");
+	}
+	assert_non_null(ev);
+	assert_true(json_is_true(json_object_get(ev, "passed")));
+	assert_int_equal(json_integer_value(json_object_get(ev, "busBandwidthGBps")), 480);
+	assert_int_equal(json_integer_value(json_object_get(ev, "floorGBps")), 500);
+	/* No step's action was asked for after it succeeded: each Drain and
+	 * Uncordon once (they finish at once here). */
+	json_array_foreach(json_object_get(w->status, "steps"), i, s)
+	{
+		const char *a = jx_str_or(s, "action", "");
+		if (strcmp(a, "Drain") == 0 || strcmp(a, "Uncordon") == 0)
+			assert_int_equal(w->started[i], 1);
+	}
+	assert_true(w->status != NULL && status_str(w, "completionTime")[0]);
+	world_free(w);
+}
+
+static void test_op_upgrade_eval_gate_failure(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->busbw[1] = 300; /* tray 2: below 500 - 10 % */
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
+	assert_true(w->gate_failed_event);
+	/* Nothing outside the canary was touched. */
+	assert_int_equal(w->touched, (1u << 1) | (1u << 2));
+	for (int i = 2; i < 18; i++)
+		assert_string_equal(w->driver[i], FROM_DRIVER);
+	assert_int_equal(json_array_size(json_object_get(w->status, "waves")), 1);
+	assert_non_null(strstr(status_str(w, "message"), "Validate"));
+	json_t *s;
+	size_t i;
+	bool found = false;
+	json_array_foreach(json_object_get(w->status, "steps"), i, s)
+	{
+		if (strcmp(jx_str_or(s, "action", ""), "Validate") != 0)
+			continue;
+		found = true;
+		assert_string_equal(jx_str_or(s, "phase", ""), "Failed");
+		assert_false(json_is_true(jx_path(s, "evidence.passed")));
+		assert_int_equal(json_integer_value(jx_path(s, "evidence.busBandwidthGBps")), 300);
+	}
+	assert_true(found);
+	/* Halted holds: later passes change nothing and ask for nothing. */
+	struct api_rack_upgrade_status st;
+	w->now += 3600 * SEC;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_HALTED);
+	assert_false(w->out.changed);
+	assert_int_equal(w->out.act, OP_UPG_NONE);
+	api_rack_upgrade_status_clear(&st);
+	world_free(w);
+}
+
+static void test_op_upgrade_eval_rejected(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	approve(w, MATRIX_L_WORKLOAD, "bob@example.com", true);
+	assert_int_equal(run_until(w, P(HALTED) | P(SCHEDULED) | P(CANARY)), API_PHASE_HALTED);
+	assert_non_null(strstr(status_str(w, "message"), "bob@example.com"));
+	assert_non_null(strstr(status_str(w, "message"), "not this week"));
+	assert_string_equal(status_str(w, "approvals[0].decision"), "Rejected");
+	assert_int_equal(w->touched, 0);
+	world_free(w);
+}
+
+static void test_op_upgrade_eval_security(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	w->u->cls = API_UPGRADE_SECURITY;
+	w->u->ncves = 1;
+	snprintf(w->u->cves[0], sizeof(w->u->cves[0]), "CVE-2026-24101");
+	snprintf(w->u->reason, sizeof(w->u->reason), "GPU driver escalation");
+	/* A window that is closed now and a freeze: both skipped. */
+	w->rack->nwindows = 1;
+	w->rack->windows[0] = (struct api_window){.name = "sat", .days = 32, .start_min = 360,
+	                                          .end_min = 1080};
+	w->rack->nfreezes = 1;
+	w->rack->freezes[0] = (struct api_freeze){.name = "f", .start_ms = T0, .end_ms = T0 + 86400000LL};
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_NOTICE); /* notice honoured */
+	assert_int_equal(st.required_approvals, 0);
+	assert_non_null(strstr(st.conditions[0].message, "CVE-2026-24101"));
+	assert_non_null(strstr(st.conditions[0].message, "GPU driver escalation"));
+	api_rack_upgrade_status_clear(&st);
+	w->now = T0 + 49 * SEC;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_NOTICE);
+	assert_int_equal(w->out.act, OP_UPG_NONE);
+	api_rack_upgrade_status_clear(&st);
+	w->now = T0 + 50 * SEC;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_CANARY); /* no approval, no window */
+	assert_int_equal(w->out.act, OP_UPG_DRAIN);
+	api_rack_upgrade_status_clear(&st);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+	assert_string_equal(status_str(w, "conditions[0].reason"), "SecurityUpgrade");
+	world_free(w);
+}
+
+static void test_op_upgrade_eval_window_wait(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->rack->nwindows = 1;
+	w->rack->windows[0] = (struct api_window){.name = "tue", .days = 2, .start_min = 22 * 60,
+	                                          .end_min = 4 * 60};
+	assert_int_equal(run_until(w, P(SCHEDULED)), API_PHASE_SCHEDULED);
+	pass(w, &st);
+	assert_int_equal(st.scheduled_start_ms, T0 + 86400000LL + 22 * 3600 * SEC);
+	assert_int_equal(w->out.wake_ms, st.scheduled_start_ms);
+	assert_int_equal(w->out.act, OP_UPG_NONE);
+	api_rack_upgrade_status_clear(&st);
+	w->now = T0 + 86400000LL + 22 * 3600 * SEC;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_CANARY);
+	assert_string_equal(st.window, "tue");
+	api_rack_upgrade_status_clear(&st);
+	world_free(w);
+}
+
+static void test_op_upgrade_eval_capacity(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->trays[9].available = false; /* tray 10 is down already */
+	assert_int_equal(run_until(w, P(ROLLING_OUT) | P(HALTED)), API_PHASE_ROLLING_OUT);
+	/* 1 down + 1 in the wave = maxUnavailableTrays 2; 17 - 1 = 16 healthy. */
+	assert_int_equal(json_array_size(jx_path(w->status, "waves[1].trays")), 1);
+	/* Another tray down: no room at all until it is back. */
+	struct world *w2 = world_new();
+	approve(w2, MATRIX_L_WORKLOAD, "alice", false);
+	w2->trays[9].available = w2->trays[10].available = false;
+	assert_int_equal(run_until(w2, P(ROLLING_OUT) | P(HALTED)), API_PHASE_ROLLING_OUT);
+	assert_int_equal(run_until(w2, P(COMPLETED)), API_PHASE_ROLLING_OUT);
+	assert_non_null(strstr(status_str(w2, "message"), "waiting for capacity"));
+	assert_int_equal(json_array_size(json_object_get(w2->status, "waves")), 1);
+	w2->trays[10].available = true;
+	assert_int_equal(run_until(w2, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+	world_free(w2);
+	world_free(w);
+}
+
+static void test_op_upgrade_eval_pause(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->u->paused = true;
+	assert_int_equal(run_until(w, P(PAUSED)), API_PHASE_PAUSED);
+	assert_int_equal(run_until(w, P(CANARY) | P(COMPLETED)), API_PHASE_PAUSED);
+	assert_int_equal(w->touched, 0);
+	w->u->paused = false;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_CANARY);
+	assert_int_equal(w->out.act, OP_UPG_DRAIN);
+	api_rack_upgrade_status_clear(&st);
+	/* Paused mid-wave: the running step finishes, no new one starts. */
+	w->u->paused = true;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_PAUSED);
+	assert_int_equal(w->out.act, OP_UPG_DRAIN);
+	act(w, &st);
+	api_rack_upgrade_status_clear(&st);
+	pass(w, &st);
+	assert_int_equal(w->out.act, OP_UPG_NONE);
+	assert_int_equal(st.steps[1].phase, API_STEP_PENDING);
+	api_rack_upgrade_status_clear(&st);
+	w->u->paused = false;
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+	world_free(w);
+}
+
+static void test_op_upgrade_eval_abort(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	assert_int_equal(run_until(w, P(CANARY)), API_PHASE_CANARY);
+	pass(w, &st); /* Drain */
+	act(w, &st);
+	api_rack_upgrade_status_clear(&st);
+	pass(w, &st); /* Apply, in flight */
+	assert_int_equal(w->out.act, OP_UPG_APPLY);
+	api_rack_upgrade_status_clear(&st);
+	w->u->abort = true;
+	pass(w, &st); /* the in-flight Apply finishes first */
+	assert_int_equal(w->out.act, OP_UPG_APPLY);
+	assert_int_equal(st.phase, API_PHASE_CANARY);
+	act(w, &st);
+	api_rack_upgrade_status_clear(&st);
+	pass(w, &st); /* then the canary is released */
+	assert_int_equal(w->out.act, OP_UPG_RELEASE);
+	assert_int_equal(w->out.trays, (1u << 1) | (1u << 2));
+	act(w, &st);
+	api_rack_upgrade_status_clear(&st);
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_ABORTED);
+	for (unsigned i = 0; i < st.nsteps; i++)
+		assert_int_not_equal(st.steps[i].phase, API_STEP_PENDING);
+	api_rack_upgrade_status_clear(&st);
+	/* Canary all-new, the rest all-old. */
+	assert_string_equal(w->driver[0], TO_DRIVER);
+	assert_string_equal(w->driver[2], FROM_DRIVER);
+	world_free(w);
+}
+
+static void test_op_upgrade_eval_missing_inputs(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	w->parts[0]->canary_eligible = false;
+	snprintf(w->u->canary_partition, sizeof(w->u->canary_partition), "nope");
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	assert_int_equal(run_until(w, P(CANARY) | P(HALTED)), API_PHASE_SCHEDULED);
+	assert_non_null(strstr(status_str(w, "message"), "canary RackPartition nope"));
+	w->u->canary_partition[0] = '\0';
+	pass(w, &st);
+	assert_non_null(strstr(st.message, "no canaryEligible RackPartition"));
+	api_rack_upgrade_status_clear(&st);
+	/* The first canaryEligible partition is picked when none is named. */
+	w->parts[0]->canary_eligible = true;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_CANARY);
+	api_rack_upgrade_status_clear(&st);
+	world_free(w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_op_upgrade_eval_happy_path),
+	        cmocka_unit_test(test_op_upgrade_eval_gate_failure),
+	        cmocka_unit_test(test_op_upgrade_eval_rejected),
+	        cmocka_unit_test(test_op_upgrade_eval_security),
+	        cmocka_unit_test(test_op_upgrade_eval_window_wait),
+	        cmocka_unit_test(test_op_upgrade_eval_capacity),
+	        cmocka_unit_test(test_op_upgrade_eval_pause),
+	        cmocka_unit_test(test_op_upgrade_eval_abort),
+	        cmocka_unit_test(test_op_upgrade_eval_missing_inputs),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
