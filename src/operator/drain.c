@@ -17,8 +17,8 @@
 #include "drain_int.h"
 
 #define DRAIN_COMP "drain"
-/* Node writes retried after a conflict with a fresh read. */
-#define CORDON_TRIES 5
+/* Writes retried after a conflict, each on a fresh read. */
+#define WRITE_TRIES 5
 
 /* ---- the rules ---- */
 
@@ -201,7 +201,7 @@ static enum nv_err node_cordon(struct kube_client *c, const char *node, const ch
 	const struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
 	enum nv_err rc = NV_E_CONFLICT;
 
-	for (int i = 0; i < CORDON_TRIES && rc == NV_E_CONFLICT; i++) {
+	for (int i = 0; i < WRITE_TRIES && rc == NV_E_CONFLICT; i++) {
 		json_t *n = NULL, *patch;
 		rc = kube_get(c, &KUBE_RES_NODES, NULL, node, &n, st);
 		if (rc == NV_E_NOT_FOUND && !want)
@@ -255,23 +255,36 @@ static enum nv_err pods_on(struct kube_client *c, const char *node, json_t *all,
 	return rc;
 }
 
+/* Writes the checkpoint request with the pod's resourceVersion. On a
+ * conflict (the kubelet or the workload wrote in between) the pod is read
+ * again: a request already there (another pass got in first) is kept. */
 static enum nv_err pod_ask(struct kube_client *c, const struct drain_pod *d,
                            struct kube_status *st)
 {
 	const struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
+	const char *ns = jx_str_or(d->pod, "metadata.namespace", "");
+	const char *name = jx_str_or(d->pod, "metadata.name", "");
 	char when[TIME_RFC3339_LEN];
-	json_t *patch;
-	enum nv_err rc;
+	json_t *cur = json_incref((json_t *)d->pod), *patch;
+	enum nv_err rc = NV_E_CONFLICT;
 
 	time_format_rfc3339(d->deadline_ms, when);
-	/* With the resourceVersion: if the pod changed since it was read (an
-	 * acknowledgement, another request), the next pass decides again. */
-	patch = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "resourceVersion",
-	                  jx_str_or(d->pod, "metadata.resourceVersion", ""), "annotations",
-	                  DRAIN_ANN_CHECKPOINT, when);
-	rc = kube_patch(c, &KUBE_RES_PODS, jx_str_or(d->pod, "metadata.namespace", ""),
-	                jx_str_or(d->pod, "metadata.name", ""), &po, patch, NULL, st);
-	json_decref(patch);
+	for (int i = 0; i < WRITE_TRIES && rc == NV_E_CONFLICT; i++) {
+		if (i > 0) {
+			json_decref(cur);
+			cur = NULL;
+			if ((rc = kube_get(c, &KUBE_RES_PODS, ns, name, &cur, st)) != NV_OK)
+				break;
+			if (annotation(cur, DRAIN_ANN_CHECKPOINT) != NULL)
+				break;
+		}
+		patch = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "resourceVersion",
+		                  jx_str_or(cur, "metadata.resourceVersion", ""), "annotations",
+		                  DRAIN_ANN_CHECKPOINT, when);
+		rc = kube_patch(c, &KUBE_RES_PODS, ns, name, &po, patch, NULL, st);
+		json_decref(patch);
+	}
+	json_decref(cur);
 	return rc;
 }
 
@@ -359,6 +372,11 @@ static void act_evict(struct kube_client *c, struct pass *ps, const struct drain
 {
 	struct kube_status one;
 	enum nv_err rc = pod_evict(c, d, force, &one);
+	const char *causes = one.causes;
+
+	/* Causes without a field ("-: ...") read better without the mark. */
+	if (strncmp(causes, "-: ", 3) == 0)
+		causes += 3;
 
 	if (rc == NV_OK) {
 		ps->res->evicted++;
@@ -374,10 +392,12 @@ static void act_evict(struct kube_client *c, struct pass *ps, const struct drain
 		ps->recheck = true; /* gone, or replaced by a new pod of that name */
 	} else if (rc == NV_E_THROTTLED) {
 		ps->res->pods++;
+		/* The causes carry the budget's name and its arithmetic. */
 		if (ps->res->blocked++ == 0 &&
 		    snprintf(ps->refusal, sizeof(ps->refusal),
-		             "pod %s: eviction refused by a PodDisruptionBudget: %s", d->key,
-		             one.message[0] ? one.message : "429 Too Many Requests") < 0)
+		             "pod %s: eviction refused by a PodDisruptionBudget: %s%s%s%s", d->key,
+		             one.message[0] ? one.message : "429 Too Many Requests",
+		             causes[0] ? " (" : "", causes, causes[0] ? ")" : "") < 0)
 			ps->refusal[0] = '\0';
 		if (one.retry_after_s > ps->retry_after_s)
 			ps->retry_after_s = one.retry_after_s;
