@@ -104,6 +104,7 @@ for t in $(seq 1 18); do
 		--modprobe "$sim/bin/modprobe" --modinfo "$sim/bin/modinfo" \
 		--imex-bin "$sim/bin/nvidia-imex" --imex-ctl "$sim/bin/nvidia-imex-ctl" \
 		--installer-arg "$sim/bin/nvl72-sim-installer" --installer-arg '{version}' \
+		--validation-command "$sim/bin/nvl72-sim-validate" \
 		>"$dir/logs/agent-$t.log" 2>&1 &
 	pids+=($!)
 done

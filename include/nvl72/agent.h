@@ -45,6 +45,7 @@ struct agent_config {
 	char *state_dir;
 	char *installer[AGENT_INSTALLER_ARGS_MAX + 1]; /* NULL-terminated */
 	size_t n_installer;
+	char *validation_cmd; /* "" (none) or the validation command */
 	int64_t tool_timeout_ms;
 	int64_t install_timeout_ms;
 	int64_t resync_ms;
@@ -105,6 +106,8 @@ struct agent_spec {
 	char maint_state[16]; /* "None" when absent */
 	bool has_upgrade_step;
 	int upgrade_step;
+	bool has_validation;
+	struct agent_val_request validation;
 };
 
 /* Reads what the agent needs from a ComputeTray; node_ip is this tray's
@@ -145,6 +148,7 @@ struct agent_report {
 	char fm_why[AGENT_ERRMSG_LEN];
 	bool fm_masked;
 	const char *lease; /* "ns/name" of the heartbeat */
+	struct agent_val_result validation; /* phase NONE: no run recorded */
 };
 
 /* The whole status object for rep, merged with old (the stored status, may
@@ -152,6 +156,9 @@ struct agent_report {
  * flips, lastError keeps its time while it stays the same error. No
  * heartbeatTime: the caller stamps it on write. New reference. */
 json_t *agent_status_build(const struct agent_report *rep, const json_t *old, int64_t now_ms);
+/* status.validation of a stored status (may be NULL) as the agent's
+ * record; phase NONE when absent or unreadable. */
+void agent_validation_from_status(const json_t *status, struct agent_val_result *out);
 /* Whether a and b differ in anything but heartbeatTime. */
 bool agent_status_differs(const json_t *a, const json_t *b);
 

@@ -270,6 +270,7 @@ struct agent_host_cfg {
 	const char *imex_dir;        /* in host root; default "/etc/nvidia-imex" */
 	const char *state_dir;       /* in host root; default "/run/nvl72-agent" */
 	const char *const *installer; /* argv; "{version}" is replaced; NULL: none */
+	const char *validation_cmd;  /* validation command; NULL or "": none */
 	int64_t tool_timeout_ms;     /* systemctl, modprobe, imex-ctl; default 5000 */
 	int64_t install_timeout_ms;  /* default 30 min */
 };
@@ -279,6 +280,8 @@ struct agent_host {
 	const struct agent_host_ops *ops;
 	void *nvml;                  /* the real backend's NVML state */
 	char err[AGENT_ERRMSG_LEN];  /* the last failure, for conditions */
+	pid_t val_pid;               /* the validation run this process started, 0: none */
+	int64_t val_deadline_ms;     /* its deadline on the monotonic clock */
 };
 
 /* Copies cfg (strings are borrowed and must outlive h) filling defaults. */
@@ -411,6 +414,75 @@ struct agent_drv_step {
  * counts. Call again until finished; safe to resume after kill -9. */
 enum nv_err agent_host_driver_step(struct agent_host *h, const char *target,
 				   enum agent_imex_mode imex_mode, struct agent_drv_step *out);
+
+/* ---- validation runs ---- */
+
+/* The output contract of a validation command: a line `busbw_gbps=<number>`
+ * (the all-reduce bus bandwidth in GB/s, as nccl-tests reports busbw) and
+ * optionally `transport=<name>`; nccl-tests' own summary line
+ * `# Avg bus bandwidth    : 812.34` is accepted too, so the real tool works
+ * behind a thin wrapper. Everything else is ignored. */
+#define AGENT_VALIDATION_ID_LEN 64
+#define AGENT_VALIDATION_ARGS_MAX 16
+#define AGENT_VALIDATION_ARG_LEN 256
+#define AGENT_VALIDATION_TRANSPORT_LEN 32
+#define AGENT_VALIDATION_OUTPUT_MAX (256 * 1024) /* more kills the run */
+#define AGENT_VALIDATION_BUSBW_MAX 100000.0
+
+enum agent_val_phase {
+	AGENT_VAL_NONE = 0, /* no run recorded */
+	AGENT_VAL_RUNNING,
+	AGENT_VAL_SUCCEEDED,
+	AGENT_VAL_FAILED,
+};
+const char *agent_val_phase_name(enum agent_val_phase p);
+
+/* What spec.validation asks for. */
+struct agent_val_request {
+	char id[AGENT_VALIDATION_ID_LEN];
+	int64_t timeout_ms;
+	size_t n_args;
+	char args[AGENT_VALIDATION_ARGS_MAX][AGENT_VALIDATION_ARG_LEN];
+};
+
+/* One run as status.validation reports it. */
+struct agent_val_result {
+	char id[AGENT_VALIDATION_ID_LEN];
+	enum agent_val_phase phase;
+	bool has_busbw;
+	double busbw_gbps;                /* rounded to 0.01 */
+	char transport[AGENT_VALIDATION_TRANSPORT_LEN];
+	int64_t start_ms;                 /* wall clock; 0: unknown */
+	int64_t end_ms;                   /* wall clock; 0: still running */
+	char message[AGENT_ERRMSG_LEN];
+};
+
+/* Parses a validation command's output (see the contract above). A
+ * busbw_gbps line wins over the nccl-tests summary; the last of each kind
+ * counts. NV_E_PARSE with why filled when no figure is there or a figure,
+ * a transport or the bytes themselves (a NUL) are not what the contract
+ * says; nccl-tests' "# Out of bounds values : N FAILED" is an error too. */
+enum nv_err agent_validation_output_parse(const char *text, size_t len, double *busbw_gbps,
+					  char *transport, size_t transportsz, char *why,
+					  size_t whysz);
+
+/* The record of the last run in the state dir (`validation.state`:
+ * key=value lines, with the pid and start time of a run in flight). */
+enum nv_err agent_validation_state_parse(const char *text, size_t len,
+					 struct agent_val_result *out, long long *pid,
+					 unsigned long long *pid_start);
+
+/* One step of validation runs, decided from the state file: finishes or
+ * times out the run this process started, reports a run left by a killed
+ * agent as Failed ("agent restarted during the run") and kills what is left
+ * of it, and starts req when its id is not the recorded one (req NULL:
+ * start nothing). reported (may be NULL) is the tray's stored
+ * status.validation, adopted when the state file is gone (a reboot wipes
+ * /run) so that a finished id is never run again. *out is the record after
+ * the step; phase NONE when there is none. */
+enum nv_err agent_host_validation_step(struct agent_host *h, const struct agent_val_request *req,
+				       const struct agent_val_result *reported,
+				       struct agent_val_result *out);
 
 /* ---- one observation of the whole host ---- */
 

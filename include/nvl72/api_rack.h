@@ -168,6 +168,8 @@ enum api_maint_state {
 
 #define API_DRIVER_PARAMS_MAX 32
 #define API_IMEX_CHANNEL_IDS_MAX 64
+#define API_VALIDATION_ARGS_MAX 16
+#define API_VALIDATION_TIMEOUT_DEFAULT_S 600
 
 struct api_driver_param {
 	char key[72];
@@ -201,6 +203,12 @@ struct api_compute_tray {
 	char maint_upgrade[64];
 	int maint_step;
 	uint32_t maint_components; /* MATRIX_BIT set */
+	/* spec.validation: a new id asks the agent for a new validation run. */
+	bool has_validation;
+	char validation_id[64];
+	int validation_timeout_s; /* 10..86400, default 600 */
+	unsigned nvalidation_args;
+	char validation_args[API_VALIDATION_ARGS_MAX][256];
 };
 
 enum nv_err api_compute_tray_parse(const json_t *obj,
@@ -225,6 +233,34 @@ struct api_gpu_status {
 	int tray_index;
 	char chassis_serial[33];
 };
+
+enum api_validation_phase {
+	API_VALIDATION_NONE = 0, /* no status.validation */
+	API_VALIDATION_RUNNING,
+	API_VALIDATION_SUCCEEDED,
+	API_VALIDATION_FAILED,
+};
+
+/* status.validation: the agent's record of the run of one id. */
+struct api_tray_validation {
+	char id[64];
+	enum api_validation_phase phase;
+	bool has_busbw;
+	double busbw_gbps; /* all-reduce bus bandwidth, GB/s as nccl-tests reports busbw */
+	char transport[32];
+	int64_t start_ms;      /* 0: unknown */
+	int64_t completion_ms; /* 0: not finished */
+	char message[1025];
+};
+
+const char *api_validation_phase_name(enum api_validation_phase p);
+/* Reads status.validation of a ComputeTray object (the whole object, as
+ * from the cache). NV_OK with phase NONE when there is none;
+ * NV_E_INVALID_OBJECT with errs filled when it is malformed. For the
+ * upgrade gate: a run counts when id is the one asked for and phase is
+ * Succeeded; compare busbw_gbps with the matrix's floor. */
+enum nv_err api_tray_validation_parse(const json_t *tray, struct api_tray_validation *out,
+				      struct api_errors *errs);
 
 struct api_compute_tray_status {
 	int64_t observed_generation;
@@ -258,6 +294,7 @@ struct api_compute_tray_status {
 	int64_t last_error_ms;
 	char last_error_reason[65];
 	char last_error_message[4097];
+	struct api_tray_validation validation; /* phase NONE: omitted */
 	unsigned nconditions;
 	struct api_condition conditions[API_CONDITIONS_MAX];
 };

@@ -25,6 +25,7 @@
 #define STEP_REQUEUE_MS 300    /* between driver steps */
 #define SETTLE_REQUEUE_MS 2000 /* while something is not Ready yet */
 #define TRAY_POLL_MS 2000
+#define VALIDATION_POLL_MS 1000 /* while a validation run is in flight */
 
 static const struct kube_res RES_TRAYS = {"nvl72.io", "v1alpha1", "computetrays", "ComputeTray",
 					  false};
@@ -482,6 +483,29 @@ static void pass_imex(struct agent *a, const json_t *tray, struct pass *p)
 	channels_scan(a, p);
 }
 
+/* Validation runs: one per new spec.validation.id, never while a driver
+ * change is in flight (the GPUs come and go). The run itself is detached;
+ * this only starts, polls and records it. */
+static void pass_validation(struct agent *a, const json_t *tray, struct pass *p)
+{
+	struct agent_val_result reported, *v = &p->rep.validation;
+	enum agent_val_phase before;
+	const struct agent_val_request *req =
+		p->spec.has_validation && !p->rep.drv.active ? &p->spec.validation : NULL;
+
+	agent_validation_from_status(jx_path(tray, "status"), &reported);
+	before = reported.phase;
+	(void)agent_host_validation_step(&a->host, req, &reported, v);
+	if (v->phase == before && strcmp(v->id, reported.id) == 0)
+		return;
+	if (v->phase == AGENT_VAL_SUCCEEDED)
+		kube_recorder_eventf(a->rec, tray, "Normal", "ValidationSucceeded", "Validate",
+				     "%s: %s", v->id, v->message);
+	else if (v->phase == AGENT_VAL_FAILED)
+		kube_recorder_eventf(a->rec, tray, "Warning", "ValidationFailed", "Validate",
+				     "%s: %s", v->id, v->message);
+}
+
 static void observe(struct agent *a, struct pass *p)
 {
 	int64_t t0 = time_mono_ms();
@@ -576,6 +600,7 @@ static struct kube_result reconcile(void *ud, const char *key)
 	observe(a, p);
 	drv_busy = pass_driver(a, tray, p);
 	pass_imex(a, tray, p);
+	pass_validation(a, tray, p);
 	if (p->host_changed) {
 		char ondisk[AGENT_VERSION_LEN];
 		memcpy(ondisk, p->rep.ondisk, sizeof(ondisk));
@@ -587,6 +612,9 @@ static struct kube_result reconcile(void *ud, const char *key)
 	if (drv_busy && !p->rep.drv.waiting_maintenance &&
 	    p->rep.drv.phase != AGENT_DRV_REBOOT_REQUIRED && p->rep.drv.phase != AGENT_DRV_FAILED)
 		res.requeue_after_ms = STEP_REQUEUE_MS;
+	else if (p->rep.validation.phase == AGENT_VAL_RUNNING &&
+		 a->cfg->resync_ms > VALIDATION_POLL_MS)
+		res.requeue_after_ms = VALIDATION_POLL_MS;
 	else if (!all_ready(p) && a->cfg->resync_ms > SETTLE_REQUEUE_MS)
 		res.requeue_after_ms = SETTLE_REQUEUE_MS;
 	(void)metrics_counter_inc(a->m.reconciles,
@@ -689,6 +717,7 @@ enum nv_err agent_new(const struct agent_config *cfg, struct kube_client *client
 	hc.imex_dir = cfg->imex_dir;
 	hc.state_dir = cfg->state_dir;
 	hc.installer = cfg->n_installer ? (const char *const *)cfg->installer : NULL;
+	hc.validation_cmd = cfg->validation_cmd;
 	hc.tool_timeout_ms = cfg->tool_timeout_ms;
 	hc.install_timeout_ms = cfg->install_timeout_ms;
 	agent_host_init(&a->host, &hc, NULL);

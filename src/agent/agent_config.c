@@ -65,12 +65,18 @@ static const struct opt opts[] = {
 	{"imex-dir", OPT_STR, "/etc/nvidia-imex", 0, 0, NULL, NULL,
 	 "IMEX configuration folder on the host (under --host-root)", S(imex_dir)},
 	{"state-dir", OPT_STR, "/run/nvl72-agent", 0, 0, NULL, NULL,
-	 "the agent's state on the host (under --host-root): daemon and installer pid files",
+	 "the agent's state on the host (under --host-root): daemon and installer pid files, "
+	 "the record of the last validation run",
 	 S(state_dir)},
 	{"installer-arg", OPT_LIST, "", 0, 0, NULL, NULL,
 	 "one argument of the driver installer command, repeated in order; {version} is "
 	 "replaced by the target; none: the agent never installs a driver",
 	 0},
+	{"validation-command", OPT_STR, "", 0, 0, NULL, NULL,
+	 "validation command run once per new spec.validation.id, with spec.validation.args as "
+	 "its arguments; it prints a line busbw_gbps=GBPS (or nccl-tests' \"# Avg bus bandwidth\" "
+	 "line) and optionally transport=NAME; empty: every run is reported Failed",
+	 S(validation_cmd)},
 	{"tool-timeout", OPT_DURATION, "5s", MS(100), SEC(600), NULL, NULL,
 	 "deadline of one host tool run (systemctl, modprobe, nvidia-imex-ctl)",
 	 S(tool_timeout_ms)},

@@ -5,6 +5,7 @@
 // changed is built byte for byte the same and is never written again.
 #include "nvl72/agent.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,6 +87,50 @@ static enum nv_err imex_parse(const json_t *im, const char *node_ip, struct agen
 	return NV_OK;
 }
 
+/* spec.validation: {id, timeoutSeconds, args}. The CRD bounds it already;
+ * a spec the agent cannot act on starts no run. */
+static enum nv_err validation_parse(const json_t *v, struct agent_spec *s, char *err,
+				    size_t errsz)
+{
+	struct agent_val_request *r = &s->validation;
+	const char *id = jx_str_or(v, "id", "");
+	json_t *args = jx_path(v, "args"), *a;
+	int64_t timeout_s = 600;
+	size_t i;
+
+	memset(r, 0, sizeof(*r));
+	if (id[0] == '\0' || strlen(id) >= sizeof(r->id)) {
+		snprintf(err, errsz, "spec.validation.id: expected 1 to %d characters",
+			 AGENT_VALIDATION_ID_LEN - 1);
+		return NV_E_INVALID_OBJECT;
+	}
+	if (jx_path(v, "timeoutSeconds") != NULL &&
+	    jx_get_int(v, "timeoutSeconds", 10, 86400, &timeout_s, NULL) != NV_OK) {
+		snprintf(err, errsz, "spec.validation.timeoutSeconds: expected 10 to 86400");
+		return NV_E_INVALID_OBJECT;
+	}
+	if (args != NULL && (!json_is_array(args) ||
+			     json_array_size(args) > AGENT_VALIDATION_ARGS_MAX)) {
+		snprintf(err, errsz, "spec.validation.args: expected at most %d strings",
+			 AGENT_VALIDATION_ARGS_MAX);
+		return NV_E_INVALID_OBJECT;
+	}
+	json_array_foreach(args, i, a)
+	{
+		if (!json_is_string(a) || json_string_length(a) >= AGENT_VALIDATION_ARG_LEN ||
+		    strlen(json_string_value(a)) != json_string_length(a)) {
+			snprintf(err, errsz, "spec.validation.args[%zu]: not a string below %d bytes",
+				 i, AGENT_VALIDATION_ARG_LEN);
+			return NV_E_INVALID_OBJECT;
+		}
+		str_copy(r->args[r->n_args++], AGENT_VALIDATION_ARG_LEN, json_string_value(a));
+	}
+	str_copy(r->id, sizeof(r->id), id);
+	r->timeout_ms = timeout_s * 1000;
+	s->has_validation = true;
+	return NV_OK;
+}
+
 enum nv_err agent_spec_parse(const json_t *tray, const char *node_ip, struct agent_spec *out,
 			     char *err, size_t errsz)
 {
@@ -122,6 +167,14 @@ enum nv_err agent_spec_parse(const json_t *tray, const char *node_ip, struct age
 						 "Reboot") == 0
 						  ? AGENT_ACTIVATE_REBOOT
 						  : AGENT_ACTIVATE_RELOAD;
+		}
+	}
+	if (json_is_object(jx_path(spec, "validation"))) {
+		char verr[256];
+		if (validation_parse(jx_path(spec, "validation"), out, verr, sizeof(verr)) != NV_OK) {
+			if (err[0] == '\0')
+				str_copy(err, errsz, verr);
+			rc = NV_E_INVALID_OBJECT;
 		}
 	}
 	if (json_is_object(im) && imex_parse(im, node_ip, out, err, errsz) != NV_OK) {
@@ -678,6 +731,67 @@ static json_t *maintenance_json(const struct agent_report *r)
 	return o;
 }
 
+/* A figure the apiserver hands back as an integer must be built as one, or
+ * the stored and the built status would never compare equal. */
+static json_t *number_json(double v)
+{
+	if (v == floor(v) && fabs(v) < 1e15)
+		return json_integer((json_int_t)v);
+	return json_real(v);
+}
+
+static json_t *validation_json(const struct agent_val_result *v)
+{
+	json_t *o = json_object();
+	char ts[TIME_RFC3339_LEN];
+
+	set_str(o, "id", v->id);
+	set_str(o, "phase", agent_val_phase_name(v->phase));
+	if (v->has_busbw)
+		json_object_set_new(o, "busBandwidthGbps", number_json(v->busbw_gbps));
+	set_str(o, "transport", v->transport);
+	if (v->start_ms > 0) {
+		time_format_rfc3339(v->start_ms, ts);
+		set_str(o, "startTime", ts);
+	}
+	if (v->end_ms > 0 && v->phase != AGENT_VAL_RUNNING) {
+		time_format_rfc3339(v->end_ms, ts);
+		set_str(o, "completionTime", ts);
+	}
+	set_str(o, "message", v->message);
+	return o;
+}
+
+void agent_validation_from_status(const json_t *status, struct agent_val_result *out)
+{
+	const json_t *v = jx_path(status, "validation");
+	const json_t *bw = jx_path(v, "busBandwidthGbps");
+	const char *phase = jx_str_or(v, "phase", "");
+
+	memset(out, 0, sizeof(*out));
+	if (!json_is_object(v) ||
+	    str_copy(out->id, sizeof(out->id), jx_str_or(v, "id", "")) != NV_OK ||
+	    out->id[0] == '\0')
+		goto none;
+	for (int p = AGENT_VAL_RUNNING; p <= AGENT_VAL_FAILED; p++)
+		if (strcmp(phase, agent_val_phase_name((enum agent_val_phase)p)) == 0)
+			out->phase = (enum agent_val_phase)p;
+	if (out->phase == AGENT_VAL_NONE)
+		goto none;
+	if (json_is_number(bw) && json_number_value(bw) >= 0 &&
+	    json_number_value(bw) <= AGENT_VALIDATION_BUSBW_MAX) {
+		out->has_busbw = true;
+		out->busbw_gbps = json_number_value(bw);
+	}
+	(void)str_copy(out->transport, sizeof(out->transport), jx_str_or(v, "transport", ""));
+	(void)time_parse_rfc3339(jx_str_or(v, "startTime", ""), &out->start_ms);
+	(void)time_parse_rfc3339(jx_str_or(v, "completionTime", ""), &out->end_ms);
+	(void)str_copy(out->message, sizeof(out->message), jx_str_or(v, "message", ""));
+	return;
+none:
+	memset(out, 0, sizeof(*out));
+}
+
 json_t *agent_status_build(const struct agent_report *r, const json_t *old, int64_t now_ms)
 {
 	json_t *o = json_object(), *gpus = json_array(), *fm = json_object(), *le;
@@ -693,6 +807,8 @@ json_t *agent_status_build(const struct agent_report *r, const json_t *old, int6
 	set_str(fm, "state", fm_state_name(r));
 	json_object_set_new(o, "hostFabricManager", fm);
 	json_object_set_new(o, "maintenance", maintenance_json(r));
+	if (r->validation.phase != AGENT_VAL_NONE)
+		json_object_set_new(o, "validation", validation_json(&r->validation));
 	le = last_error_json(r, old, now_ms);
 	if (le != NULL)
 		json_object_set_new(o, "lastError", le);

@@ -159,6 +159,20 @@ static json_t *tray_driver_to_json(const struct api_compute_tray_status *s)
 	return o;
 }
 
+static json_t *tray_validation_to_json(const struct api_tray_validation *v)
+{
+	json_t *o = json_object();
+	api_json_set_str(o, "id", v->id);
+	json_object_set_new(o, "phase", json_string(api_validation_phase_name(v->phase)));
+	if (v->has_busbw)
+		json_object_set_new(o, "busBandwidthGbps", json_real(v->busbw_gbps));
+	api_json_set_str(o, "transport", v->transport);
+	api_json_set_time(o, "startTime", v->start_ms);
+	api_json_set_time(o, "completionTime", v->completion_ms);
+	api_json_set_str(o, "message", v->message);
+	return o;
+}
+
 json_t *api_compute_tray_status_to_json(const struct api_compute_tray_status *s)
 {
 	json_t *o = json_object();
@@ -195,6 +209,8 @@ json_t *api_compute_tray_status_to_json(const struct api_compute_tray_status *s)
 		api_json_set_str(e, "message", s->last_error_message);
 		json_object_set_new(o, "lastError", e);
 	}
+	if (s->validation.phase != API_VALIDATION_NONE)
+		json_object_set_new(o, "validation", tray_validation_to_json(&s->validation));
 	json_object_set_new(o, "conditions",
 			    api_conditions_to_json(s->conditions, s->nconditions));
 	return o;

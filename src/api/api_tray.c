@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // ComputeTray: the spec the operator writes for one compute tray (driver,
-// IMEX configuration, maintenance state) as the agent reads it. The agent
-// acts on nothing that does not pass these checks.
+// IMEX configuration, maintenance state, validation runs) as the agent reads
+// it, and the validation record the agent writes back. The agent acts on
+// nothing that does not pass these checks.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,6 +187,30 @@ static void maintenance_parse(struct api_ctx *c, const json_t *js,
 	}
 }
 
+static void validation_parse(struct api_ctx *c, const json_t *js,
+			     struct api_compute_tray *t)
+{
+	const json_t *args = NULL;
+	int64_t v = 0;
+	t->has_validation = true;
+	(void)api_get_string(c, js, "id", true, 1, 63, API_S_TENANT, t->validation_id,
+			     sizeof(t->validation_id));
+	if (api_get_int(c, js, "timeoutSeconds", false, 10, 86400, &v))
+		t->validation_timeout_s = (int)v;
+	if (!api_get_array(c, js, "args", false, 0, API_VALIDATION_ARGS_MAX, &args))
+		return;
+	size_t old = api_path_push(c, "args");
+	for (size_t i = 0; i < json_array_size(args); i++) {
+		size_t o2 = api_path_push_index(c, i);
+		if (api_check_string(c, json_array_get(args, i), 0, 255, API_S_ANY,
+				     t->validation_args[t->nvalidation_args],
+				     sizeof(t->validation_args[0])))
+			t->nvalidation_args++;
+		api_path_pop(c, o2);
+	}
+	api_path_pop(c, old);
+}
+
 static void spec_parse(struct api_ctx *c, const json_t *spec,
 		       struct api_compute_tray *t)
 {
@@ -212,6 +237,11 @@ static void spec_parse(struct api_ctx *c, const json_t *spec,
 		maintenance_parse(c, o, t);
 		api_path_pop(c, old);
 	}
+	if (api_get_object(c, spec, "validation", false, &o)) {
+		size_t old = api_path_push(c, "validation");
+		validation_parse(c, o, t);
+		api_path_pop(c, old);
+	}
 }
 
 enum nv_err api_compute_tray_parse(const json_t *obj,
@@ -224,6 +254,7 @@ enum nv_err api_compute_tray_parse(const json_t *obj,
 	t->imex_port = 50000;
 	t->imex_command_port = 50005;
 	t->channel_count = 2048;
+	t->validation_timeout_s = API_VALIDATION_TIMEOUT_DEFAULT_S;
 	api_ctx_init(&c, errs);
 	const json_t *spec = api_envelope(&c, obj, "ComputeTray", false, &t->meta, &meta_ok);
 	if (!spec)
@@ -249,4 +280,59 @@ out:
 void api_compute_tray_free(struct api_compute_tray *t)
 {
 	free(t);
+}
+
+static const char *const validation_phases[] = {"None", "Running", "Succeeded", "Failed"};
+
+const char *api_validation_phase_name(enum api_validation_phase p)
+{
+	if ((unsigned)p >= sizeof(validation_phases) / sizeof(validation_phases[0]))
+		return "None";
+	return validation_phases[p];
+}
+
+enum nv_err api_tray_validation_parse(const json_t *tray, struct api_tray_validation *out,
+				      struct api_errors *errs)
+{
+	struct api_tray_validation v;
+	struct api_ctx c;
+	const json_t *status = json_object_get(tray, "status");
+	const json_t *js = NULL, *bw = NULL;
+	int e = 0;
+
+	memset(&v, 0, sizeof(v));
+	api_ctx_init(&c, errs);
+	if (!json_is_object(status) || json_object_get(status, "validation") == NULL) {
+		*out = v;
+		return NV_OK;
+	}
+	size_t old = api_path_push(&c, "status");
+	if (api_get_object(&c, status, "validation", true, &js)) {
+		size_t o2 = api_path_push(&c, "validation");
+		(void)api_get_string(&c, js, "id", true, 1, 63, API_S_ANY, v.id, sizeof(v.id));
+		if (api_get_enum(&c, js, "phase", true, validation_phases + 1, 3, &e))
+			v.phase = (enum api_validation_phase)(e + 1);
+		bw = json_object_get(js, "busBandwidthGbps");
+		if (bw != NULL) {
+			if (!json_is_number(bw) || json_number_value(bw) < 0 ||
+			    json_number_value(bw) > 100000)
+				api_fail_at(&c, "busBandwidthGbps", "must be a number from 0 to 100000");
+			else {
+				v.has_busbw = true;
+				v.busbw_gbps = json_number_value(bw);
+			}
+		}
+		(void)api_get_string(&c, js, "transport", false, 0, 31, API_S_ANY, v.transport,
+				     sizeof(v.transport));
+		(void)api_get_time(&c, js, "startTime", false, &v.start_ms);
+		(void)api_get_time(&c, js, "completionTime", false, &v.completion_ms);
+		(void)api_get_string(&c, js, "message", false, 0, 1024, API_S_ANY, v.message,
+				     sizeof(v.message));
+		api_path_pop(&c, o2);
+	}
+	api_path_pop(&c, old);
+	if (api_ctx_failed(&c))
+		return NV_E_INVALID_OBJECT;
+	*out = v;
+	return NV_OK;
 }

@@ -96,6 +96,7 @@ start_agent() { # start_agent TRAY
 		--modprobe "$sim/bin/modprobe" --modinfo "$sim/bin/modinfo" \
 		--imex-bin "$sim/bin/nvidia-imex" --imex-ctl "$sim/bin/nvidia-imex-ctl" \
 		--installer-arg "$sim/bin/nvl72-sim-installer" --installer-arg '{version}' \
+		--validation-command "$sim/bin/nvl72-sim-validate" \
 		--tool-timeout 1s --resync-period 3s --heartbeat-period 2s --lease-duration 10s \
 		--metrics-bind-address "$(ip "$t"):$mport" >>"$work/agent-$t.log" 2>&1 &
 	apid[$t]=$!

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The simulator's host tools in one program, chosen by the name it is run
 // as: modprobe and modinfo over the sim host's module files, systemctl over
-// per-unit state files, and nvl72-sim-installer, which puts a driver version
-// "on disk" (slowly, or failing, when the tray's state says so).
+// per-unit state files, nvl72-sim-installer, which puts a driver version
+// "on disk" (slowly, or failing, when the tray's state says so), and
+// nvl72-sim-validate, which stands in for an NCCL all-reduce run and prints
+// the bus bandwidth the tray's state file holds.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -157,6 +159,54 @@ static int installer_main(int argc, char **argv)
 	}
 	n = snprintf(line, sizeof(line), "%s\n", argv[1]);
 	return at(p, "%s", "driver/ondisk") && sim_write(p, line, (size_t)n) ? 0 : 1;
+}
+
+/* The validation run: `validation` (key=value: busbw_gbps, transport,
+ * delay_ms, format=contract|nccl) decides what it prints; every run is
+ * appended to validation.runs so that tests can count them. */
+static int validate_main(int argc, char **argv)
+{
+	char p[SIM_PATH_MAX], line[512], bw[32] = "900", tr[32] = "NVLink", fmt[16] = "contract";
+	char v[32];
+	unsigned long delay = 0;
+	size_t n;
+	int fd;
+
+	if (!at(p, "%s", "validation.runs"))
+		return 2;
+	n = (size_t)snprintf(line, sizeof(line), "run %d", (int)getpid());
+	for (int i = 1; i < argc && n < sizeof(line) - 2; i++)
+		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s", argv[i]);
+	if (n > sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, line, n) != (ssize_t)n)
+		return 2;
+	close(fd);
+	if (at(p, "%s", "validation")) {
+		(void)sim_kv_get(p, "busbw_gbps", bw, sizeof(bw));
+		(void)sim_kv_get(p, "transport", tr, sizeof(tr));
+		(void)sim_kv_get(p, "format", fmt, sizeof(fmt));
+		if (sim_kv_get(p, "delay_ms", v, sizeof(v)))
+			(void)sim_parse_ul(v, 600000, &delay);
+	}
+	printf("# nvl72-sim-validate: all_reduce across the partition\n");
+	fflush(stdout);
+	sleep_ms(delay);
+	if (fault("validation_fail")) {
+		fprintf(stderr, "NCCL WARN NET/IB : Got completion with error 12\n");
+		return 1;
+	}
+	if (fault("validation_garbage")) {
+		printf("\x01\x7f busbw_gbps=lots\n");
+		return 0;
+	}
+	if (strcmp(fmt, "nccl") == 0)
+		printf("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %s \n#\n", bw);
+	else
+		printf("busbw_gbps=%s\ntransport=%s\n", bw, tr);
+	return 0;
 }
 
 /* The simulated host unit of IMEX runs the fake daemon next to us. */
@@ -322,6 +372,8 @@ int main(int argc, char **argv)
 		return systemctl_main(argc, argv);
 	if (strcmp(name, "nvl72-sim-installer") == 0)
 		return installer_main(argc, argv);
+	if (strcmp(name, "nvl72-sim-validate") == 0)
+		return validate_main(argc, argv);
 	fprintf(stderr, "%s: unknown simulated tool\n", name);
 	return 2;
 }

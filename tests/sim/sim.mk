@@ -6,7 +6,7 @@
 
 SIM_DIR := $(BUILD)/sim
 SIM_LIB := $(SIM_DIR)/lib/libnvidia-ml.so.1
-SIM_TOOL_NAMES := modprobe modinfo systemctl nvl72-sim-installer
+SIM_TOOL_NAMES := modprobe modinfo systemctl nvl72-sim-installer nvl72-sim-validate
 SIM_TOOLS := $(addprefix $(SIM_DIR)/bin/,$(SIM_TOOL_NAMES))
 SIM_BINS := $(addprefix $(SIM_DIR)/bin/,nvidia-imex nvidia-imex-ctl simctl hostprobe \
 	fake-host-tool) $(SIM_TOOLS)

@@ -23,10 +23,15 @@ static int usage(void)
 		"       simctl gpu TRAYDIR IDX|all KEY=VALUE...   (state status clique cluster\n"
 		"                       health_mask summary fabric_error ...)\n"
 		"       simctl fault TRAYDIR NAME on|off   (imex_ctl_hang imex_ctl_garbage\n"
-		"                       installer_fail nvml_init_fail driver_in_use)\n"
+		"                       installer_fail nvml_init_fail driver_in_use\n"
+		"                       validation_fail validation_garbage)\n"
 		"       simctl in-use TRAYDIR REFCNT        (users of nvidia_uvm)\n"
 		"       simctl installer-delay TRAYDIR MS\n"
-		"       simctl imex-kill TRAYDIR\n");
+		"       simctl imex-kill TRAYDIR\n"
+		"       simctl busbw TRAYDIR|RACKDIR GBPS   (what the validation run reports;\n"
+		"                       a rack folder sets every tray)\n"
+		"       simctl validation TRAYDIR KEY=VALUE...   (busbw_gbps transport\n"
+		"                       delay_ms format=contract|nccl)\n");
 	return 2;
 }
 
@@ -183,6 +188,65 @@ static int imex_kill(const char *dir)
 	return kill((pid_t)pid, SIGKILL) == 0 ? 0 : 1;
 }
 
+static int validation_set(const char *dir, int argc, char **argv)
+{
+	char p[SIM_PATH_MAX];
+
+	if (!sim_path(p, sizeof(p), dir, "validation"))
+		return 1;
+	for (int i = 0; i < argc; i++) {
+		char kv[128], *eq;
+		snprintf(kv, sizeof(kv), "%s", argv[i]);
+		eq = strchr(kv, '=');
+		if (eq == NULL || eq == kv || strchr(eq + 1, '\n') != NULL)
+			return usage();
+		*eq = '\0';
+		if (!sim_kv_set(p, kv, eq + 1))
+			return 1;
+	}
+	return 0;
+}
+
+/* "812.5": digits and at most one dot, as the validation contract allows. */
+static bool gbps_ok(const char *s)
+{
+	size_t dots = 0, digits = 0;
+
+	for (const char *c = s; *c != '\0'; c++) {
+		if (*c == '.')
+			dots++;
+		else if (*c >= '0' && *c <= '9')
+			digits++;
+		else
+			return false;
+	}
+	return digits > 0 && digits <= 9 && dots <= 1 && s[0] != '.';
+}
+
+/* A tray folder (it has tray.env), or a rack folder: every tray-NN in it. */
+static int busbw_set(const char *dir, const char *gbps)
+{
+	char p[SIM_PATH_MAX], kv[64], name[16];
+	char *args[1] = {kv};
+	int set = 0;
+
+	if (!gbps_ok(gbps))
+		return usage();
+	snprintf(kv, sizeof(kv), "busbw_gbps=%s", gbps);
+	if (sim_path(p, sizeof(p), dir, "tray.env") && sim_exists(p))
+		return validation_set(dir, 1, args);
+	for (int t = 1; t <= TRAYS_MAX; t++) {
+		char tray[SIM_PATH_MAX];
+		snprintf(name, sizeof(name), "tray-%02d", t);
+		if (!sim_path(tray, sizeof(tray), dir, name) || !sim_exists(tray))
+			continue;
+		if (validation_set(tray, 1, args) != 0)
+			return 1;
+		set++;
+	}
+	return set > 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	char text[64];
@@ -206,5 +270,9 @@ int main(int argc, char **argv)
 	}
 	if (argc == 3 && strcmp(argv[1], "imex-kill") == 0)
 		return imex_kill(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "busbw") == 0)
+		return busbw_set(argv[2], argv[3]);
+	if (argc >= 4 && strcmp(argv[1], "validation") == 0)
+		return validation_set(argv[2], argc - 3, argv + 3);
 	return usage();
 }

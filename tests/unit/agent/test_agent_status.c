@@ -370,6 +370,80 @@ static void test_agent_status_build_driver_change(void **state)
 	fixture_free(f);
 }
 
+static void test_agent_spec_parse_validation(void **state)
+{
+	struct fixture *f = fixture_new(",\"validation\":{\"id\":\"c-1\",\"timeoutSeconds\":60,"
+					"\"args\":[\"-b\",\"8G\"]}");
+
+	(void)state;
+	assert_true(f->spec.has_validation);
+	assert_string_equal(f->spec.validation.id, "c-1");
+	assert_int_equal(f->spec.validation.timeout_ms, 60000);
+	assert_int_equal(f->spec.validation.n_args, 2);
+	assert_string_equal(f->spec.validation.args[1], "8G");
+	fixture_free(f);
+	f = fixture_new(",\"validation\":{\"id\":\"c-1\"}");
+	assert_int_equal(f->spec.validation.timeout_ms, 600000); /* the default */
+	fixture_free(f);
+	f = fixture_new(",\"validation\":{\"id\":\"\"}");
+	assert_false(f->spec.has_validation);
+	assert_non_null(strstr(f->spec_err, "spec.validation.id"));
+	fixture_free(f);
+	f = fixture_new(",\"validation\":{\"id\":\"c\",\"timeoutSeconds\":1}");
+	assert_false(f->spec.has_validation);
+	assert_non_null(strstr(f->spec_err, "timeoutSeconds"));
+	fixture_free(f);
+}
+
+static void test_agent_status_build_validation(void **state)
+{
+	struct fixture *f = fixture_new("");
+	struct agent_val_result *v = &f->rep.validation, back;
+	json_t *s, *s2;
+
+	(void)state;
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_null(jx_path(s, "validation")); /* no run recorded */
+	json_decref(s);
+	str_copy(v->id, sizeof(v->id), "c-1");
+	v->phase = AGENT_VAL_SUCCEEDED;
+	v->has_busbw = true;
+	v->busbw_gbps = 900.0;
+	str_copy(v->transport, sizeof(v->transport), "NVLink");
+	v->start_ms = T0;
+	v->end_ms = T0 + 61000;
+	str_copy(v->message, sizeof(v->message), "bus bandwidth 900.00 GB/s over NVLink");
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(jx_str_or(s, "validation.phase", ""), "Succeeded");
+	/* A whole figure is an integer, as the apiserver hands it back. */
+	assert_true(json_is_integer(jx_path(s, "validation.busBandwidthGbps")));
+	assert_string_equal(jx_str_or(s, "validation.completionTime", ""), "2026-11-30T00:54:21Z");
+	agent_validation_from_status(s, &back);
+	assert_string_equal(back.id, "c-1");
+	assert_int_equal(back.phase, AGENT_VAL_SUCCEEDED);
+	assert_true(back.busbw_gbps == 900.0);
+	assert_int_equal(back.end_ms, T0 + 61000);
+	v->busbw_gbps = 812.34;
+	s2 = agent_status_build(&f->rep, s, T0);
+	assert_true(json_is_real(jx_path(s2, "validation.busBandwidthGbps")));
+	assert_true(agent_status_differs(s, s2));
+	json_decref(s2);
+	/* Running: no completion time yet. */
+	v->phase = AGENT_VAL_RUNNING;
+	v->has_busbw = false;
+	s2 = agent_status_build(&f->rep, s, T0);
+	assert_null(jx_path(s2, "validation.completionTime"));
+	assert_null(jx_path(s2, "validation.busBandwidthGbps"));
+	json_decref(s2);
+	json_decref(s);
+	/* A stored record that is not one reads as none. */
+	s = json_pack("{s:{s:s,s:s}}", "validation", "id", "x", "phase", "Sideways");
+	agent_validation_from_status(s, &back);
+	assert_int_equal(back.phase, AGENT_VAL_NONE);
+	json_decref(s);
+	fixture_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -381,6 +455,8 @@ int main(void)
 		cmocka_unit_test(test_agent_status_differs_ignores_heartbeat),
 		cmocka_unit_test(test_agent_status_build_imex_faults),
 		cmocka_unit_test(test_agent_status_build_driver_change),
+		cmocka_unit_test(test_agent_spec_parse_validation),
+		cmocka_unit_test(test_agent_status_build_validation),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

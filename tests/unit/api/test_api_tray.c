@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Unit tests for ComputeTray parsing: the operator-agent contract, with
-// its name rule, driver parameters, IMEX configuration and maintenance.
+// its name rule, driver parameters, IMEX configuration, maintenance and
+// validation runs, and the validation record the agent writes back.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,6 +120,70 @@ static void test_api_compute_tray_parse_spec_required(void **state)
 	REJECTS(*state, "spec", "is required");
 }
 
+static void test_api_compute_tray_parse_validation(void **state)
+{
+	struct api_errors e;
+	struct api_compute_tray *t = NULL;
+
+	test_set(*state, "spec.validation",
+		 json_pack("{s:s, s:[s,s]}", "id", "r07-canary-1", "args", "--partition", "a"));
+	api_errors_init(&e);
+	assert_int_equal(api_compute_tray_parse(*state, &t, &e), NV_OK);
+	assert_true(t->has_validation);
+	assert_string_equal(t->validation_id, "r07-canary-1");
+	assert_int_equal(t->validation_timeout_s, 600); /* the default */
+	assert_int_equal(t->nvalidation_args, 2);
+	assert_string_equal(t->validation_args[1], "a");
+	api_compute_tray_free(t);
+	test_set(*state, "spec.validation.timeoutSeconds", json_integer(5));
+	REJECTS(*state, "spec.validation.timeoutSeconds", "must be between 10 and 86400");
+	test_set(*state, "spec.validation.timeoutSeconds", json_integer(900));
+	test_set(*state, "spec.validation.id", json_string("-bad id"));
+	REJECTS(*state, "spec.validation.id", "must");
+	test_set(*state, "spec.validation.id", NULL);
+	REJECTS(*state, "spec.validation.id", "is required");
+	test_set(*state, "spec.validation.id", json_string("ok"));
+	test_set(*state, "spec.validation.args[0]", json_integer(3));
+	REJECTS(*state, "spec.validation.args[0]", "must be a string");
+}
+
+static void test_api_tray_validation_parse_status(void **state)
+{
+	struct api_tray_validation v;
+	struct api_errors e;
+	json_t *st;
+
+	api_errors_init(&e);
+	/* No record: phase None, not an error. */
+	assert_int_equal(api_tray_validation_parse(*state, &v, &e), NV_OK);
+	assert_int_equal(v.phase, API_VALIDATION_NONE);
+	st = json_pack("{s:{s:s, s:s, s:f, s:s, s:s, s:s, s:s}}", "validation", "id", "c1",
+		       "phase", "Succeeded", "busBandwidthGbps", 812.5, "transport", "NVLink",
+		       "startTime", "2026-11-29T15:49:51Z", "completionTime",
+		       "2026-11-29T15:50:51Z", "message", "bus bandwidth 812.50 GB/s");
+	test_set(*state, "status", st);
+	assert_int_equal(api_tray_validation_parse(*state, &v, &e), NV_OK);
+	assert_string_equal(v.id, "c1");
+	assert_int_equal(v.phase, API_VALIDATION_SUCCEEDED);
+	assert_true(v.has_busbw && v.busbw_gbps == 812.5);
+	assert_string_equal(v.transport, "NVLink");
+	assert_int_equal(v.completion_ms - v.start_ms, 60000);
+	assert_string_equal(api_validation_phase_name(v.phase), "Succeeded");
+	/* An integer figure, as the apiserver may return it. */
+	test_set(*state, "status.validation.busBandwidthGbps", json_integer(900));
+	assert_int_equal(api_tray_validation_parse(*state, &v, &e), NV_OK);
+	assert_true(v.busbw_gbps == 900.0);
+	test_set(*state, "status.validation.busBandwidthGbps", json_string("fast"));
+	api_errors_init(&e);
+	assert_int_equal(api_tray_validation_parse(*state, &v, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "status.validation.busBandwidthGbps", "must be a number"));
+	test_set(*state, "status.validation.busBandwidthGbps", json_integer(1));
+	test_set(*state, "status.validation.phase", json_string("Maybe"));
+	api_errors_init(&e);
+	assert_int_equal(api_tray_validation_parse(*state, &v, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "status.validation.phase", "must be one of"));
+}
+
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -129,6 +194,8 @@ int main(void)
 		T(test_api_compute_tray_parse_imex),
 		T(test_api_compute_tray_parse_maintenance),
 		T(test_api_compute_tray_parse_spec_required),
+		T(test_api_compute_tray_parse_validation),
+		T(test_api_tray_validation_parse_status),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
