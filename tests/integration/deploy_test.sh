@@ -429,6 +429,7 @@ can yes "$op_sa" update rackupgrades.nvl72.io --subresource=finalizers
 can yes "$op_sa" patch nodes
 can yes "$op_sa" patch pods -n team-a
 can yes "$op_sa" create pods --subresource=eviction -n team-a
+can yes "$op_sa" delete pods -n team-a
 can yes "$op_sa" create events.events.k8s.io -n default
 can yes "$op_sa" create subjectaccessreviews.authorization.k8s.io
 can yes "$op_sa" create leases.coordination.k8s.io -n "$ns"
@@ -443,7 +444,6 @@ can no "$op_sa" list secrets -n "$ns"
 can no "$op_sa" get secrets -n kube-system
 can no "$op_sa" get configmaps -n "$ns"
 can no "$op_sa" delete nodes
-can no "$op_sa" delete pods -n team-a
 can no "$op_sa" update leases.coordination.k8s.io/someone-elses-lease -n "$ns"
 can no "$op_sa" create leases.coordination.k8s.io -n default
 can no "$op_sa" watch leases.coordination.k8s.io -n default
