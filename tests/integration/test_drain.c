@@ -468,6 +468,36 @@ static void test_pdb_and_foreign_cordon(void)
 	json_decref(n4n);
 }
 
+/* ---- release ends the handshake ---- */
+
+static void test_release_clears_handshake(void)
+{
+	const char *nodes[] = {"drain-n5"};
+	const struct drain_policy pol = {.mode = API_DRAIN_CHECKPOINT,
+	                                 .checkpoint_deadline_ms = 600000,
+	                                 .owner = "rackupgrade/it4"};
+	struct drain_result res;
+	struct kube_status st;
+
+	node("drain-n5", false);
+	pod("keep", "drain-n5", NULL);
+	check(wait_pod("keep", POD_RUNNING), "the pod of an abandoned drain runs", "not Running");
+	pass(C, nodes, 1, &pol, &res);
+	pod_annotate("keep", DRAIN_ANN_CHECKPOINT_ACK, "too late");
+	json_t *p = get_pod("keep");
+	bool asked = p && ann(p, DRAIN_ANN_CHECKPOINT) != NULL;
+	json_decref(p);
+	/* The upgrade is aborted before the next pass: release. */
+	check(asked && drain_release(C, nodes, 1, "rackupgrade/it4", &st) == NV_OK,
+	      "an abandoned drain is released", "asked=%d: %s", asked, st.message);
+	p = get_pod("keep");
+	check(p && jx_path(p, "metadata.deletionTimestamp") == NULL &&
+	              ann(p, DRAIN_ANN_CHECKPOINT) == NULL && ann(p, DRAIN_ANN_CHECKPOINT_ACK) == NULL,
+	      "drain_release drops the handshake from the pods that stayed",
+	      "the pod still carries it or is going");
+	json_decref(p);
+}
+
 /* ---- bad input ---- */
 
 static void test_bad_input(void)
@@ -505,6 +535,7 @@ int main(void)
 	                 "name", NS));
 	test_checkpoint();
 	test_pdb_and_foreign_cordon();
+	test_release_clears_handshake();
 	test_bad_input();
 	kwok_stop();
 	kube_client_free(C);
