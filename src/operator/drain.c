@@ -520,7 +520,11 @@ enum nv_err drain_nodes(struct kube_client *c, const char *const *nodes, unsigne
 	st = st ? st : &local;
 	ps.st = st;
 	memset(res, 0, sizeof(*res));
-	if (p == NULL || !args_ok(nodes, n, p->owner, st))
+	if (p == NULL) {
+		st_say(st, "drain: a policy is required");
+		return NV_E_INVAL;
+	}
+	if (!args_ok(nodes, n, p->owner, st))
 		return NV_E_INVAL;
 	all = json_array();
 	for (unsigned i = 0; i < n && rc == NV_OK; i++) {
