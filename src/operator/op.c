@@ -75,6 +75,10 @@ struct kube_informer *op_informer(struct op *op, const char *resource)
 		return op->partitions;
 	if (strcmp(resource, "computedomains") == 0)
 		return op->domains;
+	if (strcmp(resource, "rackupgrades") == 0)
+		return op->upgrades;
+	if (strcmp(resource, "upgradeapprovals") == 0)
+		return op->approvals;
 	return NULL;
 }
 
@@ -118,6 +122,8 @@ static bool check_informers(void *arg, struct buf *why)
 	        {op->matrices, "compatibilitymatrices"},
 	        {op->partitions, "rackpartitions"},
 	        {op->domains, "computedomains"},
+	        {op->upgrades, "rackupgrades"},
+	        {op->approvals, "upgradeapprovals"},
 	        {op->leases, "leases"},
 	};
 	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++) {
@@ -222,6 +228,8 @@ static enum nv_err op_build(struct op *op)
 	    (rc = informer(op, &OP_RES_MATRICES, NULL, &op->matrices)) ||
 	    (rc = informer(op, &OP_RES_PARTITIONS, NULL, &op->partitions)) ||
 	    (rc = informer(op, &OP_RES_DOMAINS, NULL, &op->domains)) ||
+	    (rc = informer(op, &OP_RES_UPGRADES, NULL, &op->upgrades)) ||
+	    (rc = informer(op, &OP_RES_APPROVALS, NULL, &op->approvals)) ||
 	    (rc = informer(op, &RES_COORD_LEASES, op->agent_ns, &op->leases)))
 		return rc;
 	if ((rc = kube_informer_add_index(op->nodes, "rack", kube_index_label, OP_LABEL_RACK)) ||
@@ -234,9 +242,11 @@ static enum nv_err op_build(struct op *op)
 	op->pq = kube_workqueue_new(PART_CONTROLLER,
 	                            &(struct kube_workqueue_opts){.base_delay_ms = 1000,
 	                                                          .max_delay_ms = 300000});
+	op->uq = kube_workqueue_new(UPGRADE_CONTROLLER, NULL);
 	rack_ctrl_handlers(op);
 	domain_ctrl_handlers(op);
 	part_ctrl_handlers(op);
+	upgrade_ctrl_handlers(op);
 	if ((rc = part_backend_open(op)) != NV_OK)
 		return rc;
 	op->rec = kube_recorder_new(op->c, "nvl72.io/operator", NULL);
@@ -245,6 +255,7 @@ static enum nv_err op_build(struct op *op)
 	    (rc = metrics_std_controller_init(&op->std, RACK_CONTROLLER)) ||
 	    (rc = metrics_std_controller_init(&op->std, DOMAIN_CONTROLLER)) ||
 	    (rc = metrics_std_controller_init(&op->std, PART_CONTROLLER)) ||
+	    (rc = metrics_std_controller_init(&op->std, UPGRADE_CONTROLLER)) ||
 	    (rc = op_metrics_register(op)))
 		return rc;
 	if ((rc = server_new(op, "probes", op->cfg.probe_addr, false, &op->probes)) ||
@@ -292,11 +303,15 @@ void op_free(struct op *op)
 	kube_workers_stop(op->workers);
 	kube_workers_stop(op->dworkers);
 	kube_workers_stop(op->pworkers);
+	kube_workers_stop(op->uworkers);
 	kube_workqueue_free(op->q);
 	kube_workqueue_free(op->dq);
 	kube_workqueue_free(op->pq);
+	kube_workqueue_free(op->uq);
 	fabric_backend_free(op->fabric);
 	kube_informer_free(op->domains);
+	kube_informer_free(op->upgrades);
+	kube_informer_free(op->approvals);
 	kube_informer_free(op->racks);
 	kube_informer_free(op->trays);
 	kube_informer_free(op->nodes);
@@ -416,7 +431,8 @@ static bool informers_wait(struct op *op)
 {
 	int64_t end = time_mono_ms() + op->cfg.cache_sync_timeout_ms;
 	struct kube_informer *l[] = {op->racks,      op->trays,      op->nodes,  op->matrices,
-	                             op->partitions, op->leases,     op->domains};
+	                             op->partitions, op->leases,     op->domains,
+	                             op->upgrades,   op->approvals};
 	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++) {
 		int64_t left = end - time_mono_ms();
 		if (l[i] && !kube_informer_wait_synced(l[i], left > 0 ? left : 1))
@@ -461,6 +477,11 @@ static struct kube_result part_metered(void *ud, const char *key)
 	return metered(ud, PART_CONTROLLER, PART_COMP, part_reconcile, key);
 }
 
+static struct kube_result upgrade_metered(void *ud, const char *key)
+{
+	return metered(ud, UPGRADE_CONTROLLER, UPGRADE_COMP, upgrade_reconcile, key);
+}
+
 /* Starts the controllers; a leader whose caches do not sync gives up (the
  * process exits non-zero and a standby takes over). */
 static void workers_start(struct op *op)
@@ -482,10 +503,14 @@ static void workers_start(struct op *op)
 	(void)metrics_gauge_set(op->std.max_concurrent_reconciles,
 	                        (const char *[]){PART_CONTROLLER}, op->cfg.rack_workers);
 	op->pworkers = kube_workers_start(op->pq, op->cfg.rack_workers, part_metered, op);
+	(void)metrics_gauge_set(op->std.max_concurrent_reconciles,
+	                        (const char *[]){UPGRADE_CONTROLLER}, op->cfg.rack_workers);
+	op->uworkers = kube_workers_start(op->uq, op->cfg.rack_workers, upgrade_metered, op);
 	op->workers_on = true;
 	rack_enqueue_all(op);
 	domain_enqueue_all(op);
 	part_enqueue_all(op);
+	upgrade_enqueue_all(op);
 	op_metrics_leading(op, true);
 	log_info(OP_COMP, "controllers started", "identity=%s workers=%d", op->identity,
 	         op->cfg.rack_workers);
@@ -500,7 +525,8 @@ static void workers_stop(struct op *op)
 	kube_workers_stop(op->workers);
 	kube_workers_stop(op->dworkers);
 	kube_workers_stop(op->pworkers);
-	op->workers = op->dworkers = op->pworkers = NULL;
+	kube_workers_stop(op->uworkers);
+	op->workers = op->dworkers = op->pworkers = op->uworkers = NULL;
 	op->workers_on = false;
 	op_metrics_leading(op, false);
 	op_feed_clear(op);
@@ -527,7 +553,8 @@ static enum nv_err servers_start(struct op *op)
 static enum nv_err informers_start(struct op *op)
 {
 	struct kube_informer *l[] = {op->racks,      op->trays,      op->nodes,  op->matrices,
-	                             op->partitions, op->leases,     op->domains};
+	                             op->partitions, op->leases,     op->domains,
+	                             op->upgrades,   op->approvals};
 	enum nv_err rc;
 	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++)
 		if (l[i] && (rc = kube_informer_start(l[i])) != NV_OK)
@@ -613,8 +640,10 @@ enum nv_err op_run(struct op *op)
 	kube_informer_free(op->partitions);
 	kube_informer_free(op->leases);
 	kube_informer_free(op->domains);
+	kube_informer_free(op->upgrades);
+	kube_informer_free(op->approvals);
 	op->racks = op->trays = op->nodes = op->matrices = op->partitions = op->leases = NULL;
-	op->domains = NULL;
+	op->domains = op->upgrades = op->approvals = NULL;
 	log_info(OP_COMP, "stopped", "identity=%s lost=%d", op->identity, lost);
 	return lost ? NV_E_STATE : NV_OK;
 }

@@ -27,12 +27,16 @@
 #define DOMAIN_CONTROLLER "computedomain"
 #define PART_COMP "partition"
 #define PART_CONTROLLER "rackpartition"
+#define UPGRADE_COMP "upgrade"
+#define UPGRADE_CONTROLLER "rackupgrade"
 
 extern const struct kube_res OP_RES_RACKS;
 extern const struct kube_res OP_RES_TRAYS;
 extern const struct kube_res OP_RES_MATRICES;
 extern const struct kube_res OP_RES_PARTITIONS;
 extern const struct kube_res OP_RES_DOMAINS;
+extern const struct kube_res OP_RES_UPGRADES;
+extern const struct kube_res OP_RES_APPROVALS;
 
 /* Domain metric families (docs/metrics.md), rebuilt at each scrape. */
 struct op_domain_metrics {
@@ -45,6 +49,7 @@ struct op_domain_metrics {
 	struct metrics_family *imex_daemon, *imex_domain, *imex_connected, *imex_peers,
 	        *imex_config;
 	struct metrics_family *build_info;
+	struct metrics_family *upgrade_phase;
 	pthread_mutex_t mu; /* one rebuild at a time */
 };
 
@@ -57,8 +62,10 @@ struct op {
 	struct kube_client *c;
 	struct kube_access *access; /* POSTs to the dashboard */
 	struct kube_informer *racks, *trays, *nodes, *leases, *matrices, *partitions, *domains;
-	struct kube_workqueue *q, *dq, *pq; /* Rack, ComputeDomain, RackPartition */
-	struct kube_workers *workers, *dworkers, *pworkers;
+	struct kube_informer *upgrades, *approvals;
+	/* Rack, ComputeDomain, RackPartition, RackUpgrade */
+	struct kube_workqueue *q, *dq, *pq, *uq;
+	struct kube_workers *workers, *dworkers, *pworkers, *uworkers;
 	struct fabric_backend *fabric; /* NULL: --fabric-backend none */
 	struct kube_recorder *rec;
 	struct kube_leader *le;
@@ -66,6 +73,8 @@ struct op {
 	struct metrics_registry *reg;
 	struct metrics_std std;
 	struct op_domain_metrics dm;
+	/* RackUpgrade metrics updated by the controller (docs/metrics.md). */
+	struct metrics_family *upg_step_seconds, *upg_gate_total, *upg_drain_passes;
 
 	struct web_server *probes, *metrics_srv, *dash, *webhook;
 
@@ -99,6 +108,11 @@ enum nv_err part_backend_open(struct op *op);
 void part_ctrl_handlers(struct op *op);
 struct kube_result part_reconcile(void *ud, const char *key);
 void part_enqueue_all(struct op *op);
+
+/* upgrade_ctrl.c */
+void upgrade_ctrl_handlers(struct op *op);
+struct kube_result upgrade_reconcile(void *ud, const char *key);
+void upgrade_enqueue_all(struct op *op);
 
 /* op_metrics.c */
 enum nv_err op_metrics_register(struct op *op);

@@ -200,6 +200,24 @@ static void tray_series(struct op *op, const json_t *t, const json_t *parts, int
 		imex_series(m, rack, tray, node, t);
 }
 
+static const char *const UPGRADE_PHASES[] = {
+        "Proposed",   "Notice",     "AwaitingApproval", "Scheduled", "Canary", "Validating",
+        "RollingOut", "Completed",  "Halted",           "Paused",    "Aborted"};
+
+/* nvl72_upgrade_phase: one state set per RackUpgrade, from the cache. */
+static void upgrade_series(struct op *op)
+{
+	json_t *ups = kube_informer_list(op->upgrades), *u;
+	size_t i;
+	json_array_foreach(ups, i, u)
+	{
+		const char *lv[] = {kube_obj_name(u), jx_str_or(u, "spec.rack", "")};
+		(void)metrics_gauge_set_state(op->dm.upgrade_phase, lv, UPGRADE_PHASES, 11,
+		                              jx_str_or(u, "status.phase", "Proposed"));
+	}
+	json_decref(ups);
+}
+
 static void domain_reset(struct op_domain_metrics *m)
 {
 	struct metrics_family *all[] = {m->rack_info,         m->rack_trays,
@@ -214,7 +232,7 @@ static void domain_reset(struct op_domain_metrics *m)
 	                                m->gpu_mask,          m->gpu_summary,
 	                                m->imex_daemon,       m->imex_domain,
 	                                m->imex_connected,    m->imex_peers,
-	                                m->imex_config};
+	                                m->imex_config,       m->upgrade_phase};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		metrics_family_reset(all[i]);
 }
@@ -237,6 +255,7 @@ static void collect(void *arg)
 		parts = kube_informer_list(op->partitions);
 		json_array_foreach(racks, i, o) rack_series(m, o);
 		json_array_foreach(trays, i, o) tray_series(op, o, parts, now);
+		upgrade_series(op);
 		json_decref(racks);
 		json_decref(trays);
 		json_decref(parts);
@@ -325,6 +344,25 @@ enum nv_err op_metrics_register(struct op *op)
 	    (rc = reg(op, "nvl72_imex_config_info", "Hash of the IMEX peer list.", GA,
 	              L("rack", "tray", "node", "domain", "config_hash"), &m->imex_config)))
 		return rc;
+	static const double step_buckets[] = {1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400};
+	struct metrics_desc hd = {.name = "nvl72_upgrade_step_duration_seconds",
+	                          .help = "Duration of finished RackUpgrade steps, by action.",
+	                          .type = METRICS_HISTOGRAM,
+	                          .labels = L("action"),
+	                          .buckets = step_buckets,
+	                          .nbuckets = sizeof(step_buckets) / sizeof(step_buckets[0])};
+	if ((rc = reg(op, "nvl72_upgrade_phase", "Phase of each RackUpgrade as a state set.", GA,
+	              L("upgrade", "rack", "phase"), &m->upgrade_phase)) ||
+	    (rc = metrics_family_register(op->reg, &hd, &op->upg_step_seconds)) ||
+	    (rc = reg(op, "nvl72_upgrade_gate_total",
+	              "Validation gates evaluated on canaries, by result (passed, failed).",
+	              METRICS_COUNTER, L("result"), &op->upg_gate_total)) ||
+	    (rc = reg(op, "nvl72_upgrade_drain_passes_total",
+	              "Drain passes of upgrade waves, by result (done, waiting, error).",
+	              METRICS_COUNTER, L("result"), &op->upg_drain_passes)))
+		return rc;
+	(void)metrics_family_touch(op->upg_gate_total, L("passed"));
+	(void)metrics_family_touch(op->upg_gate_total, L("failed"));
 	(void)metrics_gauge_set(m->build_info, L(NVL72_VERSION), 1);
 	op_metrics_leading(op, false);
 	return metrics_registry_add_collector(op->reg, collect, op);

@@ -1,0 +1,617 @@
+// SPDX-License-Identifier: Apache-2.0
+// The RackUpgrade controller: each pass reads the upgrade's status (its
+// durable record), asks the engine (upgrade_eval.c) for the next status and
+// one action, writes the status through the status subresource with the
+// resourceVersion it read, and only then acts: maintenance and driver in
+// ComputeTray specs, validation runs, drains and releases of Nodes. A crash
+// between the write and the action repeats an idempotent action at most; a
+// step recorded as done is never run again.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nvl72/alloc.h"
+#include "nvl72/json.h"
+#include "nvl72/log.h"
+#include "nvl72/operator_drain.h"
+#include "nvl72/operator_upgrade.h"
+#include "nvl72/timeutil.h"
+#include "op_int.h"
+
+const struct kube_res OP_RES_UPGRADES = {"nvl72.io", "v1alpha1", "rackupgrades", "RackUpgrade",
+                                         false};
+const struct kube_res OP_RES_APPROVALS = {"nvl72.io", "v1alpha1", "upgradeapprovals",
+                                          "UpgradeApproval", false};
+
+/* The one clock of the upgrade controller. */
+static int64_t upgrade_clock(void)
+{
+	return time_wall_ms();
+}
+
+/* ---- event handlers ---- */
+
+static void enqueue_rack(struct op *op, const char *rack)
+{
+	json_t *ups, *u;
+	size_t i;
+	if (rack == NULL || rack[0] == '\0')
+		return;
+	ups = kube_informer_list(op->upgrades);
+	json_array_foreach(ups, i, u) if (strcmp(jx_str_or(u, "spec.rack", ""), rack) == 0)
+	        kube_workqueue_add(op->uq, kube_obj_name(u));
+	json_decref(ups);
+}
+
+static void on_upgrade(void *ud, json_t *obj)
+{
+	struct op *op = ud;
+	kube_workqueue_add(op->uq, kube_obj_name(obj));
+}
+static void on_upgrade_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_upgrade(ud, n);
+}
+static void on_upgrade_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_upgrade(ud, obj);
+}
+
+static void on_approval(void *ud, json_t *obj)
+{
+	struct op *op = ud;
+	const char *u = jx_str_or(obj, "spec.upgrade", "");
+	if (u[0])
+		kube_workqueue_add(op->uq, u);
+}
+static void on_approval_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_approval(ud, n);
+}
+static void on_approval_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_approval(ud, obj);
+}
+
+/* Trays, partitions and Racks name their rack in spec.rack or are it. */
+static void on_racked(void *ud, json_t *obj)
+{
+	enqueue_rack(ud, jx_str_or(obj, "spec.rack", ""));
+}
+static void on_racked_upd(void *ud, json_t *o, json_t *n)
+{
+	if (json_equal(json_object_get(o, "spec"), json_object_get(n, "spec")) &&
+	    json_equal(json_object_get(o, "status"), json_object_get(n, "status")))
+		return;
+	on_racked(ud, n);
+}
+static void on_racked_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_racked(ud, obj);
+}
+static void on_rack(void *ud, json_t *obj)
+{
+	enqueue_rack(ud, kube_obj_name(obj));
+}
+static void on_rack_upd(void *ud, json_t *o, json_t *n)
+{
+	if (json_equal(json_object_get(o, "spec"), json_object_get(n, "spec")) &&
+	    json_equal(jx_path(o, "status.stack"), jx_path(n, "status.stack")))
+		return;
+	on_rack(ud, n);
+}
+static void on_rack_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_rack(ud, obj);
+}
+
+static const char *node_ready(const json_t *n)
+{
+	const json_t *c = kube_condition_find(n, "Ready");
+	return c ? jx_str_or(c, "status", "") : "";
+}
+/* Node Readiness and cordons change what a wave may take. */
+static void on_node_upd(void *ud, json_t *o, json_t *n)
+{
+	if (json_equal(jx_path(o, "spec.unschedulable"), jx_path(n, "spec.unschedulable")) &&
+	    strcmp(node_ready(o), node_ready(n)) == 0)
+		return;
+	enqueue_rack(ud, jx_str_or(n, "metadata.labels." OP_LABEL_RACK, ""));
+}
+
+void upgrade_ctrl_handlers(struct op *op)
+{
+	kube_informer_add_handler(op->upgrades, &(struct kube_handler){on_upgrade, on_upgrade_upd,
+	                                                                on_upgrade_del, op});
+	kube_informer_add_handler(op->approvals, &(struct kube_handler){on_approval, on_approval_upd,
+	                                                                 on_approval_del, op});
+	kube_informer_add_handler(op->trays, &(struct kube_handler){on_racked, on_racked_upd,
+	                                                             on_racked_del, op});
+	kube_informer_add_handler(op->partitions, &(struct kube_handler){on_racked, on_racked_upd,
+	                                                                  on_racked_del, op});
+	kube_informer_add_handler(op->racks,
+	                          &(struct kube_handler){on_rack, on_rack_upd, on_rack_del, op});
+	kube_informer_add_handler(op->nodes, &(struct kube_handler){NULL, on_node_upd, NULL, op});
+}
+
+void upgrade_enqueue_all(struct op *op)
+{
+	json_t *ups = kube_informer_list(op->upgrades), *u;
+	size_t i;
+	json_array_foreach(ups, i, u) on_upgrade(op, u);
+	json_decref(ups);
+}
+
+/* ---- one pass's inputs ---- */
+
+struct upg_pass {
+	json_t *obj; /* the RackUpgrade, then as last written */
+	struct api_rack_upgrade *u;
+	struct api_rack *rack;
+	json_t *rack_obj;
+	struct matrix *m;
+	json_t *trays;  /* this rack's ComputeTrays */
+	json_t **nodes; /* their Nodes, by position in trays */
+	struct op_upgrade_tray *tin;
+	unsigned ntin;
+	struct api_upgrade_approval **appr;
+	unsigned nappr;
+	struct api_rack_partition **parts;
+	unsigned nparts;
+	char owner[96];
+};
+
+static void pass_clear(struct upg_pass *p)
+{
+	for (unsigned i = 0; i < p->ntin; i++)
+		json_decref(p->nodes[i]);
+	free(p->nodes);
+	free(p->tin);
+	for (unsigned i = 0; i < p->nappr; i++)
+		api_upgrade_approval_free(p->appr[i]);
+	free(p->appr);
+	for (unsigned i = 0; i < p->nparts; i++)
+		api_rack_partition_free(p->parts[i]);
+	free(p->parts);
+	json_decref(p->trays);
+	matrix_free(p->m);
+	api_rack_free(p->rack);
+	json_decref(p->rack_obj);
+	api_rack_upgrade_free(p->u);
+	json_decref(p->obj);
+}
+
+static const char *cond_reason(const json_t *obj, const char *type)
+{
+	const json_t *c = kube_condition_find(obj, type);
+	return c ? jx_str_or(c, "reason", "") : "";
+}
+
+static void tray_in(const json_t *t, const json_t *node, struct op_upgrade_tray *o)
+{
+	const json_t *bw = jx_path(t, "status.validation.busBandwidthGbps");
+	o->index = (int)json_integer_value(jx_path(t, "spec.index"));
+	o->node = jx_str_or(t, "spec.node", "");
+	o->present = true;
+	o->available = kube_condition_is_true(t, "Ready") && node &&
+	               strcmp(node_ready(node), "True") == 0 &&
+	               !json_is_true(jx_path(node, "spec.unschedulable")) &&
+	               strcmp(jx_str_or(t, "spec.maintenance.state", "None"), "None") == 0;
+	o->driver = jx_str_or(t, "status.driver.version", "");
+	o->driver_ready = kube_condition_is_true(t, "DriverReady");
+	o->driver_failed = strcmp(cond_reason(t, "DriverReady"), "ChangeFailed") == 0;
+	o->fabric_state = jx_str_or(t, "status.fabric.state", "");
+	o->fabric_health = jx_str_or(t, "status.fabric.health", "");
+	o->has_imex = json_is_object(jx_path(t, "spec.imex"));
+	o->imex_domain = jx_str_or(t, "status.imex.domainState", "");
+	o->maint = jx_str_or(t, "spec.maintenance.state", "None");
+	o->maint_upgrade = jx_str_or(t, "spec.maintenance.upgrade.name", "");
+	o->validation_id = jx_str_or(t, "status.validation.id", "");
+	o->validation_phase = jx_str_or(t, "status.validation.phase", "");
+	o->validation_busbw = json_is_number(bw) ? (int)json_number_value(bw) : 0;
+	o->validation_transport = jx_str_or(t, "status.validation.transport", "");
+	o->validation_message = jx_str_or(t, "status.validation.message", "");
+}
+
+/* An approval counts only when its stamped user is in the windowOwner
+ * group of its layer (an empty windowOwner accepts any approver RBAC let
+ * create it). */
+static bool approver_owns(const struct upg_pass *p, const struct api_upgrade_approval *a,
+                          const json_t *obj)
+{
+	const json_t *g;
+	size_t i;
+	if (p->rack == NULL)
+		return false;
+	for (unsigned k = 0; k < p->rack->nresp; k++) {
+		const char *owner = p->rack->resp[k].window_owner;
+		if (p->rack->resp[k].layer != a->layer || owner[0] == '\0')
+			continue;
+		json_array_foreach(jx_path(obj, "spec.approvedBy.groups"), i, g) if (
+		        json_is_string(g) && strcmp(json_string_value(g), owner) == 0) return true;
+		log_info(UPGRADE_COMP, "approval not counted: approver not in the window owner group",
+		         "approval=%s user=\"%s\" group=%s", a->meta.name, a->approved_by, owner);
+		return false;
+	}
+	return true;
+}
+
+static void load_rack(struct op *op, struct upg_pass *p)
+{
+	struct api_errors e;
+	json_t *all, *o;
+	size_t i;
+
+	api_errors_init(&e);
+	p->rack_obj = kube_informer_get(op->racks, p->u->rack);
+	if (p->rack_obj && api_rack_parse(p->rack_obj, &p->rack, &e) != NV_OK)
+		log_warn(UPGRADE_COMP, "rack does not parse", "upgrade=%s rack=%s", p->u->meta.name,
+		         p->u->rack);
+	o = kube_informer_get(op->matrices, p->u->target_matrix);
+	if (o && api_matrix_parse(o, &p->m, &e) != NV_OK)
+		log_warn(UPGRADE_COMP, "matrix does not parse", "upgrade=%s matrix=%s",
+		         p->u->meta.name, p->u->target_matrix);
+	json_decref(o);
+
+	all = kube_informer_list(op->trays);
+	p->trays = json_array();
+	json_array_foreach(all, i, o) if (strcmp(jx_str_or(o, "spec.rack", ""), p->u->rack) == 0)
+	        json_array_append(p->trays, o);
+	json_decref(all);
+	p->tin = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->tin));
+	p->nodes = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->nodes));
+	json_array_foreach(p->trays, i, o)
+	{
+		p->nodes[i] = kube_informer_get(op->nodes, jx_str_or(o, "spec.node", ""));
+		tray_in(o, p->nodes[i], &p->tin[i]);
+		p->ntin++;
+	}
+
+	all = kube_informer_list(op->approvals);
+	p->appr = xcalloc(json_array_size(all) + 1, sizeof(*p->appr));
+	json_array_foreach(all, i, o)
+	{
+		if (strcmp(jx_str_or(o, "spec.upgrade", ""), p->u->meta.name) != 0)
+			continue;
+		api_errors_init(&e);
+		if (api_upgrade_approval_parse(o, &p->appr[p->nappr], &e) != NV_OK)
+			continue;
+		if (!approver_owns(p, p->appr[p->nappr], o)) {
+			api_upgrade_approval_free(p->appr[p->nappr]);
+			continue;
+		}
+		p->nappr++;
+	}
+	json_decref(all);
+	all = kube_informer_list(op->partitions);
+	p->parts = xcalloc(json_array_size(all) + 1, sizeof(*p->parts));
+	json_array_foreach(all, i, o)
+	{
+		if (strcmp(jx_str_or(o, "spec.rack", ""), p->u->rack) != 0)
+			continue;
+		api_errors_init(&e);
+		if (api_rack_partition_parse(o, &p->parts[p->nparts], &e) == NV_OK)
+			p->nparts++;
+	}
+	json_decref(all);
+}
+
+/* ---- writes ---- */
+
+static enum nv_err patch(struct op *op, const struct kube_res *r, const char *name,
+                         const json_t *body, const char *sub, json_t **out)
+{
+	struct kube_status st;
+	enum nv_err rc = kube_patch(
+	        op->c, r, NULL, name,
+	        &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE, .subresource = sub}, body, out,
+	        &st);
+	if (rc != NV_OK && rc != NV_E_CONFLICT)
+		log_warn(UPGRADE_COMP, "patch failed", "object=%s/%s err=%s msg=\"%s\"",
+		         r->resource, name, nv_err_name(rc), st.message);
+	return rc;
+}
+
+/* Writes st as the upgrade's status (merge patch of the difference, with
+ * the resourceVersion read), keeping the written object in p->obj. */
+static enum nv_err status_write(struct op *op, struct upg_pass *p,
+                                const struct api_rack_upgrade_status *st)
+{
+	json_t *want = json_deep_copy(p->obj), *body, *fresh = NULL;
+	enum nv_err rc = NV_OK;
+	json_object_set_new(want, "status", api_rack_upgrade_status_to_json(st));
+	body = op_rack_status_patch(p->obj, want);
+	if (body) {
+		rc = patch(op, &OP_RES_UPGRADES, p->u->meta.name, body, "status", &fresh);
+		if (rc == NV_OK && fresh) {
+			json_decref(p->obj);
+			p->obj = fresh;
+		}
+	}
+	json_decref(body);
+	json_decref(want);
+	return rc;
+}
+
+static const json_t *tray_at(const struct upg_pass *p, int index, unsigned *pos)
+{
+	for (unsigned i = 0; i < p->ntin; i++)
+		if (p->tin[i].index == index) {
+			*pos = i;
+			return json_array_get(p->trays, i);
+		}
+	return NULL;
+}
+
+/* Applies the merge patch body to the tray's spec when it changes it. */
+static enum nv_err tray_patch(struct op *op, const json_t *tray, json_t *body)
+{
+	json_t *after = jx_merge_patch_apply(tray, body);
+	enum nv_err rc = NV_OK;
+	if (!json_equal(json_object_get(after, "spec"), json_object_get(tray, "spec")))
+		rc = patch(op, &OP_RES_TRAYS, kube_obj_name(tray), body, NULL, NULL);
+	json_decref(after);
+	json_decref(body);
+	return rc;
+}
+
+static enum nv_err node_label(struct op *op, const json_t *node, const char *value)
+{
+	const json_t *cur = node ? jx_path(node, "metadata.labels") : NULL;
+	const json_t *v = cur ? json_object_get(cur, OP_LABEL_MAINTENANCE) : NULL;
+	enum nv_err rc = NV_OK;
+	json_t *body;
+	if (node == NULL || (value == NULL && v == NULL) ||
+	    (value && json_is_string(v) && strcmp(json_string_value(v), value) == 0))
+		return NV_OK;
+	body = json_pack("{s:{s:{s:o}}}", "metadata", "labels", OP_LABEL_MAINTENANCE,
+	                 value ? json_string(value) : json_null());
+	rc = patch(op, &KUBE_RES_NODES, kube_obj_name(node), body, NULL, NULL);
+	json_decref(body);
+	return rc;
+}
+
+static json_t *components_json(uint32_t comps)
+{
+	json_t *arr = json_array();
+	for (unsigned c = 0; c < MATRIX_C__COUNT; c++)
+		if (comps & MATRIX_BIT(c))
+			json_array_append_new(arr,
+			                      json_string(matrix_component_name((enum matrix_component)c)));
+	return arr;
+}
+
+static json_t *maint_json(const struct upg_pass *p, const char *state,
+                          const struct op_upgrade_out *a)
+{
+	json_t *m;
+	if (strcmp(state, "None") == 0)
+		return json_pack("{s:s,s:n,s:n,s:n}", "state", "None", "reason", "requestor",
+		                 "upgrade");
+	m = json_pack("{s:s,s:s,s:s}", "state", state, "reason", "RackUpgrade step", "requestor",
+	              p->owner);
+	if (strcmp(state, "Upgrading") == 0)
+		json_object_set_new(m, "upgrade",
+		                    json_pack("{s:s,s:i,s:o}", "name", p->u->meta.name, "step",
+		                              a->step, "components",
+		                              components_json(a->components)));
+	else
+		json_object_set_new(m, "upgrade", json_null());
+	return m;
+}
+
+/* The tray side of an action, on every tray of a->trays: maintenance state,
+ * driver and validation request in the spec, the Node's label. */
+static enum nv_err trays_act(struct op *op, struct upg_pass *p, const struct op_upgrade_out *a,
+                             const char **nodes, unsigned *nnodes)
+{
+	enum nv_err worst = NV_OK, rc;
+	*nnodes = 0;
+	for (int i = 1; i <= API_COMPUTE_TRAYS; i++) {
+		unsigned pos = 0;
+		const json_t *t;
+		json_t *spec = json_object();
+		const char *state = a->act == OP_UPG_DRAIN     ? "Draining"
+		                    : a->act == OP_UPG_RELEASE ? "None"
+		                                               : "Upgrading";
+		if (!(a->trays & (1u << i)) || (t = tray_at(p, i, &pos)) == NULL) {
+			json_decref(spec);
+			continue;
+		}
+		nodes[(*nnodes)++] = p->tin[pos].node;
+		if (a->act == OP_UPG_VALIDATE)
+			json_object_set_new(spec, "validation",
+			                    json_pack("{s:s}", "id", a->validation_id));
+		else
+			json_object_set_new(spec, "maintenance", maint_json(p, state, a));
+		if (a->act == OP_UPG_APPLY)
+			json_object_set_new(spec, "driver", json_pack("{s:s}", "version", a->driver));
+		if ((rc = tray_patch(op, t, json_pack("{s:o}", "spec", spec))) != NV_OK)
+			worst = rc;
+		if (a->act != OP_UPG_VALIDATE &&
+		    (rc = node_label(op, p->nodes[pos], strcmp(state, "None") ? state : NULL)) !=
+		            NV_OK)
+			worst = rc;
+	}
+	return worst;
+}
+
+/* ---- metrics and events ---- */
+
+static const char *const STEP_ACTIONS[] = {"Cordon",   "Drain", "Apply",    "WaitFabric",
+                                           "WaitIMEX", "Validate", "Soak", "Uncordon",
+                                           "RollBack"};
+
+/* Steps that ended in this pass: their durations and gate results. */
+static void steps_observe(struct op *op, const struct api_rack_upgrade_status *before,
+                          const struct api_rack_upgrade_status *after)
+{
+	for (unsigned i = 0; i < after->nsteps; i++) {
+		const struct api_upgrade_step *s = &after->steps[i];
+		bool was_open = i >= before->nsteps || before->steps[i].completion_ms == 0;
+		if (!was_open || s->completion_ms == 0)
+			continue;
+		const char *lv[] = {STEP_ACTIONS[(unsigned)s->action % 9]};
+		(void)metrics_histogram_observe(op->upg_step_seconds, lv,
+		                                (double)(s->completion_ms - s->start_ms) / 1000.0);
+		if (s->action == API_ACT_VALIDATE) {
+			const char *gl[] = {s->evidence.passed ? "passed" : "failed"};
+			(void)metrics_counter_inc(op->upg_gate_total, gl);
+		}
+	}
+}
+
+/* ---- the action ---- */
+
+static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack_upgrade_status *st,
+                              const struct op_upgrade_out *a)
+{
+	const char *nodes[API_COMPUTE_TRAYS];
+	unsigned n = 0;
+	struct kube_status ks;
+	struct drain_result dr;
+	enum nv_err rc = trays_act(op, p, a, nodes, &n);
+	int64_t now = upgrade_clock();
+
+	if (rc != NV_OK)
+		return (struct kube_result){.err = rc};
+	if (a->act == OP_UPG_DRAIN) {
+		struct drain_policy pol = {.mode = p->rack->policy.drain_mode,
+		                           .checkpoint_deadline_ms =
+		                                   p->rack->policy.checkpoint_deadline_ms,
+		                           .force = p->u->force,
+		                           .owner = p->owner};
+		memset(&dr, 0, sizeof(dr));
+		rc = drain_nodes(op->c, nodes, n, &pol, now, &dr, &ks);
+		const char *dl[] = {rc != NV_OK ? "error" : dr.done ? "done" : "waiting"};
+		(void)metrics_counter_inc(op->upg_drain_passes, dl);
+		if (rc != NV_OK)
+			return (struct kube_result){.err = rc};
+		if (!dr.done) {
+			log_info(UPGRADE_COMP, "draining", "upgrade=%s pods=%d waiting_ack=%d msg=\"%s\"",
+			         p->u->meta.name, dr.pods, dr.waiting_ack, dr.message);
+			int64_t after = dr.next_check_ms > now ? dr.next_check_ms - now : 2000;
+			return (struct kube_result){.requeue_after_ms = after};
+		}
+		op_upgrade_step_finish(st, a->step, API_STEP_SUCCEEDED, dr.message[0] ? dr.message
+		                                                                       : "drained",
+		                       now);
+	} else if (a->act == OP_UPG_RELEASE) {
+		if ((rc = drain_release(op->c, nodes, n, p->owner, &ks)) != NV_OK)
+			return (struct kube_result){.err = rc};
+		op_upgrade_step_finish(st, a->step, API_STEP_SUCCEEDED, "trays out of maintenance",
+		                       now);
+	} else {
+		return (struct kube_result){0};
+	}
+	/* The step's end is recorded now; the next pass starts the next. */
+	if ((rc = status_write(op, p, st)) != NV_OK)
+		return (struct kube_result){.err = rc};
+	return (struct kube_result){.requeue_after_ms = 1};
+}
+
+/* Rack status.upgrade: which upgrade acts on the rack, in which phase. */
+static void rack_mark(struct op *op, struct upg_pass *p, const struct api_rack_upgrade_status *st)
+{
+	const char *phase = api_upgrade_phase_name(st->phase);
+	json_t *body;
+	if (p->rack_obj == NULL ||
+	    (strcmp(jx_str_or(p->rack_obj, "status.upgrade.name", ""), p->u->meta.name) == 0 &&
+	     strcmp(jx_str_or(p->rack_obj, "status.upgrade.phase", ""), phase) == 0))
+		return;
+	body = json_pack("{s:{s:{s:s,s:s}}}", "status", "upgrade", "name", p->u->meta.name, "phase",
+	                 phase);
+	(void)patch(op, &OP_RES_RACKS, p->u->rack, body, "status", NULL);
+	json_decref(body);
+}
+
+/* ---- reconcile ---- */
+
+struct kube_result upgrade_reconcile(void *ud, const char *key)
+{
+	struct op *op = ud;
+	struct upg_pass p;
+	struct api_errors e;
+	struct api_rack_upgrade_status st, before;
+	struct op_upgrade_out out;
+	struct kube_result r = {0};
+	enum nv_err rc;
+
+	memset(&p, 0, sizeof(p));
+	memset(&st, 0, sizeof(st));
+	memset(&before, 0, sizeof(before));
+	api_errors_init(&e);
+	if ((p.obj = kube_informer_get(op->upgrades, key)) == NULL)
+		return r;
+	if (api_rack_upgrade_parse(p.obj, &p.u, &e) != NV_OK) {
+		log_warn(UPGRADE_COMP, "upgrade does not parse", "upgrade=%s error=\"%s: %s\"", key,
+		         e.n ? e.list[0].path : "", e.n ? e.list[0].msg : "");
+		json_decref(p.obj);
+		return (struct kube_result){.err = NV_E_INVALID_OBJECT, .terminal = true};
+	}
+	if (api_rack_upgrade_status_parse(jx_path(p.obj, "status"), &st, &e) != NV_OK ||
+	    api_rack_upgrade_status_parse(jx_path(p.obj, "status"), &before, &e) != NV_OK) {
+		op_event(op, p.obj, "Warning", "StatusInvalid", "Reconcile", "%s: %s",
+		         e.n ? e.list[0].path : "status", e.n ? e.list[0].msg : "invalid");
+		api_rack_upgrade_status_clear(&st);
+		pass_clear(&p);
+		return (struct kube_result){.err = NV_E_INVALID_OBJECT, .terminal = true};
+	}
+	snprintf(p.owner, sizeof(p.owner), "rackupgrade/%.63s", p.u->meta.name);
+	load_rack(op, &p);
+	/* The stack the rack runs, as the Rack controller sees it; a rack with
+	 * skew ("mixed") starts from its desired stack, and trays already on
+	 * a later stack finish their steps at once. */
+	const char *rstack = p.rack_obj ? jx_str_or(p.rack_obj, "status.stack", "") : "";
+	if (p.rack && (p.m == NULL || matrix_stack_find(p.m, rstack) == NULL))
+		rstack = p.rack->matrix_stack;
+	struct op_upgrade_in in = {
+	        .u = p.u,
+	        .rack = p.rack,
+	        .rack_stack = rstack,
+	        .m = p.m,
+	        .trays = p.tin,
+	        .ntrays = p.ntin,
+	        .approvals = (const struct api_upgrade_approval *const *)p.appr,
+	        .napprovals = p.nappr,
+	        .partitions = (const struct api_rack_partition *const *)p.parts,
+	        .npartitions = p.nparts,
+	        .oob_backend = false,
+	        .now_ms = upgrade_clock(),
+	};
+	op_upgrade_eval(&in, &st, &out);
+	/* Status first: the step about to act is recorded as Running. */
+	if (out.changed && (rc = status_write(op, &p, &st)) != NV_OK) {
+		r.err = rc;
+		goto out;
+	}
+	if (out.changed) {
+		steps_observe(op, &before, &st);
+		for (unsigned i = 0; i < out.nevents; i++)
+			op_event(op, p.obj, out.events[i].warning ? "Warning" : "Normal",
+			         out.events[i].reason, "Upgrade", "%s", out.events[i].note);
+		if (st.phase != out.was)
+			log_info(UPGRADE_COMP, "phase", "upgrade=%s rack=%s from=%s to=%s msg=\"%s\"",
+			         p.u->meta.name, p.u->rack, api_upgrade_phase_name(out.was),
+			         api_upgrade_phase_name(st.phase), st.message);
+	}
+	if (p.rack)
+		rack_mark(op, &p, &st);
+	if (out.act != OP_UPG_NONE)
+		r = act(op, &p, &st, &out);
+	if (r.err == NV_OK && r.requeue_after_ms == 0 && out.wake_ms > 0) {
+		int64_t left = out.wake_ms - upgrade_clock();
+		r.requeue_after_ms = left > 10 ? left : 10;
+	}
+out:
+	api_rack_upgrade_status_clear(&before);
+	api_rack_upgrade_status_clear(&st);
+	pass_clear(&p);
+	return r;
+}
