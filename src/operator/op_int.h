@@ -49,7 +49,9 @@ struct op_domain_metrics {
 	struct metrics_family *imex_daemon, *imex_domain, *imex_connected, *imex_peers,
 	        *imex_config;
 	struct metrics_family *build_info;
-	struct metrics_family *upgrade_phase;
+	struct metrics_family *upgrade_info, *upgrade_phase, *upgrade_phase_start, *upgrade_wave,
+	        *upgrade_waves, *upgrade_approvals_pending, *upgrade_gate_passed,
+	        *upgrade_gate_busbw, *upgrade_gate_floor, *drain_wait, *drain_deadline;
 	pthread_mutex_t mu; /* one rebuild at a time */
 };
 
@@ -74,7 +76,7 @@ struct op {
 	struct metrics_std std;
 	struct op_domain_metrics dm;
 	/* RackUpgrade metrics updated by the controller (docs/metrics.md). */
-	struct metrics_family *upg_step_seconds, *upg_gate_total, *upg_drain_passes;
+	struct metrics_family *upg_step_seconds;
 
 	struct web_server *probes, *metrics_srv, *dash, *webhook;
 

@@ -8,6 +8,7 @@
 
 #include "nvl72/json.h"
 #include "nvl72/log.h"
+#include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
 #include "op_int.h"
 
@@ -204,16 +205,111 @@ static const char *const UPGRADE_PHASES[] = {
         "Proposed",   "Notice",     "AwaitingApproval", "Scheduled", "Canary", "Validating",
         "RollingOut", "Completed",  "Halted",           "Paused",    "Aborted"};
 
-/* nvl72_upgrade_phase: one state set per RackUpgrade, from the cache. */
-static void upgrade_series(struct op *op)
+static double time_s(const json_t *o, const char *path)
 {
-	json_t *ups = kube_informer_list(op->upgrades), *u;
-	size_t i;
+	int64_t ms = 0;
+	if (time_parse_rfc3339(jx_str_or(o, path, ""), &ms) != NV_OK)
+		return 0;
+	return (double)ms / 1000.0;
+}
+
+static double dur_s(const json_t *o, const char *path)
+{
+	const char *d = jx_str_or(o, path, "");
+	int64_t ms = 0;
+	return d[0] && parse_duration_ms(d, &ms) == NV_OK ? (double)ms / 1000.0 : 0;
+}
+
+/* Gate series of each wave's last Validate step, and the drain in
+ * progress. */
+static void upgrade_steps(struct op *op, const json_t *u, const char *name, const char *rack,
+                          int64_t now)
+{
+	struct op_domain_metrics *m = &op->dm;
+	json_t *r = kube_informer_get(op->racks, rack), *s, *t;
+	const char *mode = jx_str_or(r, "spec.policy.drain.mode", "Evict");
+	double deadline = dur_s(r, "spec.policy.drain.evictionDeadline") +
+	                  (strcmp(mode, "Checkpoint") == 0
+	                           ? dur_s(r, "spec.policy.drain.checkpointDeadline")
+	                           : 0);
+	size_t i, k;
+	json_array_foreach(jx_path(u, "status.steps"), i, s)
+	{
+		char wave[16];
+		const char *action = jx_str_or(s, "action", "");
+		const json_t *ev = json_object_get(s, "evidence");
+		snprintf(wave, sizeof(wave), "%lld",
+		         (long long)json_integer_value(json_object_get(s, "wave")));
+		const char *wl[] = {name, rack, wave};
+		if (strcmp(action, "Validate") == 0 && json_is_object(ev)) {
+			int64_t floor = json_integer_value(json_object_get(ev, "floorGBps"));
+			int64_t tol = json_integer_value(json_object_get(ev, "tolerancePercent"));
+			(void)metrics_gauge_set(m->upgrade_gate_passed, wl,
+			                        json_is_true(json_object_get(ev, "passed")));
+			(void)metrics_gauge_set(
+			        m->upgrade_gate_busbw, wl,
+			        (double)json_integer_value(json_object_get(ev, "busBandwidthGBps")));
+			(void)metrics_gauge_set(m->upgrade_gate_floor, wl,
+			                        (double)(floor * (100 - tol)) / 100.0);
+		}
+		if (strcmp(action, "Drain") != 0 ||
+		    strcmp(jx_str_or(s, "phase", ""), "Running") != 0)
+			continue;
+		double start = time_s(s, "startTime");
+		json_array_foreach(json_object_get(s, "trays"), k, t)
+		{
+			char idx[8];
+			const char *node = "";
+			json_t *c;
+			size_t j;
+			snprintf(idx, sizeof(idx), "%lld", (long long)json_integer_value(t));
+			json_array_foreach(jx_path(r, "spec.computeTrays"), j, c) if (
+			        json_integer_value(json_object_get(c, "index")) == json_integer_value(t))
+			        node = jx_str_or(c, "node", "");
+			const char *dl[] = {rack, idx, node, mode};
+			(void)metrics_gauge_set(m->drain_wait, dl, (double)now / 1000.0 - start);
+			(void)metrics_gauge_set(m->drain_deadline, dl, deadline);
+		}
+	}
+	json_decref(r);
+}
+
+/* The upgrade families of docs/metrics.md, from the RackUpgrade cache. */
+static void upgrade_series(struct op *op, int64_t now)
+{
+	struct op_domain_metrics *m = &op->dm;
+	json_t *ups = kube_informer_list(op->upgrades), *u, *a;
+	size_t i, k;
 	json_array_foreach(ups, i, u)
 	{
-		const char *lv[] = {kube_obj_name(u), jx_str_or(u, "spec.rack", "")};
-		(void)metrics_gauge_set_state(op->dm.upgrade_phase, lv, UPGRADE_PHASES, 11,
+		const char *name = kube_obj_name(u), *rack = jx_str_or(u, "spec.rack", "");
+		const char *lv[] = {name, rack};
+		const char *info[] = {name, rack, jx_str_or(u, "spec.class", "routine"),
+		                      jx_str_or(u, "status.fromStack", ""),
+		                      jx_str_or(u, "spec.target.stack", "")};
+		const json_t *waves = jx_path(u, "status.waves"), *w;
+		double cur = 0;
+		int pending = 0;
+		(void)metrics_gauge_set(m->upgrade_info, info, 1);
+		(void)metrics_gauge_set_state(m->upgrade_phase, lv, UPGRADE_PHASES, 11,
 		                              jx_str_or(u, "status.phase", "Proposed"));
+		(void)metrics_gauge_set(m->upgrade_phase_start, lv, time_s(u, "status.phaseTime"));
+		json_array_foreach(waves, k, w) if (strcmp(jx_str_or(w, "phase", ""), "Pending") != 0)
+		        cur = (double)json_integer_value(json_object_get(w, "index"));
+		(void)metrics_gauge_set(m->upgrade_wave, lv, cur);
+		(void)metrics_gauge_set(m->upgrade_waves, lv, (double)json_array_size(waves));
+		json_array_foreach(jx_path(u, "status.requiredApprovals"), k, a)
+		{
+			bool got = false;
+			const json_t *r;
+			size_t j;
+			json_array_foreach(jx_path(u, "status.approvals"), j, r) got |=
+			        json_equal(json_object_get(r, "layer"), a) &&
+			        strcmp(jx_str_or(r, "decision", ""), "Approved") == 0;
+			pending += !got;
+		}
+		(void)metrics_gauge_set(m->upgrade_approvals_pending, lv, pending);
+		upgrade_steps(op, u, name, rack, now);
 	}
 	json_decref(ups);
 }
@@ -232,7 +328,12 @@ static void domain_reset(struct op_domain_metrics *m)
 	                                m->gpu_mask,          m->gpu_summary,
 	                                m->imex_daemon,       m->imex_domain,
 	                                m->imex_connected,    m->imex_peers,
-	                                m->imex_config,       m->upgrade_phase};
+	                                m->imex_config,       m->upgrade_phase,
+	                                m->upgrade_info,      m->upgrade_phase_start,
+	                                m->upgrade_wave,      m->upgrade_waves,
+	                                m->upgrade_approvals_pending, m->upgrade_gate_passed,
+	                                m->upgrade_gate_busbw, m->upgrade_gate_floor,
+	                                m->drain_wait,        m->drain_deadline};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		metrics_family_reset(all[i]);
 }
@@ -255,7 +356,7 @@ static void collect(void *arg)
 		parts = kube_informer_list(op->partitions);
 		json_array_foreach(racks, i, o) rack_series(m, o);
 		json_array_foreach(trays, i, o) tray_series(op, o, parts, now);
-		upgrade_series(op);
+		upgrade_series(op, now);
 		json_decref(racks);
 		json_decref(trays);
 		json_decref(parts);
@@ -344,25 +445,46 @@ enum nv_err op_metrics_register(struct op *op)
 	    (rc = reg(op, "nvl72_imex_config_info", "Hash of the IMEX peer list.", GA,
 	              L("rack", "tray", "node", "domain", "config_hash"), &m->imex_config)))
 		return rc;
-	static const double step_buckets[] = {1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400};
+	static const double step_buckets[] = {10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200,
+	                                      14400};
+	const char *const *U = L("upgrade", "rack");
+	const char *const *UW = L("upgrade", "rack", "wave");
+	const char *const *D = L("rack", "tray", "node", "mode");
 	struct metrics_desc hd = {.name = "nvl72_upgrade_step_duration_seconds",
 	                          .help = "Duration of finished RackUpgrade steps, by action.",
 	                          .type = METRICS_HISTOGRAM,
 	                          .labels = L("action"),
 	                          .buckets = step_buckets,
 	                          .nbuckets = sizeof(step_buckets) / sizeof(step_buckets[0])};
-	if ((rc = reg(op, "nvl72_upgrade_phase", "Phase of each RackUpgrade as a state set.", GA,
-	              L("upgrade", "rack", "phase"), &m->upgrade_phase)) ||
-	    (rc = metrics_family_register(op->reg, &hd, &op->upg_step_seconds)) ||
-	    (rc = reg(op, "nvl72_upgrade_gate_total",
-	              "Validation gates evaluated on canaries, by result (passed, failed).",
-	              METRICS_COUNTER, L("result"), &op->upg_gate_total)) ||
-	    (rc = reg(op, "nvl72_upgrade_drain_passes_total",
-	              "Drain passes of upgrade waves, by result (done, waiting, error).",
-	              METRICS_COUNTER, L("result"), &op->upg_drain_passes)))
+	if ((rc = reg(op, "nvl72_upgrade_info", "One per RackUpgrade acting on one rack.", GA,
+	              L("upgrade", "rack", "class", "from_stack", "target_stack"),
+	              &m->upgrade_info)) ||
+	    (rc = reg(op, "nvl72_upgrade_phase", "status.phase of each RackUpgrade as a state set.",
+	              GA, L("upgrade", "rack", "phase"), &m->upgrade_phase)) ||
+	    (rc = reg(op, "nvl72_upgrade_phase_start_timestamp_seconds",
+	              "status.phaseTime as Unix seconds.", GA, U, &m->upgrade_phase_start)) ||
+	    (rc = reg(op, "nvl72_upgrade_wave", "Wave in progress or last finished (0 = canary).",
+	              GA, U, &m->upgrade_wave)) ||
+	    (rc = reg(op, "nvl72_upgrade_waves", "Waves planned so far.", GA, U,
+	              &m->upgrade_waves)) ||
+	    (rc = reg(op, "nvl72_upgrade_approvals_pending",
+	              "Required layers without a counted approval.", GA, U,
+	              &m->upgrade_approvals_pending)) ||
+	    (rc = reg(op, "nvl72_upgrade_gate_passed", "Verdict of the wave's Validate step.", GA,
+	              UW, &m->upgrade_gate_passed)) ||
+	    (rc = reg(op, "nvl72_upgrade_gate_bus_bandwidth_gbps",
+	              "Bus bandwidth measured by the wave's Validate step.", GA, UW,
+	              &m->upgrade_gate_busbw)) ||
+	    (rc = reg(op, "nvl72_upgrade_gate_floor_gbps",
+	              "Pass mark of the gate: floor x (100 - tolerance) / 100.", GA, UW,
+	              &m->upgrade_gate_floor)) ||
+	    (rc = reg(op, "nvl72_drain_wait_seconds",
+	              "Seconds since the drain of the tray began, while it drains.", GA, D,
+	              &m->drain_wait)) ||
+	    (rc = reg(op, "nvl72_drain_deadline_seconds", "The drain's total deadline.", GA, D,
+	              &m->drain_deadline)) ||
+	    (rc = metrics_family_register(op->reg, &hd, &op->upg_step_seconds)))
 		return rc;
-	(void)metrics_family_touch(op->upg_gate_total, L("passed"));
-	(void)metrics_family_touch(op->upg_gate_total, L("failed"));
 	(void)metrics_gauge_set(m->build_info, L(NVL72_VERSION), 1);
 	op_metrics_leading(op, false);
 	return metrics_registry_add_collector(op->reg, collect, op);

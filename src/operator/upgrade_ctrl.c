@@ -207,7 +207,7 @@ static void tray_in(const json_t *t, const json_t *node, struct op_upgrade_tray 
 	o->driver_ready = kube_condition_is_true(t, "DriverReady");
 	o->driver_failed = strcmp(cond_reason(t, "DriverReady"), "ChangeFailed") == 0;
 	o->fabric_state = jx_str_or(t, "status.fabric.state", "");
-	o->fabric_health = jx_str_or(t, "status.fabric.health", "");
+	o->fabric_health = jx_str_or(t, "status.fabric.healthSummary", "");
 	o->has_imex = json_is_object(jx_path(t, "spec.imex"));
 	o->imex_domain = jx_str_or(t, "status.imex.domainState", "");
 	o->maint = jx_str_or(t, "spec.maintenance.state", "None");
@@ -448,7 +448,15 @@ static const char *const STEP_ACTIONS[] = {"Cordon",   "Drain", "Apply",    "Wai
                                            "WaitIMEX", "Validate", "Soak", "Uncordon",
                                            "RollBack"};
 
-/* Steps that ended in this pass: their durations and gate results. */
+static void step_observe(struct op *op, const struct api_upgrade_step *s)
+{
+	const char *lv[] = {STEP_ACTIONS[(unsigned)s->action % 9]};
+	if (s->completion_ms > 0 && s->start_ms > 0)
+		(void)metrics_histogram_observe(op->upg_step_seconds, lv,
+		                                (double)(s->completion_ms - s->start_ms) / 1000.0);
+}
+
+/* Steps that ended in this pass: their durations. */
 static void steps_observe(struct op *op, const struct api_rack_upgrade_status *before,
                           const struct api_rack_upgrade_status *after)
 {
@@ -457,13 +465,7 @@ static void steps_observe(struct op *op, const struct api_rack_upgrade_status *b
 		bool was_open = i >= before->nsteps || before->steps[i].completion_ms == 0;
 		if (!was_open || s->completion_ms == 0)
 			continue;
-		const char *lv[] = {STEP_ACTIONS[(unsigned)s->action % 9]};
-		(void)metrics_histogram_observe(op->upg_step_seconds, lv,
-		                                (double)(s->completion_ms - s->start_ms) / 1000.0);
-		if (s->action == API_ACT_VALIDATE) {
-			const char *gl[] = {s->evidence.passed ? "passed" : "failed"};
-			(void)metrics_counter_inc(op->upg_gate_total, gl);
-		}
+		step_observe(op, s);
 	}
 }
 
@@ -489,8 +491,6 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 		                           .owner = p->owner};
 		memset(&dr, 0, sizeof(dr));
 		rc = drain_nodes(op->c, nodes, n, &pol, now, &dr, &ks);
-		const char *dl[] = {rc != NV_OK ? "error" : dr.done ? "done" : "waiting"};
-		(void)metrics_counter_inc(op->upg_drain_passes, dl);
 		if (rc != NV_OK)
 			return (struct kube_result){.err = rc};
 		if (!dr.done) {
@@ -510,10 +510,29 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 	} else {
 		return (struct kube_result){0};
 	}
-	/* The step's end is recorded now; the next pass starts the next. */
+	step_observe(op, &st->steps[a->step]);
+	/* The step's end is recorded now; the watch event of this write
+	 * brings the next pass, which starts the next step. */
 	if ((rc = status_write(op, p, st)) != NV_OK)
 		return (struct kube_result){.err = rc};
-	return (struct kube_result){.requeue_after_ms = 1};
+	return (struct kube_result){0};
+}
+
+/* Whether the cached upgrade is the latest version. A pass that acts
+ * without writing first relies on the status it read; right after our own
+ * write the cache may still hold the one before, and acting on it would
+ * repeat a finished step. One GET, only on passes that act. */
+static bool cache_current(struct op *op, struct upg_pass *p)
+{
+	struct kube_status ks;
+	json_t *fresh = NULL;
+	bool same;
+	if (kube_get(op->c, &OP_RES_UPGRADES, NULL, p->u->meta.name, &fresh, &ks) != NV_OK)
+		return false;
+	same = strcmp(jx_str_or(fresh, "metadata.resourceVersion", ""),
+	              jx_str_or(p->obj, "metadata.resourceVersion", "")) == 0;
+	json_decref(fresh);
+	return same;
 }
 
 /* Rack status.upgrade: which upgrade acts on the rack, in which phase. */
@@ -603,6 +622,8 @@ struct kube_result upgrade_reconcile(void *ud, const char *key)
 	}
 	if (p.rack)
 		rack_mark(op, &p, &st);
+	if (out.act != OP_UPG_NONE && !out.changed && !cache_current(op, &p))
+		goto out; /* our last write is not in the cache yet: its event comes */
 	if (out.act != OP_UPG_NONE)
 		r = act(op, &p, &st, &out);
 	if (r.err == NV_OK && r.requeue_after_ms == 0 && out.wake_ms > 0) {
