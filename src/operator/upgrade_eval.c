@@ -167,6 +167,9 @@ static void announce(struct pass *p)
 		if (r->approval_required)
 			st->required_approvals |= MATRIX_BIT(l);
 	}
+	/* A manual edge needs every touched layer's owner to agree. */
+	if (p->plan.verdict == MATRIX_MANUAL)
+		st->required_approvals |= touched(p);
 	if (in->u->cls == API_UPGRADE_SECURITY)
 		st->required_approvals = 0;
 	st->notice_start_ms = in->now_ms;

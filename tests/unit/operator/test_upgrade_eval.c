@@ -513,6 +513,22 @@ static void test_op_upgrade_eval_missing_inputs(void **state)
 	world_free(w);
 }
 
+static void test_op_upgrade_eval_manual_edge(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	/* 95 -> 159 -> nvos2508 -> 173: a manual hop, so every touched layer
+	 * approves, whatever approvalRequired says. */
+	snprintf(w->u->target_stack, sizeof(w->u->target_stack), "gb300-r580-173");
+	pass(w, &st);
+	assert_int_equal(st.plan.verdict, MATRIX_MANUAL);
+	assert_int_equal(st.required_approvals, st.plan.layers);
+	assert_true(st.required_approvals & MATRIX_BIT(MATRIX_L_FABRIC));
+	api_rack_upgrade_status_clear(&st);
+	world_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -525,6 +541,7 @@ int main(void)
 	        cmocka_unit_test(test_op_upgrade_eval_pause),
 	        cmocka_unit_test(test_op_upgrade_eval_abort),
 	        cmocka_unit_test(test_op_upgrade_eval_missing_inputs),
+	        cmocka_unit_test(test_op_upgrade_eval_manual_edge),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
