@@ -44,6 +44,27 @@ static void domain_one(const json_t *j, struct api_errors *e)
 	api_compute_domain_free(d);
 }
 
+/* A RackUpgrade status that parses writes back to JSON that parses to the
+ * same JSON again: the record survives restarts. */
+static void status_one(const json_t *st, struct api_errors *e)
+{
+	struct api_rack_upgrade_status *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+	if (api_rack_upgrade_status_parse(st, a, e) == NV_OK) {
+		json_t *x = api_rack_upgrade_status_to_json(a), *y = NULL;
+		if (api_rack_upgrade_status_parse(x, b, e) != NV_OK)
+			abort();
+		y = api_rack_upgrade_status_to_json(b);
+		if (!json_equal(x, y))
+			abort();
+		json_decref(x);
+		json_decref(y);
+		api_rack_upgrade_status_clear(b);
+		api_rack_upgrade_status_clear(a);
+	}
+	free(a);
+	free(b);
+}
+
 static void upgrade_one(const json_t *j, struct api_errors *e)
 {
 	struct api_rack_upgrade *u = NULL;
@@ -52,6 +73,7 @@ static void upgrade_one(const json_t *j, struct api_errors *e)
 		api_rack_upgrade_free(u);
 	if (api_upgrade_approval_parse(j, &a, e) == NV_OK)
 		api_upgrade_approval_free(a);
+	status_one(json_object_get(j, "status"), e);
 }
 
 static void kind_one(uint8_t kind, const json_t *j, struct api_errors *e)
