@@ -296,21 +296,27 @@ static enum nv_err do_list(struct kube_informer *inf, const char *rv_param,
 	return NV_OK;
 }
 
-struct backoff {
-	int64_t cur_ms, initial_ms, max_ms, healthy_since;
-};
-
-/* Sleeps the next backoff step (jittered up to 2x); true when stopped. */
-static bool backoff_sleep(struct kube_informer *inf, struct backoff *b)
+/* The wait before the next list or watch attempt: the backoff step
+ * (jittered up to 2x, reset after 2 min healthy), but never less than the
+ * Retry-After of the failed attempt (retry_after_s < 0: none), so a watch
+ * refused with 429 is not repeated sooner than the apiserver asked. */
+TESTABLE int64_t kube_backoff_next(struct kube_backoff *b, int retry_after_s, int64_t now_ms)
 {
-	int64_t now = time_mono_ms();
-
-	if (b->healthy_since && now - b->healthy_since > INF_HEALTHY_RESET_MS)
+	if (b->healthy_since && now_ms - b->healthy_since > INF_HEALTHY_RESET_MS)
 		b->cur_ms = b->initial_ms;
 	b->healthy_since = 0;
 	int64_t wait = kube_rand_range(b->cur_ms, 2 * b->cur_ms);
 	b->cur_ms = b->cur_ms * 2 > b->max_ms ? b->max_ms : b->cur_ms * 2;
-	return kube_stop_sleep(inf->stop, wait);
+	if (retry_after_s > 0 && wait < (int64_t)retry_after_s * 1000)
+		wait = (int64_t)retry_after_s * 1000;
+	return wait;
+}
+
+/* Sleeps the next backoff step; true when stopped. */
+static bool backoff_sleep(struct kube_informer *inf, struct kube_backoff *b,
+			  const struct kube_status *st)
+{
+	return kube_stop_sleep(inf->stop, kube_backoff_next(b, st->retry_after_s, time_mono_ms()));
 }
 
 static enum nv_err watch_once(struct kube_informer *inf, struct kube_status *st, bool *short_watch)
@@ -333,8 +339,8 @@ static enum nv_err watch_once(struct kube_informer *inf, struct kube_status *st,
 static void *reflector(void *arg)
 {
 	struct kube_informer *inf = arg;
-	struct backoff b = {inf->o.backoff_initial_ms, inf->o.backoff_initial_ms,
-			    inf->o.backoff_max_ms, 0};
+	struct kube_backoff b = {inf->o.backoff_initial_ms, inf->o.backoff_initial_ms,
+				 inf->o.backoff_max_ms, 0};
 	struct kube_status st;
 	const char *list_rv = "0";
 	bool need_list = true, short_watch = false;
@@ -350,7 +356,7 @@ static void *reflector(void *arg)
 			if (rc != NV_OK) {
 				log_warn("kube", "list failed", "resource=%s err=%s msg=\"%s\"",
 					 inf->o.res->resource, nv_err_name(rc), st.message);
-				if (backoff_sleep(inf, &b))
+				if (backoff_sleep(inf, &b, &st))
 					break;
 				continue;
 			}
@@ -373,7 +379,7 @@ static void *reflector(void *arg)
 			continue;
 		log_info("kube", "watch ended; resuming after backoff", "resource=%s err=%s msg=\"%s\"",
 			 inf->o.res->resource, rc == NV_OK ? "short watch" : nv_err_name(rc), st.message);
-		if (backoff_sleep(inf, &b))
+		if (backoff_sleep(inf, &b, &st))
 			break;
 	}
 	return NULL;

@@ -229,6 +229,11 @@ enum nv_err kube_watch_event_decode(json_t *ev, enum kube_event_type *type,
 void kube_cond_init(pthread_cond_t *c);
 void kube_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *m, int64_t ms);
 
+/* The informer's list/watch backoff: 800 ms x2 up to 30 s by default. */
+struct kube_backoff {
+	int64_t cur_ms, initial_ms, max_ms, healthy_since;
+};
+
 /* Random integer in [lo, hi]. */
 int64_t kube_rand_range(int64_t lo, int64_t hi);
 
@@ -237,6 +242,9 @@ int64_t kube_rand_range(int64_t lo, int64_t hi);
 enum nv_err kube_config_in_cluster_at(const char *sa_dir, const char *host,
 				      const char *port, struct kube_config **out,
 				      struct kube_status *st);
+int64_t kube_backoff_next(struct kube_backoff *b, int retry_after_s, int64_t now_ms);
+bool kube_should_retry(struct kube_client *c, const char *method, enum nv_err rc,
+		       const struct kube_status *st, bool unsent, int attempt, int64_t *wait_ms);
 #endif
 
 #endif

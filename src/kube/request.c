@@ -260,9 +260,13 @@ static enum nv_err xf_result(struct kube_xfer *x, json_t **out, struct kube_stat
 	return NV_OK;
 }
 
-/* Whether to try again, and after how long. */
-static bool should_retry(struct kube_client *c, const char *method, enum nv_err rc,
-			 const struct kube_status *st, bool unsent, int attempt, int64_t *wait_ms)
+/* Whether to try again, and after how long. A 429 or a 5xx waits its
+ * Retry-After (a 429 without one, 1 s); a Retry-After of 0 is no licence to
+ * come back at once, so it waits the backoff step instead: no request is
+ * ever repeated without a pause. */
+TESTABLE bool kube_should_retry(struct kube_client *c, const char *method, enum nv_err rc,
+				const struct kube_status *st, bool unsent, int attempt,
+				int64_t *wait_ms)
 {
 	bool idempotent = !strcmp(method, "GET");
 	int64_t backoff = c->o.backoff_base_ms << (attempt < 16 ? attempt : 16);
@@ -273,7 +277,12 @@ static bool should_retry(struct kube_client *c, const char *method, enum nv_err 
 		backoff = c->o.backoff_max_ms;
 	backoff = kube_rand_range(backoff / 2, backoff);
 	if (rc == NV_E_THROTTLED || (rc == NV_E_SERVER && st->retry_after_s >= 0)) {
-		*wait_ms = st->retry_after_s >= 0 ? (int64_t)st->retry_after_s * 1000 : 1000;
+		if (st->retry_after_s > 0)
+			*wait_ms = (int64_t)st->retry_after_s * 1000;
+		else if (st->retry_after_s < 0)
+			*wait_ms = 1000;
+		else
+			*wait_ms = backoff;
 		return true;
 	}
 	if (rc == NV_E_SERVER && st->http_code == 503) {
@@ -332,7 +341,7 @@ static enum nv_err req_run(struct kube_client *c, const struct kube_raw_req *r,
 			continue;
 		}
 		if (rc == NV_OK || r->no_retry ||
-		    !should_retry(c, method, rc, st, unsent, attempt, &wait_ms))
+		    !kube_should_retry(c, method, rc, st, unsent, attempt, &wait_ms))
 			return rc;
 		log_debug("kube", "retrying request", "method=%s url=%s err=%s wait_ms=%lld",
 			  method, url, nv_err_name(rc), (long long)wait_ms);
