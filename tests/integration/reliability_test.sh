@@ -9,8 +9,12 @@
 #  (b) etcd compacted to its newest revision, then the apiserver restarted:
 #      watches resuming from a compacted revision get 410 and the informers
 #      relist, and the rack converges again;
+#  (c) the apiserver answering 429 with Retry-After, then 503, for a while
+#      (tests/integration/faultproxy.py in front of it) while a tray is
+#      deleted and a Node goes NotReady: the operator stays up, makes a
+#      bounded number of requests, retries no request sooner than
+#      Retry-After, and converges to the undisturbed state afterwards;
 #  (d) a tray vanishing (its Node deleted): the rack status says so.
-# The 429/503 proxy case is not in this suite yet (see docs/reliability.md).
 #
 # Run by tests/integration/run.sh against a fresh control plane.
 set -u
@@ -44,6 +48,10 @@ cleanup() {
 	if ((failed > 0)); then
 		echo "-- last lines of the operator log"
 		tail -20 "$work/operator.log" | cut -c1-300
+		if [[ -f $work/operator-proxied.log ]]; then
+			echo "-- last lines of the operator behind the fault proxy"
+			tail -20 "$work/operator-proxied.log" | cut -c1-300
+		fi
 	fi
 	rm -rf "$work"
 }
@@ -135,6 +143,129 @@ wait_for 60 relisted
 check "(b) informers relist after 410" $? "no relist logged"
 wait_for 90 all_ready && [[ $(rack_state) == "$before" ]] && (($(tray_count) == 18))
 check "(b) the rack converges to the same state after the relist" $? "$(ready_msg)"
+
+# ---- (c) 429 and 503 for a while -------------------------------------------------
+# The operator is restarted behind tests/integration/faultproxy.py (a loopback
+# HTTPS proxy with a certificate of the test CA; the operator's kubeconfig
+# names the proxy and the admin token file). Loadgen and kubectl keep talking
+# to the apiserver directly, so trays change while the operator is refused.
+RA=2         # the Retry-After the proxy sends with each 429
+FAULT_S=10   # seconds of 429, then as many of 503
+SLACK=0.2    # seconds of leeway on Retry-After (clock reads, logging)
+pki=$CDIR/pki
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$work/proxy.key" \
+	-out "$work/proxy.csr" -subj "/CN=nvl72-faultproxy" 2>/dev/null &&
+	openssl x509 -req -in "$work/proxy.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+		-CAserial "$work/ca.srl" -days 2 -out "$work/proxy.crt" \
+		-extfile <(printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n') 2>/dev/null
+check "(c) a certificate for the proxy signed by the test CA" $? "openssl failed"
+echo pass >"$work/proxy.mode"
+python3 tests/integration/faultproxy.py --upstream "https://127.0.0.1:$(cat "$CDIR/apiserver-port")" \
+	--ca "$pki/ca.crt" --cert "$work/proxy.crt" --key "$work/proxy.key" --control "$work/proxy.mode" \
+	--log "$work/proxy.log" --port-file "$work/proxy.port" 2>"$work/proxy.err" &
+pids+=($!)
+wait_for 30 test -s "$work/proxy.port"
+check "(c) the fault proxy listens on 127.0.0.1" $? "$(one_line "$(cat "$work/proxy.err")")"
+cat >"$work/proxied.kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: proxied
+  cluster:
+    server: https://127.0.0.1:$(cat "$work/proxy.port")
+    certificate-authority: $pki/ca.crt
+users:
+- name: admin-token
+  user:
+    tokenFile: $pki/admin.token
+contexts:
+- name: proxied
+  context: {cluster: proxied, user: admin-token}
+current-context: proxied
+KC
+chmod 600 "$work/proxied.kubeconfig"
+kill -TERM "$opid"
+wait "$opid" 2>/dev/null
+"$OPERATOR" --kubeconfig "$work/proxied.kubeconfig" --agent-lease-namespace "$NS" \
+	--tray-heartbeat-timeout 1m --metrics-bind-address 0 --dashboard-bind-address 0 \
+	--webhook-bind-address 0 --health-probe-bind-address "127.0.0.1:$probe" \
+	>"$work/operator-proxied.log" 2>&1 &
+opid=$!
+pids+=("$opid")
+wait_for 60 curl -fs --max-time 2 "http://127.0.0.1:$probe/readyz" && wait_for 90 all_ready &&
+	[[ $(rack_state) == "$before" ]]
+check "(c) through the proxy in passthrough the operator sees the rack as before" $? \
+	"$(one_line "$(tail -3 "$work/operator-proxied.log")")"
+
+# The fault window: 429 then 503, while a tray is deleted and a Node goes NotReady.
+uid=$(k get computetray "$RACK-t07" -o jsonpath='{.metadata.uid}')
+echo "429 $RA" >"$work/proxy.mode"
+wait_for 10 grep -q ' mode 429' "$work/proxy.log"
+k delete computetray "$RACK-t07" --wait=true >/dev/null
+sleep "$FAULT_S"
+echo 503 >"$work/proxy.mode"
+wait_for 10 grep -q ' mode 503' "$work/proxy.log"
+node_ready() {
+	k patch node "$RACK-t05" --subresource=status --type=strategic -p "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"$1\",\"reason\":\"$2\",\"message\":\"set by the reliability suite\",\"lastHeartbeatTime\":\"$(date -u +%FT%TZ)\"}]}}" >/dev/null
+}
+node_ready False KubeletNotReady
+healthy_in_fault=0
+curl -fs --max-time 2 "http://127.0.0.1:$probe/healthz" >/dev/null || healthy_in_fault=1
+sleep "$FAULT_S"
+echo pass >"$work/proxy.mode"
+wait_for 10 grep -q ' mode pass' "$work/proxy.log"
+kill -0 "$opid" 2>/dev/null && ((healthy_in_fault == 0)) &&
+	curl -fs --max-time 2 "http://127.0.0.1:$probe/healthz" >/dev/null
+check "(c) the operator stays up and healthy through 429 and 503" $? \
+	"$(one_line "$(tail -3 "$work/operator-proxied.log")")"
+# Requests the proxy saw between the switch to 429 and the switch back.
+window() {
+	awk '$2 == "mode" { m = $3; next } m == "429" || m == "503"' "$work/proxy.log"
+}
+faulted=$(window | wc -l)
+n429=$(window | awk '$5 == "429"' | wc -l)
+n503=$(window | awk '$5 == "503"' | wc -l)
+# The bound: every request the operator keeps going (one per informer, seen as
+# distinct watch paths in passthrough, plus one per worker of its three
+# controllers and two for the event recorder and the rest) waits at least
+# Retry-After after a 429, so makes at most FAULT_S/RA + 1 attempts in the 429
+# phase, and under 503 waits the client's backoff (at least 100, 200, 400,
+# 800, 1600, 3200 ms, then 5 s) or the informer's (800 ms doubling), so at
+# most 8 attempts in 10 s. Twice that covers the boundaries; a client without
+# backoff makes thousands.
+informers=$(awk '$4 == "watch" { print $3 }' "$work/proxy.log" | sort -u | wc -l)
+sources=$((informers + 3 * 2 + 2))
+per_source=$(((FAULT_S / RA + 1) + 8))
+bound=$((2 * sources * per_source))
+((faulted > 0 && n429 > 0 && n503 > 0 && faulted <= bound))
+check "(c) no hot loop: $faulted requests in the fault window ($n429 429s, $n503 503s; bound $bound for $sources requesters)" \
+	$? "faulted=$faulted 429=$n429 503=$n503 bound=$bound"
+# Retry-After: no retry of a request (same method, path, query and body)
+# sooner than RA seconds after it was answered 429.
+early=$(awk -v ra="$RA" -v slack="$SLACK" '$2 != "mode" {
+		if (($6 in last) && $1 < last[$6] + ra - slack)
+			printf "%s %s %.3fs after a 429; ", $2, $3, $1 - last[$6]
+		if ($5 == "429") last[$6] = $1; else delete last[$6]
+	}' <(grep -v ' mode ' "$work/proxy.log" | sort -n -k1,1) | cut -c1-400)
+retried=$(window | awk '{ print $6 }' | sort | uniq -d | wc -l)
+[[ -z $early ]] && ((retried > 0))
+check "(c) Retry-After is honoured: no request repeated within ${RA}s of its 429 ($retried requests retried)" \
+	$? "$early"
+recreated() { local u; u=$(k get computetray "$RACK-t07" -o jsonpath='{.metadata.uid}') && [[ -n $u && $u != "$uid" ]]; }
+seen_notready() {
+	k get rack "$RACK" -o json | jq -e '[.status.conditions[] | select(.type == "Ready") |
+		.message][0] | startswith("17 of 18")' >/dev/null
+}
+wait_for 90 recreated && wait_for 90 seen_notready
+check "(c) after passthrough resumes, the changes made during the fault are seen (t07 recreated, t05 not ready)" \
+	$? "$(ready_msg)"
+node_ready True KubeletReady
+wait_for 90 all_ready && [[ $(rack_state) == "$before" ]]
+check "(c) the rack converges to the same state as undisturbed" $? \
+	"$(diff <(echo "$before") <(rack_state) | head -8 | tr '\n' ' ' | cut -c1-400)"
+n=$(tray_count)
+((n == 18))
+check "(c) no duplicates: 18 ComputeTrays" $? "trays=$n"
 
 # ---- (d) a tray vanishing --------------------------------------------------------
 k delete node "$RACK-t11" --wait=true >/dev/null
