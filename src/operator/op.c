@@ -477,9 +477,13 @@ static struct kube_result part_metered(void *ud, const char *key)
 	return metered(ud, PART_CONTROLLER, PART_COMP, part_reconcile, key);
 }
 
+/* Every upgrade pass, a deleted upgrade's or an approval's included, ends
+ * with the feed mirroring the caches (an unchanged list is not resent). */
 static struct kube_result upgrade_metered(void *ud, const char *key)
 {
-	return metered(ud, UPGRADE_CONTROLLER, UPGRADE_COMP, upgrade_reconcile, key);
+	struct kube_result r = metered(ud, UPGRADE_CONTROLLER, UPGRADE_COMP, upgrade_reconcile, key);
+	op_feed_upgrades(ud);
+	return r;
 }
 
 /* Starts the controllers; a leader whose caches do not sync gives up (the
@@ -511,6 +515,7 @@ static void workers_start(struct op *op)
 	domain_enqueue_all(op);
 	part_enqueue_all(op);
 	upgrade_enqueue_all(op);
+	op_feed_upgrades(op); /* an empty list too: the page tells none from unknown */
 	op_metrics_leading(op, true);
 	log_info(OP_COMP, "controllers started", "identity=%s workers=%d", op->identity,
 	         op->cfg.rack_workers);

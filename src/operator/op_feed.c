@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Publishes the dashboard feed (docs/internals/dashboard-feed.md): the fleet
-// summary, one message per rack, the ComputeDomains and recent events. A topic is republished
-// only when its text changed, so a quiet rack costs nothing.
+// summary, one message per rack, the ComputeDomains, the RackUpgrades and recent events. A
+// topic is republished only when its text changed, so a quiet rack costs nothing.
 #include <ctype.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -14,6 +14,9 @@
 #include "op_int.h"
 
 #define EVENTS_KEPT 100
+/* Upgrades on the feed: active ones first, then finished ones by name, up
+ * to this many (with 256 steps each, the message stays under 4 MiB). */
+#define UPGRADES_SHOWN 32
 
 /* "WaitingForRecovery" -> "WAITING_FOR_RECOVERY", as nvidia-imex-ctl prints. */
 static void upper_snake(const char *in, char *out, size_t cap)
@@ -278,6 +281,216 @@ void op_feed_domains(struct op *op)
 	json_decref(out);
 	free(v);
 	json_decref(ds);
+}
+
+/* ---- upgrades ---- */
+
+/* The integers of arr (tray numbers); anything else is dropped. */
+static json_t *ints_of(const json_t *arr)
+{
+	json_t *out = json_array(), *v;
+	size_t i;
+	json_array_foreach(arr, i, v) if (json_is_integer(v) && i < 64)
+	        json_array_append_new(out, json_integer(json_integer_value(v)));
+	return out;
+}
+
+/* The strings of arr (layer names). */
+static json_t *strs_of(const json_t *arr)
+{
+	json_t *out = json_array(), *v;
+	size_t i;
+	json_array_foreach(arr, i, v) if (json_is_string(v) && i < 16)
+	        json_array_append_new(out, json_string(json_string_value(v)));
+	return out;
+}
+
+static json_t *evidence_json(const json_t *e)
+{
+	if (!json_is_object(e))
+		return json_null();
+	return json_pack("{s:I,s:I,s:I,s:s,s:s,s:s,s:b}", "busBandwidthGBps",
+	                 (json_int_t)json_integer_value(json_object_get(e, "busBandwidthGBps")),
+	                 "floorGBps",
+	                 (json_int_t)json_integer_value(json_object_get(e, "floorGBps")),
+	                 "tolerancePercent",
+	                 (json_int_t)json_integer_value(json_object_get(e, "tolerancePercent")),
+	                 "fabricState", jx_str_or(e, "fabricState", ""), "imexDomainState",
+	                 jx_str_or(e, "imexDomainState", ""), "transport",
+	                 jx_str_or(e, "transport", ""), "passed",
+	                 json_is_true(json_object_get(e, "passed")));
+}
+
+static json_t *waves_json(const json_t *st)
+{
+	json_t *out = json_array(), *w;
+	size_t i;
+	json_array_foreach(jx_path(st, "waves"), i, w) json_array_append_new(
+	        out, json_pack("{s:I,s:o,s:s,s:s,s:s}", "index",
+	                       (json_int_t)json_integer_value(json_object_get(w, "index")), "trays",
+	                       ints_of(json_object_get(w, "trays")), "phase",
+	                       jx_str_or(w, "phase", ""), "startTime", jx_str_or(w, "startTime", ""),
+	                       "completionTime", jx_str_or(w, "completionTime", "")));
+	return out;
+}
+
+static json_t *steps_json(const json_t *st)
+{
+	json_t *out = json_array(), *s;
+	size_t i;
+	json_array_foreach(jx_path(st, "steps"), i, s) json_array_append_new(
+	        out, json_pack("{s:I,s:s,s:I,s:o,s:s,s:s,s:s,s:s,s:o}", "index",
+	                       (json_int_t)json_integer_value(json_object_get(s, "index")),
+	                       "action", jx_str_or(s, "action", ""), "wave",
+	                       (json_int_t)json_integer_value(json_object_get(s, "wave")), "trays",
+	                       ints_of(json_object_get(s, "trays")), "phase",
+	                       jx_str_or(s, "phase", ""), "startTime", jx_str_or(s, "startTime", ""),
+	                       "completionTime", jx_str_or(s, "completionTime", ""), "message",
+	                       jx_str_or(s, "message", ""), "evidence",
+	                       evidence_json(json_object_get(s, "evidence"))));
+	return out;
+}
+
+/* Whether status.approvals (the counted ones) names the approval. */
+static bool approval_counted(const json_t *st, const char *name)
+{
+	const json_t *a;
+	size_t i;
+	json_array_foreach(jx_path(st, "approvals"), i, a) if (
+	        strcmp(jx_str_or(a, "name", ""), name) == 0) return true;
+	return false;
+}
+
+static int approval_cmp(const void *a, const void *b)
+{
+	const json_t *x = *(const json_t *const *)a, *y = *(const json_t *const *)b;
+	int c = strcmp(jx_str_or(x, "layer", ""), jx_str_or(y, "layer", ""));
+	return c ? c : strcmp(jx_str_or(x, "name", ""), jx_str_or(y, "name", ""));
+}
+
+/* Required layers, those still without a counted approval, and every
+ * UpgradeApproval of the upgrade with the user the webhook stamped on it. */
+static json_t *approvals_json(const json_t *u, const json_t *all)
+{
+	const json_t *st = json_object_get(u, "status"), *a, *l;
+	json_t *given = json_array(), *pending = json_array(), *sorted;
+	const json_t **v;
+	size_t i, k, n = 0;
+
+	v = xcalloc(json_array_size(all) + 1, sizeof(*v));
+	json_array_foreach(all, i, a) if (strcmp(jx_str_or(a, "spec.upgrade", ""),
+	                                         kube_obj_name(u)) == 0) v[n++] = a;
+	sorted = json_array();
+	for (k = 0; k < n; k++)
+		json_array_append_new(
+		        sorted, json_pack("{s:s,s:s,s:s,s:s,s:s,s:b}", "name", kube_obj_name(v[k]),
+		                          "layer", jx_str_or(v[k], "spec.layer", ""), "decision",
+		                          jx_str_or(v[k], "spec.decision", "Approved"), "user",
+		                          jx_str_or(v[k], "spec.approvedBy.username", ""), "time",
+		                          jx_str_or(v[k], "metadata.creationTimestamp", ""), "counted",
+		                          approval_counted(st, kube_obj_name(v[k]))));
+	free(v);
+	/* Sort the payloads (not the cache objects) by layer and name. */
+	n = json_array_size(sorted);
+	v = xcalloc(n + 1, sizeof(*v));
+	for (k = 0; k < n; k++)
+		v[k] = json_array_get(sorted, k);
+	qsort(v, n, sizeof(*v), approval_cmp);
+	for (k = 0; k < n; k++)
+		json_array_append(given, (json_t *)v[k]);
+	free(v);
+	json_decref(sorted);
+
+	json_array_foreach(jx_path(st, "requiredApprovals"), i, l)
+	{
+		const json_t *c;
+		size_t j;
+		bool done = false;
+		if (!json_is_string(l))
+			continue;
+		json_array_foreach(jx_path(st, "approvals"), j, c) done |=
+		        strcmp(jx_str_or(c, "layer", ""), json_string_value(l)) == 0;
+		if (!done)
+			json_array_append_new(pending, json_string(json_string_value(l)));
+	}
+	return json_pack("{s:o,s:o,s:o}", "required", strs_of(jx_path(st, "requiredApprovals")),
+	                 "pending", pending, "given", given);
+}
+
+static json_t *canary_json(const json_t *st)
+{
+	const json_t *c = json_object_get(st, "canary");
+	if (!json_is_object(c))
+		return json_null();
+	return json_pack("{s:s,s:o}", "partition", jx_str_or(c, "partition", ""), "trays",
+	                 ints_of(json_object_get(c, "trays")));
+}
+
+static json_t *upgrade_feed_json(const json_t *u, const json_t *approvals)
+{
+	const json_t *st = json_object_get(u, "status");
+	json_t *o = json_pack("{s:s,s:s,s:{s:s,s:s},s:s,s:s,s:o,s:s,s:s,s:s,s:b,s:b}", "name",
+	                      kube_obj_name(u), "rack", jx_str_or(u, "spec.rack", ""), "target",
+	                      "matrix", jx_str_or(u, "spec.target.matrix", ""), "stack",
+	                      jx_str_or(u, "spec.target.stack", ""), "fromStack",
+	                      jx_str_or(st, "fromStack", ""), "class",
+	                      jx_str_or(u, "spec.class", "routine"), "cves",
+	                      strs_of(jx_path(u, "spec.cves")), "phase",
+	                      jx_str_or(st, "phase", ""), "phaseTime", jx_str_or(st, "phaseTime", ""),
+	                      "message", jx_str_or(st, "message", ""), "paused",
+	                      json_is_true(jx_path(u, "spec.paused")), "abort",
+	                      json_is_true(jx_path(u, "spec.abort")));
+	json_object_set_new(o, "noticeEnd", json_string(jx_str_or(st, "noticeEndTime", "")));
+	json_object_set_new(o, "approvals", approvals_json(u, approvals));
+	json_object_set_new(o, "scheduledStart",
+	                    json_string(jx_str_or(st, "scheduledStart", "")));
+	json_object_set_new(o, "window", json_string(jx_str_or(st, "window", "")));
+	json_object_set_new(o, "canary", canary_json(st));
+	json_object_set_new(o, "waves", waves_json(st));
+	json_object_set_new(o, "steps", steps_json(st));
+	json_object_set_new(o, "startTime", json_string(jx_str_or(st, "startTime", "")));
+	json_object_set_new(o, "completionTime",
+	                    json_string(jx_str_or(st, "completionTime", "")));
+	return o;
+}
+
+static bool upgrade_finished(const json_t *u)
+{
+	const char *p = jx_str_or(u, "status.phase", "");
+	return strcmp(p, "Completed") == 0 || strcmp(p, "Aborted") == 0;
+}
+
+static int upgrade_cmp(const void *a, const void *b)
+{
+	const json_t *x = *(const json_t *const *)a, *y = *(const json_t *const *)b;
+	int fx = upgrade_finished(x), fy = upgrade_finished(y);
+	return fx != fy ? fx - fy : strcmp(kube_obj_name(x), kube_obj_name(y));
+}
+
+void op_feed_upgrades(struct op *op)
+{
+	json_t *ups, *appr, *out;
+	const json_t **v;
+	size_t n;
+
+	if (op->dash == NULL || op->upgrades == NULL)
+		return;
+	ups = kube_informer_list(op->upgrades);
+	appr = op->approvals ? kube_informer_list(op->approvals) : json_array();
+	n = json_array_size(ups);
+	v = xcalloc(n ? n : 1, sizeof(*v));
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_array_get(ups, i);
+	/* A stable order, so that an unchanged list is the same text. */
+	qsort(v, n, sizeof(*v), upgrade_cmp);
+	out = json_array();
+	for (size_t i = 0; i < n && i < UPGRADES_SHOWN; i++)
+		json_array_append_new(out, upgrade_feed_json(v[i], appr));
+	publish_take(op, "upgrades", jx_dumps(out));
+	json_decref(out);
+	free(v);
+	json_decref(appr);
+	json_decref(ups);
 }
 
 /* A replica that stops leading stops publishing; forget what was sent so

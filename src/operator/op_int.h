@@ -126,6 +126,8 @@ void op_feed_rack(struct op *op, const json_t *rack, const struct op_rack_eval *
 void op_feed_rack_gone(struct op *op, const char *name);
 /* Publishes the `domains` topic from the ComputeDomain cache. */
 void op_feed_domains(struct op *op);
+/* The "upgrades" topic from the RackUpgrade and UpgradeApproval caches. */
+void op_feed_upgrades(struct op *op);
 void op_feed_event(struct op *op, const char *type, const char *reason, const char *object,
                    const char *message);
 void op_feed_clear(struct op *op);
