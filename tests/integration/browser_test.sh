@@ -4,7 +4,8 @@
 # sample Rack with a real agent per tray on a simulated rack, and headless
 # Chromium driven over the DevTools protocol (tests/integration/cdp.py).
 # The page must show 18 trays and 72 GPUs, and a fault injected with simctl
-# must reach the open page through the websocket feed, without a reload.
+# must reach the open page through the websocket feed, without a reload; so
+# must a ComputeDomain and a RackUpgrade's phase change.
 # A screenshot of each view is kept under <build>/artifacts/browser/.
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
@@ -234,14 +235,57 @@ check "among them TraysCreated of the rack and DomainReady of the domain" $? "$o
 cdp shot "$art/events.png" >/dev/null
 check "screenshot of the events view" $? "$art/events.png"
 
-cdp eval 'document.getElementById("nav-upgrades").click()' >/dev/null
-out=$(cdp wait 10 '!document.getElementById("view-upgrades").hidden &&
-	document.getElementById("view-domains").hidden && document.getElementById("upgrades-summary").textContent')
-check "the upgrades view is a place of its own that claims no data" $? "$out"
+# ---------------------------------------------------------- upgrades ---
+# The sample security upgrade: no approval, but the rack's 72 h notice, so
+# it sits in Notice until it is aborted, a phase change the open page must
+# show without a reload.
+UPG=gb300-r07-cve-2026-24101
+out=$(k apply -f deploy/samples/rackupgrade-security.yaml 2>&1)
+check "kubectl apply the sample security RackUpgrade" $? "$out"
+cdp eval 'document.getElementById("nav-upgrades").focus(); document.activeElement.id' >/dev/null
+cdp key Enter >/dev/null
+card="document.getElementById(\"upgrade-$UPG\")"
+out=$(cdp wait 60 "location.hash === \"#/upgrades\" && !document.getElementById(\"view-upgrades\").hidden &&
+	$card && $card.querySelector(\".badge.phase\").textContent === \"Notice\" &&
+	$card.querySelector(\".timeline [aria-current=step]\").textContent.indexOf(\"Notice\") === 0 &&
+	$card.textContent")
+check "Enter on the Upgrades link: $UPG in Notice, the current step of its phase timeline" $? \
+	"$out $(cdp eval '[location.hash, document.getElementById("view-upgrades").textContent]')"
+[[ $out == *"Rack $RACK"* && $out == *"gb300-r580-159"* && $out == *CVE-2026-24101* &&
+	$out == *"security"* && $out == *"No approval required."* && $out == *"Notice ends"* ]]
+check "its card names the rack, the target stack, the class and CVE, and needs no approval" $? "$out"
+n=$(cdp eval "$card.querySelectorAll(\".timeline .tl-done\").length")
+[[ $n == 1 ]]
+check "the timeline marks Proposed passed, the phases after Notice ahead" $? "passed=$n"
 cdp shot "$art/upgrades.png" >/dev/null
+check "screenshot of the upgrades view" $? "$art/upgrades.png"
+
+cdp eval 'document.getElementById("nav-fleet").click()' >/dev/null
+out=$(cdp wait 60 '!document.getElementById("view-fleet").hidden &&
+	document.querySelector("#rack-tiles .tile-upgrade .badge") &&
+	document.querySelector("#rack-tiles .tile-upgrade").textContent')
+[[ $out == '"Upgrade Notice"' ]]
+check "the rack's fleet tile reads its upgrade phase" $? "$out"
+
+cdp eval 'document.getElementById("nav-upgrades").click()' >/dev/null
+cdp wait 10 "!!$card" >/dev/null
+t0=$SECONDS
+out=$(k patch rackupgrade "$UPG" --type=merge -p '{"spec":{"abort":true}}' 2>&1)
+check "abort the upgrade with kubectl patch" $? "$out"
+out=$(cdp wait 60 "$card && $card.querySelector(\".badge.phase\").textContent === \"Aborted\" &&
+	$card.querySelector(\".timeline [aria-current=step]\").textContent.indexOf(\"Aborted\") === 0 &&
+	[$card.querySelector(\".badge.phase\").textContent, document.getElementById(\"upgrades-summary\").textContent]")
+check "the phase change reaches the open page: $UPG Aborted ($((SECONDS - t0))s)" $? \
+	"$out $(cdp eval "document.getElementById(\"view-upgrades\").textContent") $(k get rackupgrade "$UPG" -o jsonpath='{.status.phase}')"
+[[ $out == *"0 in progress"* ]]
+check "the summary counts no upgrade in progress" $? "$out"
+[[ $(cdp eval 'window.nvl72Marker') == "\"$marker\"" ]]
+check "still the same page (no reload)" $? "marker lost"
+cdp shot "$art/upgrades-aborted.png" >/dev/null
+check "screenshot of the aborted upgrade" $? "$art/upgrades-aborted.png"
 
 png=$(file "$art"/*.png | grep -c 'PNG image data')
-[[ $png == 6 ]]
-check "6 screenshots are PNG images" $? "$(file "$art"/*.png)"
+[[ $png == 7 ]]
+check "7 screenshots are PNG images" $? "$(file "$art"/*.png)"
 echo "# screenshots: $art/"
 finish

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // The dashboard's client: keeps a model of whatever the /ws feed publishes
-// (fleet, racks, trays, compute domains, events) and redraws the current view from it.
+// (fleet, racks, trays, compute domains, upgrades, events) and redraws the current view
+// from it.
 "use strict";
 
 (function () {
   const MAX_EVENTS = 100;
-  const state = { fleet: null, racks: new Map(), domains: null, events: [], connected: false };
+  const state = {
+    fleet: null, racks: new Map(), domains: null, upgrades: null, events: [], connected: false,
+  };
   let backoffMs = 1000;
   let renderPending = false;
 
@@ -31,6 +34,7 @@
       state.fleet = null;
       state.racks.clear();
       state.domains = null;
+      state.upgrades = null;
       setConnected(true);
     };
     ws.onmessage = function (ev) {
@@ -74,6 +78,8 @@
       applyTray(parts[1], Number(parts[2]), data);
     } else if (topic === "domains") {
       state.domains = Array.isArray(data) ? data : null;
+    } else if (topic === "upgrades") {
+      state.upgrades = Array.isArray(data) ? data : null;
     } else if (topic === "events") {
       // The retained list of recent events, newest first.
       state.events = Array.isArray(data) ? data.slice(0, MAX_EVENTS) : [];
@@ -202,8 +208,11 @@
       const st = r.stack || {};
       a.appendChild(el("p", null, "Stack " + str(st.observed) +
         (st.desired && st.desired !== st.observed ? " → " + st.desired : "")));
-      if (r.upgrade && r.upgrade.phase)
-        a.appendChild(el("p", null, "Upgrade: " + r.upgrade.phase));
+      if (r.upgrade && r.upgrade.phase) {
+        const up = el("p", "tile-upgrade", "Upgrade ");
+        up.appendChild(el("span", "badge " + upgradeClass(r.upgrade.phase), r.upgrade.phase));
+        a.appendChild(up);
+      }
       if (r.cordoned) a.appendChild(el("p", null, "Cordoned"));
       li.appendChild(a);
       ul.appendChild(li);
@@ -329,6 +338,251 @@
     });
   }
 
+  // ---- upgrades ----------------------------------------------------------
+
+  // The RackUpgrade phases along the normal path, in order; Halted, Paused
+  // and Aborted leave it and are shown after the last phase reached.
+  const UPGRADE_PATH = ["Proposed", "Notice", "AwaitingApproval", "Scheduled", "Canary",
+    "Validating", "RollingOut", "Completed"];
+
+  function upgradeClass(phase) {
+    switch (phase) {
+      case "Completed": return "st-ok";
+      case "Halted": return "st-bad";
+      case "Aborted": return "st-none";
+      case "Paused": case "AwaitingApproval": return "st-warn";
+      default: return "st-wait";
+    }
+  }
+
+  function stepClass(phase) {
+    switch (phase) {
+      case "Succeeded": return "st-ok";
+      case "Failed": return "st-bad";
+      case "Running": return "st-wait";
+      default: return "st-none";
+    }
+  }
+
+  // [1, 2, 3, 5] -> "1–3, 5"
+  function trayRanges(trays) {
+    const t = (Array.isArray(trays) ? trays : []).filter(Number.isInteger)
+      .slice().sort(function (a, b) { return a - b; });
+    const out = [];
+    for (let i = 0; i < t.length; i++) {
+      let j = i;
+      while (j + 1 < t.length && t[j + 1] === t[j] + 1) j++;
+      out.push(j > i ? t[i] + "–" + t[j] : String(t[i]));
+      i = j;
+    }
+    return out.length ? out.join(", ") : "–";
+  }
+
+  // Where an upgrade that left the normal path had got to.
+  function reachedIndex(u) {
+    const at = UPGRADE_PATH.indexOf(u.phase);
+    if (at >= 0) return at;
+    const steps = Array.isArray(u.steps) ? u.steps : [];
+    const started = steps.filter(function (s) { return s.startTime; });
+    if (started.some(function (s) { return s.wave > 0; })) return UPGRADE_PATH.indexOf("RollingOut");
+    if (started.some(function (s) { return s.action === "Validate"; }))
+      return UPGRADE_PATH.indexOf("Validating");
+    if (started.length) return UPGRADE_PATH.indexOf("Canary");
+    if (u.scheduledStart) return UPGRADE_PATH.indexOf("Scheduled");
+    const ap = u.approvals || {};
+    if (Array.isArray(ap.required) && ap.required.length) return UPGRADE_PATH.indexOf("AwaitingApproval");
+    return u.noticeEnd ? UPGRADE_PATH.indexOf("Notice") : 0;
+  }
+
+  function phaseTimeline(u) {
+    const ol = el("ol", "timeline");
+    ol.setAttribute("aria-label", "Phases of " + str(u.name));
+    const onPath = UPGRADE_PATH.indexOf(u.phase) >= 0;
+    const reached = reachedIndex(u);
+    UPGRADE_PATH.forEach(function (p, i) {
+      const now = onPath && i === reached;
+      const li = el("li", i < reached || (!onPath && i === reached) ? "tl-done"
+        : now ? "tl-now " + upgradeClass(p) : "tl-next", p);
+      li.appendChild(el("span", "sr-only", i < reached || (!onPath && i === reached)
+        ? " (passed)" : now ? " (current)" : " (ahead)"));
+      if (now) li.setAttribute("aria-current", "step");
+      ol.appendChild(li);
+    });
+    if (!onPath) {
+      const li = el("li", "tl-now " + upgradeClass(u.phase), str(u.phase));
+      li.appendChild(el("span", "sr-only", " (current)"));
+      li.setAttribute("aria-current", "step");
+      ol.appendChild(li);
+    }
+    return ol;
+  }
+
+  function field(dl, name, value) {
+    dl.appendChild(el("dt", null, name));
+    dl.appendChild(el("dd", null, value));
+  }
+
+  function table(caption, heads, rows, cls) {
+    const t = el("table", "trays " + (cls || ""));
+    t.appendChild(el("caption", null, caption));
+    const tr = el("tr");
+    heads.forEach(function (h) {
+      const th = el("th", null, h);
+      th.scope = "col";
+      tr.appendChild(th);
+    });
+    const thead = el("thead");
+    thead.appendChild(tr);
+    t.appendChild(thead);
+    const tbody = el("tbody");
+    rows.forEach(function (r) { tbody.appendChild(r); });
+    t.appendChild(tbody);
+    const wrap = el("div", "scroll");
+    wrap.appendChild(t);
+    return wrap;
+  }
+
+  function chipCell(cls, label) {
+    const td = el("td");
+    td.appendChild(el("span", "chip " + cls, label));
+    return td;
+  }
+
+  function approvalsBlock(u) {
+    const ap = u.approvals || {};
+    const div = el("div", "approvals");
+    const req = Array.isArray(ap.required) ? ap.required : [];
+    const pend = Array.isArray(ap.pending) ? ap.pending : [];
+    div.appendChild(el("p", "approvals-summary", req.length === 0
+      ? "No approval required."
+      : "Required: " + req.join(", ") + ". " +
+        (pend.length ? "Pending: " + pend.join(", ") + "." : "All given.")));
+    const ul = el("ul", "members approvals-given");
+    (Array.isArray(ap.given) ? ap.given : []).forEach(function (a) {
+      const li = el("li");
+      const rejected = a.decision === "Rejected";
+      li.appendChild(el("span", "chip " + (rejected ? "st-bad" : a.counted ? "st-ok" : "st-none"),
+        rejected ? "Rejected" : "Approved"));
+      li.appendChild(document.createTextNode(" " + str(a.layer) + " by " + str(a.user, "(not stamped)") +
+        (a.time ? " at " + a.time : "") + (a.counted ? "" : " (not counted)")));
+      ul.appendChild(li);
+    });
+    div.appendChild(ul);
+    return div;
+  }
+
+  function upgradeCard(u) {
+    const art = el("article", "upgrade");
+    art.id = "upgrade-" + str(u.name);
+    art.setAttribute("aria-labelledby", art.id + "-title");
+    const h = el("h3", null, str(u.name) + " ");
+    h.id = art.id + "-title";
+    const badge = el("span", "badge phase " + upgradeClass(u.phase), str(u.phase, "Proposed"));
+    h.appendChild(badge);
+    art.appendChild(h);
+    const t = u.target || {};
+    art.appendChild(el("p", "summary", "Rack " + str(u.rack) + ": " + str(u.fromStack) + " → " +
+      str(t.stack) + " · " + str(u["class"], "routine") +
+      (Array.isArray(u.cves) && u.cves.length ? " (" + u.cves.join(", ") + ")" : "") +
+      (u.phaseTime ? " · " + str(u.phase) + " since " + u.phaseTime : "") +
+      (u.paused ? " · paused" : "") + (u.abort ? " · abort requested" : "")));
+    if (u.message) art.appendChild(el("p", "upgrade-message", u.message));
+    art.appendChild(phaseTimeline(u));
+
+    const dl = el("dl", "facts");
+    field(dl, "Notice ends", str(u.noticeEnd));
+    field(dl, "Scheduled start", str(u.scheduledStart) + (u.window ? " (window " + u.window + ")" : ""));
+    const c = u.canary;
+    field(dl, "Canary", c ? str(c.partition, "(trays)") + ": trays " + trayRanges(c.trays) : "none");
+    art.appendChild(dl);
+
+    art.appendChild(el("h4", null, "Approvals"));
+    art.appendChild(approvalsBlock(u));
+
+    const waves = Array.isArray(u.waves) ? u.waves : [];
+    if (waves.length) {
+      art.appendChild(table("Waves of " + str(u.name), ["Wave", "Trays", "Phase", "Started", "Completed"],
+        waves.map(function (w) {
+          const tr = el("tr");
+          const th = el("th", null, w.index === 0 ? "0 (canary)" : str(w.index));
+          th.scope = "row";
+          tr.appendChild(th);
+          tr.appendChild(el("td", null, trayRanges(w.trays)));
+          tr.appendChild(chipCell(stepClass(w.phase), str(w.phase, "Pending")));
+          tr.appendChild(el("td", null, str(w.startTime)));
+          tr.appendChild(el("td", null, str(w.completionTime)));
+          return tr;
+        }), "waves"));
+    }
+
+    const steps = Array.isArray(u.steps) ? u.steps : [];
+    const gates = steps.filter(function (s) { return s.evidence; });
+    if (gates.length) {
+      art.appendChild(table("Validation gates of " + str(u.name),
+        ["Step", "Wave", "Trays", "Bus bandwidth", "Fabric / IMEX", "Result"],
+        gates.map(function (s) {
+          const e = s.evidence;
+          const tr = el("tr", e.passed ? "gate" : "gate failed");
+          const th = el("th", null, str(s.index));
+          th.scope = "row";
+          tr.appendChild(th);
+          tr.appendChild(el("td", null, str(s.wave)));
+          tr.appendChild(el("td", null, trayRanges(s.trays)));
+          tr.appendChild(el("td", null, str(e.busBandwidthGBps, "?") + " GB/s vs floor " +
+            str(e.floorGBps, "?") + " GB/s, tolerance " + str(e.tolerancePercent, "0") + " %" +
+            (e.transport ? " (" + e.transport + ")" : "")));
+          tr.appendChild(el("td", null, str(e.fabricState) + " / " + str(e.imexDomainState)));
+          tr.appendChild(chipCell(e.passed ? "st-ok" : "st-bad", e.passed ? "PASS" : "FAIL"));
+          return tr;
+        }), "gates"));
+    }
+    if (steps.length) {
+      const det = el("details", "steps");
+      det.appendChild(el("summary", null, steps.length + " steps"));
+      det.appendChild(table("Steps of " + str(u.name),
+        ["#", "Action", "Wave", "Trays", "Phase", "Started", "Completed", "Message"],
+        steps.map(function (s) {
+          const tr = el("tr");
+          const th = el("th", null, str(s.index));
+          th.scope = "row";
+          tr.appendChild(th);
+          tr.appendChild(el("td", null, str(s.action)));
+          tr.appendChild(el("td", null, str(s.wave)));
+          tr.appendChild(el("td", null, trayRanges(s.trays)));
+          tr.appendChild(chipCell(stepClass(s.phase), str(s.phase, "Pending")));
+          tr.appendChild(el("td", null, str(s.startTime)));
+          tr.appendChild(el("td", null, str(s.completionTime)));
+          tr.appendChild(el("td", null, str(s.message)));
+          return tr;
+        })));
+      art.appendChild(det);
+    }
+    return art;
+  }
+
+  function renderUpgrades() {
+    const box = document.getElementById("upgrade-list");
+    // Keep open step lists open across redraws.
+    const open = new Set(Array.from(box.querySelectorAll("details[open]")).map(function (d) {
+      return d.parentNode.id;
+    }));
+    clear(box);
+    const list = state.upgrades || [];
+    const active = list.filter(function (u) {
+      return u.phase !== "Completed" && u.phase !== "Aborted";
+    }).length;
+    document.getElementById("upgrades-summary").textContent = state.upgrades === null
+      ? (state.connected ? "No upgrades published yet." : "Waiting for data from the operator.")
+      : list.length === 0 ? "No RackUpgrades."
+      : list.length + " upgrades, " + active + " in progress.";
+    list.forEach(function (u) {
+      const card = upgradeCard(u);
+      const det = card.querySelector("details");
+      if (det && open.has(card.id)) det.open = true;
+      box.appendChild(card);
+    });
+  }
+
   function renderEvents() {
     const tbody = document.getElementById("event-list");
     clear(tbody);
@@ -352,8 +606,6 @@
 
   // ---- routing --------------------------------------------------------------
 
-  // Upgrades is a reserved place: the upgrade controller will publish its
-  // own topic; until then the view only says so.
   const VIEWS = ["fleet", "rack", "domains", "events", "upgrades"];
 
   function route() {
@@ -378,6 +630,7 @@
     else if (r.view === "rack") renderRack(r.name);
     else if (r.view === "domains") renderDomains();
     else if (r.view === "events") renderEvents();
+    else if (r.view === "upgrades") renderUpgrades();
   }
 
   function scheduleRender() {
