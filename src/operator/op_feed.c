@@ -309,16 +309,14 @@ static json_t *evidence_json(const json_t *e)
 {
 	if (!json_is_object(e))
 		return json_null();
-	return json_pack("{s:I,s:I,s:I,s:s,s:s,s:s,s:b}", "busBandwidthGBps",
-	                 (json_int_t)json_integer_value(json_object_get(e, "busBandwidthGBps")),
-	                 "floorGBps",
-	                 (json_int_t)json_integer_value(json_object_get(e, "floorGBps")),
-	                 "tolerancePercent",
-	                 (json_int_t)json_integer_value(json_object_get(e, "tolerancePercent")),
-	                 "fabricState", jx_str_or(e, "fabricState", ""), "imexDomainState",
-	                 jx_str_or(e, "imexDomainState", ""), "transport",
-	                 jx_str_or(e, "transport", ""), "passed",
-	                 json_is_true(json_object_get(e, "passed")));
+	return json_pack(
+	        "{s:I,s:I,s:I,s:s,s:s,s:s,s:b}", "busBandwidthGBps",
+	        (json_int_t)json_integer_value(json_object_get(e, "busBandwidthGBps")), "floorGBps",
+	        (json_int_t)json_integer_value(json_object_get(e, "floorGBps")), "tolerancePercent",
+	        (json_int_t)json_integer_value(json_object_get(e, "tolerancePercent")),
+	        "fabricState", jx_str_or(e, "fabricState", ""), "imexDomainState",
+	        jx_str_or(e, "imexDomainState", ""), "transport", jx_str_or(e, "transport", ""),
+	        "passed", json_is_true(json_object_get(e, "passed")));
 }
 
 static json_t *waves_json(const json_t *st)
@@ -326,11 +324,12 @@ static json_t *waves_json(const json_t *st)
 	json_t *out = json_array(), *w;
 	size_t i;
 	json_array_foreach(jx_path(st, "waves"), i, w) json_array_append_new(
-	        out, json_pack("{s:I,s:o,s:s,s:s,s:s}", "index",
-	                       (json_int_t)json_integer_value(json_object_get(w, "index")), "trays",
-	                       ints_of(json_object_get(w, "trays")), "phase",
-	                       jx_str_or(w, "phase", ""), "startTime", jx_str_or(w, "startTime", ""),
-	                       "completionTime", jx_str_or(w, "completionTime", "")));
+	        out,
+	        json_pack("{s:I,s:o,s:s,s:s,s:s}", "index",
+	                  (json_int_t)json_integer_value(json_object_get(w, "index")), "trays",
+	                  ints_of(json_object_get(w, "trays")), "phase", jx_str_or(w, "phase", ""),
+	                  "startTime", jx_str_or(w, "startTime", ""), "completionTime",
+	                  jx_str_or(w, "completionTime", "")));
 	return out;
 }
 
@@ -339,15 +338,16 @@ static json_t *steps_json(const json_t *st)
 	json_t *out = json_array(), *s;
 	size_t i;
 	json_array_foreach(jx_path(st, "steps"), i, s) json_array_append_new(
-	        out, json_pack("{s:I,s:s,s:I,s:o,s:s,s:s,s:s,s:s,s:o}", "index",
-	                       (json_int_t)json_integer_value(json_object_get(s, "index")),
-	                       "action", jx_str_or(s, "action", ""), "wave",
-	                       (json_int_t)json_integer_value(json_object_get(s, "wave")), "trays",
-	                       ints_of(json_object_get(s, "trays")), "phase",
-	                       jx_str_or(s, "phase", ""), "startTime", jx_str_or(s, "startTime", ""),
-	                       "completionTime", jx_str_or(s, "completionTime", ""), "message",
-	                       jx_str_or(s, "message", ""), "evidence",
-	                       evidence_json(json_object_get(s, "evidence"))));
+	        out,
+	        json_pack("{s:I,s:s,s:I,s:o,s:s,s:s,s:s,s:s,s:o}", "index",
+	                  (json_int_t)json_integer_value(json_object_get(s, "index")), "action",
+	                  jx_str_or(s, "action", ""), "wave",
+	                  (json_int_t)json_integer_value(json_object_get(s, "wave")), "trays",
+	                  ints_of(json_object_get(s, "trays")), "phase", jx_str_or(s, "phase", ""),
+	                  "startTime", jx_str_or(s, "startTime", ""), "completionTime",
+	                  jx_str_or(s, "completionTime", ""), "message",
+	                  jx_str_or(s, "message", ""), "evidence",
+	                  evidence_json(json_object_get(s, "evidence"))));
 	return out;
 }
 
@@ -356,8 +356,8 @@ static bool approval_counted(const json_t *st, const char *name)
 {
 	const json_t *a;
 	size_t i;
-	json_array_foreach(jx_path(st, "approvals"), i, a) if (
-	        strcmp(jx_str_or(a, "name", ""), name) == 0) return true;
+	json_array_foreach(jx_path(st, "approvals"), i,
+	                   a) if (strcmp(jx_str_or(a, "name", ""), name) == 0) return true;
 	return false;
 }
 
@@ -387,8 +387,8 @@ static json_t *approvals_json(const json_t *u, const json_t *all)
 		                          "layer", jx_str_or(v[k], "spec.layer", ""), "decision",
 		                          jx_str_or(v[k], "spec.decision", "Approved"), "user",
 		                          jx_str_or(v[k], "spec.approvedBy.username", ""), "time",
-		                          jx_str_or(v[k], "metadata.creationTimestamp", ""), "counted",
-		                          approval_counted(st, kube_obj_name(v[k]))));
+		                          jx_str_or(v[k], "metadata.creationTimestamp", ""),
+		                          "counted", approval_counted(st, kube_obj_name(v[k]))));
 	free(v);
 	/* Sort the payloads (not the cache objects) by layer and name. */
 	n = json_array_size(sorted);
@@ -429,28 +429,25 @@ static json_t *canary_json(const json_t *st)
 static json_t *upgrade_feed_json(const json_t *u, const json_t *approvals)
 {
 	const json_t *st = json_object_get(u, "status");
-	json_t *o = json_pack("{s:s,s:s,s:{s:s,s:s},s:s,s:s,s:o,s:s,s:s,s:s,s:b,s:b}", "name",
-	                      kube_obj_name(u), "rack", jx_str_or(u, "spec.rack", ""), "target",
-	                      "matrix", jx_str_or(u, "spec.target.matrix", ""), "stack",
-	                      jx_str_or(u, "spec.target.stack", ""), "fromStack",
-	                      jx_str_or(st, "fromStack", ""), "class",
-	                      jx_str_or(u, "spec.class", "routine"), "cves",
-	                      strs_of(jx_path(u, "spec.cves")), "phase",
-	                      jx_str_or(st, "phase", ""), "phaseTime", jx_str_or(st, "phaseTime", ""),
-	                      "message", jx_str_or(st, "message", ""), "paused",
-	                      json_is_true(jx_path(u, "spec.paused")), "abort",
-	                      json_is_true(jx_path(u, "spec.abort")));
+	json_t *o = json_pack(
+	        "{s:s,s:s,s:{s:s,s:s},s:s,s:s,s:o,s:s,s:s,s:s,s:b,s:b}", "name", kube_obj_name(u),
+	        "rack", jx_str_or(u, "spec.rack", ""), "target", "matrix",
+	        jx_str_or(u, "spec.target.matrix", ""), "stack",
+	        jx_str_or(u, "spec.target.stack", ""), "fromStack", jx_str_or(st, "fromStack", ""),
+	        "class", jx_str_or(u, "spec.class", "routine"), "cves",
+	        strs_of(jx_path(u, "spec.cves")), "phase", jx_str_or(st, "phase", ""), "phaseTime",
+	        jx_str_or(st, "phaseTime", ""), "message", jx_str_or(st, "message", ""), "paused",
+	        json_is_true(jx_path(u, "spec.paused")), "abort",
+	        json_is_true(jx_path(u, "spec.abort")));
 	json_object_set_new(o, "noticeEnd", json_string(jx_str_or(st, "noticeEndTime", "")));
 	json_object_set_new(o, "approvals", approvals_json(u, approvals));
-	json_object_set_new(o, "scheduledStart",
-	                    json_string(jx_str_or(st, "scheduledStart", "")));
+	json_object_set_new(o, "scheduledStart", json_string(jx_str_or(st, "scheduledStart", "")));
 	json_object_set_new(o, "window", json_string(jx_str_or(st, "window", "")));
 	json_object_set_new(o, "canary", canary_json(st));
 	json_object_set_new(o, "waves", waves_json(st));
 	json_object_set_new(o, "steps", steps_json(st));
 	json_object_set_new(o, "startTime", json_string(jx_str_or(st, "startTime", "")));
-	json_object_set_new(o, "completionTime",
-	                    json_string(jx_str_or(st, "completionTime", "")));
+	json_object_set_new(o, "completionTime", json_string(jx_str_or(st, "completionTime", "")));
 	return o;
 }
 
