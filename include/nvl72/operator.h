@@ -38,6 +38,7 @@ struct op_config {
 	int64_t renew_deadline_ms;
 	int64_t retry_ms;
 	const char *metrics_addr; /* "[host]:port"; "0" turns it off */
+	bool metrics_require_token; /* /metrics only for tokens allowed "get" on it */
 	const char *probe_addr;
 	const char *dashboard_addr;
 	const char *webhook_addr;

@@ -170,9 +170,18 @@ static enum nv_err server_new(struct op *op, const char *name, const char *addr,
 		/* Reading the dashboard needs no token (docs/dashboard.md says
 		 * why nothing on it is secret); any POST must carry a bearer
 		 * token that a SubjectAccessReview allows "post" on its path. */
-		op->access = kube_access_new(op->c, 0, 0, 0);
+		if (op->access == NULL)
+			op->access = kube_access_new(op->c, 0, 0, 0);
 		wc.post_authz = kube_access_authz;
 		wc.post_authz_arg = op->access;
+	}
+	if (metrics && op->cfg.metrics_require_token) {
+		/* As kube-rbac-proxy: the scraper's token must be allowed "get"
+		 * on /metrics (docs/metrics.md). One checker serves both. */
+		if (op->access == NULL)
+			op->access = kube_access_new(op->c, 0, 0, 0);
+		wc.metrics_authz = kube_access_authz;
+		wc.metrics_authz_arg = op->access;
 	}
 	return web_server_new(&wc, out);
 }

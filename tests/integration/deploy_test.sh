@@ -67,6 +67,7 @@ check "helm lint (ServiceMonitor, PrometheusRule, everything on)" "$HELM" lint -
 	--set serviceMonitor.enabled=true --set prometheusRule.enabled=true
 check "helm lint (agent, roles and dashboard off)" "$HELM" lint --strict "$chart" \
 	--set agent.enabled=false --set rbac.approverRole=false --set rbac.viewerRole=false \
+	--set rbac.metricsReaderRole=false \
 	--set grafanaDashboard.enabled=false
 
 out=$("$HELM" lint --strict "$chart" --set serviceMonitor.enable=true --set webhook.failurePolicy=Never 2>&1)
@@ -287,6 +288,21 @@ dry_run() { # NAME FILE
 dry_run "helm template | kubectl apply --dry-run=server (default values)" "$tmp/default.yaml"
 dry_run "kubectl apply --dry-run=server deploy/manifests/nvl72-operator.yaml" deploy/manifests/nvl72-operator.yaml
 
+# /metrics needs a token by default: the flag on the operator, Prometheus's
+# token on the ServiceMonitor, and a reader role with exactly that grant.
+got=$(yq -c 'select(.kind == "Deployment" and .metadata.name == "nvl72-operator") |
+	.spec.template.spec.containers[0].args[] | select(test("^--metrics-require-token"))' "$tmp/full.yaml")
+sm=$(yq -c 'select(.kind == "ServiceMonitor") | .spec.endpoints[0].bearerTokenFile' "$tmp/full.yaml")
+rules=$(yq -c 'select(.kind == "ClusterRole" and .metadata.name == "nvl72-metrics-reader") | .rules' "$tmp/full.yaml")
+if [[ $got == '"--metrics-require-token=true"' &&
+	$sm == '"/var/run/secrets/kubernetes.io/serviceaccount/token"' &&
+	$rules == '[{"nonResourceURLs":["/metrics"],"verbs":["get"]}]' ]]; then
+	ok "the chart requires a token on /metrics, sends Prometheus's, and grants get on /metrics only"
+else
+	not_ok "the chart requires a token on /metrics, sends Prometheus's, and grants get on /metrics only" \
+		"arg=$got tokenFile=$sm rules=$rules"
+fi
+
 # The Prometheus Operator's kinds do not exist here. Stand-in CRDs with a
 # strict schema of just the fields the chart uses let the apiserver check
 # the objects' shape (field names and types as this project understands
@@ -332,6 +348,7 @@ spec:
                     scheme: {type: string, enum: [http, https]}
                     interval: {type: string, pattern: '^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$'}
                     scrapeTimeout: {type: string, pattern: '^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$'}
+                    bearerTokenFile: {type: string}
 ---
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -515,7 +532,8 @@ fi
 # namespace and names; the fixed-name people roles are left to the first).
 hns=nvl72-helm
 hname=nvl72-helm-nvl72-operator
-hargs=(--namespace "$hns" --set rbac.approverRole=false --set rbac.viewerRole=false)
+hargs=(--namespace "$hns" --set rbac.approverRole=false --set rbac.viewerRole=false
+	--set rbac.metricsReaderRole=false)
 k create namespace "$hns" >/dev/null 2>&1
 out=$(timeout 120 "$HELM" install nvl72-helm "$chart" "${hargs[@]}" 2>&1)
 if [[ $? -eq 0 ]] && grep -q 'STATUS: deployed' <<<"$out" && grep -q 'nvl72-operator 0.1.0 is installed' <<<"$out"; then
