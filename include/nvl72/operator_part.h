@@ -7,6 +7,7 @@
 #define NVL72_OPERATOR_PART_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -14,6 +15,7 @@
 #include "nvl72/api.h"
 #include "nvl72/api_rack.h"
 #include "nvl72/fabric.h"
+#include "nvl72/operator_drain.h"
 
 #define OP_FINALIZER_PARTITION "nvl72.io/partition"
 /* The value of nvl72.io/cordoned-by on Nodes a partition change cordoned. */
@@ -105,6 +107,22 @@ void op_part_requested(struct op_part_decision *d, const char *backend, enum nv_
  * Times move only when the phase or a condition's status changes. */
 void op_part_status_apply(json_t *obj, const struct op_part_in *in,
                           const struct op_part_decision *d, int64_t now_ms);
+
+/* The drain before a partition change: owner "rackpartition/<name>" into
+ * owner (cap bytes, which p->owner then points at), the Rack's drain mode
+ * and checkpointDeadline (Evict and 30m when the Rack does not say), and
+ * when the drain began: the status's lastTransitionTime while the phase is
+ * already Draining, else now_ms. Never forced: a partition change waits for
+ * PodDisruptionBudgets. */
+void op_part_drain_policy(const struct op_part_in *in, int64_t now_ms, char *owner, size_t cap,
+                          struct drain_policy *p);
+
+/* Folds one drain pass over the Nodes of d->cordon into d, a Draining
+ * decision. Drained: d is left as it is (the request goes out). Not yet:
+ * no request this pass, reason Draining (DrainBlocked when a
+ * PodDisruptionBudget refused an eviction), the drain's sentence in the
+ * message, and a requeue at the drain's next check. */
+void op_part_drained(struct op_part_decision *d, const struct drain_result *r, int64_t now_ms);
 
 /* The merge patch that cordons (want) node for partition name, with our
  * annotation and the Node's resourceVersion, or lifts our cordon (!want).

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The RackPartition controller: cordons the member Nodes, asks the fabric
-// backend for the partition change, follows the operation, waits until
-// every member GPU reports the new clique and the Node labels and IMEX have
-// caught up, then lifts its cordons. A finalizer deletes the backend
+// The RackPartition controller: cordons and drains the member Nodes (the
+// drain module: checkpoint handshake, evictions under PodDisruptionBudgets),
+// asks the fabric backend for the partition change, follows the operation,
+// waits until every member GPU reports the new clique and the Node labels
+// and IMEX have caught up, then lifts its cordons. A finalizer deletes the backend
 // partition. The status is the durable record; writes happen on change only.
 #include <stdio.h>
 #include <stdlib.h>
@@ -336,21 +337,77 @@ static enum nv_err cordon_one(struct op *op, struct part_pass *p, const struct o
 	return rc;
 }
 
+/* Whether the cached Node carries this partition's cordon mark. */
+static bool marked_by(const json_t *node, const char *owner)
+{
+	const json_t *a = json_object_get(jx_path(node, "metadata.annotations"), OP_ANN_CORDONED_BY);
+	return json_is_string(a) && strcmp(json_string_value(a), owner) == 0;
+}
+
 /* Cordons the Nodes of the trays in mask for this partition and lifts the
  * partition's cordon from every other Node of the rack; counts both in
- * changed[0] and changed[1]. */
+ * changed[0] and changed[1]. A Node we release goes through drain_release,
+ * which also drops the checkpoint handshake from the pods that stayed; only
+ * Nodes that carry our mark are looked at, so steady state reads nothing. */
 static enum nv_err cordons_sync(struct op *op, struct part_pass *p, uint32_t mask,
                                 int changed[2])
 {
+	char owner[128];
 	enum nv_err worst = NV_OK, rc;
+	snprintf(owner, sizeof(owner), "%s%s", OP_PART_CORDON_PREFIX, p->name);
 	for (unsigned i = 0; i < p->in.ntrays; i++) {
 		const struct op_part_tray *t = &p->in.trays[i];
+		struct kube_status st;
 		if (t->node_o == NULL)
 			continue;
-		if ((rc = cordon_one(op, p, t, (mask & (1u << t->index)) != 0, changed)) != NV_OK)
+		if (mask & (1u << t->index)) {
+			rc = cordon_one(op, p, t, true, changed);
+		} else if (!marked_by(t->node_o, owner)) {
+			continue;
+		} else if ((rc = drain_release(op->c, &t->node, 1, owner, &st)) == NV_OK) {
+			changed[1]++;
+			log_info(PART_COMP, "node uncordoned", "partition=%s node=%s", p->name, t->node);
+		} else {
+			log_warn(PART_COMP, "release failed", "partition=%s node=%s err=%s msg=\"%s\"",
+			         p->name, t->node, nv_err_name(rc), st.message);
+		}
+		if (rc != NV_OK)
 			worst = rc;
 	}
 	return worst;
+}
+
+/* Drains the pods of the Nodes the change cordons (members, and trays
+ * that leave) before the request goes out; folds the pass into d. */
+static enum nv_err drain_members(struct op *op, struct part_pass *p, struct op_part_decision *d)
+{
+	const char *nodes[API_COMPUTE_TRAYS];
+	char owner[128];
+	struct drain_policy pol;
+	struct drain_result dr;
+	struct kube_status st;
+	int64_t now = time_wall_ms();
+	unsigned n = 0;
+	enum nv_err rc;
+
+	for (unsigned i = 0; i < p->in.ntrays; i++)
+		if ((d->cordon & (1u << p->in.trays[i].index)) && p->in.trays[i].node_o)
+			nodes[n++] = p->in.trays[i].node;
+	op_part_drain_policy(&p->in, now, owner, sizeof(owner), &pol);
+	memset(&dr, 0, sizeof(dr));
+	if (n > 0 && (rc = drain_nodes(op->c, nodes, n, &pol, now, &dr, &st)) != NV_OK) {
+		log_warn(PART_COMP, "drain failed", "partition=%s err=%s msg=\"%s\"", p->name,
+		         nv_err_name(rc), st.message);
+		return rc;
+	}
+	if (n == 0)
+		dr.done = true;
+	op_part_drained(d, &dr, now);
+	if (!dr.done)
+		log_info(PART_COMP, "draining", "partition=%s pods=%d waiting_ack=%d blocked=%d "
+		         "terminating=%d msg=\"%s\"", p->name, dr.pods, dr.waiting_ack, dr.blocked,
+		         dr.terminating, dr.message);
+	return NV_OK;
 }
 
 static enum nv_err finalizer_set(struct op *op, struct part_pass *p, bool want)
@@ -504,9 +561,15 @@ struct kube_result part_reconcile(void *ud, const char *key)
 		rc = cordons_sync(op, &p, d->cordon, changed);
 	if (changed[0] > 0)
 		op_event(op, p.part, "Normal", "Draining", "Cordon",
-		         "cordoned %d Nodes for the partition change (cordon only, pods stay)",
+		         "cordoned %d Nodes for the partition change; their pods are drained "
+		         "before the fabric request",
 		         changed[0]);
-	/* A change is sent only once its Nodes are cordoned. */
+	/* A change is sent only once its Nodes are cordoned and drained. */
+	if (rc == NV_OK && (d->action == OP_PART_CREATE || d->action == OP_PART_UPDATE))
+		rc = drain_members(op, &p, d);
+	if (rc == NV_OK && d->reason && strcmp(d->reason, "DrainBlocked") == 0 &&
+	    strcmp(jx_str_or(kube_condition_find(p.part, "Ready"), "reason", ""), "DrainBlocked") != 0)
+		op_event(op, p.part, "Warning", "DrainBlocked", "Drain", "%s", d->message);
 	bool requested = d->action != OP_PART_NOTHING && rc == NV_OK;
 	if (requested)
 		backend_request(op, &p, d);

@@ -630,6 +630,42 @@ void op_part_status_apply(json_t *obj, const struct op_part_in *in,
 	                         d->reason ? d->reason : "Pending", d->message, gen, now_ms);
 }
 
+void op_part_drain_policy(const struct op_part_in *in, int64_t now_ms, char *owner, size_t cap,
+                          struct drain_policy *p)
+{
+	const json_t *part = in->part;
+	const char *mode = jx_str_or(in->rack, "spec.policy.drain.mode", "Evict");
+	const char *deadline = jx_str_or(in->rack, "spec.policy.drain.checkpointDeadline", "");
+	int64_t began = 0;
+
+	memset(p, 0, sizeof(*p));
+	snprintf(owner, cap, "%s%s", OP_PART_CORDON_PREFIX, kube_obj_name(part));
+	p->owner = owner;
+	p->mode = strcmp(mode, "Checkpoint") == 0 ? API_DRAIN_CHECKPOINT : API_DRAIN_EVICT;
+	/* The CRD checks the format; an unreadable value gets the default. */
+	if (deadline[0] == '\0' || parse_duration_ms(deadline, &p->checkpoint_deadline_ms) != NV_OK)
+		p->checkpoint_deadline_ms = 30 * 60000;
+	p->started_ms = now_ms;
+	if (strcmp(jx_str_or(part, "status.phase", ""), "Draining") == 0 &&
+	    time_parse_rfc3339(jx_str_or(part, "status.lastTransitionTime", ""), &began) == NV_OK &&
+	    began > 0 && began <= now_ms)
+		p->started_ms = began;
+}
+
+void op_part_drained(struct op_part_decision *d, const struct drain_result *r, int64_t now_ms)
+{
+	const char *verb = d->action == OP_PART_CREATE ? "create" : "update";
+	if (r->done)
+		return;
+	d->action = OP_PART_NOTHING;
+	d->phase = API_PART_DRAINING;
+	d->reason = r->blocked > 0 ? "DrainBlocked" : "Draining";
+	d->requeue_ms = r->next_check_ms > now_ms ? r->next_check_ms - now_ms : 1000;
+	msg(d, "waiting for %d pod%s on the member Nodes before the %s%s: %s", r->pods + r->terminating,
+	    r->pods + r->terminating == 1 ? "" : "s", verb,
+	    r->blocked > 0 ? " (blocked by a PodDisruptionBudget)" : "", r->message);
+}
+
 json_t *op_part_cordon_patch(const json_t *node, const char *name, bool want)
 {
 	char mine[128];

@@ -506,6 +506,97 @@ static void test_op_part_status_apply_shape_and_no_change(void **state)
 	pfx_clear(&f);
 }
 
+static void test_op_part_drain_policy_from_rack(void **state)
+{
+	struct pfx f;
+	struct drain_policy pol;
+	char owner[128], began[TIME_RFC3339_LEN];
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	op_part_drain_policy(&f.in, FX_NOW, owner, sizeof(owner), &pol);
+	assert_string_equal(pol.owner, "rackpartition/tenant-a");
+	assert_ptr_equal(pol.owner, owner);
+	assert_int_equal(pol.mode, API_DRAIN_EVICT); /* the Rack says nothing */
+	assert_int_equal(pol.checkpoint_deadline_ms, 30 * 60000);
+	assert_false(pol.force);
+	assert_int_equal(pol.started_ms, FX_NOW);
+
+	json_object_set_new(json_object_get(json_object_get(f.rack, "spec"), "policy"), "drain",
+	                    json_pack("{s:s,s:s}", "mode", "Checkpoint", "checkpointDeadline",
+	                              "10m"));
+	/* Already Draining: the drain began when the phase did. */
+	pfx_status(&f, "Draining", "", "");
+	fx_time(FX_NOW - 90000, began);
+	json_object_set_new(json_object_get(f.part, "status"), "lastTransitionTime",
+	                    json_string(began));
+	op_part_drain_policy(&f.in, FX_NOW, owner, sizeof(owner), &pol);
+	assert_int_equal(pol.mode, API_DRAIN_CHECKPOINT);
+	assert_int_equal(pol.checkpoint_deadline_ms, 10 * 60000);
+	assert_int_equal(pol.started_ms, FX_NOW - 90000);
+	pfx_clear(&f);
+}
+
+static void test_op_part_drained_holds_the_request(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	struct drain_result r;
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	f.be.looked = true;
+	f.be.find_err = NV_E_NOT_FOUND;
+
+	/* Pods still waiting for their checkpoint: no request, look again at
+	 * the drain's next check. */
+	op_part_decide(&f.in, &d);
+	memset(&r, 0, sizeof(r));
+	r.pods = 3;
+	r.waiting_ack = 2;
+	r.terminating = 1;
+	r.next_check_ms = FX_NOW + 7000;
+	snprintf(r.message, sizeof(r.message), "draining 4 nodes: 3 pods to move");
+	op_part_drained(&d, &r, FX_NOW);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_int_equal(d.phase, API_PART_DRAINING);
+	assert_string_equal(d.reason, "Draining");
+	assert_int_equal(d.requeue_ms, 7000);
+	assert_int_equal(d.cordon, 0x1e); /* the cordons stay */
+	assert_non_null(strstr(d.message, "waiting for 4 pods"));
+	assert_non_null(strstr(d.message, "before the create"));
+	assert_non_null(strstr(d.message, "3 pods to move"));
+
+	/* A PodDisruptionBudget refused: the reason and message say so, and the
+	 * Ready condition carries both. */
+	op_part_decide(&f.in, &d);
+	memset(&r, 0, sizeof(r));
+	r.pods = 1;
+	r.blocked = 1;
+	r.next_check_ms = FX_NOW + 30000;
+	snprintf(r.message, sizeof(r.message),
+	         "pod team-a/web-0: eviction refused by a PodDisruptionBudget: no");
+	op_part_drained(&d, &r, FX_NOW);
+	assert_string_equal(d.reason, "DrainBlocked");
+	assert_non_null(strstr(d.message, "waiting for 1 pod on the member Nodes"));
+	assert_non_null(strstr(d.message, "blocked by a PodDisruptionBudget"));
+	assert_non_null(strstr(d.message, "team-a/web-0"));
+	op_part_status_apply(f.part, &f.in, &d, FX_NOW);
+	const json_t *ready = kube_condition_find(f.part, "Ready");
+	assert_string_equal(jx_str_or(ready, "status", ""), "False");
+	assert_string_equal(jx_str_or(ready, "reason", ""), "DrainBlocked");
+	assert_non_null(strstr(jx_str_or(ready, "message", ""), "team-a/web-0"));
+	assert_string_equal(jx_str_or(f.part, "status.phase", ""), "Draining");
+
+	/* Drained: the decision stands and the create goes out. */
+	op_part_decide(&f.in, &d);
+	memset(&r, 0, sizeof(r));
+	r.done = true;
+	op_part_drained(&d, &r, FX_NOW);
+	assert_int_equal(d.action, OP_PART_CREATE);
+	assert_string_equal(d.reason, "Draining");
+	assert_int_equal(d.requeue_ms, 0);
+	pfx_clear(&f);
+}
+
 static void test_op_part_cordon_patch_only_ours(void **state)
 {
 	json_t *n = fx_node(3, true), *p;
@@ -549,6 +640,8 @@ int main(void)
 	        cmocka_unit_test(test_op_part_decide_member_change_updates_and_drains_leavers),
 	        cmocka_unit_test(test_op_part_decide_delete),
 	        cmocka_unit_test(test_op_part_status_apply_shape_and_no_change),
+	        cmocka_unit_test(test_op_part_drain_policy_from_rack),
+	        cmocka_unit_test(test_op_part_drained_holds_the_request),
 	        cmocka_unit_test(test_op_part_cordon_patch_only_ours),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
