@@ -16,6 +16,7 @@ struct api_compute_domain {
 	char rack[59];        /* optional selector */
 	char partition[64];
 	enum api_alloc_mode alloc_mode;
+	bool replace_failed_nodes; /* spec.replaceFailedNodes, default false */
 };
 
 enum nv_err api_compute_domain_parse(const json_t *obj,

@@ -79,6 +79,7 @@ static void domain_spec_parse(struct api_ctx *c, const json_t *spec,
 			d->alloc_mode = (enum api_alloc_mode)e;
 		api_path_pop(c, old);
 	}
+	(void)api_get_bool(c, spec, "replaceFailedNodes", &d->replace_failed_nodes);
 }
 
 enum nv_err api_compute_domain_parse(const json_t *obj,

@@ -86,6 +86,27 @@ static void test_api_compute_domain_parse_errors(void **state)
 	json_decref(j);
 }
 
+static void test_api_compute_domain_parse_replace_failed_nodes(void **state)
+{
+	(void)state;
+	json_t *j = test_load(DOMAIN);
+	struct api_errors e;
+	struct api_compute_domain *d = NULL;
+	api_errors_init(&e);
+	test_set(j, "spec.replaceFailedNodes", NULL);
+	assert_int_equal(api_compute_domain_parse(j, &d, &e), NV_OK);
+	assert_false(d->replace_failed_nodes); /* the CRD's default */
+	api_compute_domain_free(d);
+	d = NULL;
+	test_set(j, "spec.replaceFailedNodes", json_true());
+	assert_int_equal(api_compute_domain_parse(j, &d, &e), NV_OK);
+	assert_true(d->replace_failed_nodes);
+	api_compute_domain_free(d);
+	test_set(j, "spec.replaceFailedNodes", json_string("yes"));
+	CD_REJECTS(j, "spec.replaceFailedNodes", "must be a boolean");
+	json_decref(j);
+}
+
 static void test_api_compute_domain_check_selector(void **state)
 {
 	(void)state;
@@ -127,6 +148,7 @@ int main(void)
 		cmocka_unit_test(test_api_rack_partition_parse_errors),
 		cmocka_unit_test(test_api_compute_domain_parse_sample),
 		cmocka_unit_test(test_api_compute_domain_parse_errors),
+		cmocka_unit_test(test_api_compute_domain_parse_replace_failed_nodes),
 		cmocka_unit_test(test_api_compute_domain_check_selector),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
