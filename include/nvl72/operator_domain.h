@@ -50,6 +50,7 @@ struct op_domain_plan {
 	unsigned nreplaced;
 	unsigned replaced_from[API_COMPUTE_TRAYS], replaced_to[API_COMPUTE_TRAYS];
 	unsigned nunreplaced;  /* failed members past their grace with no spare */
+	unsigned unreplaced[API_COMPUTE_TRAYS]; /* their candidate indexes */
 	int64_t next_check_ms; /* wall time a failed member's grace ends; 0: none */
 };
 
@@ -77,14 +78,40 @@ void op_domain_place(const struct op_domain_cand *c, unsigned n, const char *key
  * domain degraded is not this tray's failure. node may be NULL. */
 const char *op_domain_member_failure(const json_t *tray, const json_t *node, const char *key);
 
+/* A member's failure when its GPUs report a clique other than the domain's
+ * (a RackPartition change moved it): it cannot join the domain's IMEX
+ * peers until it is back, so with spec.replaceFailedNodes it is replaced
+ * at once, without the grace. */
+#define OP_DOMAIN_CLIQUE_CHANGED "CliqueChanged"
+
+/* The domain's clique among the members of key: the recorded one
+ * (status.cliqueID of dom) while a member still reports it, else the one
+ * most members report (a tie goes to the clique of the lowest tray index).
+ * Every member reporting another clique is marked failed with
+ * CliqueChanged (failed_since_ms from op_domain_failed_since); a member
+ * reporting no clique (a change in progress) is left alone. Returns the
+ * clique (borrowed from c or dom), NULL when no member reports one. */
+const char *op_domain_clique_split(struct op_domain_cand *c, unsigned n, const char *key,
+                                   const json_t *dom, int64_t now_ms);
+
+/* HeartbeatStale when the tray's agent has given no sign of life (the later
+ * of status.heartbeatTime and lease_renew_ms, as the Rack controller reads
+ * it) for longer than timeout_ms at now_ms, else NULL. *stale_at_ms (may be
+ * NULL) is set to the wall time a fresh heartbeat goes stale, so the caller
+ * can look again then instead of polling; 0 when the agent never reported
+ * or timeout_ms is 0 (the check is off). */
+const char *op_domain_member_heartbeat(const json_t *tray, int64_t lease_renew_ms,
+                                       int64_t timeout_ms, int64_t now_ms, int64_t *stale_at_ms);
+
 /* When the domain's status first recorded node as failed
  * (status.nodes[].failedSince), else now_ms. */
 int64_t op_domain_failed_since(const json_t *dom, const char *node, int64_t now_ms);
 
 /* Replaces, in a plan from op_domain_place, each member that has failed for
- * grace_ms or longer with a healthy, selected, free tray of the same clique
- * and rack (lowest index first), and sets next_check_ms to the end of the
- * earliest grace still running. A failed member with no spare stays. */
+ * grace_ms or longer (a CliqueChanged member at once) with a healthy,
+ * selected, free tray of the domain's clique and rack (lowest index first),
+ * and sets next_check_ms to the end of the earliest grace still running. A
+ * failed member with no spare stays, listed in unreplaced. */
 void op_domain_replace_failed(const struct op_domain_cand *c, unsigned n, int num_nodes,
                               int64_t grace_ms, int64_t now_ms, struct op_domain_plan *p);
 
@@ -109,7 +136,7 @@ json_t *op_domain_tray_release_patch(const json_t *tray, const char *key);
 json_t *op_domain_node_patch(const json_t *node, const char *key, bool member);
 
 /* Writes status.status, nodes (with reason and failedSince of a failed
- * member), rack, cliqueID, nodeSelector, the Placed and Ready conditions and
+ * member, and replacement NoSpare when its grace ran out with no spare), rack, cliqueID, nodeSelector, the Placed and Ready conditions and
  * observedGeneration into obj, a private copy of the ComputeDomain. */
 void op_domain_status_apply(json_t *obj, const char *key, const struct op_domain_cand *c,
                             const struct op_domain_plan *p, int64_t now_ms);

@@ -37,8 +37,9 @@ static const char *member_of(const json_t *obj, const char *where)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* Domains still short of members may want a tray that just became free
- * or healthy; there are few domains, so a scan. */
+/* Domains still short of members, or NotReady (a failed member may wait
+ * for a spare), may want a tray that just became free or healthy; there
+ * are few domains, so a scan. */
 static void enqueue_unplaced(struct op *op)
 {
 	json_t *ds = kube_informer_list(op->domains), *d;
@@ -47,6 +48,7 @@ static void enqueue_unplaced(struct op *op)
 	json_array_foreach(ds, i, d)
 	{
 		if (kube_condition_is_true(d, "Placed") &&
+		    strcmp(jx_str_or(d, "status.status", ""), "NotReady") != 0 &&
 		    !json_is_string(jx_path(d, "metadata.deletionTimestamp")))
 			continue;
 		if (kube_obj_key(d, key, sizeof(key)) == NV_OK)
@@ -122,8 +124,39 @@ static void on_node_del(void *ud, json_t *obj, bool fsu)
 	on_member(ud, obj, NULL, "metadata.labels");
 }
 
+/* Agent Leases are named after their ComputeTray. A renewal while the
+ * heartbeat was fresh changes nothing (the pass is requeued for the moment
+ * it would go stale); one after staleness brings the member back. */
+static void on_lease(void *ud, json_t *obj)
+{
+	struct op *op = ud;
+	json_t *t = kube_informer_get(op->trays, kube_obj_name(obj));
+	if (t)
+		enqueue_dkey(op, member_of(t, "metadata.annotations"));
+	json_decref(t);
+}
+static void on_lease_upd(void *ud, json_t *o, json_t *n)
+{
+	struct op *op = ud;
+	int64_t was = 0;
+	if (time_parse_rfc3339(jx_str_or(o, "spec.renewTime", ""), &was) == NV_OK && was > 0 &&
+	    (op->cfg.heartbeat_timeout_ms == 0 ||
+	     time_wall_ms() - was < op->cfg.heartbeat_timeout_ms) &&
+	    json_equal(jx_path(o, "spec.holderIdentity"), jx_path(n, "spec.holderIdentity")))
+		return;
+	on_lease(ud, n);
+}
+static void on_lease_del(void *ud, json_t *obj, bool fsu)
+{
+	(void)fsu;
+	on_lease(ud, obj);
+}
+
 void domain_ctrl_handlers(struct op *op)
 {
+	if (op->leases)
+		kube_informer_add_handler(op->leases, &(struct kube_handler){on_lease, on_lease_upd,
+		                                                             on_lease_del, op});
 	kube_informer_add_handler(
 	        op->domains, &(struct kube_handler){on_domain, on_domain_upd, on_domain_del, op});
 	kube_informer_add_handler(op->trays,
@@ -149,6 +182,7 @@ struct domain_pass {
 	json_t **nodes;
 	struct op_domain_cand *cand;
 	unsigned n;
+	int64_t stale_at_ms; /* the earliest a member's fresh heartbeat goes stale */
 	char dkey[OP_DOMAIN_KEY_MAX];
 	char ns[64];
 	char name[128];
@@ -208,6 +242,39 @@ static bool tray_imex_ready(const json_t *t, const char *dkey)
 	        json_integer_value(og) >= json_integer_value(jx_path(t, "metadata.generation")));
 }
 
+static int64_t lease_renew_ms(struct op *op, const char *tray)
+{
+	char key[160];
+	int64_t ms = 0;
+	json_t *l;
+	if (op->leases == NULL)
+		return 0;
+	snprintf(key, sizeof(key), "%s/%s", op->agent_ns, tray);
+	l = kube_informer_get(op->leases, key);
+	if (l && time_parse_rfc3339(jx_str_or(l, "spec.renewTime", ""), &ms) != NV_OK)
+		ms = 0;
+	json_decref(l);
+	return ms;
+}
+
+/* A member's failure. A silent agent (stale heartbeat) comes after a Node
+ * that is gone or not Ready, and before what the tray's own conditions say,
+ * as those are as old as the heartbeat. */
+static void member_judge(struct op *op, struct domain_pass *p, struct op_domain_cand *c,
+                         const json_t *t, const json_t *node, int64_t now)
+{
+	int64_t stale_at = 0;
+	const char *f = op_domain_member_failure(t, node, p->dkey);
+	const char *hb = op_domain_member_heartbeat(t, lease_renew_ms(op, c->tray),
+	                                            op->cfg.heartbeat_timeout_ms, now, &stale_at);
+	if (hb && (f == NULL || (strcmp(f, "NodeGone") != 0 && strcmp(f, "NodeNotReady") != 0)))
+		f = hb;
+	if (stale_at > 0 && (p->stale_at_ms == 0 || stale_at < p->stale_at_ms))
+		p->stale_at_ms = stale_at;
+	if ((c->failure = f) != NULL)
+		c->failed_since_ms = op_domain_failed_since(p->dom, c->node, now);
+}
+
 static void pass_load(struct op *op, struct domain_pass *p)
 {
 	const char *rack = jx_str_or(p->dom, "spec.selector.rack", "");
@@ -240,10 +307,10 @@ static void pass_load(struct op *op, struct domain_pass *p)
 		c->selected = (rack[0] == '\0' || strcmp(rack, c->rack) == 0) &&
 		              (part[0] == '\0' || in_partition(op, part, t));
 		c->imex_ready = tray_imex_ready(t, p->dkey);
-		if (strcmp(c->owner, p->dkey) == 0 &&
-		    (c->failure = op_domain_member_failure(t, node, p->dkey)) != NULL)
-			c->failed_since_ms = op_domain_failed_since(p->dom, c->node, now);
+		if (strcmp(c->owner, p->dkey) == 0)
+			member_judge(op, p, c, t, node, now);
 	}
+	op_domain_clique_split(p->cand, p->n, p->dkey, p->dom, now);
 }
 
 /* ---- writes ---- */
@@ -470,6 +537,37 @@ static void replaced_events(struct op *op, const struct domain_pass *p,
 	}
 }
 
+/* Whether the domain's last status already said node has no spare. */
+static bool said_no_spare(const json_t *dom, const char *node)
+{
+	const json_t *e;
+	size_t i;
+	json_array_foreach(jx_path(dom, "status.nodes"), i, e) if (
+	        strcmp(jx_str_or(e, "name", ""), node) == 0 &&
+	        strcmp(jx_str_or(e, "replacement", ""), "NoSpare") == 0) return true;
+	return false;
+}
+
+/* One Warning per failure that found no spare: the status records it
+ * (status.nodes[].replacement), so a later pass or another leader does not
+ * repeat it; the member's recovery clears it. Called after the status was
+ * written, with the domain as it was before. */
+static void no_spare_events(struct op *op, const struct domain_pass *p,
+                            const struct op_domain_plan *plan)
+{
+	for (unsigned i = 0; i < plan->nunreplaced; i++) {
+		const struct op_domain_cand *x = &p->cand[plan->unreplaced[i]];
+		if (said_no_spare(p->dom, x->node))
+			continue;
+		op_event(op, p->dom, "Warning", "NoSpare", "Replace",
+		         "node %s failed (%s) and no free, healthy tray of clique %s in rack %s can "
+		         "replace it; the domain stays NotReady",
+		         x->node, x->failure, plan->clique ? plan->clique : "", x->rack);
+		log_info(DOMAIN_COMP, "no spare", "domain=%s/%s node=%s reason=%s", p->ns, p->name,
+		         x->node, x->failure);
+	}
+}
+
 static struct kube_result domain_delete(struct op *op, struct domain_pass *p)
 {
 	enum nv_err rc = release_all(op, p->dkey);
@@ -532,13 +630,18 @@ struct kube_result domain_reconcile(void *ud, const char *key)
 		op_event(op, p.dom, "Warning", plan.reason, "Place", "%s", plan.message);
 	if (rc == NV_OK && (r2 = status_sync(op, &p, &plan)) != NV_OK)
 		rc = r2;
+	if (rc == NV_OK)
+		no_spare_events(op, &p, &plan);
 	pass_clear(&p);
 	/* A status written here comes back as an update and another pass,
 	 * which publishes it from the cache. */
 	op_feed_domains(op);
 	struct kube_result res = {.err = rc};
-	if (rc == NV_OK && plan.next_check_ms > 0) {
-		int64_t d = plan.next_check_ms - time_wall_ms();
+	int64_t next = plan.next_check_ms;
+	if (p.stale_at_ms > 0 && (next == 0 || p.stale_at_ms < next))
+		next = p.stale_at_ms;
+	if (rc == NV_OK && next > 0) {
+		int64_t d = next - time_wall_ms();
 		res.requeue_after_ms = d > 1000 ? d : 1000;
 	}
 	return res;

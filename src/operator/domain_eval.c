@@ -9,6 +9,7 @@
 #include "nvl72/kube.h"
 #include "nvl72/kube_ctrl.h"
 #include "nvl72/operator_domain.h"
+#include "nvl72/operator_rack.h"
 #include "nvl72/timeutil.h"
 
 bool op_domain_key(const char *ns, const char *name, char out[OP_DOMAIN_KEY_MAX])
@@ -81,6 +82,11 @@ static const char *best_clique(const struct op_domain_cand *c, unsigned n, unsig
 	return best;
 }
 
+static bool moved(const struct op_domain_cand *c)
+{
+	return c->failure && strcmp(c->failure, OP_DOMAIN_CLIQUE_CHANGED) == 0;
+}
+
 static void plan_finish(const struct op_domain_cand *c, unsigned num, struct op_domain_plan *p)
 {
 	p->placed = p->n == num;
@@ -131,7 +137,7 @@ void op_domain_place(const struct op_domain_cand *c, unsigned n, const char *key
 	memcpy(out->member, have, nh * sizeof(have[0]));
 	out->n = nh;
 	for (unsigned i = 0; i < nh && out->clique == NULL; i++)
-		if (c[have[i]].clique[0])
+		if (c[have[i]].clique[0] && !moved(&c[have[i]]))
 			out->clique = c[have[i]].clique;
 	if (nh == 0)
 		out->clique = best_clique(c, n, num);
@@ -181,6 +187,55 @@ const char *op_domain_member_failure(const json_t *tray, const json_t *node, con
 	return NULL;
 }
 
+const char *op_domain_clique_split(struct op_domain_cand *c, unsigned n, const char *key,
+                                   const json_t *dom, int64_t now_ms)
+{
+	const char *recorded = jx_str_or(dom, "status.cliqueID", ""), *best = NULL;
+	unsigned m[API_COMPUTE_TRAYS], nm = 0, best_n = 0;
+
+	for (unsigned i = 0; i < n && nm < API_COMPUTE_TRAYS; i++)
+		if (strcmp(c[i].owner, key) == 0 && c[i].clique[0])
+			m[nm++] = i;
+	sort_by(c, m, nm, false);
+	for (unsigned i = 0; i < nm; i++) {
+		unsigned cnt = 0;
+		if (recorded[0] && strcmp(c[m[i]].clique, recorded) == 0) {
+			best = recorded;
+			break;
+		}
+		for (unsigned j = 0; j < nm; j++)
+			cnt += strcmp(c[m[j]].clique, c[m[i]].clique) == 0;
+		if (cnt > best_n) { /* strictly more: a tie stays with the lower index */
+			best = c[m[i]].clique;
+			best_n = cnt;
+		}
+	}
+	for (unsigned i = 0; i < nm && best; i++) {
+		struct op_domain_cand *x = &c[m[i]];
+		if (strcmp(x->clique, best) == 0)
+			continue;
+		x->failure = OP_DOMAIN_CLIQUE_CHANGED;
+		x->failed_since_ms = op_domain_failed_since(dom, x->node, now_ms);
+	}
+	return best;
+}
+
+const char *op_domain_member_heartbeat(const json_t *tray, int64_t lease_renew_ms,
+                                       int64_t timeout_ms, int64_t now_ms, int64_t *stale_at_ms)
+{
+	int64_t hb = op_tray_heartbeat_ms(tray, lease_renew_ms);
+	if (stale_at_ms)
+		*stale_at_ms = 0;
+	if (hb <= 0 || timeout_ms <= 0)
+		return NULL;
+	/* The Rack controller's rule: fresh while now - hb <= timeout. */
+	if (now_ms - hb > timeout_ms)
+		return "HeartbeatStale";
+	if (stale_at_ms)
+		*stale_at_ms = hb + timeout_ms + 1;
+	return NULL;
+}
+
 int64_t op_domain_failed_since(const json_t *dom, const char *node, int64_t now_ms)
 {
 	const json_t *e;
@@ -223,15 +278,15 @@ void op_domain_replace_failed(const struct op_domain_cand *c, unsigned n, int nu
 		unsigned spare;
 		if (x->failure == NULL)
 			continue;
-		int64_t due = x->failed_since_ms + grace_ms;
+		int64_t due = moved(x) ? now_ms : x->failed_since_ms + grace_ms;
 		if (due > now_ms) {
 			if (p->next_check_ms == 0 || due < p->next_check_ms)
 				p->next_check_ms = due;
 			continue;
 		}
-		if (!spare_find(c, n, x->clique[0] ? x->clique : p->clique, x->rack, p->replaced_to,
-		                p->nreplaced, &spare)) {
-			p->nunreplaced++;
+		if (!spare_find(c, n, p->clique && p->clique[0] ? p->clique : x->clique, x->rack,
+		                p->replaced_to, p->nreplaced, &spare)) {
+			p->unreplaced[p->nunreplaced++] = p->member[i];
 			continue;
 		}
 		p->replaced_from[p->nreplaced] = p->member[i];
@@ -370,6 +425,9 @@ static json_t *status_nodes(const struct op_domain_cand *c, const struct op_doma
 			time_format_rfc3339(x->failed_since_ms, since);
 			json_object_set_new(o, "reason", json_string(x->failure));
 			json_object_set_new(o, "failedSince", json_string(since));
+			for (unsigned k = 0; k < p->nunreplaced; k++)
+				if (p->unreplaced[k] == m[i])
+					json_object_set_new(o, "replacement", json_string("NoSpare"));
 		}
 		if (x->ip[0])
 			json_object_set_new(o, "ipAddress", json_string(x->ip));
@@ -393,9 +451,11 @@ static void ready_message(const struct op_domain_cand *c, const struct op_domain
 			continue;
 		waiting++;
 		if (len + 1 < cap) {
-			int w = snprintf(msg + len, cap - len, "%s%s%s%s%s",
+			bool mv = moved(x);
+			int w = snprintf(msg + len, cap - len, "%s%s%s%s%s%s%s",
 			                 len ? ", " : "IMEX not ready on ", x->node,
 			                 x->failure ? " (" : "", x->failure ? x->failure : "",
+			                 mv ? ": now in clique " : "", mv ? x->clique : "",
 			                 x->failure ? ")" : "");
 			len += w > 0 ? (size_t)w : 0;
 		}
@@ -435,6 +495,17 @@ void op_domain_status_apply(json_t *obj, const char *key, const struct op_domain
 		return;
 	}
 	ready_message(c, p, msg, sizeof(msg));
+	bool split = false;
+	for (unsigned i = 0; i < p->n; i++)
+		split |= moved(&c[p->member[i]]);
+	if (split) { /* say first what no IMEX restart can fix */
+		char all[sizeof(msg) + 128];
+		snprintf(all, sizeof(all), "members split across cliques, the domain's is %.64s; %s",
+		         p->clique ? p->clique : "", msg);
+		memcpy(msg, all, sizeof(msg) - 1); /* cut, as every message here */
+		msg[sizeof(msg) - 1] = '\0';
+	}
 	(void)kube_condition_set(obj, "Ready", p->ready ? "True" : "False",
-	                         p->ready ? "IMEXReady" : "IMEXNotReady", msg, gen, now_ms);
+	                         p->ready ? "IMEXReady" : split ? "CliqueSplit" : "IMEXNotReady",
+	                         msg, gen, now_ms);
 }

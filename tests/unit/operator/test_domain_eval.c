@@ -481,6 +481,159 @@ static void test_op_domain_status_apply_failed_member(void **state)
 	json_decref(d);
 }
 
+static json_t *dom_with_clique(const char *clique)
+{
+	json_t *d = json_pack("{s:{s:s,s:s,s:i}}", "metadata", "name", "cd", "namespace", "ns",
+	                      "generation", 1);
+	if (clique)
+		jx_set_take(d, "status", json_pack("{s:s}", "cliqueID", clique));
+	return d;
+}
+
+static void test_op_domain_clique_split_marks_moved_members(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	for (int i = 1; i <= 4; i++)
+		at(&f, i)->owner = "ns.cd";
+	/* A partition change moved trays 3 and 4 to CQ2. */
+	at(&f, 3)->clique = CQ2;
+	at(&f, 4)->clique = CQ2;
+	json_t *d = dom_with_clique(CQ1);
+	assert_string_equal(op_domain_clique_split(f.c, 18, "ns.cd", d, NOW), CQ1);
+	assert_null(at(&f, 1)->failure);
+	assert_null(at(&f, 2)->failure);
+	assert_string_equal(at(&f, 3)->failure, OP_DOMAIN_CLIQUE_CHANGED);
+	assert_string_equal(at(&f, 4)->failure, OP_DOMAIN_CLIQUE_CHANGED);
+	assert_int_equal(at(&f, 3)->failed_since_ms, NOW);
+	assert_null(at(&f, 12)->failure); /* not a member */
+
+	/* Without replaceFailedNodes: the members stay, the domain is NotReady
+	 * and its Ready condition says why. */
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	assert_string_equal(p.clique, CQ1);
+	assert_false(p.ready);
+	op_domain_status_apply(d, "ns.cd", f.c, &p, NOW);
+	const json_t *ready = kube_condition_find(d, "Ready");
+	assert_string_equal(jx_str_or(ready, "status", ""), "False");
+	assert_string_equal(jx_str_or(ready, "reason", ""), "CliqueSplit");
+	assert_non_null(strstr(jx_str_or(ready, "message", ""), "split across cliques"));
+	assert_non_null(strstr(jx_str_or(ready, "message", ""), "n03 (CliqueChanged: now in clique " CQ2 ")"));
+	assert_string_equal(jx_str_or(d, "status.nodes[2].reason", ""), "CliqueChanged");
+
+	/* With it: replaced at once (no grace) by the lowest free trays of the
+	 * domain's clique, not of the clique they moved to. */
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	op_domain_replace_failed(f.c, 18, 4, 120000, NOW, &p);
+	assert_int_equal(p.nreplaced, 2);
+	assert_int_equal(p.next_check_ms, 0);
+	int want[] = {1, 2, 5, 6};
+	for (unsigned k = 0; k < 4; k++)
+		assert_int_equal(member_index(&f, &p, k), want[k]);
+	json_decref(d);
+}
+
+static void test_op_domain_clique_split_majority_and_ties(void **state)
+{
+	(void)state;
+	struct fx f;
+	fx_init(&f);
+	for (int i = 1; i <= 4; i++)
+		at(&f, i)->owner = "ns.cd";
+	/* The recorded clique is gone from every member: the majority wins. */
+	for (int i = 2; i <= 4; i++)
+		at(&f, i)->clique = CQ2;
+	json_t *d = dom_with_clique("elsewhere.9");
+	assert_string_equal(op_domain_clique_split(f.c, 18, "ns.cd", d, NOW), CQ2);
+	assert_string_equal(at(&f, 1)->failure, OP_DOMAIN_CLIQUE_CHANGED);
+	assert_null(at(&f, 2)->failure);
+	json_decref(d);
+
+	/* Two and two, nothing recorded: the lowest tray index decides; a
+	 * member with no clique yet (a change in progress) is left alone. */
+	fx_init(&f);
+	for (int i = 1; i <= 4; i++)
+		at(&f, i)->owner = "ns.cd";
+	at(&f, 1)->clique = CQ2;
+	at(&f, 2)->clique = CQ2;
+	at(&f, 4)->clique = "";
+	d = dom_with_clique(NULL);
+	assert_string_equal(op_domain_clique_split(f.c, 18, "ns.cd", d, NOW), CQ2);
+	assert_null(at(&f, 1)->failure);
+	assert_string_equal(at(&f, 3)->failure, OP_DOMAIN_CLIQUE_CHANGED);
+	assert_null(at(&f, 4)->failure);
+
+	/* One clique: nothing to mark. */
+	fx_init(&f);
+	for (int i = 1; i <= 4; i++)
+		at(&f, i)->owner = "ns.cd";
+	assert_string_equal(op_domain_clique_split(f.c, 18, "ns.cd", d, NOW), CQ1);
+	for (int i = 1; i <= 4; i++)
+		assert_null(at(&f, i)->failure);
+	json_decref(d);
+}
+
+static void test_op_domain_member_heartbeat_stale(void **state)
+{
+	(void)state;
+	char hb[TIME_RFC3339_LEN];
+	int64_t at_ms = -1;
+	json_t *t = json_object();
+
+	/* Never reported, or the check off: nothing to say, no timer. */
+	assert_null(op_domain_member_heartbeat(t, 0, 120000, NOW, &at_ms));
+	assert_int_equal(at_ms, 0);
+	time_format_rfc3339(NOW - 60000, hb);
+	jx_set_take(t, "status", json_pack("{s:s}", "heartbeatTime", hb));
+	assert_null(op_domain_member_heartbeat(t, 0, 0, NOW, &at_ms));
+	assert_int_equal(at_ms, 0);
+
+	/* Fresh: the timer is set to the moment it goes stale. */
+	assert_null(op_domain_member_heartbeat(t, 0, 120000, NOW, &at_ms));
+	assert_int_equal(at_ms, NOW - 60000 + 120000 + 1);
+	/* At the timeout still fresh (the Rack controller's rule), past it stale. */
+	assert_null(op_domain_member_heartbeat(t, 0, 60000, NOW, NULL));
+	assert_string_equal(op_domain_member_heartbeat(t, 0, 59000, NOW, &at_ms),
+	                    "HeartbeatStale");
+	assert_int_equal(at_ms, 0);
+	/* A later Lease renewal counts as a sign of life. */
+	assert_null(op_domain_member_heartbeat(t, NOW - 1000, 59000, NOW, &at_ms));
+	assert_int_equal(at_ms, NOW - 1000 + 59000 + 1);
+	json_decref(t);
+}
+
+static void test_op_domain_replace_failed_no_spare_recorded(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	for (int i = 1; i <= 9; i++)
+		at(&f, i)->owner = i <= 2 ? "ns.cd" : "ns.other"; /* CQ1 is full */
+	at(&f, 2)->failure = "HeartbeatStale";
+	at(&f, 2)->failed_since_ms = NOW - 60000;
+	op_domain_place(f.c, 18, "ns.cd", 2, &p);
+	op_domain_replace_failed(f.c, 18, 2, 30000, NOW, &p);
+	assert_int_equal(p.nreplaced, 0);
+	assert_int_equal(p.nunreplaced, 1);
+	assert_int_equal(f.c[p.unreplaced[0]].index, 2);
+	json_t *d = dom_with_clique(CQ1);
+	op_domain_status_apply(d, "ns.cd", f.c, &p, NOW);
+	assert_string_equal(jx_str_or(d, "status.nodes[1].reason", ""), "HeartbeatStale");
+	assert_string_equal(jx_str_or(d, "status.nodes[1].replacement", ""), "NoSpare");
+	assert_null(jx_path(d, "status.nodes[0].replacement"));
+
+	/* Still inside its grace: no verdict on spares yet. */
+	op_domain_place(f.c, 18, "ns.cd", 2, &p);
+	op_domain_replace_failed(f.c, 18, 2, 120000, NOW, &p);
+	assert_int_equal(p.nunreplaced, 0);
+	op_domain_status_apply(d, "ns.cd", f.c, &p, NOW);
+	assert_null(jx_path(d, "status.nodes[1].replacement"));
+	json_decref(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -497,6 +650,10 @@ int main(void)
 	        cmocka_unit_test(test_op_domain_failed_since_from_status),
 	        cmocka_unit_test(test_op_domain_replace_failed_after_grace),
 	        cmocka_unit_test(test_op_domain_status_apply_failed_member),
+	        cmocka_unit_test(test_op_domain_clique_split_marks_moved_members),
+	        cmocka_unit_test(test_op_domain_clique_split_majority_and_ties),
+	        cmocka_unit_test(test_op_domain_member_heartbeat_stale),
+	        cmocka_unit_test(test_op_domain_replace_failed_no_spare_recorded),
 	        cmocka_unit_test(test_op_domain_node_patch_only_our_label),
 	        cmocka_unit_test(test_op_domain_status_apply_shape_and_no_change),
 	};
