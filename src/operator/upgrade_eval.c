@@ -367,6 +367,17 @@ void op_upgrade_step_finish(struct api_rack_upgrade_status *st, int step,
 	s->phase = phase;
 	s->completion_ms = now_ms;
 	snprintf(s->message, sizeof(s->message), "%s", msg ? msg : "");
+	/* The steps the controller finishes (Drain, Uncordon) may be the last
+	 * of their wave, which the engine's pass then never revisits: the
+	 * wave ends here. */
+	if (s->wave < 0 || (unsigned)s->wave >= st->nwaves)
+		return;
+	struct api_upgrade_wave *w = &st->waves[s->wave];
+	bool last = (unsigned)step + 1 == st->nsteps || st->steps[step + 1].wave != s->wave;
+	if (phase == API_STEP_FAILED || last) {
+		w->phase = phase == API_STEP_FAILED ? API_STEP_FAILED : API_STEP_SUCCEEDED;
+		w->completion_ms = now_ms;
+	}
 }
 
 /* The driver an Apply step sets: that of the stack its plan step reaches,

@@ -266,6 +266,15 @@ static void test_op_upgrade_eval_happy_path(void **state)
 	assert_string_equal(status_str(w, "canary.partition"), "gb300-r07-a");
 	/* Canary of 2, then 16 trays two at a time (maxUnavailableTrays 2). */
 	assert_int_equal(json_array_size(json_object_get(w->status, "waves")), 9);
+	/* Every wave ends Succeeded, with its completion time, though its
+	 * last step (Uncordon) is finished by the controller. */
+	json_t *wv;
+	size_t wi;
+	json_array_foreach(json_object_get(w->status, "waves"), wi, wv)
+	{
+		assert_string_equal(jx_str_or(wv, "phase", ""), "Succeeded");
+		assert_true(jx_str_or(wv, "completionTime", "")[0]);
+	}
 	json_t *ev = NULL;
 	size_t i;
 	json_t *s;
