@@ -1,0 +1,220 @@
+# SPDX-License-Identifier: Apache-2.0
+# Shared set-up of the RackUpgrade suites, sourced by them: the result
+# helpers, the sample matrix, a Rack of 18 simulated trays with a real agent
+# each (fake NVML, IMEX and installer, the simulator's validation command),
+# its Nodes, a 2-tray canary RackPartition, the operator, and the helpers that
+# read an upgrade's status. A suite sets RACK (and optionally UPG_WORK_NAME)
+# before sourcing; everything started here is stopped by the EXIT trap.
+#
+# Needs KUBECTL, KUBECONFIG and NVL72_CLUSTER_DIR from tests/cluster/cluster.sh.
+
+: "${KUBECTL:?KUBECTL must name a kubectl binary}"
+: "${KUBECONFIG:?KUBECONFIG must name an admin kubeconfig}"
+: "${NVL72_CLUSTER_DIR:?NVL72_CLUSTER_DIR must name the control plane folder}"
+export KUBECONFIG
+
+rel=${NVL72_BUILD:-$PWD/build/rel}
+OPERATOR=$rel/bin/nvl72-operator
+AGENT=$rel/bin/nvl72-agent
+sim=$(dirname "$rel")/sim
+RACK=${RACK:-gb300-r07}
+NS=nvl72-system
+MATRIX=gb300-2026.10
+FROM=gb300-r580-95 TO=gb300-r580-159
+FROM_DRIVER=580.95.05 TO_DRIVER=580.159.03
+CANARY=$RACK-canary
+CLIQUE=3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.32766
+
+passed=0 failed=0
+ok() { printf 'ok - %s\n' "$1"; passed=$((passed + 1)); }
+not_ok() { printf 'not ok - %s: %s\n' "$1" "$(tr -s ' \t\n' ' ' <<<"$2" | cut -c1-500)"; failed=$((failed + 1)); }
+check() { if [[ $2 == 0 ]]; then ok "$1"; else not_ok "$1" "$3"; fi; }
+finish() {
+	printf '%d passed, %d failed\n' "$passed" "$failed"
+	[[ $failed -eq 0 ]]
+	exit
+}
+k() { timeout 60 "$KUBECTL" --request-timeout=30s "$@"; }
+wait_for() { # wait_for SECONDS CMD...: polls CMD every 0.5 s until it succeeds
+	local until=$((SECONDS + $1))
+	shift
+	while ((SECONDS <= until)); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.5
+	done
+	return 1
+}
+
+if [[ ! -x $OPERATOR || ! -x $AGENT || ! -x $sim/bin/simctl || ! -f $sim/lib/libnvidia-ml.so.1 ]]; then
+	b=$(realpath --relative-to="$PWD" "$(dirname "$rel")")
+	make -s BUILD="$b" "$b/rel/bin/nvl72-operator" "$b/rel/bin/nvl72-agent" sim >/dev/null 2>&1 ||
+		{ not_ok "build the operator, the agent and the simulator" "make failed"; finish; }
+fi
+
+work=$(mktemp -d "/tmp/nvl72-${UPG_WORK_NAME:-upgrade}.XXXXXX")
+rack=$work/rack
+declare -A apid=() opids=()
+cleanup() {
+	local p f
+	for p in "${apid[@]}" "${opids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	sleep 0.5
+	for p in "${apid[@]}" "${opids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for f in "$work"/rack*/tray-*/host/run/nvl72-agent/imex.pid; do
+		[[ -f $f ]] || continue
+		p=$(cut -d' ' -f1 "$f")
+		[[ $p =~ ^[0-9]+$ ]] && kill -KILL "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	if ((failed > 0)); then
+		for f in "$work"/op*.log; do
+			[[ -f $f ]] || continue
+			echo "-- last lines of $(basename "$f")"
+			grep -v '"ok"' "$f" | tail -40 | cut -c1-300
+		done
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Loopback addresses and ports of this run; another run picks others.
+ipbase=$((20 + ($$ % 8) * 25))
+mport=$((44000 + ($$ % 500) * 4))
+wport=$((46000 + ($$ % 500) * 4))
+ip() { echo "127.0.0.$((ipbase + 10#$1))"; }
+tray() { printf '%s/tray-%02d' "$rack" "$((10#$1))"; }
+node() { printf '%s-t%02d' "$RACK" "$((10#$1))"; }
+simctl() { "$sim/bin/simctl" "$@"; }
+
+upg_crds() {
+	local out
+	out=$(k apply -f crds/ 2>&1) && out=$(k wait --for=condition=Established --timeout=60s crd --all 2>&1)
+	check "apply crds/" $? "$out"
+	k create namespace "$NS" >/dev/null 2>&1
+}
+
+upg_nodes() { # 18 Node objects, Ready, with the trays' loopback addresses
+	local rc=0 i now
+	for i in $(seq 1 18); do
+		printf -- '---\napiVersion: v1\nkind: Node\nmetadata: {name: %s}\n' "$(node "$i")"
+	done | k apply -f - >/dev/null 2>&1 || rc=1
+	now=$(date -u +%FT%TZ)
+	for i in $(seq 1 18); do
+		k patch node "$(node "$i")" --subresource=status --type=merge -p \
+			'{"status":{"addresses":[{"type":"InternalIP","address":"'"$(ip "$i")"'"}],"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"simulated","lastHeartbeatTime":"'"$now"'","lastTransitionTime":"'"$now"'"}]}}' \
+			>/dev/null 2>&1 || rc=1
+	done
+	check "18 Nodes, Ready" $rc "node create or status patch failed"
+}
+
+# op_start NAME [FLAG...]: an operator logging to $work/NAME.log, its pid in
+# opids[NAME]; probes, metrics and the dashboard on loopback or off.
+op_start() {
+	local name=$1
+	shift
+	POD_NAMESPACE=$NS "$OPERATOR" --metrics-bind-address=127.0.0.1:0 \
+		--health-probe-bind-address=127.0.0.1:0 --dashboard-bind-address=0 \
+		--tray-heartbeat-timeout=10m --log-level=info "$@" >>"$work/$name.log" 2>&1 &
+	opids[$name]=$!
+}
+
+# upg_rack JQ_EXTRA: the sample matrix and the sample Rack, its policy made
+# for a quick run: short notices (node 6 s, workload 8 s), only the workload
+# layer approves, no windows, waves of 4. JQ_EXTRA further edits the Rack.
+upg_rack() {
+	local out
+	wait_for 30 k apply -f deploy/samples/compatibilitymatrix-gb300.yaml
+	check "apply the sample matrix" $? ""
+	k create --dry-run=client -o json -f deploy/samples/rack-gb300.yaml | jq --arg r "$RACK" '
+		.metadata.name = $r |
+		.spec.computeTrays |= map(.node = "\($r)-t\(if .index < 10 then "0" else "" end)\(.index)") |
+		.spec.responsibilities |= map(.approvalRequired = (.layer == "workload") |
+			.noticePeriod = (if .layer == "node" then "6s" elif .layer == "workload" then "8s" else "0s" end)) |
+		del(.spec.maintenance) |
+		.spec.policy = {maxUnavailableTrays: 4, minHealthyTrays: 14, degradedThreshold: 4,
+			cordonWhenDegraded: false, drain: {mode: "Evict"}, onGateFailure: "Hold"} | '"${1:-.}" \
+		>"$work/rack.json"
+	out=$(k apply -f "$work/rack.json" 2>&1)
+	check "apply the Rack $RACK on $FROM" $? "$out"
+	cat >"$work/canary.yaml" <<YAML
+apiVersion: nvl72.io/v1alpha1
+kind: RackPartition
+metadata: {name: $CANARY}
+spec: {rack: $RACK, trays: [1, 2], tenant: team-a, canaryEligible: true}
+YAML
+	out=$(k apply -f "$work/canary.yaml" 2>&1)
+	check "a 2-tray canary RackPartition" $? "$out"
+}
+
+start_agent() { # start_agent TRAY
+	local t=$1 d
+	d=$(tray "$t")
+	NVL72_SIM_ROOT=$d "$AGENT" --kubeconfig "$KUBECONFIG" --node-name "$(node "$t")" \
+		--node-ip "$(ip "$t")" --lease-namespace "$NS" --host-root "$d/host" \
+		--nvml-path "$sim/lib/libnvidia-ml.so.1" --systemctl "$sim/bin/systemctl" \
+		--modprobe "$sim/bin/modprobe" --modinfo "$sim/bin/modinfo" \
+		--imex-bin "$sim/bin/nvidia-imex" --imex-ctl "$sim/bin/nvidia-imex-ctl" \
+		--installer-arg "$sim/bin/nvl72-sim-installer" --installer-arg '{version}' \
+		--validation-command "$sim/bin/nvl72-sim-validate" \
+		--tool-timeout 1s --resync-period 3s --heartbeat-period 2s --lease-duration 10s \
+		--metrics-bind-address "$(ip "$t"):$mport" >>"$work/agent-$RACK-$t.log" 2>&1 &
+	apid[$RACK-$t]=$!
+}
+trays_json() { k get computetrays -o json | jq -c "[.items[] | select(.spec.rack == \"$RACK\")] | sort_by(.spec.index)"; }
+trays18() { [[ $(trays_json | jq length) == 18 ]]; }
+all_ready() {
+	trays_json | jq -e --arg c "$CLIQUE" --arg d "$FROM_DRIVER" '[.[] |
+		select(.status.fabric.cliqueID == $c and .status.driver.version == $d and
+		any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length == 18' >/dev/null
+}
+stack_is() { [[ $(k get rack "$RACK" -o jsonpath='{.status.stack}') == "$1" ]]; }
+
+# upg_agents: the simulated rack and its 18 agents, every tray Ready on
+# FROM_DRIVER and the Rack on FROM. Needs the operator (it creates the trays).
+upg_agents() {
+	local t t0
+	simctl create "$rack" --trays 18 --ip-base "$ipbase" >/dev/null
+	check "simulated rack of 18 trays" $? ""
+	wait_for 30 trays18
+	check "the Rack has its 18 ComputeTrays" $? "$(k get computetrays 2>&1 | head -3)"
+	for t in $(seq 1 18); do start_agent "$t"; done
+	t0=$SECONDS
+	wait_for 90 all_ready
+	check "18 agents report their trays Ready on driver $FROM_DRIVER ($((SECONDS - t0))s)" $? \
+		"$(k get computetrays -o wide 2>&1 | head -4)"
+	wait_for 30 stack_is "$FROM"
+	check "the Rack reports stack $FROM" $? "$(k get rack "$RACK" -o jsonpath='{.status.stack}')"
+}
+
+upgrade() { # upgrade NAME CLASS [extra spec lines]
+	cat <<YAML
+apiVersion: nvl72.io/v1alpha1
+kind: RackUpgrade
+metadata: {name: $1}
+spec:
+  rack: $RACK
+  target: {matrix: $MATRIX, stack: $TO}
+  class: $2
+  canary: {partition: $CANARY, soak: 3s}
+${3:-}
+YAML
+}
+approval() { # approval UPGRADE: an UpgradeApproval of the workload layer
+	cat <<YAML
+apiVersion: nvl72.io/v1alpha1
+kind: UpgradeApproval
+metadata: {name: $1-workload}
+spec: {upgrade: $1, layer: workload, decision: Approved, comment: training checkpointed}
+YAML
+}
+phase() { k get rackupgrade "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
+phase_is() { [[ $(phase "$1") == "$2" ]]; }
+phase_in() { local p; p=$(phase "$1"); [[ " ${*:2} " == *" $p "* ]]; }
+released() { # no tray in maintenance, no Node of the rack cordoned or labelled
+	[[ $(trays_json | jq '[.[] | select((.spec.maintenance.state // "None") != "None")] | length') == 0 &&
+		$(k get nodes -o json | jq --arg r "$RACK-" '[.items[] | select(.metadata.name | startswith($r)) |
+			select(.spec.unschedulable == true or
+			.metadata.labels["nvl72.io/maintenance"] != null)] | length') == 0 ]]
+}
+ustatus() { k get rackupgrade "$1" -o json | jq -c "$2"; }
+events_for() { k get events -A --field-selector "involvedObject.name=$1" -o json | jq -r '.items[].reason'; }
