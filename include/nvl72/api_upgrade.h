@@ -119,6 +119,18 @@ struct api_gate_evidence {
 	char report[513];
 };
 
+/* One out-of-band update an Apply step started on one target (the latest
+ * per target): recorded before it is polled, so that a restarted operator
+ * polls the same operation instead of starting another. */
+#define API_UPGRADE_STEP_OPS_MAX 18
+
+struct api_upgrade_oob_op {
+	enum matrix_component component;
+	char target[17];          /* "switch-3", "compute-12" */
+	char id[128];             /* the backend's operation id */
+	enum api_step_phase phase; /* Running, Succeeded or Failed */
+};
+
 struct api_upgrade_step {
 	int index;
 	int wave;
@@ -130,6 +142,8 @@ struct api_upgrade_step {
 	int64_t completion_ms;
 	char message[513];
 	struct api_gate_evidence evidence;
+	unsigned nops; /* out-of-band Apply steps: their operations */
+	struct api_upgrade_oob_op ops[API_UPGRADE_STEP_OPS_MAX];
 };
 
 struct api_upgrade_wave {

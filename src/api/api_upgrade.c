@@ -297,6 +297,19 @@ static json_t *step_to_json(const struct api_upgrade_step *s)
 	api_json_set_str(o, "message", s->message);
 	if (s->evidence.set)
 		json_object_set_new(o, "evidence", evidence_to_json(&s->evidence));
+	if (s->nops > 0) {
+		json_t *ops = json_array();
+		for (unsigned i = 0; i < s->nops && i < API_UPGRADE_STEP_OPS_MAX; i++) {
+			const struct api_upgrade_oob_op *x = &s->ops[i];
+			json_array_append_new(
+				ops, json_pack("{s:s,s:s,s:s,s:s}", "component",
+					       api_component_names[(unsigned)x->component %
+								   MATRIX_C__COUNT],
+					       "target", x->target, "id", x->id, "phase",
+					       step_phase_names[(unsigned)x->phase % 5]));
+		}
+		json_object_set_new(o, "operations", ops);
+	}
 	return o;
 }
 
@@ -440,11 +453,28 @@ static void evidence_parse(struct api_ctx *c, const json_t *o, struct api_gate_e
 			     sizeof(e->report));
 }
 
+static void oob_op_parse(struct api_ctx *c, const json_t *item, size_t i, void *arg)
+{
+	struct api_upgrade_step *st = arg;
+	struct api_upgrade_oob_op *x = &st->ops[i];
+	int e = 0;
+	if (api_get_enum(c, item, "component", true, api_component_names, MATRIX_C__COUNT, &e))
+		x->component = (enum matrix_component)e;
+	(void)api_get_string(c, item, "target", true, 1, sizeof(x->target) - 1, API_S_ANY,
+			     x->target, sizeof(x->target));
+	(void)api_get_string(c, item, "id", true, 1, sizeof(x->id) - 1, API_S_ANY, x->id,
+			     sizeof(x->id));
+	if (api_get_enum(c, item, "phase", true, step_phase_names, 5, &e))
+		x->phase = (enum api_step_phase)e;
+	if (i + 1 > st->nops)
+		st->nops = (unsigned)i + 1;
+}
+
 static void step_parse(struct api_ctx *c, const json_t *item, size_t i, void *arg)
 {
 	struct api_rack_upgrade_status *s = arg;
 	struct api_upgrade_step *st = &s->steps[i];
-	const json_t *ev = NULL;
+	const json_t *ev = NULL, *ops = NULL;
 	int64_t v = 0;
 	int e = 0;
 	if (api_get_int(c, item, "index", true, 0, API_UPGRADE_STEPS_MAX - 1, &v))
@@ -467,6 +497,8 @@ static void step_parse(struct api_ctx *c, const json_t *item, size_t i, void *ar
 		evidence_parse(c, ev, &st->evidence);
 		api_path_pop(c, old);
 	}
+	if (api_get_array(c, item, "operations", false, 0, API_UPGRADE_STEP_OPS_MAX, &ops))
+		api_each_object(c, ops, "operations", oob_op_parse, st);
 	if ((int)i != st->index)
 		api_fail_at(c, "index", "must be %zu (steps are kept in index order)", i);
 }
