@@ -57,6 +57,9 @@ struct op_config {
 	const char *fabric_sim_root;    /* sim: the rack folder of simctl */
 	int64_t fabric_sim_delay_ms;    /* sim: how long a change runs */
 	int64_t fabric_poll_ms;         /* look at a running change this often */
+	const char *oob_backend;        /* none | sim: switch-tray and firmware updates */
+	const char *oob_sim_root;       /* sim: the rack folder of simctl */
+	int64_t oob_sim_delay_ms;       /* sim: how long an update runs */
 	const char *log_level;                /* error | warn | info | debug */
 	const char *log_debug;                /* components with debug on, "" none */
 	const char *log_format;               /* text | json */

@@ -76,7 +76,7 @@ struct op_upgrade_in {
 	unsigned napprovals;
 	const struct api_rack_partition *const *partitions; /* of this rack */
 	unsigned npartitions;
-	bool oob_backend;                 /* a switch-tray backend is configured */
+	bool oob_backend;                 /* an out-of-band backend is configured */
 	int64_t now_ms;
 };
 
@@ -86,6 +86,7 @@ enum op_upgrade_act {
 	OP_UPG_APPLY,    /* spec.driver and maintenance Upgrading on trays */
 	OP_UPG_VALIDATE, /* spec.validation.id on trays */
 	OP_UPG_RELEASE,  /* maintenance None on trays, then drain_release */
+	OP_UPG_OOB,      /* out-of-band updates: op_upgrade_oob_step, then finish */
 };
 
 const char *op_upgrade_act_name(enum op_upgrade_act a);
@@ -99,6 +100,9 @@ struct op_upgrade_out {
 	uint32_t trays;             /* bit i = tray index i */
 	uint32_t components;        /* APPLY: the step's components */
 	char driver[MATRIX_VERSION_LEN]; /* APPLY: the driver version to set */
+	int plan_step;              /* APPLY, OOB: the plan step, from 0 */
+	/* OOB: the version each of the step's components moves to. */
+	char versions[MATRIX_C__COUNT][MATRIX_VERSION_LEN];
 	char validation_id[64];     /* VALIDATE */
 	int64_t wake_ms;            /* > 0: evaluate again at this wall time */
 	bool changed;               /* the status differs from the input */
@@ -125,6 +129,32 @@ void op_upgrade_eval(const struct op_upgrade_in *in, struct api_rack_upgrade_sta
  * done, a release made): phase Succeeded or Failed with a message. */
 void op_upgrade_step_finish(struct api_rack_upgrade_status *st, int step,
                             enum api_step_phase phase, const char *message, int64_t now_ms);
+
+/* ---- out-of-band steps ------------------------------------------------ */
+
+struct oob_backend;
+
+/* What one pass over an out-of-band step did. */
+struct op_upgrade_oob_result {
+	bool recorded;     /* operations started: write the status before polling them */
+	bool done;         /* every target runs every component's version */
+	bool failed;       /* an operation failed: message says which and why */
+	unsigned started;  /* operations started in this pass */
+	unsigned running;  /* targets with an operation in progress */
+	unsigned targets;  /* targets of the step */
+	char message[512];
+};
+
+/* One pass over the out-of-band Apply step s that a->act == OP_UPG_OOB
+ * asked for: on each target (the rack's nine switch trays when s->trays is
+ * 0, else the step's compute trays) it polls the operation recorded in
+ * s->ops, and starts the next component's update (in component order) when
+ * the last one completed, recording its id in s->ops. Operations started in
+ * this pass are not polled in it: the caller writes the status first. An
+ * error of the backend itself (not a failed operation) is returned with
+ * r->message filled and s unchanged for the targets not reached. */
+enum nv_err op_upgrade_oob_step(struct oob_backend *b, struct api_upgrade_step *s,
+                                const struct op_upgrade_out *a, struct op_upgrade_oob_result *r);
 
 /* The validation id requested for a step: "<uid prefix>-<step>". */
 void op_upgrade_validation_id(const struct api_rack_upgrade *u, int step, char out[64]);

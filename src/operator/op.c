@@ -256,7 +256,7 @@ static enum nv_err op_build(struct op *op)
 	domain_ctrl_handlers(op);
 	part_ctrl_handlers(op);
 	upgrade_ctrl_handlers(op);
-	if ((rc = part_backend_open(op)) != NV_OK)
+	if ((rc = part_backend_open(op)) != NV_OK || (rc = upgrade_oob_open(op)) != NV_OK)
 		return rc;
 	op->rec = kube_recorder_new(op->c, "nvl72.io/operator", NULL);
 	op->reg = metrics_registry_new();
@@ -318,6 +318,7 @@ void op_free(struct op *op)
 	kube_workqueue_free(op->pq);
 	kube_workqueue_free(op->uq);
 	fabric_backend_free(op->fabric);
+	oob_backend_free(op->oob);
 	kube_informer_free(op->domains);
 	kube_informer_free(op->upgrades);
 	kube_informer_free(op->approvals);

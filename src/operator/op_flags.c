@@ -87,6 +87,13 @@ const struct op_flag op_flags[] = {
          "With --fabric-backend sim: how long a partition change stays in progress."},
         {"fabric-poll-interval", CFG(fabric_poll_ms), OP_FLAG_DURATION, "1s", 100, 60000, NULL,
          "How often a partition whose change runs at the backend is looked at again."},
+        {"oob-backend", CFG(oob_backend), OP_FLAG_STRING, "none", 0, 0, NULL,
+         "Out-of-band backend for the switch-tray and tray-firmware steps of RackUpgrades: sim "
+         "(tests) or none (an upgrade whose plan needs one halts before touching a tray)."},
+        {"oob-sim-root", CFG(oob_sim_root), OP_FLAG_STRING, "", 0, 0, NULL,
+         "With --oob-backend sim: the rack folder written by simctl create."},
+        {"oob-sim-delay", CFG(oob_sim_delay_ms), OP_FLAG_DURATION, "2s", 0, 600000, NULL,
+         "With --oob-backend sim: how long an update stays in progress."},
         {"log-level", CFG(log_level), OP_FLAG_STRING, "info", 0, 0, NULL,
          "error, warn, info or debug."},
         {"log-debug", CFG(log_debug), OP_FLAG_STRING, "", 0, 0, NULL,
@@ -166,6 +173,14 @@ static enum nv_err flags_check(const struct op_config *cfg, char *err, size_t er
 	}
 	if (strcmp(cfg->fabric_backend, "sim") == 0 && cfg->fabric_sim_root[0] == '\0') {
 		snprintf(err, errsz, "--fabric-sim-root: required with --fabric-backend sim");
+		return NV_E_CONFIG;
+	}
+	if (strcmp(cfg->oob_backend, "none") != 0 && strcmp(cfg->oob_backend, "sim") != 0) {
+		snprintf(err, errsz, "--oob-backend: \"%s\" is not sim or none", cfg->oob_backend);
+		return NV_E_CONFIG;
+	}
+	if (strcmp(cfg->oob_backend, "sim") == 0 && cfg->oob_sim_root[0] == '\0') {
+		snprintf(err, errsz, "--oob-sim-root: required with --oob-backend sim");
 		return NV_E_CONFIG;
 	}
 	/* client-go's rule: lease > renew deadline > 1.2 x retry period. */

@@ -15,6 +15,7 @@
 #include "nvl72/kube_access.h"
 #include "nvl72/kube_ctrl.h"
 #include "nvl72/metrics.h"
+#include "nvl72/oob.h"
 #include "nvl72/operator.h"
 #include "nvl72/operator_domain.h"
 #include "nvl72/operator_rack.h"
@@ -69,6 +70,8 @@ struct op {
 	struct kube_workqueue *q, *dq, *pq, *uq;
 	struct kube_workers *workers, *dworkers, *pworkers, *uworkers;
 	struct fabric_backend *fabric; /* NULL: --fabric-backend none */
+	struct oob_backend *oob;       /* NULL: --oob-backend none */
+	int64_t oob_poll_ms;           /* look at a running update this often */
 	struct kube_recorder *rec;
 	struct kube_leader *le;
 
@@ -112,6 +115,7 @@ struct kube_result part_reconcile(void *ud, const char *key);
 void part_enqueue_all(struct op *op);
 
 /* upgrade_ctrl.c */
+enum nv_err upgrade_oob_open(struct op *op);
 void upgrade_ctrl_handlers(struct op *op);
 struct kube_result upgrade_reconcile(void *ud, const char *key);
 void upgrade_enqueue_all(struct op *op);

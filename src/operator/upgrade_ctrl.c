@@ -15,6 +15,7 @@
 #include "nvl72/log.h"
 #include "nvl72/operator_drain.h"
 #include "nvl72/operator_upgrade.h"
+#include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
 #include "op_int.h"
 
@@ -22,6 +23,39 @@ const struct kube_res OP_RES_UPGRADES = {"nvl72.io", "v1alpha1", "rackupgrades",
                                          false};
 const struct kube_res OP_RES_APPROVALS = {"nvl72.io", "v1alpha1", "upgradeapprovals",
                                           "UpgradeApproval", false};
+
+/* Opens --oob-backend; none leaves op->oob NULL, and upgrades whose plans
+ * need it halt before touching a tray (upgrade_eval.c). */
+enum nv_err upgrade_oob_open(struct op *op)
+{
+	struct oob_config c;
+	struct fabric_status st;
+	const char *name = op->cfg.oob_backend;
+	enum nv_err rc = NV_OK;
+
+	oob_config_init(&c);
+	op->oob_poll_ms = c.poll_interval_ms;
+	if (name == NULL || name[0] == '\0' || strcmp(name, "none") == 0) {
+		log_info(UPGRADE_COMP, "no out-of-band backend: upgrades with switch-tray or "
+		                       "firmware steps halt",
+		         "backend=none");
+		return NV_OK;
+	}
+	memset(&st, 0, sizeof(st));
+	if (str_copy(c.backend, sizeof(c.backend), name) != NV_OK ||
+	    str_copy(c.sim_root, sizeof(c.sim_root),
+	             op->cfg.oob_sim_root ? op->cfg.oob_sim_root : "") != NV_OK)
+		rc = NV_E_CONFIG;
+	c.sim_delay_ms = (long)op->cfg.oob_sim_delay_ms;
+	if (rc == NV_OK)
+		rc = oob_backend_new(&c, &op->oob, &st);
+	if (rc != NV_OK)
+		log_error(UPGRADE_COMP, "out-of-band backend not usable", "backend=%s err=%s msg=\"%s\"",
+		          name, nv_err_name(rc), st.message);
+	else
+		log_info(UPGRADE_COMP, "out-of-band backend open", "backend=%s", name);
+	return rc;
+}
 
 /* The one clock of the upgrade controller. */
 static int64_t upgrade_clock(void)
@@ -471,6 +505,51 @@ static void steps_observe(struct op *op, const struct api_rack_upgrade_status *b
 
 /* ---- the action ---- */
 
+/* An out-of-band step: poll what the step records, start what comes next,
+ * and write the status (new operation ids, or the step's end) before the
+ * next poll; requeue after the poll interval while updates run. */
+static struct kube_result oob_act(struct op *op, struct upg_pass *p,
+                                  struct api_rack_upgrade_status *st,
+                                  const struct op_upgrade_out *a)
+{
+	struct api_upgrade_step *s = &st->steps[a->step];
+	struct op_upgrade_oob_result r;
+	int64_t now = upgrade_clock();
+	enum nv_err rc;
+
+	if (op->oob == NULL)
+		return (struct kube_result){.err = NV_E_STATE}; /* the engine knows: not reached */
+	rc = op_upgrade_oob_step(op->oob, s, a, &r);
+	if (rc != NV_OK) {
+		log_warn(UPGRADE_COMP, "out-of-band backend error", "upgrade=%s step=%d err=%s msg=\"%s\"",
+		         p->u->meta.name, a->step, nv_err_name(rc), r.message);
+		/* Operations it started are in s: keep them. */
+		if (r.recorded)
+			(void)status_write(op, p, st);
+		return (struct kube_result){.err = rc};
+	}
+	if (r.failed)
+		op_upgrade_step_finish(st, a->step, API_STEP_FAILED, r.message, now);
+	else if (r.done)
+		op_upgrade_step_finish(st, a->step, API_STEP_SUCCEEDED, r.message, now);
+	if ((r.recorded || r.failed || r.done) && (rc = status_write(op, p, st)) != NV_OK)
+		return (struct kube_result){.err = rc};
+	if (r.started > 0 && !r.done && !r.failed)
+		op_event(op, p->obj, "Normal", "OutOfBandStarted", "Upgrade",
+		         "step %d (plan step %d): %u updates started on %u %s trays", a->step,
+		         a->plan_step + 1, r.started, r.targets, s->trays ? "compute" : "switch");
+	if (r.failed || r.done) {
+		op_event(op, p->obj, r.failed ? "Warning" : "Normal",
+		         r.failed ? "OutOfBandFailed" : "OutOfBandSucceeded", "Upgrade", "step %d: %s",
+		         a->step, r.message);
+		log_info(UPGRADE_COMP, "out-of-band step ended", "upgrade=%s step=%d result=%s msg=\"%s\"",
+		         p->u->meta.name, a->step, r.failed ? "Failed" : "Succeeded", r.message);
+		step_observe(op, s);
+		return (struct kube_result){0}; /* the write's watch event brings the next pass */
+	}
+	return (struct kube_result){.requeue_after_ms = op->oob_poll_ms};
+}
+
 static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack_upgrade_status *st,
                               const struct op_upgrade_out *a)
 {
@@ -483,6 +562,8 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 
 	if (rc != NV_OK)
 		return (struct kube_result){.err = rc};
+	if (a->act == OP_UPG_OOB)
+		return oob_act(op, p, st, a);
 	if (a->act == OP_UPG_DRAIN) {
 		struct drain_policy pol = {.mode = p->rack->policy.drain_mode,
 		                           .checkpoint_deadline_ms =
@@ -601,7 +682,7 @@ struct kube_result upgrade_reconcile(void *ud, const char *key)
 	        .napprovals = p.nappr,
 	        .partitions = (const struct api_rack_partition *const *)p.parts,
 	        .npartitions = p.nparts,
-	        .oob_backend = false,
+	        .oob_backend = op->oob != NULL,
 	        .now_ms = upgrade_clock(),
 	};
 	op_upgrade_eval(&in, &st, &out);

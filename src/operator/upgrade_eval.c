@@ -11,18 +11,25 @@
 #include <string.h>
 
 #include "nvl72/alloc.h"
+#include "nvl72/oob.h"
 #include "nvl72/operator_upgrade.h"
 #include "nvl72/timeutil.h"
 
 #define NEEDS_AGENT MATRIX_BIT(MATRIX_C_DRIVER)
+/* Switch-tray components: the rack's nine switch trays are shared by every
+ * compute tray, so these move once for the rack, before the canary. */
+#define SWITCH_COMPS                                                                             \
+	(MATRIX_BIT(MATRIX_C_NVOS) | MATRIX_BIT(MATRIX_C_SWITCH_TRAY_FIRMWARE) |                 \
+	 MATRIX_BIT(MATRIX_C_NMX))
 
-static const char *const act_names[] = {"None", "Drain", "Apply", "Validate", "Release"};
+static const char *const act_names[] = {"None",  "Drain",  "Apply",
+                                        "Validate", "Release", "OutOfBand"};
 static const char *const step_names[] = {"Cordon",   "Drain", "Apply",    "WaitFabric", "WaitIMEX",
                                          "Validate", "Soak",  "Uncordon", "RollBack"};
 
 const char *op_upgrade_act_name(enum op_upgrade_act a)
 {
-	return (unsigned)a < 5 ? act_names[a] : "None";
+	return (unsigned)a < 6 ? act_names[a] : "None";
 }
 
 void op_upgrade_validation_id(const struct api_rack_upgrade *u, int step, char out[64])
@@ -127,6 +134,63 @@ static const char *stack_driver(const struct matrix_stack *s)
 {
 	return (s->tuple.set & MATRIX_BIT(MATRIX_C_DRIVER)) ? s->tuple.version[MATRIX_C_DRIVER].text
 	                                                    : "";
+}
+
+/* Every component updated out of band (switch trays and tray firmware). */
+static uint32_t oob_comps(void)
+{
+	uint32_t set = 0;
+	for (unsigned c = 0; c < MATRIX_C__COUNT; c++)
+		if (oob_component_is_oob((enum matrix_component)c))
+			set |= MATRIX_BIT(c);
+	return set;
+}
+
+/* The switch-tray part of plan step i that runs once for the rack before
+ * the canary: that of the leading plan steps, before any step moves a
+ * component of the compute trays. A switch-tray component after one stays
+ * in the waves, where its step fails (the plan cannot be honoured one wave
+ * at a time). */
+static uint32_t rack_part(const struct matrix_plan *plan, unsigned i)
+{
+	for (unsigned j = 0; j < i; j++)
+		if (plan->steps[j].components & ~SWITCH_COMPS)
+			return 0;
+	return plan->steps[i].components & SWITCH_COMPS;
+}
+
+/* The Apply steps plan step i becomes in each wave, in order: its
+ * out-of-band part (tray firmware), then the rest (driver and above). */
+static unsigned wave_parts(const struct matrix_plan *plan, unsigned i, uint32_t parts[2])
+{
+	uint32_t a = plan->steps[i].components & ~rack_part(plan, i);
+	unsigned n = 0;
+	if (a & oob_comps())
+		parts[n++] = a & oob_comps();
+	if (a & ~oob_comps())
+		parts[n++] = a & ~oob_comps();
+	return n;
+}
+
+/* The plan step an Apply step came from (-1 when none): found by its rank
+ * among the rack-wide (no trays) or the tray Apply steps of its wave, as
+ * wave_add made them. */
+static int plan_step_of(const struct matrix_plan *plan, const struct api_rack_upgrade_status *st,
+                        const struct api_upgrade_step *s)
+{
+	bool rack = s->trays == 0;
+	unsigned rank = 0;
+	uint32_t parts[2];
+	for (unsigned i = 0; i < st->nsteps && &st->steps[i] != s; i++)
+		rank += st->steps[i].wave == s->wave && st->steps[i].action == API_ACT_APPLY &&
+		        (st->steps[i].trays == 0) == rack;
+	for (unsigned i = 0; i < plan->nsteps; i++) {
+		unsigned n = rack ? rack_part(plan, i) != 0 : wave_parts(plan, i, parts);
+		if (rank < n)
+			return (int)i;
+		rank -= n;
+	}
+	return -1;
 }
 
 /* ---- Proposed: plan, notice, approvals needed ---- */
@@ -315,10 +379,17 @@ static void wave_add(struct pass *p, uint32_t trays)
 		return;
 	st->waves[st->nwaves++] = (struct api_upgrade_wave){
 	        .index = w, .trays = trays, .phase = API_STEP_PENDING};
+	for (unsigned i = 0; w == 0 && i < p->plan.nsteps; i++)
+		if (rack_part(&p->plan, i))
+			(void)step_add(st, w, API_ACT_APPLY, rack_part(&p->plan, i), 0);
 	if (p->plan.needs_drain)
 		(void)step_add(st, w, API_ACT_DRAIN, 0, trays);
-	for (unsigned i = 0; i < p->plan.nsteps; i++)
-		(void)step_add(st, w, API_ACT_APPLY, p->plan.steps[i].components, trays);
+	for (unsigned i = 0; i < p->plan.nsteps; i++) {
+		uint32_t parts[2];
+		unsigned n = wave_parts(&p->plan, i, parts);
+		for (unsigned k = 0; k < n; k++)
+			(void)step_add(st, w, API_ACT_APPLY, parts[k], trays);
+	}
 	(void)step_add(st, w, API_ACT_WAIT_FABRIC, 0, trays);
 	(void)step_add(st, w, API_ACT_WAIT_IMEX, 0, trays);
 	if (w == 0) {
@@ -380,16 +451,13 @@ void op_upgrade_step_finish(struct api_rack_upgrade_status *st, int step,
 	}
 }
 
-/* The driver an Apply step sets: that of the stack its plan step reaches,
- * found by the step's rank among the Apply steps of its wave. */
+/* The driver an Apply step sets: that of the stack its plan step reaches. */
 static const char *apply_driver(struct pass *p, const struct api_upgrade_step *s)
 {
-	unsigned rank = 0;
-	for (unsigned i = 0; i < p->st->nsteps && &p->st->steps[i] != s; i++)
-		rank += p->st->steps[i].wave == s->wave && p->st->steps[i].action == API_ACT_APPLY;
-	if (rank >= p->plan.nsteps)
+	int i = plan_step_of(&p->plan, p->st, s);
+	if (i < 0)
 		return stack_driver(p->target);
-	return stack_driver(&p->in->m->stacks[p->plan.steps[rank].to_stack]);
+	return stack_driver(&p->in->m->stacks[p->plan.steps[i].to_stack]);
 }
 
 enum verdict { V_WAIT, V_DONE, V_FAILED };
@@ -400,9 +468,8 @@ static enum verdict apply_check(struct pass *p, struct api_upgrade_step *s)
 	uint32_t left = 0;
 	char list[64];
 	if (!(s->components & NEEDS_AGENT)) {
-		step_end(p, s, API_STEP_SKIPPED, "%s",
-		         p->in->oob_backend ? "out-of-band components are not run by this version"
-		                            : "no switch-tray backend configured");
+		step_end(p, s, API_STEP_SKIPPED, "no agent component in the step: not run by this "
+		                                 "version");
 		return V_DONE;
 	}
 	for (int i = 1; i <= API_COMPUTE_TRAYS; i++) {
@@ -430,6 +497,105 @@ static enum verdict apply_check(struct pass *p, struct api_upgrade_step *s)
 	p->out->components = s->components;
 	snprintf(p->out->driver, sizeof(p->out->driver), "%s", drv);
 	return V_WAIT;
+}
+
+/* ---- out-of-band steps ---- */
+
+static const char *comp_first(uint32_t set)
+{
+	for (unsigned c = 0; c < MATRIX_C__COUNT; c++)
+		if (set & MATRIX_BIT(c))
+			return matrix_component_name((enum matrix_component)c);
+	return "";
+}
+
+/* The components of set whose version plan step i changes. */
+static uint32_t oob_changes(const struct pass *p, int i, uint32_t set)
+{
+	const struct matrix_stack *from = &p->in->m->stacks[p->plan.steps[i].from_stack];
+	const struct matrix_stack *to = &p->in->m->stacks[p->plan.steps[i].to_stack];
+	uint32_t out = 0;
+	for (unsigned c = 0; c < MATRIX_C__COUNT; c++)
+		if ((set & MATRIX_BIT(c)) &&
+		    strcmp(from->tuple.version[c].text, to->tuple.version[c].text) != 0)
+			out |= MATRIX_BIT(c);
+	return out;
+}
+
+/* Why an out-of-band step cannot run (V_FAILED, the step ended), or that
+ * nothing is to do without a backend (V_DONE, Skipped); V_WAIT: it runs. */
+static enum verdict oob_blocker(struct pass *p, struct api_upgrade_step *s, int i)
+{
+	uint32_t comps = s->components & oob_comps(), change;
+	if (i < 0) {
+		step_end(p, s, API_STEP_FAILED, "no plan step matches this out-of-band step");
+		return V_FAILED;
+	}
+	if (s->trays != 0 && (comps & SWITCH_COMPS)) {
+		step_end(p, s, API_STEP_FAILED,
+		         "plan step %d moves switch-tray component %s after a compute-tray "
+		         "component; switch trays are shared by the rack and move only before "
+		         "the canary",
+		         i + 1, comp_first(comps & SWITCH_COMPS));
+		return V_FAILED;
+	}
+	if (p->in->oob_backend)
+		return V_WAIT;
+	change = oob_changes(p, i, comps);
+	if (change == 0) {
+		step_end(p, s, API_STEP_SKIPPED, "%s already at the target version", comp_first(comps));
+		return V_DONE;
+	}
+	step_end(p, s, API_STEP_FAILED,
+	         "plan step %d needs an out-of-band backend (component %s); none configured", i + 1,
+	         comp_first(change));
+	return V_FAILED;
+}
+
+static enum verdict oob_check(struct pass *p, struct api_upgrade_step *s)
+{
+	int i = plan_step_of(&p->plan, p->st, s);
+	enum verdict v = oob_blocker(p, s, i);
+	const struct matrix_stack *to;
+	if (v != V_WAIT)
+		return v;
+	to = &p->in->m->stacks[p->plan.steps[i].to_stack];
+	p->out->act = OP_UPG_OOB;
+	p->out->step = s->index;
+	p->out->trays = s->trays;
+	p->out->components = s->components & oob_comps();
+	p->out->plan_step = i;
+	for (unsigned c = 0; c < MATRIX_C__COUNT; c++)
+		if (p->out->components & MATRIX_BIT(c))
+			snprintf(p->out->versions[c], sizeof(p->out->versions[c]), "%s",
+			         to->tuple.version[c].text);
+	if (s->message[0] == '\0')
+		snprintf(s->message, sizeof(s->message), "plan step %d: out-of-band update of %s%s on %s",
+		         i + 1, comp_first(p->out->components),
+		         count(p->out->components) > 1 ? " and more" : "",
+		         s->trays ? "the wave's compute trays" : "the rack's switch trays");
+	return V_WAIT;
+}
+
+/* At the canary's start, before any tray is touched: an out-of-band step
+ * that cannot run fails now, and the upgrade halts. */
+static bool oob_precheck(struct pass *p)
+{
+	struct api_rack_upgrade_status *st = p->st;
+	for (unsigned k = 0; k < st->nsteps; k++) {
+		struct api_upgrade_step *s = &st->steps[k];
+		if (s->wave != 0 || s->action != API_ACT_APPLY || s->phase != API_STEP_PENDING ||
+		    !(s->components & oob_comps()))
+			continue;
+		if (oob_blocker(p, s, plan_step_of(&p->plan, st, s)) != V_FAILED)
+			continue;
+		st->waves[0].phase = API_STEP_FAILED;
+		st->waves[0].start_ms = st->waves[0].completion_ms = p->in->now_ms;
+		phase_set(p, API_PHASE_HALTED);
+		message(p, "step %d (Apply, wave 0) failed: %s", s->index, s->message);
+		return false;
+	}
+	return true;
 }
 
 static bool fabric_ok(const struct op_upgrade_tray *t)
@@ -576,6 +742,8 @@ static enum verdict step_check(struct pass *p, struct api_upgrade_step *s)
 		p->out->trays = s->trays;
 		return V_WAIT; /* the caller finishes it */
 	case API_ACT_APPLY:
+		if (s->components & oob_comps())
+			return oob_check(p, s);
 		return apply_check(p, s);
 	case API_ACT_WAIT_FABRIC:
 		return wait_check(p, s, fabric_ok, "fabric Completed and Healthy");
@@ -834,6 +1002,8 @@ static void phases(struct pass *p)
 		if (!canary_pick(p))
 			return;
 		phase_set(p, API_PHASE_CANARY);
+		if (!oob_precheck(p))
+			return;
 	}
 	if (st->phase == API_PHASE_CANARY || st->phase == API_PHASE_VALIDATING ||
 	    st->phase == API_PHASE_ROLLING_OUT)
