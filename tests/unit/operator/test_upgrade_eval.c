@@ -10,12 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "../api/api_test.h"
 #include "nvl72/json.h"
+#include "nvl72/oob.h"
 #include "nvl72/operator_upgrade.h"
+#include "nvl72/parse.h"
 
 #define T0 1794787200000LL /* Monday 2026-11-16T00:00:00Z */
 #define SEC 1000LL
@@ -27,7 +30,7 @@ struct world {
 	struct matrix *m;
 	struct api_rack_upgrade *u;
 	struct api_rack_partition *parts[2];
-	struct api_upgrade_approval *appr[2];
+	struct api_upgrade_approval *appr[8];
 	unsigned nappr;
 	struct op_upgrade_tray trays[18];
 	char driver[18][64];
@@ -41,6 +44,13 @@ struct world {
 	unsigned events;
 	char last_event[48];
 	bool gate_failed_event;
+	const char *rack_stack;  /* the stack the rack runs */
+	struct oob_backend *oob; /* NULL: no out-of-band backend */
+	char oob_dir[64];        /* the sim backend's rack folder */
+	unsigned acts;           /* actions asked for so far */
+	unsigned first_tray_act; /* 1 + the action that first touched a tray */
+	unsigned oob_acts;       /* out-of-band passes */
+	unsigned oob_started;    /* operations started, all passes */
 };
 
 static void *load(const char *path, int kind)
@@ -106,7 +116,61 @@ static struct world *world_new(void)
 		t->validation_message = "";
 	}
 	w->now = T0;
+	w->rack_stack = "gb300-r580-95";
 	return w;
+}
+
+static void approve(struct world *w, enum matrix_layer l, const char *user, bool reject);
+
+/* The sim's out-of-band backend on a fresh rack folder; delay_ms is the
+ * time an update stays in progress. */
+static void world_oob(struct world *w, long delay_ms)
+{
+	struct oob_config c;
+	struct fabric_status st;
+	snprintf(w->oob_dir, sizeof(w->oob_dir), "/tmp/nvl72-upgrade-oob.XXXXXX");
+	assert_non_null(mkdtemp(w->oob_dir));
+	oob_config_init(&c);
+	assert_int_equal(str_copy(c.sim_root, sizeof(c.sim_root), w->oob_dir), NV_OK);
+	c.sim_delay_ms = delay_ms;
+	assert_int_equal(oob_backend_new(&c, &w->oob, &st), NV_OK);
+}
+
+/* The upgrade from gb300-r580-159 to gb300-r580-173: switch trays (NVOS,
+ * firmware, NMX) before the driver, a manual edge every layer approves. */
+static void world_switch_edge(struct world *w)
+{
+	w->rack_stack = "gb300-r580-159";
+	snprintf(w->u->target_stack, sizeof(w->u->target_stack), "gb300-r580-173");
+	for (unsigned l = 0; l < MATRIX_L__COUNT; l++)
+		approve(w, (enum matrix_layer)l, "alice", false);
+}
+
+/* The count of accepted updates of key ("nvos.switch-3") in oob/state. */
+static int oob_count(struct world *w, const char *key)
+{
+	char p[128], line[256], want[96];
+	int n = 0;
+	FILE *f;
+	snprintf(p, sizeof(p), "%s/oob/state", w->oob_dir);
+	snprintf(want, sizeof(want), "n.%s=", key);
+	if ((f = fopen(p, "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strncmp(line, want, strlen(want)) == 0)
+			n = (int)strtol(line + strlen(want), NULL, 10);
+	fclose(f);
+	return n;
+}
+
+static void oob_version_is(struct world *w, enum matrix_component c, unsigned idx,
+                           const char *want)
+{
+	struct oob_target t = {OOB_SWITCH_TRAY, idx};
+	struct fabric_status st;
+	char have[64] = "";
+	assert_int_equal(oob_version(w->oob, c, &t, have, sizeof(have), &st), NV_OK);
+	assert_string_equal(have, want);
 }
 
 static void world_free(struct world *w)
@@ -119,6 +183,18 @@ static void world_free(struct world *w)
 	for (unsigned i = 0; i < w->nappr; i++)
 		api_upgrade_approval_free(w->appr[i]);
 	json_decref(w->status);
+	oob_backend_free(w->oob);
+	if (w->oob_dir[0]) {
+		static const char *const files[] = {"state", "lock", "fail.nvos.switch-3"};
+		char path[160];
+		for (size_t i = 0; i < 3; i++) {
+			snprintf(path, sizeof(path), "%s/oob/%s", w->oob_dir, files[i]);
+			unlink(path);
+		}
+		snprintf(path, sizeof(path), "%s/oob", w->oob_dir);
+		rmdir(path);
+		rmdir(w->oob_dir);
+	}
 	free(w);
 }
 
@@ -145,7 +221,7 @@ static struct api_rack_upgrade_status *pass(struct world *w, struct api_rack_upg
 	struct op_upgrade_in in = {
 	        .u = w->u,
 	        .rack = w->rack,
-	        .rack_stack = "gb300-r580-95",
+	        .rack_stack = w->rack_stack,
 	        .m = w->m,
 	        .trays = w->trays,
 	        .ntrays = 18,
@@ -153,6 +229,7 @@ static struct api_rack_upgrade_status *pass(struct world *w, struct api_rack_upg
 	        .napprovals = w->nappr,
 	        .partitions = (const struct api_rack_partition *const *)w->parts,
 	        .npartitions = 2,
+	        .oob_backend = w->oob != NULL,
 	        .now_ms = w->now,
 	};
 	op_upgrade_eval(&in, st, &w->out);
@@ -167,6 +244,9 @@ static struct api_rack_upgrade_status *pass(struct world *w, struct api_rack_upg
 		assert_true(st->steps[w->out.step].start_ms > 0);
 		w->started[w->out.step]++;
 		w->touched |= w->out.trays;
+		w->acts++;
+		if (w->out.trays && w->first_tray_act == 0)
+			w->first_tray_act = w->acts;
 	}
 	json_decref(w->status);
 	w->status = api_rack_upgrade_status_to_json(st);
@@ -188,11 +268,38 @@ static void act(struct world *w, struct api_rack_upgrade_status *st)
 			w->trays[i].validation_busbw = w->busbw[i];
 		}
 	}
+	if (w->out.act == OP_UPG_OOB) {
+		/* As the controller: poll and start, then end the step. */
+		struct op_upgrade_oob_result r;
+		assert_int_equal(op_upgrade_oob_step(w->oob, &st->steps[w->out.step], &w->out, &r),
+		                 NV_OK);
+		w->oob_acts++;
+		w->oob_started += r.started;
+		if (r.failed || r.done)
+			op_upgrade_step_finish(st, w->out.step,
+			                       r.failed ? API_STEP_FAILED : API_STEP_SUCCEEDED,
+			                       r.message, w->now);
+		json_decref(w->status);
+		w->status = api_rack_upgrade_status_to_json(st);
+	}
 	if (w->out.act == OP_UPG_DRAIN || w->out.act == OP_UPG_RELEASE) {
 		op_upgrade_step_finish(st, w->out.step, API_STEP_SUCCEEDED, "done", w->now);
 		json_decref(w->status);
 		w->status = api_rack_upgrade_status_to_json(st);
 	}
+}
+
+/* One pass and its action, then the clock to the next wake-up. */
+static void run_once(struct world *w)
+{
+	struct api_rack_upgrade_status st;
+	pass(w, &st);
+	act(w, &st);
+	if (w->out.act == OP_UPG_NONE && w->out.wake_ms > w->now)
+		w->now = w->out.wake_ms;
+	else
+		w->now += SEC;
+	api_rack_upgrade_status_clear(&st);
 }
 
 /* Passes until the phase is one of stop (or 400 passes), moving the clock
@@ -538,6 +645,166 @@ static void test_op_upgrade_eval_manual_edge(void **state)
 	world_free(w);
 }
 
+/* Switch trays move once for the rack, every one of them, each update
+ * once, before the canary's first tray action; then the driver. */
+static void test_op_upgrade_eval_oob_switch_before_driver(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	static const char *const keys[] = {"nvos", "switchTrayFirmware", "nmx"};
+	char key[64];
+	world_oob(w, 0);
+	world_switch_edge(w);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+
+	/* Step 0: the rack-wide out-of-band step, no trays, wave 0. */
+	json_t *s0 = jx_path(w->status, "steps[0]");
+	assert_string_equal(jx_str_or(s0, "action", ""), "Apply");
+	assert_string_equal(jx_str_or(s0, "phase", ""), "Succeeded");
+	assert_int_equal(json_array_size(json_object_get(s0, "trays")), 0);
+	assert_int_equal(json_array_size(json_object_get(s0, "components")), 3);
+	assert_int_equal(json_array_size(json_object_get(s0, "operations")), 9);
+	assert_string_equal(jx_str_or(s0, "operations[8].target", ""), "switch-9");
+	assert_string_equal(jx_str_or(s0, "operations[8].phase", ""), "Succeeded");
+	assert_string_equal(jx_str_or(w->status, "steps[1].action", ""), "Drain");
+	/* It ran before anything touched a tray: the first tray action came
+	 * after the out-of-band passes. */
+	assert_true(w->oob_acts >= 1);
+	assert_true(w->first_tray_act > w->oob_acts);
+	for (unsigned t = 1; t <= 9; t++) {
+		oob_version_is(w, MATRIX_C_NVOS, t, "25.08.1210");
+		oob_version_is(w, MATRIX_C_SWITCH_TRAY_FIRMWARE, t, "1.4.0");
+		oob_version_is(w, MATRIX_C_NMX, t, "1.4.0");
+		for (size_t k = 0; k < 3; k++) {
+			snprintf(key, sizeof(key), "%s.switch-%u", keys[k], t);
+			assert_int_equal(oob_count(w, key), 1);
+		}
+	}
+	/* Only once for the rack: no later wave has an out-of-band step. */
+	size_t i;
+	json_t *s;
+	json_array_foreach(json_object_get(w->status, "steps"), i, s) if (i > 0)
+	        assert_null(json_object_get(s, "operations"));
+	for (int t = 0; t < 18; t++)
+		assert_string_equal(w->driver[t], "580.173.02");
+	world_free(w);
+}
+
+/* A restarted operator polls the operations the status records and starts
+ * none again. */
+static void test_op_upgrade_eval_oob_restart_polls_recorded_ops(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	struct op_upgrade_oob_result r;
+	char ids[9][128];
+	world_oob(w, 400);
+	world_switch_edge(w);
+	/* Until the first out-of-band pass started the nine NVOS updates. */
+	for (int i = 0; i < 400 && w->oob_acts == 0; i++)
+		run_once(w);
+	assert_int_equal(w->oob_started, 9);
+	assert_string_equal(jx_str_or(w->status, "steps[0].phase", ""), "Running");
+	for (unsigned t = 0; t < 9; t++) {
+		json_t *o = json_array_get(jx_path(w->status, "steps[0].operations"), t);
+		assert_string_equal(jx_str_or(o, "component", ""), "nvos");
+		assert_string_equal(jx_str_or(o, "phase", ""), "Running");
+		snprintf(ids[t], sizeof(ids[t]), "%s", jx_str_or(o, "id", ""));
+	}
+
+	/* The restart: a new backend, the status read back from its JSON. */
+	oob_backend_free(w->oob);
+	struct oob_config c;
+	struct fabric_status fst;
+	oob_config_init(&c);
+	assert_int_equal(str_copy(c.sim_root, sizeof(c.sim_root), w->oob_dir), NV_OK);
+	c.sim_delay_ms = 400;
+	assert_int_equal(oob_backend_new(&c, &w->oob, &fst), NV_OK);
+	pass(w, &st);
+	assert_int_equal(w->out.act, OP_UPG_OOB);
+	assert_int_equal(w->out.step, 0);
+	assert_int_equal(op_upgrade_oob_step(w->oob, &st.steps[0], &w->out, &r), NV_OK);
+	assert_int_equal(r.started, 0);
+	assert_int_equal(r.running, 9);
+	assert_false(r.done);
+	for (unsigned t = 0; t < 9; t++)
+		assert_string_equal(st.steps[0].ops[t].id, ids[t]);
+	api_rack_upgrade_status_clear(&st);
+
+	/* Once they complete, the next components start; each update once. */
+	usleep(450 * 1000);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+	assert_int_equal(oob_count(w, "nvos.switch-1"), 1);
+	assert_int_equal(oob_count(w, "nvos.switch-9"), 1);
+	assert_int_equal(oob_count(w, "nmx.switch-5"), 1);
+	world_free(w);
+}
+
+/* A failed update halts the upgrade with the backend's message before any
+ * tray is touched. */
+static void test_op_upgrade_eval_oob_failure_halts(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	char path[128];
+	world_oob(w, 0);
+	world_switch_edge(w);
+	snprintf(path, sizeof(path), "%s/oob/fail.nvos.switch-3", w->oob_dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fclose(f);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
+	assert_string_equal(jx_str_or(w->status, "steps[0].phase", ""), "Failed");
+	const char *msg = status_str(w, "message");
+	assert_non_null(strstr(msg, "step 0 (Apply, wave 0) failed: nvos on switch-3 to 25.08.1210 "
+	                            "failed: "));
+	assert_non_null(strstr(msg, "injected"));
+	assert_int_equal(w->touched, 0);
+	assert_int_equal(w->first_tray_act, 0);
+	assert_string_equal(w->last_event, "Halted");
+	world_free(w);
+}
+
+/* Without a backend, a plan with out-of-band steps halts at the canary's
+ * start, naming the plan step and the component, before any tray is
+ * touched. */
+static void test_op_upgrade_eval_oob_no_backend_halts(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	world_switch_edge(w);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
+	assert_string_equal(jx_str_or(w->status, "steps[0].phase", ""), "Failed");
+	assert_string_equal(jx_str_or(w->status, "steps[0].message", ""),
+	                    "plan step 1 needs an out-of-band backend (component nvos); none "
+	                    "configured");
+	assert_non_null(strstr(status_str(w, "message"), "needs an out-of-band backend"));
+	assert_int_equal(w->touched, 0);
+	assert_string_equal(jx_str_or(w->status, "steps[1].phase", ""), "Pending");
+	world_free(w);
+}
+
+/* Switch trays cannot move inside a wave: a plan that puts them after a
+ * driver step halts before any tray is touched. */
+static void test_op_upgrade_eval_oob_switch_after_tray_step(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	world_oob(w, 0);
+	/* From gb300-r580-95 the plan is the driver, then the switch trays,
+	 * then the driver again. */
+	snprintf(w->u->target_stack, sizeof(w->u->target_stack), "gb300-r580-173");
+	for (unsigned l = 0; l < MATRIX_L__COUNT; l++)
+		approve(w, (enum matrix_layer)l, "alice", false);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
+	assert_non_null(strstr(status_str(w, "message"),
+	                       "moves switch-tray component nvos after a compute-tray component"));
+	assert_int_equal(w->touched, 0);
+	assert_int_equal(w->oob_started, 0);
+	world_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -551,6 +818,11 @@ int main(void)
 	        cmocka_unit_test(test_op_upgrade_eval_abort),
 	        cmocka_unit_test(test_op_upgrade_eval_missing_inputs),
 	        cmocka_unit_test(test_op_upgrade_eval_manual_edge),
+	        cmocka_unit_test(test_op_upgrade_eval_oob_switch_before_driver),
+	        cmocka_unit_test(test_op_upgrade_eval_oob_restart_polls_recorded_ops),
+	        cmocka_unit_test(test_op_upgrade_eval_oob_failure_halts),
+	        cmocka_unit_test(test_op_upgrade_eval_oob_no_backend_halts),
+	        cmocka_unit_test(test_op_upgrade_eval_oob_switch_after_tray_step),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
