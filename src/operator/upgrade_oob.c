@@ -35,7 +35,7 @@ static void failed(struct op_upgrade_oob_result *r, const struct api_upgrade_oob
 	if (r->failed)
 		return; /* the first failure is the evidence */
 	r->failed = true;
-	snprintf(r->message, sizeof(r->message), "%s on %s to %s failed: %s",
+	snprintf(r->message, sizeof(r->message), "%s on %s to %.64s failed: %.300s",
 	         matrix_component_name(x->component), x->target, version, why);
 }
 
@@ -52,7 +52,7 @@ static enum nv_err start(struct oob_backend *b, const struct op_upgrade_out *a,
 		enum nv_err rc = oob_update(b, (enum matrix_component)comp, t, a->versions[comp], &op,
 		                            &fst);
 		if (rc != NV_OK) {
-			snprintf(r->message, sizeof(r->message), "%s on %s: %s: %s",
+			snprintf(r->message, sizeof(r->message), "%s on %s: %s: %.300s",
 			         matrix_component_name((enum matrix_component)comp), x->target,
 			         nv_err_name(rc), fst.message);
 			return rc;
@@ -106,7 +106,7 @@ static enum nv_err target_pass(struct oob_backend *b, struct api_upgrade_step *s
 		if (rc == NV_E_NOT_FOUND) {
 			next = (int)x->component; /* the backend forgot it: ask again */
 		} else if (rc != NV_OK) {
-			snprintf(r->message, sizeof(r->message), "polling %s on %s: %s: %s", x->id,
+			snprintf(r->message, sizeof(r->message), "polling %.64s on %s: %s: %.300s", x->id,
 			         name, nv_err_name(rc), fst.message);
 			return rc;
 		} else if (op.state == FABRIC_OP_FAILED) {
