@@ -14,6 +14,13 @@
 #   3. routine, happy path: notice, the tenant's approval (stamped with the
 #      real user by the webhook), canary, gate, waves, Completed, every tray
 #      on the new driver, and no writes once done.
+# Then two upgrades on to gb300-r580-173, whose plan moves the switch trays
+# (NVOS, firmware, NMX) before the driver, through the operator's simulated
+# out-of-band backend (--oob-backend sim on the rack folder):
+#   4. an injected NVOS failure on switch tray 3: Halted with the backend's
+#      message before any tray is touched;
+#   5. the retry: every switch tray on the new versions, each update run
+#      once (the failed one twice), all before the first driver change.
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
 # control plane (KUBECONFIG, KUBECTL, NVL72_CLUSTER_DIR set). Prints `ok - …`
@@ -64,7 +71,8 @@ check "webhook configurations on 127.0.0.1:$wport" $? "$out"
 
 upg_nodes
 op_start op --webhook-bind-address="127.0.0.1:$wport" \
-	--webhook-secret=nvl72-upgrade-e2e-tls --webhook-configuration=nvl72-upgrade-e2e
+	--webhook-secret=nvl72-upgrade-e2e-tls --webhook-configuration=nvl72-upgrade-e2e \
+	--oob-backend sim --oob-sim-root "$rack" --oob-sim-delay 1s
 bundled() {
 	[[ -n $(k get mutatingwebhookconfiguration nvl72-upgrade-e2e -o jsonpath='{.webhooks[0].clientConfig.caBundle}') &&
 		-n $(k get validatingwebhookconfiguration nvl72-upgrade-e2e -o jsonpath='{.webhooks[0].clientConfig.caBundle}') ]]
@@ -73,9 +81,11 @@ wait_for 60 bundled
 check "the operator serves its webhook and set both caBundles" $? "$(tail -5 "$work/op.log")"
 
 # The matrix and the Rack go through the webhook; the workload layer's
-# window owner is the tenant's ServiceAccounts.
+# window owner is the tenant's ServiceAccounts, the other layers have none
+# (so that the admin's approvals count on the manual edge of scenarios 4
+# and 5).
 upg_rack '.spec.responsibilities |= map(if .layer == "workload" then
-	.windowOwner = "system:serviceaccounts:'"$TENANT_NS"'" else . end)'
+	.windowOwner = "system:serviceaccounts:'"$TENANT_NS"'" else del(.windowOwner) end)'
 upg_agents
 
 # The tenant: a ServiceAccount bound to the chart's approver ClusterRole.
@@ -214,6 +224,87 @@ sleep 5
 rv2=$(k get rackupgrade "$UP" -o jsonpath='{.metadata.resourceVersion}')
 [[ $rv1 == "$rv2" ]]
 check "happy: no writes to the finished upgrade at steady state" $? "$rv1 -> $rv2"
+# ------------------------------------- 4. switch trays out of band ---
+TO2=gb300-r580-173 TO2_DRIVER=580.173.02
+NVOS2=25.08.1210 STFW2=1.4.0 NMX2=1.4.0
+oob_get() { sed -n "s/^$1=//p" "$rack/oob/state" 2>/dev/null; } # oob_get v.nvos.switch-3
+approve_all() { # approve_all UPGRADE: the tenant the workload layer, the admin the rest
+	local l out
+	out=$(approve "$1") || return 1
+	for l in $(ustatus "$1" '.status.requiredApprovals[]' | tr -d '"'); do
+		[[ $l == workload ]] && continue
+		out=$(printf 'apiVersion: nvl72.io/v1alpha1\nkind: UpgradeApproval\nmetadata: {name: %s-%s}\nspec: {upgrade: %s, layer: %s, decision: Approved, comment: switch trays first}\n' \
+			"$1" "$l" "$1" "$l" | k create -f - 2>&1) || { echo "$out"; return 1; }
+	done
+}
+wait_for 30 stack_is "$TO"
+check "the Rack reports stack $TO" $? "$(k get rack "$RACK" -o jsonpath='{.status.stack}')"
+OOBF=r07-r580-173-fails
+touch "$rack/oob/fail.nvos.switch-3"
+t0=$SECONDS
+out=$(TO=$TO2 upgrade "$OOBF" routine "  reason: NVOS and NMX 25.08 with driver 580.173" | k create -f - 2>&1)
+check "create a RackUpgrade $TO -> $TO2 with an NVOS failure injected on switch tray 3" $? "$out"
+wait_for 40 phase_is "$OOBF" AwaitingApproval && out=$(approve_all "$OOBF")
+check "oob failure: every touched layer approves the manual edge" $? "$out $(ustatus "$OOBF" '.status | {phase, message}')"
+wait_for 120 phase_in "$OOBF" Halted Completed Aborted
+st=$(ustatus "$OOBF" '.status | {phase, message, s: .steps[0] | {action, phase, trays, message}}')
+phase_is "$OOBF" Halted && jq -e '.s.action == "Apply" and .s.phase == "Failed" and .s.trays == [] and
+	(.message | test("nvos on switch-3 to 25.08.1210 failed: .*injected"))' <<<"$st" >/dev/null
+check "oob failure: Halted, the rack-wide step Failed with the backend's message ($((SECONDS - t0))s)" $? "$st"
+events_for "$OOBF" | grep -qx OutOfBandFailed
+check "oob failure: an OutOfBandFailed event" $? "$(events_for "$OOBF" | sort -u | tr '\n' ' ')"
+drivers=$(trays_json | jq -c '[.[].spec.driver.version // empty, .[].status.driver.version] | unique')
+[[ $drivers == "[\"$TO_DRIVER\"]" ]] && released
+check "oob failure: no tray touched (drivers, maintenance, cordons)" $? "$drivers"
+k patch rackupgrade "$OOBF" --type=merge -p '{"spec":{"abort":true}}' >/dev/null
+wait_for 60 phase_is "$OOBF" Aborted && released
+check "oob failure: abort ends it" $? "$(ustatus "$OOBF" '.status | {phase, message}')"
+k delete rackupgrade "$OOBF" >/dev/null 2>&1
+rm -f "$rack/oob/fail.nvos.switch-3"
+
+# ------------------------------------------------ 5. the retry ---
+OOBU=r07-r580-173
+t0=$SECONDS
+out=$(TO=$TO2 upgrade "$OOBU" routine "  reason: NVOS and NMX 25.08 with driver 580.173" | k create -f - 2>&1)
+check "create the RackUpgrade $TO -> $TO2 again, the failure cleared" $? "$out"
+wait_for 40 phase_is "$OOBU" AwaitingApproval && out=$(approve_all "$OOBU")
+check "oob: every touched layer approves" $? "$out"
+wait_for 300 phase_in "$OOBU" Completed Halted Aborted
+phase_is "$OOBU" Completed
+check "oob: Completed ($((SECONDS - t0))s)" $? "$(ustatus "$OOBU" '.status | {phase, message}')"
+bad=""
+for n in $(seq 1 9); do
+	v="$(oob_get "v.nvos.switch-$n") $(oob_get "v.switchTrayFirmware.switch-$n") $(oob_get "v.nmx.switch-$n")"
+	[[ $v == "$NVOS2 $STFW2 $NMX2" ]] || bad+=" switch-$n:$v"
+done
+[[ -z $bad ]]
+check "oob: every switch tray runs NVOS $NVOS2, firmware $STFW2, NMX $NMX2" $? "$bad"
+bad=""
+for n in $(seq 1 9); do
+	for c in nvos switchTrayFirmware nmx; do
+		want=1
+		[[ $c.$n == nvos.3 ]] && want=2 # the injected failure, then the retry
+		[[ $(oob_get "n.$c.switch-$n") == "$want" ]] || bad+=" $c.switch-$n=$(oob_get "n.$c.switch-$n")"
+	done
+done
+[[ -z $bad ]]
+check "oob: each switch-tray update ran once (NVOS on switch tray 3: failed, then once more)" $? "$bad"
+st=$(ustatus "$OOBU" '.status.steps | {oob: (.[0] | {action, phase, trays, components, n: (.operations | length), done: .completionTime}),
+	drv: ([.[] | select(.action == "Apply" and (.components // [] | index("driver")))] | map(.startTime) | sort | .[0]),
+	later: ([.[1:][] | select(.operations != null)] | length)}')
+jq -e '.oob.action == "Apply" and .oob.phase == "Succeeded" and .oob.trays == [] and
+	(.oob.components | sort) == ["nmx", "nvos", "switchTrayFirmware"] and .oob.n == 9 and .later == 0 and
+	(.oob.done | fromdate) <= (.drv | fromdate)' <<<"$st" >/dev/null
+check "oob: the switch trays moved once for the rack (step 0), finished before the first driver step started" $? "$st"
+drivers=$(trays_json | jq -c '[.[].status.driver.version] | unique')
+[[ $drivers == "[\"$TO2_DRIVER\"]" ]]
+check "oob: every tray runs driver $TO2_DRIVER" $? "$drivers"
+evs=$(events_for "$OOBU" | sort -u | tr '\n' ' ')
+[[ $evs == *OutOfBandStarted* && $evs == *OutOfBandSucceeded* ]]
+check "oob: OutOfBandStarted and OutOfBandSucceeded events" $? "$evs"
+wait_for 30 stack_is "$TO2"
+check "oob: the Rack reports stack $TO2" $? "$(k get rack "$RACK" -o jsonpath='{.status.stack}')"
+
 grep -qi 'token\|bearer' "$work/op.log" && ! grep -q "$token" "$work/op.log"
 [[ $(grep -c -- "$token" "$work/op.log") == 0 ]]
 check "no token in the operator log" $? ""
