@@ -4,14 +4,21 @@
 // does (agent_status_build on a healthy observation) and renews the agents'
 // heartbeat Leases, all through the project's Kubernetes client. It counts
 // its own API requests so that a benchmark can tell them from the operator's.
+// For RackUpgrades it acts as the agents do: a new spec.driver.version is
+// installed only while spec.maintenance.state is Drained or Upgrading (a
+// simulated install of --install-ms), and each new spec.validation.id is
+// answered with a Succeeded run reporting --busbw GB/s.
 //
 // usage: bench_loadgen nodes  --kubeconfig F --racks N [--prefix P] [--threads T]
 //        bench_loadgen agents --kubeconfig F --racks N [--lease-namespace NS]
 //                             [--heartbeat S] [--driver V] [--stats FILE]
-//                             [--duration S] [--workers W]
+//                             [--duration S] [--workers W] [--install-ms MS]
+//                             [--busbw G]
 //
 // `agents` prints "all-ready <wall ms>" once every expected Rack reports all
-// its trays ready, and keeps its counters in --stats (rewritten each second).
+// its trays ready, "all-upgraded <wall ms>" once as many RackUpgrades as
+// racks are Completed, and keeps its counters in --stats (rewritten each
+// second).
 // It stops on SIGINT/SIGTERM or after --duration seconds.
 #include <pthread.h>
 #include <signal.h>
@@ -35,6 +42,8 @@
 static const struct kube_res RES_TRAYS = {"nvl72.io", "v1alpha1", "computetrays", "ComputeTray",
                                           false};
 static const struct kube_res RES_RACKS = {"nvl72.io", "v1alpha1", "racks", "Rack", false};
+static const struct kube_res RES_UPGRADES = {"nvl72.io", "v1alpha1", "rackupgrades",
+                                             "RackUpgrade", false};
 
 struct opts {
 	const char *mode;
@@ -43,18 +52,22 @@ struct opts {
 	const char *lease_ns;
 	const char *driver;
 	const char *stats;
-	int64_t racks, threads, heartbeat_s, duration_s, workers;
+	int64_t racks, threads, heartbeat_s, duration_s, workers, install_ms, busbw;
 };
 
 struct lg {
 	const struct opts *o;
 	struct kube_client *c;
-	struct kube_informer *trays, *racks;
+	struct kube_informer *trays, *racks, *upgrades;
 	struct kube_workqueue *q;
 	pthread_mutex_t mu;
 	json_t *leases; /* tray name -> true, once its Lease exists */
+	/* tray name -> {v: driver the simulated host runs, until: monotonic ms
+	 * an install in progress ends, 0 when none} */
+	json_t *hosts;
 	atomic_uint_fast64_t requests, status_writes, lease_creates, lease_renewals, errors;
-	atomic_int_fast64_t ready_wall_ms;
+	atomic_uint_fast64_t installs, validations;
+	atomic_int_fast64_t ready_wall_ms, upgraded_wall_ms;
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -234,6 +247,74 @@ static void lease_ensure(struct lg *g, const struct agent_spec *s)
 	}
 }
 
+/* The driver change as src/agent/agent.c makes it, without the host: the
+ * version the tray ran when first seen stays until the spec asks for
+ * another in Drained or Upgrading; then an install of --install-ms ends with
+ * the new version loaded. Fills d, the loaded version, and how long until
+ * the install ends (0: nothing to wait for). */
+static void driver_sim(struct lg *g, const struct agent_spec *s, struct agent_drv_report *d,
+                       char *loaded, size_t cap, int64_t *wait_ms)
+{
+	int64_t now = time_mono_ms(), until;
+	json_t *h;
+
+	*wait_ms = 0;
+	pthread_mutex_lock(&g->mu);
+	h = json_object_get(g->hosts, s->name);
+	if (h == NULL && !s->has_driver) {
+		str_copy(loaded, cap, g->o->driver);
+		pthread_mutex_unlock(&g->mu);
+		return;
+	}
+	if (h == NULL) {
+		h = json_pack("{s:s,s:I}", "v", s->driver_version, "until", (json_int_t)0);
+		json_object_set_new(g->hosts, s->name, h);
+	}
+	until = json_integer_value(json_object_get(h, "until"));
+	if (s->has_driver && strcmp(jx_str_or(h, "v", ""), s->driver_version) != 0) {
+		d->active = true;
+		if (strcmp(s->maint_state, "Drained") != 0 && strcmp(s->maint_state, "Upgrading") != 0) {
+			d->waiting_maintenance = true;
+		} else if (until == 0 || now < until) {
+			if (until == 0) {
+				until = now + g->o->install_ms;
+				json_object_set_new(h, "until", json_integer(until));
+				atomic_fetch_add(&g->installs, 1);
+			}
+			d->phase = AGENT_DRV_INSTALLING;
+			snprintf(d->detail, sizeof(d->detail), "running the installer for %s",
+			         s->driver_version);
+			*wait_ms = until - now;
+		} else {
+			json_object_set_new(h, "v", json_string(s->driver_version));
+			json_object_set_new(h, "until", json_integer(0));
+			d->active = false;
+		}
+	}
+	str_copy(loaded, cap, jx_str_or(h, "v", ""));
+	pthread_mutex_unlock(&g->mu);
+}
+
+/* status.validation: the stored record, or a Succeeded run for a new
+ * spec.validation.id once no driver change is in flight (the agent never
+ * validates during one). */
+static void validation_sim(struct lg *g, const struct agent_spec *s, const json_t *old,
+                           bool drv_active, struct agent_val_result *v)
+{
+	agent_validation_from_status(old, v);
+	if (!s->has_validation || drv_active || strcmp(v->id, s->validation.id) == 0)
+		return;
+	memset(v, 0, sizeof(*v));
+	str_copy(v->id, sizeof(v->id), s->validation.id);
+	v->phase = AGENT_VAL_SUCCEEDED;
+	v->has_busbw = true;
+	v->busbw_gbps = (double)g->o->busbw;
+	str_copy(v->transport, sizeof(v->transport), "NVLS");
+	v->start_ms = v->end_ms = time_wall_ms();
+	str_copy(v->message, sizeof(v->message), "simulated all-reduce");
+	atomic_fetch_add(&g->validations, 1);
+}
+
 static struct kube_result tray_reconcile(void *ud, const char *key)
 {
 	struct lg *g = ud;
@@ -242,8 +323,10 @@ static struct kube_result tray_reconcile(void *ud, const char *key)
 	struct agent_report rep;
 	struct kube_status st;
 	char err[256], lease[320], ts[TIME_RFC3339_LEN];
+	char loaded[AGENT_VERSION_LEN];
 	json_t *t = kube_informer_get(g->trays, key), *old, *want, *patch;
 	enum nv_err rc = NV_OK;
+	int64_t wait_ms;
 
 	if (t == NULL) {
 		pthread_mutex_lock(&g->mu);
@@ -253,8 +336,9 @@ static struct kube_result tray_reconcile(void *ud, const char *key)
 	}
 	(void)agent_spec_parse(t, "127.0.0.1", &spec, err, sizeof(err));
 	lease_ensure(g, &spec);
-	obs_fill(&obs, &spec, spec.has_driver ? spec.driver_version : g->o->driver);
 	memset(&rep, 0, sizeof(rep));
+	driver_sim(g, &spec, &rep.drv, loaded, sizeof(loaded), &wait_ms);
+	obs_fill(&obs, &spec, loaded);
 	snprintf(lease, sizeof(lease), "%s/%s", g->o->lease_ns, spec.name);
 	rep.spec = &spec;
 	rep.spec_error = err;
@@ -265,6 +349,7 @@ static struct kube_result tray_reconcile(void *ud, const char *key)
 	str_copy(rep.imex_hash, sizeof(rep.imex_hash), spec.has_imex ? "0123456789abcdef" : "");
 	rep.lease = lease;
 	old = jx_path(t, "status");
+	validation_sim(g, &spec, old, rep.drv.active, &rep.validation);
 	want = agent_status_build(&rep, old, time_wall_ms());
 	if (agent_status_differs(json_is_object(old) ? old : NULL, want)) {
 		time_format_rfc3339(time_wall_ms(), ts);
@@ -282,6 +367,8 @@ static struct kube_result tray_reconcile(void *ud, const char *key)
 	}
 	json_decref(want);
 	json_decref(t);
+	if (rc == NV_OK && wait_ms > 0)
+		return (struct kube_result){.requeue_after_ms = wait_ms};
 	return (struct kube_result){.err = rc == NV_E_NOT_FOUND ? NV_OK : rc};
 }
 
@@ -338,6 +425,34 @@ static void on_rack_upd(void *ud, json_t *o, json_t *n)
 	on_rack(ud, n);
 }
 
+static void on_upgrade(void *ud, json_t *obj)
+{
+	struct lg *g = ud;
+	json_t *all, *u;
+	size_t i;
+	int64_t done = 0;
+
+	(void)obj;
+	if (atomic_load(&g->upgraded_wall_ms) != 0)
+		return;
+	all = kube_informer_list(g->upgrades);
+	json_array_foreach(all, i, u) done +=
+	        strcmp(jx_str_or(u, "status.phase", ""), "Completed") == 0;
+	json_decref(all);
+	if (done >= g->o->racks) {
+		int64_t zero = 0, now = time_wall_ms();
+		if (atomic_compare_exchange_strong(&g->upgraded_wall_ms, &zero, now)) {
+			printf("all-upgraded %lld\n", (long long)now);
+			fflush(stdout);
+		}
+	}
+}
+static void on_upgrade_upd(void *ud, json_t *o, json_t *n)
+{
+	(void)o;
+	on_upgrade(ud, n);
+}
+
 static void lease_renew_all(struct lg *g)
 {
 	json_t *names;
@@ -369,28 +484,33 @@ static void lease_renew_all(struct lg *g)
 
 static void stats_write(struct lg *g)
 {
-	struct kube_informer_stats a = {0}, b = {0};
+	struct kube_informer_stats a = {0}, b = {0}, c = {0};
 	char tmp[4096];
 	FILE *f;
 
-	if (g->o->stats == NULL || g->trays == NULL || g->racks == NULL)
+	if (g->o->stats == NULL || g->trays == NULL || g->racks == NULL || g->upgrades == NULL)
 		return;
 	kube_informer_stats(g->trays, &a);
 	kube_informer_stats(g->racks, &b);
+	kube_informer_stats(g->upgrades, &c);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", g->o->stats);
 	f = fopen(tmp, "w");
 	if (f == NULL)
 		return;
-	/* Lists and watches of the two informers are requests too. */
+	/* Lists and watches of the informers are requests too. */
 	fprintf(f, "requests %llu\nstatus_writes %llu\nlease_creates %llu\nlease_renewals %llu\n"
-	           "errors %llu\nready_wall_ms %lld\n",
+	           "errors %llu\nready_wall_ms %lld\ninstalls %llu\nvalidations %llu\n"
+	           "upgraded_wall_ms %lld\n",
 	        (unsigned long long)(atomic_load(&g->requests) + a.lists + a.watches + b.lists +
-	                             b.watches),
+	                             b.watches + c.lists + c.watches),
 	        (unsigned long long)atomic_load(&g->status_writes),
 	        (unsigned long long)atomic_load(&g->lease_creates),
 	        (unsigned long long)atomic_load(&g->lease_renewals),
 	        (unsigned long long)atomic_load(&g->errors),
-	        (long long)atomic_load(&g->ready_wall_ms));
+	        (long long)atomic_load(&g->ready_wall_ms),
+	        (unsigned long long)atomic_load(&g->installs),
+	        (unsigned long long)atomic_load(&g->validations),
+	        (long long)atomic_load(&g->upgraded_wall_ms));
 	fclose(f);
 	(void)rename(tmp, g->o->stats);
 }
@@ -405,12 +525,17 @@ static int run_agents(struct lg *g)
 	if (kube_informer_new(g->c, &(struct kube_informer_opts){.res = &RES_TRAYS}, &g->trays) !=
 	            NV_OK ||
 	    kube_informer_new(g->c, &(struct kube_informer_opts){.res = &RES_RACKS}, &g->racks) !=
-	            NV_OK)
+	            NV_OK ||
+	    kube_informer_new(g->c, &(struct kube_informer_opts){.res = &RES_UPGRADES},
+	                      &g->upgrades) != NV_OK)
 		goto out;
 	kube_informer_add_handler(g->trays,
 	                          &(struct kube_handler){on_tray, on_tray_upd, on_tray_del, g});
 	kube_informer_add_handler(g->racks, &(struct kube_handler){on_rack, on_rack_upd, NULL, g});
-	if (kube_informer_start(g->trays) != NV_OK || kube_informer_start(g->racks) != NV_OK)
+	kube_informer_add_handler(g->upgrades,
+	                          &(struct kube_handler){on_upgrade, on_upgrade_upd, NULL, g});
+	if (kube_informer_start(g->trays) != NV_OK || kube_informer_start(g->racks) != NV_OK ||
+	    kube_informer_start(g->upgrades) != NV_OK)
 		goto out;
 	w = kube_workers_start(g->q, (int)g->o->workers, tray_reconcile, g);
 	next_hb = time_mono_ms() + g->o->heartbeat_s * 1000;
@@ -430,6 +555,7 @@ out:
 	/* Informers first: their handlers feed the queue the workers drain. */
 	kube_informer_free(g->trays);
 	kube_informer_free(g->racks);
+	kube_informer_free(g->upgrades);
 	kube_workers_stop(w);
 	kube_workqueue_free(g->q);
 	return rc;
@@ -442,7 +568,8 @@ static int usage(void)
 	fprintf(stderr,
 	        "usage: bench_loadgen nodes|agents --kubeconfig F --racks N [--prefix P]\n"
 	        "       [--threads T] [--lease-namespace NS] [--heartbeat S] [--driver V]\n"
-	        "       [--stats FILE] [--duration S] [--workers W]\n");
+	        "       [--stats FILE] [--duration S] [--workers W] [--install-ms MS]\n"
+	        "       [--busbw G]\n");
 	return 2;
 }
 
@@ -459,7 +586,8 @@ static int int_arg(const char *flag, const char *v, int64_t lo, int64_t hi, int6
 int main(int argc, char **argv)
 {
 	struct opts o = {.prefix = "bench", .lease_ns = "nvl72-system", .driver = "580.95.05",
-	                 .racks = 1, .threads = 4, .heartbeat_s = 20, .workers = 4};
+	                 .racks = 1, .threads = 4, .heartbeat_s = 20, .workers = 4,
+	                 .install_ms = 2000, .busbw = 900};
 	struct lg g = {.o = &o};
 	struct kube_config *cfg = NULL;
 	struct kube_status st;
@@ -491,6 +619,10 @@ int main(int argc, char **argv)
 			bad |= int_arg(a, v, 0, 86400, &o.duration_s);
 		else if (strcmp(a, "--workers") == 0)
 			bad |= int_arg(a, v, 1, 64, &o.workers);
+		else if (strcmp(a, "--install-ms") == 0)
+			bad |= int_arg(a, v, 0, 600000, &o.install_ms);
+		else if (strcmp(a, "--busbw") == 0)
+			bad |= int_arg(a, v, 0, 100000, &o.busbw);
 		else
 			return usage();
 	}
@@ -501,6 +633,7 @@ int main(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	pthread_mutex_init(&g.mu, NULL);
 	g.leases = json_object();
+	g.hosts = json_object();
 	if (kube_config_load(&(struct kube_config_opts){.kubeconfig = o.kubeconfig}, &cfg, &st) !=
 	            NV_OK ||
 	    kube_client_new(cfg, &(struct kube_client_opts){.component = "nvl72-bench-loadgen"},
@@ -511,5 +644,6 @@ int main(int argc, char **argv)
 	rc = strcmp(o.mode, "nodes") == 0 ? run_nodes(&g) : run_agents(&g);
 	kube_client_free(g.c);
 	json_decref(g.leases);
+	json_decref(g.hosts);
 	return rc;
 }

@@ -9,12 +9,19 @@
 # convergence and per minute at steady state (apiserver_request_total
 # deltas, the load generator's own requests and the idle background taken
 # out), and the floor: the writes the work needs times the median write
-# latency the apiserver measured in the same run. Prints one table and keeps
-# it in bench/results/scale-<date>.txt and scale-latest.txt. Asserts nothing.
+# latency the apiserver measured in the same run. For the sizes in
+# SCALE_UPGRADE it then upgrades every rack at once (a security RackUpgrade to
+# gb300-r580-159: 3 s notice, no window, a 2-tray canary, the load generator
+# installing drivers and answering validation runs as the agents do) and
+# measures the same figures from the create to every upgrade Completed.
+# Prints the tables and keeps them in bench/results/scale-<date>.txt and
+# scale-latest.txt. Asserts nothing.
 #
 # usage: bench/bench_scale.sh [RACKS...]        (default: 1 16 64)
 #   SCALE_STEADY_SECONDS   steady-state window (default 60)
 #   SCALE_HEARTBEAT        seconds between the load generator's Lease renewals (default 20)
+#   SCALE_UPGRADE          sizes that also run the upgrade (default "1 16")
+#   SCALE_INSTALL_MS       simulated driver install per tray (default 2000)
 #   BUILD                  build folder (default build)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +31,8 @@ sizes=("$@")
 ((${#sizes[@]})) || sizes=(1 16 64)
 steady=${SCALE_STEADY_SECONDS:-60}
 hb=${SCALE_HEARTBEAT:-20}
+upgrade_sizes=" ${SCALE_UPGRADE-1 16} "
+install_ms=${SCALE_INSTALL_MS:-2000}
 build=${BUILD:-build}
 op_bin=$root/$build/rel/bin/nvl72-operator
 lg_bin=$root/$build/rel/bench/bench_loadgen
@@ -87,14 +96,84 @@ median_ms() {
 		print "inf" }'
 }
 
+# The sample Rack, renamed; for the upgrade row its notices are 3 s and it
+# has no maintenance windows (always open).
 racks_yaml() {
 	local n=$1 r name
 	for r in $(seq 1 "$n"); do
 		name=$(printf 'bench-r%02d' "$r")
 		sed -e "s/gb300-r07/$name/g" -e "s/\"1821124000042\"/\"18211240$(printf '%05d' "$r")\"/" \
+			-e 's/noticePeriod: .*/noticePeriod: 3s/' -e '/^  maintenance:/,/^  policy:/{/^  policy:/!d}' \
 			deploy/samples/rack-gb300.yaml
 		echo "---"
 	done
+}
+# Per rack: a 2-tray canary partition, and the RackUpgrade.
+canaries_yaml() {
+	local r name
+	for r in $(seq 1 "$1"); do
+		name=$(printf 'bench-r%02d' "$r")
+		printf 'apiVersion: nvl72.io/v1alpha1\nkind: RackPartition\nmetadata: {name: %s-canary}\n' "$name"
+		printf 'spec: {rack: %s, trays: [1, 2], tenant: bench, canaryEligible: true}\n---\n' "$name"
+	done
+}
+upgrades_yaml() {
+	local r name
+	for r in $(seq 1 "$1"); do
+		name=$(printf 'bench-r%02d' "$r")
+		printf 'apiVersion: nvl72.io/v1alpha1\nkind: RackUpgrade\nmetadata: {name: %s-up}\n' "$name"
+		printf 'spec:\n  rack: %s\n  target: {matrix: gb300-2026.10, stack: gb300-r580-159}\n' "$name"
+		printf '  class: security\n  reason: benchmark\n  cves: [CVE-2026-24101]\n'
+		printf '  canary: {partition: %s-canary, soak: 3s}\n---\n' "$name"
+	done
+}
+
+# Writes one upgrade needs, from its final status: the create; a status
+# write per step and 3 for the phases before and after the steps; per tray
+# the three spec patches (Draining, Upgrading with the driver, None), the
+# Node's cordon, label at Drain and Apply, and uncordon, and one agent status
+# with the new driver; per canary tray the validation request and its
+# result; the Rack's status.upgrade at each of its 6 phases.
+upgrade_writes() {
+	k get rackupgrades -o json | jq '[.items[] | 1 + (.status.steps | length) + 3 +
+		18 * 8 + 2 * (.status.canary.trays | length) + 6] | add'
+}
+
+# The upgrade row: every rack upgraded at once, in the cluster of one_size.
+uprows=()
+one_upgrade() {
+	local n=$1 line t0 tu b0 b1 l0 l1 c0 c1 hwm writes med done
+	canaries_yaml "$n" | k apply -f - >/dev/null || { echo "bench_scale: canaries not applied"; return 1; }
+	upgrades_yaml "$n" >"$work/upgrades.yaml"
+	sleep 5
+	echo 5 >"/proc/$opid/clear_refs" 2>/dev/null # VmHWM from here
+	b0=$(scrape); l0=$(lg_stat requests); c0=$(cpu_s)
+	t0=$(date +%s%3N)
+	k create -f "$work/upgrades.yaml" >/dev/null || { echo "bench_scale: upgrades not created"; return 1; }
+	tu=0
+	for _ in $(seq 3000); do
+		line=$(grep -m1 '^all-upgraded ' "$work/lg.out" 2>/dev/null) && { tu=${line#all-upgraded }; break; }
+		kill -0 "$opid" 2>/dev/null || break
+		sleep 0.2
+	done
+	b1=$(scrape); l1=$(lg_stat requests); c1=$(cpu_s)
+	hwm=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$opid/status")
+	if ((tu == 0)); then
+		echo "bench_scale: $n upgrades did not all complete within 600 s"
+		k get rackupgrades -o json | jq -r '.items[] | "\(.metadata.name) \(.status.phase) \(.status.message)"' | head -5
+		return 1
+	fi
+	done=$(k get computetrays -o json | jq '[.items[] | select(.status.driver.version == "580.159.03")] | length')
+	writes=$(upgrade_writes)
+	med=$(median_ms "$b0" "$b1")
+	uprows+=("$(awk -v n="$n" -v ms=$((tu - t0)) -v hwm="$hwm" -v c0="$c0" -v c1="$c1" \
+		-v b0="${b0%% *}" -v b1="${b1%% *}" -v l0="$l0" -v l1="$l1" -v bg="$bg_rate" \
+		-v w="$writes" -v med="$med" -v done="$done" 'BEGIN {
+		t = ms / 1000; all = b1 - b0; op = all - (l1 - l0) - bg * t - 1
+		if (op < 0) op = 0
+		printf "%5d %6d %6d %11.1f %8.1f %7.2f %9.1f %9.1f %6d %7s %8.2f\n",
+			n, n * 18, done, t, hwm, c1 - c0, all / n, op / n, w, med, w * med / 1000 }')")
+	echo "bench_scale: $n upgrades done (${uprows[-1]})" >&2
 }
 
 rows=()
@@ -115,11 +194,13 @@ one_size() {
 
 	rm -f "$work/lg.stats"
 	"$lg_bin" agents --kubeconfig "$KUBECONFIG" --racks "$n" --lease-namespace "$ns" \
-		--heartbeat "$hb" --stats "$work/lg.stats" --duration 1800 >"$work/lg.out" 2>"$work/lg.err" &
+		--heartbeat "$hb" --install-ms "$install_ms" --stats "$work/lg.stats" --duration 1800 >"$work/lg.out" 2>"$work/lg.err" &
 	lpid=$!
 	a0=$(scrape); l0=$(lg_stat requests)
 	sleep 10
 	a1=$(scrape); l1=$(lg_stat requests)
+	bg_rate=$(awk -v a0="${a0%% *}" -v a1="${a1%% *}" -v l0="$l0" -v l1="$l1" \
+		'BEGIN { printf "%.3f", (a1 - a0 - (l1 - l0)) / 10 }')
 
 	port=$((20000 + RANDOM % 10000))
 	"$op_bin" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$ns" \
@@ -170,6 +251,9 @@ one_size() {
 			n, n * 18, conv, hwm, rss, c2, (c4 - c3) * 60 / steady, all / n, op / n, st,
 			w, med, w * med / 1000 }')")
 	echo "bench_scale: $n racks done (${rows[-1]})" >&2
+	if [[ $upgrade_sizes == *" $n "* ]]; then
+		one_upgrade "$n" || uprows+=("$(printf '%5d  (failed; see above)' "$n")")
+	fi
 	stop_run
 }
 
@@ -192,5 +276,16 @@ out=bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ).txt
 	echo "during convergence per rack; op/rack, op/min: the same less the load generator's own"
 	echo "requests and the idle background; writes: API writes the work needs (73 per rack);"
 	echo "floor: writes x median write latency of the same convergence (serial lower bound)."
+	if ((${#uprows[@]})); then
+		echo
+		echo "one security RackUpgrade per rack, all at once: 3 s notice, no window, 2-tray canary"
+		echo "with validation and 3 s soak, waves of 2 trays, simulated install ${install_ms} ms"
+		echo "racks  trays    new upgraded(s) hwm(MiB)  cpu(s)   req/rack  op/rack writes med(ms) floor(s)"
+		printf '%s\n' "${uprows[@]}"
+		echo "upgraded: create of the RackUpgrades to all Completed (notice included); new: trays"
+		echo "on the new driver; hwm: operator peak RSS during the upgrade; cpu: operator seconds"
+		echo "during it; req/rack, op/rack: as above; writes: API writes the upgrades need (see"
+		echo "docs/performance.md); floor: writes x median write latency during the upgrade."
+	fi
 } | tee "$out"
 cp "$out" bench/results/scale-latest.txt
