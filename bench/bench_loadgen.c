@@ -42,8 +42,8 @@
 static const struct kube_res RES_TRAYS = {"nvl72.io", "v1alpha1", "computetrays", "ComputeTray",
                                           false};
 static const struct kube_res RES_RACKS = {"nvl72.io", "v1alpha1", "racks", "Rack", false};
-static const struct kube_res RES_UPGRADES = {"nvl72.io", "v1alpha1", "rackupgrades",
-                                             "RackUpgrade", false};
+static const struct kube_res RES_UPGRADES = {"nvl72.io", "v1alpha1", "rackupgrades", "RackUpgrade",
+                                             false};
 
 struct opts {
 	const char *mode;
@@ -118,7 +118,8 @@ static void *nodes_main(void *arg)
 		time_format_rfc3339(time_wall_ms(), now);
 		p = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
 		              "Ready", "status", "True", "reason", "KubeletReady", "message",
-		              "simulated tray", "lastHeartbeatTime", now, "lastTransitionTime", now);
+		              "simulated tray", "lastHeartbeatTime", now, "lastTransitionTime",
+		              now);
 		rc = kube_patch(g->c, &KUBE_RES_NODES, NULL, name,
 		                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE,
 		                                          .subresource = "status"},
@@ -176,8 +177,8 @@ static void obs_fill(struct agent_host_obs *o, const struct agent_spec *s, const
 		snprintf(gp->uuid, sizeof(gp->uuid), "GPU-%08x-%04x-4000-8000-%012x", th, i, rh);
 		gp->fabric_state = AGENT_FABRIC_COMPLETED;
 		gp->has_cluster = true;
-		snprintf(gp->cluster_uuid, sizeof(gp->cluster_uuid), "%08x-0000-4000-8000-000000000001",
-		         rh);
+		snprintf(gp->cluster_uuid, sizeof(gp->cluster_uuid),
+		         "%08x-0000-4000-8000-000000000001", rh);
 		gp->clique_id = 32766;
 		gp->has_health = true;
 		gp->health_mask = AGENT_HEALTH_MASK_CLEAR;
@@ -273,7 +274,8 @@ static void driver_sim(struct lg *g, const struct agent_spec *s, struct agent_dr
 	until = json_integer_value(json_object_get(h, "until"));
 	if (s->has_driver && strcmp(jx_str_or(h, "v", ""), s->driver_version) != 0) {
 		d->active = true;
-		if (strcmp(s->maint_state, "Drained") != 0 && strcmp(s->maint_state, "Upgrading") != 0) {
+		if (strcmp(s->maint_state, "Drained") != 0 &&
+		    strcmp(s->maint_state, "Upgrading") != 0) {
 			d->waiting_maintenance = true;
 		} else if (until == 0 || now < until) {
 			if (until == 0) {
@@ -498,9 +500,10 @@ static void stats_write(struct lg *g)
 	if (f == NULL)
 		return;
 	/* Lists and watches of the informers are requests too. */
-	fprintf(f, "requests %llu\nstatus_writes %llu\nlease_creates %llu\nlease_renewals %llu\n"
-	           "errors %llu\nready_wall_ms %lld\ninstalls %llu\nvalidations %llu\n"
-	           "upgraded_wall_ms %lld\n",
+	fprintf(f,
+	        "requests %llu\nstatus_writes %llu\nlease_creates %llu\nlease_renewals %llu\n"
+	        "errors %llu\nready_wall_ms %lld\ninstalls %llu\nvalidations %llu\n"
+	        "upgraded_wall_ms %lld\n",
 	        (unsigned long long)(atomic_load(&g->requests) + a.lists + a.watches + b.lists +
 	                             b.watches + c.lists + c.watches),
 	        (unsigned long long)atomic_load(&g->status_writes),
@@ -565,11 +568,10 @@ out:
 
 static int usage(void)
 {
-	fprintf(stderr,
-	        "usage: bench_loadgen nodes|agents --kubeconfig F --racks N [--prefix P]\n"
-	        "       [--threads T] [--lease-namespace NS] [--heartbeat S] [--driver V]\n"
-	        "       [--stats FILE] [--duration S] [--workers W] [--install-ms MS]\n"
-	        "       [--busbw G]\n");
+	fprintf(stderr, "usage: bench_loadgen nodes|agents --kubeconfig F --racks N [--prefix P]\n"
+	                "       [--threads T] [--lease-namespace NS] [--heartbeat S] [--driver V]\n"
+	                "       [--stats FILE] [--duration S] [--workers W] [--install-ms MS]\n"
+	                "       [--busbw G]\n");
 	return 2;
 }
 
@@ -585,9 +587,15 @@ static int int_arg(const char *flag, const char *v, int64_t lo, int64_t hi, int6
 
 int main(int argc, char **argv)
 {
-	struct opts o = {.prefix = "bench", .lease_ns = "nvl72-system", .driver = "580.95.05",
-	                 .racks = 1, .threads = 4, .heartbeat_s = 20, .workers = 4,
-	                 .install_ms = 2000, .busbw = 900};
+	struct opts o = {.prefix = "bench",
+	                 .lease_ns = "nvl72-system",
+	                 .driver = "580.95.05",
+	                 .racks = 1,
+	                 .threads = 4,
+	                 .heartbeat_s = 20,
+	                 .workers = 4,
+	                 .install_ms = 2000,
+	                 .busbw = 900};
 	struct lg g = {.o = &o};
 	struct kube_config *cfg = NULL;
 	struct kube_status st;
