@@ -648,6 +648,7 @@ static bool setup(const char *cfg)
 		    d.cmd_port, strerror(errno));
 		return false;
 	}
+	sim_step(sim_root(), "imex-start");
 	say("INFO", "IMEX version %s is running with the following configuration options",
 	    d.version);
 	say("INFO", "IMEX library communication bind port = %u", d.port);
@@ -673,6 +674,7 @@ int main(int argc, char **argv)
 		return 1;
 	while (!stop)
 		loop_once(&next_row);
+	sim_step(sim_root(), "imex-stop");
 	say("INFO", "IMEX daemon shutting down");
 	for (int i = 0; i < CONNS_MAX; i++)
 		if (d.conns[i].fd >= 0)

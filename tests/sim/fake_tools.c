@@ -114,6 +114,7 @@ static int module_load(void)
 static int modprobe_main(int argc, char **argv)
 {
 	if (argc >= 3 && strcmp(argv[1], "-r") == 0) {
+		sim_step(root, "modprobe-remove");
 		for (int i = 2; i < argc; i++) {
 			if ((strcmp(argv[i], "nvidia") != 0 && refcnt(argv[i]) > 0) ||
 			    (strcmp(argv[i], "nvidia") == 0 && fault("driver_in_use"))) {
@@ -125,8 +126,10 @@ static int modprobe_main(int argc, char **argv)
 			module_remove(argv[i]);
 		return 0;
 	}
-	if (argc == 2 && strcmp(argv[1], "nvidia") == 0)
+	if (argc == 2 && strcmp(argv[1], "nvidia") == 0) {
+		sim_step(root, "modprobe-load");
 		return module_load();
+	}
 	fprintf(stderr, "usage: modprobe [-r] module...\n");
 	return 1;
 }
@@ -298,6 +301,11 @@ static int unit_verb(const char *p, const char *verb, const char *unit)
 	if (!sim_exists(p)) {
 		fprintf(stderr, "Failed to %s %s: Unit %s not found.\n", verb, unit, unit);
 		return 5;
+	}
+	if (strcmp(verb, "stop") == 0 || strcmp(verb, "start") == 0 || strcmp(verb, "restart") == 0) {
+		char step[96];
+		snprintf(step, sizeof(step), "systemctl-%s-%s", verb, unit);
+		sim_step(root, step);
 	}
 	masked = sim_kv_get(p, "LoadState", ls, sizeof(ls)) && strcmp(ls, "masked") == 0;
 	if (masked && (strcmp(verb, "start") == 0 || strcmp(verb, "restart") == 0 ||

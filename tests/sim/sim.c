@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 const char *sim_root(void)
@@ -194,4 +195,28 @@ bool sim_parse_ul(const char *s, unsigned long max, unsigned long *out)
 		return false;
 	*out = v;
 	return true;
+}
+
+void sim_step(const char *root, const char *name)
+{
+	char p[SIM_PATH_MAX], rel[128], line[160], v[32];
+	unsigned long ms = 0;
+	int fd, n;
+
+	n = snprintf(rel, sizeof(rel), "delays/%s", name);
+	if (n > 0 && (size_t)n < sizeof(rel) && sim_path(p, sizeof(p), root, rel) &&
+	    sim_read(p, v, sizeof(v)) > 0)
+		(void)sim_parse_ul(sim_rtrim(v), 600000, &ms);
+	if (sim_path(p, sizeof(p), root, "steps.log")) {
+		fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		n = snprintf(line, sizeof(line), "%s %d\n", name, (int)getpid());
+		if (fd >= 0) {
+			if (n > 0 && (size_t)n < sizeof(line))
+				(void)!write(fd, line, (size_t)n);
+			close(fd);
+		}
+	}
+	struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
 }

@@ -28,6 +28,10 @@ bool sim_kv_get(const char *path, const char *key, char *out, size_t outsz);
 bool sim_kv_set(const char *path, const char *key, const char *value);
 /* Parses an unsigned decimal or 0x hex number; false on anything else. */
 bool sim_parse_ul(const char *s, unsigned long max, unsigned long *out);
+/* A host step a tool is about to take: appends "name pid" to the tray's
+ * steps.log, then waits delays/<name> milliseconds when that file holds a
+ * number (simctl step-delay), so that a test can catch the step mid-way. */
+void sim_step(const char *root, const char *name);
 /* Trims trailing whitespace in place and returns s. */
 char *sim_rtrim(char *s);
 

@@ -27,6 +27,9 @@ static int usage(void)
 		"                       validation_fail validation_garbage)\n"
 		"       simctl in-use TRAYDIR REFCNT        (users of nvidia_uvm)\n"
 		"       simctl installer-delay TRAYDIR MS\n"
+		"       simctl step-delay TRAYDIR STEP MS   (modprobe-remove modprobe-load\n"
+		"                       systemctl-VERB-UNIT imex-start imex-stop; each step\n"
+		"                       is logged to steps.log, then waits MS)\n"
 		"       simctl imex-kill TRAYDIR\n"
 		"       simctl busbw TRAYDIR|RACKDIR GBPS   (what the validation run reports;\n"
 		"                       a rack folder sets every tray)\n"
@@ -267,6 +270,16 @@ int main(int argc, char **argv)
 					    ? "host/sys/module/nvidia_uvm/refcnt"
 					    : "driver/installer_delay_ms",
 			   text) ? 0 : 1;
+	}
+	if (argc == 5 && strcmp(argv[1], "step-delay") == 0) {
+		unsigned long n;
+		char rel[160];
+		if (!sim_parse_ul(argv[4], 600000, &n) || strchr(argv[3], '/') != NULL ||
+		    strlen(argv[3]) > 100)
+			return usage();
+		snprintf(text, sizeof(text), "%lu\n", n);
+		snprintf(rel, sizeof(rel), "delays/%s", argv[3]);
+		return put(argv[2], rel, text) ? 0 : 1;
 	}
 	if (argc == 3 && strcmp(argv[1], "imex-kill") == 0)
 		return imex_kill(argv[2]);
