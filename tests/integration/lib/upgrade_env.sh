@@ -6,6 +6,11 @@
 # read an upgrade's status. A suite sets RACK (and optionally UPG_WORK_NAME)
 # before sourcing; everything started here is stopped by the EXIT trap.
 #
+# The rack helpers act on the current rack. The first one, RACK, is current
+# after sourcing; a suite with more racks registers each with rack_add (its
+# own simulator folder, loopback addresses and fabric identity) and switches
+# with use_rack before calling upg_nodes, upg_rack, upg_agents and the rest.
+#
 # Needs KUBECTL, KUBECONFIG and NVL72_CLUSTER_DIR from tests/cluster/cluster.sh.
 
 : "${KUBECTL:?KUBECTL must name a kubectl binary}"
@@ -22,8 +27,6 @@ NS=nvl72-system
 MATRIX=gb300-2026.10
 FROM=gb300-r580-95 TO=gb300-r580-159
 FROM_DRIVER=580.95.05 TO_DRIVER=580.159.03
-CANARY=$RACK-canary
-CLIQUE=3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.32766
 
 passed=0 failed=0
 ok() { printf 'ok - %s\n' "$1"; passed=$((passed + 1)); }
@@ -52,7 +55,6 @@ if [[ ! -x $OPERATOR || ! -x $AGENT || ! -x $sim/bin/simctl || ! -f $sim/lib/lib
 fi
 
 work=$(mktemp -d "/tmp/nvl72-${UPG_WORK_NAME:-upgrade}.XXXXXX")
-rack=$work/rack
 declare -A apid=() opids=()
 cleanup() {
 	local p f
@@ -77,10 +79,34 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Loopback addresses and ports of this run; another run picks others.
-ipbase=$((20 + ($$ % 8) * 25))
+# Loopback addresses and ports of this run; another run picks others. A rack
+# takes one of 8 slots of 25 addresses from 127.0.0.20 (ip_slot N: the slot N
+# places after this run's own).
+ip_slot() { echo $((20 + (($$ + ${1:-0}) % 8) * 25)); }
 mport=$((44000 + ($$ % 500) * 4))
 wport=$((46000 + ($$ % 500) * 4))
+
+# rack_add NAME IPBASE CLUSTER CHASSIS: a rack of this run, its simulator in
+# its own folder, its trays on 127.0.0.(IPBASE+index), its GPUs in fabric
+# cluster CLUSTER (clique 32766) of chassis CHASSIS.
+declare -A rack_dirs=() rack_ipbases=() rack_clusters=() rack_chassis=()
+rack_add() {
+	rack_dirs[$1]=$work/rack-$1
+	rack_ipbases[$1]=$2
+	rack_clusters[$1]=$3
+	rack_chassis[$1]=$4
+}
+use_rack() { # use_rack NAME: the rack the helpers below act on
+	RACK=$1
+	CANARY=$RACK-canary
+	rack=${rack_dirs[$RACK]}
+	ipbase=${rack_ipbases[$RACK]}
+	CLUSTER=${rack_clusters[$RACK]}
+	CHASSIS=${rack_chassis[$RACK]}
+	CLIQUE=$CLUSTER.32766
+}
+rack_add "$RACK" "$(ip_slot)" 3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3 1821124000042
+use_rack "$RACK"
 ip() { echo "127.0.0.$((ipbase + 10#$1))"; }
 tray() { printf '%s/tray-%02d' "$rack" "$((10#$1))"; }
 node() { printf '%s-t%02d' "$RACK" "$((10#$1))"; }
@@ -104,7 +130,7 @@ upg_nodes() { # 18 Node objects, Ready, with the trays' loopback addresses
 			'{"status":{"addresses":[{"type":"InternalIP","address":"'"$(ip "$i")"'"}],"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"simulated","lastHeartbeatTime":"'"$now"'","lastTransitionTime":"'"$now"'"}]}}' \
 			>/dev/null 2>&1 || rc=1
 	done
-	check "18 Nodes, Ready" $rc "node create or status patch failed"
+	check "18 Nodes of $RACK, Ready" $rc "node create or status patch failed"
 }
 
 # op_start NAME [FLAG...]: an operator logging to $work/NAME.log, its pid in
@@ -125,25 +151,25 @@ upg_rack() {
 	local out
 	wait_for 30 k apply -f deploy/samples/compatibilitymatrix-gb300.yaml
 	check "apply the sample matrix" $? ""
-	k create --dry-run=client -o json -f deploy/samples/rack-gb300.yaml | jq --arg r "$RACK" '
+	k create --dry-run=client -o json -f deploy/samples/rack-gb300.yaml | jq --arg r "$RACK" --arg chassis "$CHASSIS" '
 		.metadata.name = $r |
 		.spec.computeTrays |= map(.node = "\($r)-t\(if .index < 10 then "0" else "" end)\(.index)") |
 		.spec.responsibilities |= map(.approvalRequired = (.layer == "workload") |
 			.noticePeriod = (if .layer == "node" then "6s" elif .layer == "workload" then "8s" else "0s" end)) |
-		del(.spec.maintenance) |
+		.spec.chassisSerial = $chassis | del(.spec.maintenance) |
 		.spec.policy = {maxUnavailableTrays: 4, minHealthyTrays: 14, degradedThreshold: 4,
 			cordonWhenDegraded: false, drain: {mode: "Evict"}, onGateFailure: "Hold"} | '"${1:-.}" \
-		>"$work/rack.json"
-	out=$(k apply -f "$work/rack.json" 2>&1)
+		>"$work/rack-$RACK.json"
+	out=$(k apply -f "$work/rack-$RACK.json" 2>&1)
 	check "apply the Rack $RACK on $FROM" $? "$out"
-	cat >"$work/canary.yaml" <<YAML
+	cat >"$work/canary-$RACK.yaml" <<YAML
 apiVersion: nvl72.io/v1alpha1
 kind: RackPartition
 metadata: {name: $CANARY}
 spec: {rack: $RACK, trays: [1, 2], tenant: team-a, canaryEligible: true}
 YAML
-	out=$(k apply -f "$work/canary.yaml" 2>&1)
-	check "a 2-tray canary RackPartition" $? "$out"
+	out=$(k apply -f "$work/canary-$RACK.yaml" 2>&1)
+	check "a 2-tray canary RackPartition of $RACK" $? "$out"
 }
 
 start_agent() { # start_agent TRAY
@@ -173,17 +199,18 @@ stack_is() { [[ $(k get rack "$RACK" -o jsonpath='{.status.stack}') == "$1" ]]; 
 # FROM_DRIVER and the Rack on FROM. Needs the operator (it creates the trays).
 upg_agents() {
 	local t t0
-	simctl create "$rack" --trays 18 --ip-base "$ipbase" >/dev/null
-	check "simulated rack of 18 trays" $? ""
+	simctl create "$rack" --trays 18 --ip-base "$ipbase" --cluster "$CLUSTER" --clique 32766 \
+		--chassis "$CHASSIS" >/dev/null
+	check "simulated rack $RACK of 18 trays on 127.0.0.$((ipbase + 1))-$((ipbase + 18))" $? ""
 	wait_for 30 trays18
-	check "the Rack has its 18 ComputeTrays" $? "$(k get computetrays 2>&1 | head -3)"
+	check "the Rack $RACK has its 18 ComputeTrays" $? "$(k get computetrays 2>&1 | head -3)"
 	for t in $(seq 1 18); do start_agent "$t"; done
 	t0=$SECONDS
 	wait_for 90 all_ready
-	check "18 agents report their trays Ready on driver $FROM_DRIVER ($((SECONDS - t0))s)" $? \
+	check "18 agents report the trays of $RACK Ready on driver $FROM_DRIVER ($((SECONDS - t0))s)" $? \
 		"$(k get computetrays -o wide 2>&1 | head -4)"
 	wait_for 30 stack_is "$FROM"
-	check "the Rack reports stack $FROM" $? "$(k get rack "$RACK" -o jsonpath='{.status.stack}')"
+	check "the Rack $RACK reports stack $FROM" $? "$(k get rack "$RACK" -o jsonpath='{.status.stack}')"
 }
 
 upgrade() { # upgrade NAME CLASS [extra spec lines]
