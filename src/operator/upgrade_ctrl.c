@@ -550,6 +550,27 @@ static struct kube_result oob_act(struct op *op, struct upg_pass *p,
 	return (struct kube_result){.requeue_after_ms = op->oob_poll_ms};
 }
 
+/* Puts the sentence of an unfinished drain on its step and, as the engine
+ * words a waiting step ("wave N: ..."), on the upgrade, so that a budget
+ * refusing evictions or pods yet to checkpoint are visible in the status;
+ * writes only when either changed. */
+static enum nv_err drain_wait_record(struct op *op, struct upg_pass *p,
+                                     struct api_rack_upgrade_status *st, int step, const char *msg)
+{
+	char was[sizeof(st->steps[0].message)];
+	struct api_upgrade_step *s;
+
+	if (step < 0 || (unsigned)step >= st->nsteps || msg == NULL || msg[0] == '\0')
+		return NV_OK;
+	s = &st->steps[step];
+	snprintf(was, sizeof(was), "%s", s->message);
+	snprintf(s->message, sizeof(s->message), "%s", msg);
+	if (strcmp(was, s->message) == 0)
+		return NV_OK;
+	snprintf(st->message, sizeof(st->message), "wave %d: %s", s->wave, s->message);
+	return status_write(op, p, st);
+}
+
 static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack_upgrade_status *st,
                               const struct op_upgrade_out *a)
 {
@@ -578,6 +599,11 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 			log_info(UPGRADE_COMP, "draining", "upgrade=%s pods=%d waiting_ack=%d msg=\"%s\"",
 			         p->u->meta.name, dr.pods, dr.waiting_ack, dr.message);
 			int64_t after = dr.next_check_ms > now ? dr.next_check_ms - now : 2000;
+			/* What holds the drain (a budget, a checkpoint) belongs on
+			 * the record, in the form the engine gives a waiting step,
+			 * and is written only when the sentence changes. */
+			if ((rc = drain_wait_record(op, p, st, a->step, dr.message)) != NV_OK)
+				return (struct kube_result){.err = rc};
 			return (struct kube_result){.requeue_after_ms = after};
 		}
 		op_upgrade_step_finish(st, a->step, API_STEP_SUCCEEDED, dr.message[0] ? dr.message

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The checkpoint drain inside a RackUpgrade against a real kube-apiserver: a
+# Rack of 18 simulated trays with a real agent each, its drain policy
+# Checkpoint with a 30 s checkpointDeadline, and kwok acting as the kubelet
+# of the two canary Nodes, so that pods bound there run and evicted pods
+# really end. kwok keeps those Nodes Ready (its stages keep the addresses
+# the suite set); the agents never write Node status. Three pods on the
+# canary:
+#   ack      acknowledges: the suite sets nvl72.io/checkpoint-done once it
+#            sees nvl72.io/checkpoint-requested; evicted before the deadline;
+#   silent   never acknowledges; evicted at the deadline, not before;
+#   guarded  has nothing to save (checkpoint-done from the start) but a
+#            PodDisruptionBudget forbids its eviction: the canary wave holds
+#            in its Drain step, which says so, until the budget is deleted;
+# then the upgrade goes on to Completed.
+#
+# Run from the repository root by tests/integration/run.sh against a fresh
+# control plane (NVL72_K8S_BIN names the folder holding kwok). Prints
+# `ok - …` / `not ok - …` and `N passed, M failed`.
+set -u
+
+UPG_WORK_NAME=upgrade-drain
+RACK=gb300-r07
+. "$(dirname "$0")/lib/upgrade_env.sh"
+: "${NVL72_K8S_BIN:?NVL72_K8S_BIN must name the folder holding kwok}"
+t0_all=$SECONDS
+PNS=team-a
+DEADLINE_S=30
+
+upg_crds
+upg_nodes
+k create namespace "$PNS" >/dev/null 2>&1
+out=$(k annotate node "$(node 1)" "$(node 2)" kwok.x-k8s.io/node=fake 2>&1)
+check "the canary Nodes are handed to kwok" $? "$out"
+"$NVL72_K8S_BIN/kwok" --kubeconfig="$KUBECONFIG" --manage-all-nodes=false \
+	--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+	--manage-nodes-with-label-selector= --manage-single-node= \
+	--cidr=10.244.0.0/16 --node-ip=10.0.0.1 --node-lease-duration-seconds=40 \
+	--server-address="127.0.0.1:$((wport + 1))" >"$work/kwok.log" 2>&1 &
+opids[kwok]=$!
+
+op_start op --webhook-bind-address=0
+upg_rack '.spec.responsibilities |= map(del(.windowOwner)) |
+	.spec.policy.drain = {mode: "Checkpoint", checkpointDeadline: "'"$DEADLINE_S"'s"}'
+upg_agents
+simctl busbw "$rack" 900 >/dev/null
+
+# ---------------------------------------------------- the workload ---
+pod() { # pod NAME NODE [METADATA_JSON]: a pod bound to NODE
+	local m=${3:-}
+	[[ -n $m ]] || m='{}'
+	k create --dry-run=client -o json -f - <<YAML | jq --argjson m "$m" '.metadata += $m' | k create -f - 2>&1
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: $PNS}
+spec:
+  nodeName: $2
+  terminationGracePeriodSeconds: 5
+  containers: [{name: c, image: registry.example/trainer:1.4}]
+YAML
+}
+out=$(pod ack "$(node 1)") && out=$(pod silent "$(node 2)") &&
+	out=$(pod guarded "$(node 2)" '{"labels":{"app":"guarded"},"annotations":{"nvl72.io/checkpoint-done":"nothing-to-save"}}')
+check "three pods bound to the canary Nodes" $? "$out"
+running() { [[ $(k -n "$PNS" get pods -o json | jq '[.items[] | select(.status.phase == "Running")] | length') == 3 ]]; }
+wait_for 60 running
+check "kwok runs them" $? "$(k -n "$PNS" get pods -o wide 2>&1)"
+ready=$(k get node "$(node 1)" "$(node 2)" -o json | jq -c '[.items[] |
+	[(.status.conditions[] | select(.type == "Ready") | .status),
+	 (.status.addresses[] | select(.type == "InternalIP") | .address)]]')
+[[ $ready == "[[\"True\",\"$(ip 1)\"],[\"True\",\"$(ip 2)\"]]" ]]
+check "the canary Nodes stay Ready with the trays' addresses under kwok" $? "$ready"
+
+# The disruption controller is not part of the test control plane: the
+# budget's status is written as it would write it.
+out=$(k -n "$PNS" create poddisruptionbudget guarded --selector=app=guarded --min-available=1 2>&1) &&
+	gen=$(k -n "$PNS" get pdb guarded -o jsonpath='{.metadata.generation}') &&
+	out=$(k -n "$PNS" patch pdb guarded --subresource=status --type=merge -p \
+		'{"status":{"observedGeneration":'"$gen"',"disruptionsAllowed":0,"currentHealthy":1,"desiredHealthy":1,"expectedPods":1}}' 2>&1)
+check "a PodDisruptionBudget that allows no disruption of guarded" $? "$out"
+
+# ------------------------------------------------------- the upgrade ---
+UP=r07-checkpoint
+t0=$SECONDS
+out=$(upgrade "$UP" routine | k create -f - 2>&1)
+check "create the routine RackUpgrade $FROM -> $TO" $? "$out"
+wait_for 60 phase_is "$UP" AwaitingApproval
+out=$(approval "$UP" | k create -f - 2>&1)
+check "approve it after the notice" $? "$out"
+
+pod_ann() { k -n "$PNS" get pod "$1" -o json 2>/dev/null | jq -r --arg a "$2" '.metadata.annotations[$a] // empty'; }
+asked() { [[ -n $(pod_ann "$1" nvl72.io/checkpoint-requested) ]]; }
+gone() { ! k -n "$PNS" get pod "$1" >/dev/null 2>&1; }
+both_asked() { asked ack && asked silent; }
+wait_for 120 both_asked
+check "the canary's drain asks ack and silent to checkpoint ($((SECONDS - t0))s)" $? \
+	"$(k -n "$PNS" get pods -o json | jq -c '[.items[] | {(.metadata.name): .metadata.annotations}]')"
+deadline=$(pod_ann silent nvl72.io/checkpoint-requested)
+deadline_s=$(date -u -d "$deadline" +%s 2>/dev/null || echo 0)
+cordoned=$(k get node "$(node 1)" "$(node 2)" -o jsonpath='{.items[*].spec.unschedulable}')
+[[ $cordoned == "true true" && $deadline_s -gt 0 ]]
+check "both canary Nodes cordoned; the request carries the deadline ($deadline)" $? "$cordoned $deadline"
+
+out=$(k -n "$PNS" annotate pod ack nvl72.io/checkpoint-done=step-1200 2>&1)
+check "ack acknowledges" $? "$out"
+wait_for 120 gone ack
+rc=$?
+now=$(date -u +%s)
+present=$(k -n "$PNS" get pod silent -o jsonpath='{.metadata.name} {.metadata.deletionTimestamp}' 2>&1)
+((rc == 0 && now < deadline_s)) && [[ $present == "silent " ]]
+check "ack is evicted before the deadline; silent still runs untouched" $? \
+	"rc=$rc now=$now deadline=$deadline_s silent=[$present]"
+[[ -z $(pod_ann silent nvl72.io/checkpoint-done) ]]
+check "silent never acknowledged" $? ""
+
+wait_for $((DEADLINE_S + 120)) gone silent
+rc=$?
+now=$(date -u +%s)
+((rc == 0 && now >= deadline_s))
+check "silent is evicted once its deadline passed ($((now - deadline_s))s after it)" $? \
+	"rc=$rc now=$now deadline=$deadline_s"
+
+drain_step() { ustatus "$UP" '[.status.steps[] | select(.wave == 0 and .action == "Drain")][0]'; }
+held() { [[ $(drain_step | jq -r .message) == *"refused by a PodDisruptionBudget"* ]]; }
+wait_for 60 held
+check "the Drain step's message names the budget's refusal" $? "$(drain_step)"
+st=$(ustatus "$UP" '.status | {phase, message,
+	later: [.steps[] | select(.action != "Drain" and (.phase // "Pending") != "Pending") | .action]}')
+drv=$(trays_json | jq -c '[.[] | select(.spec.index <= 2) | .spec.driver.version] | unique')
+[[ $(jq -r '"\(.phase) \(.later)"' <<<"$st") == "Canary []" &&
+	$(jq -r .message <<<"$st") == *"PodDisruptionBudget"* && $drv == "[\"$FROM_DRIVER\"]" &&
+	$(drain_step | jq -r .phase) == Running ]]
+check "the budget holds the canary wave in Drain; the upgrade's message says so" $? "$st $drv"
+[[ $(k -n "$PNS" get pod guarded -o jsonpath='{.metadata.name} {.metadata.deletionTimestamp}') == "guarded " ]]
+check "guarded still runs" $? ""
+
+out=$(k -n "$PNS" delete pdb guarded 2>&1)
+check "delete the PodDisruptionBudget" $? "$out"
+wait_for 240 phase_in "$UP" Completed Halted Aborted
+phase_is "$UP" Completed && gone guarded
+check "the upgrade goes on to Completed; guarded evicted ($((SECONDS - t0))s)" $? \
+	"$(ustatus "$UP" '.status | {phase, message}')"
+drivers=$(trays_json | jq -c '[.[].status.driver.version] | unique')
+[[ $drivers == "[\"$TO_DRIVER\"]" ]]
+check "every tray runs driver $TO_DRIVER" $? "$drivers"
+released
+check "every tray out of maintenance, no Node cordoned" $? "$(trays_json | jq -c '[.[].spec.maintenance]')"
+left=$(k -n "$PNS" get pods -o name 2>&1)
+[[ -z $left ]]
+check "no pod left on the canary" $? "$left"
+echo "# suite time $((SECONDS - t0_all))s"
+finish
