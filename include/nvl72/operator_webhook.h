@@ -38,12 +38,20 @@ enum op_webhook_kind {
  * partial data. Called on the web server's thread; must not block long. */
 struct op_webhook_cache_ops {
 	json_t *(*list)(void *arg, enum op_webhook_kind kind);
+	/* Optional: the object of kind named name read from the API server,
+	 * for a name the list lacks. A cache lags the writes it watches, so an
+	 * object created a moment ago (a Rack, then at once a RackPartition
+	 * naming it) would otherwise be judged missing. A new reference, or
+	 * NULL when it does not exist (or cannot be read: the miss stands). */
+	json_t *(*get)(void *arg, enum op_webhook_kind kind, const char *name);
 };
 
 /* A cache over the operator's informers: pass &op_webhook_informer_cache
- * with a struct op_webhook_informers as its argument. */
+ * with a struct op_webhook_informers as its argument. With client set, a
+ * name the informer lacks is read once from the API server. */
 struct op_webhook_informers {
 	struct kube_informer *inf[OP_WEBHOOK__KINDS];
+	struct kube_client *client; /* NULL: no read-through */
 };
 extern const struct op_webhook_cache_ops op_webhook_informer_cache;
 

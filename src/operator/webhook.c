@@ -598,6 +598,26 @@ static json_t *informer_list(void *arg, enum op_webhook_kind kind)
 	return kube_informer_list(c->inf[kind]);
 }
 
+static const struct kube_res informer_res[OP_WEBHOOK__KINDS] = {
+        [OP_WEBHOOK_RACKS] = {"nvl72.io", "v1alpha1", "racks", "Rack", false},
+        [OP_WEBHOOK_PARTITIONS] = {"nvl72.io", "v1alpha1", "rackpartitions", "RackPartition", false},
+        [OP_WEBHOOK_MATRICES] = {"nvl72.io", "v1alpha1", "compatibilitymatrices",
+                                 "CompatibilityMatrix", false},
+};
+
+static json_t *informer_get(void *arg, enum op_webhook_kind kind, const char *name)
+{
+	struct op_webhook_informers *c = arg;
+	struct kube_status st;
+	json_t *obj = NULL;
+	if (c == NULL || c->client == NULL || (unsigned)kind >= OP_WEBHOOK__KINDS)
+		return NULL;
+	if (kube_get(c->client, &informer_res[kind], NULL, name, &obj, &st) != NV_OK)
+		return NULL;
+	return obj;
+}
+
 const struct op_webhook_cache_ops op_webhook_informer_cache = {
         .list = informer_list,
+        .get = informer_get,
 };

@@ -75,6 +75,7 @@ static enum nv_err plug_register(void *arg, struct op *op, struct web_server *sr
 	p->infs.inf[OP_WEBHOOK_RACKS] = op_informer(op, "racks");
 	p->infs.inf[OP_WEBHOOK_PARTITIONS] = op_informer(op, "rackpartitions");
 	p->infs.inf[OP_WEBHOOK_MATRICES] = op_informer(op, "compatibilitymatrices");
+	p->infs.client = op_client(op);
 	struct op_webhook_config wc = {.cache = &op_webhook_informer_cache, .cache_arg = &p->infs};
 	enum nv_err rc = p->hook ? NV_OK : op_webhook_new(&wc, &p->hook);
 	if (rc == NV_OK)

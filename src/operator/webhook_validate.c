@@ -47,13 +47,22 @@ static const json_t *cached(struct wh_ctx *c, enum op_webhook_kind kind)
 	return l;
 }
 
-static const json_t *find_named(const json_t *list, const char *name)
+/* The object of kind named name: from the list cached() fetched, else read
+ * through the cache's get (it then joins the list, which owns it). */
+static const json_t *find_named(struct wh_ctx *c, enum op_webhook_kind kind, const char *name)
 {
+	json_t *list = c->lists[kind], *o;
 	size_t i;
-	const json_t *o;
-	json_array_foreach(list, i,
-	                   o) if (strcmp(jx_str_or(o, "metadata.name", ""), name) == 0) return o;
-	return NULL;
+	json_array_foreach(list, i, o)
+	{
+		if (strcmp(jx_str_or(o, "metadata.name", ""), name) == 0)
+			return o;
+	}
+	if (list == NULL || name[0] == '\0' || c->w->cache->get == NULL ||
+	    (o = c->w->cache->get(c->w->cache_arg, kind, name)) == NULL)
+		return NULL;
+	json_array_append_new(list, o);
+	return o;
 }
 
 static bool spec_equal(const json_t *a, const json_t *b, const char *path)
@@ -77,10 +86,9 @@ static void errors_merge(struct api_errors *dst, const struct api_errors *src)
 
 /* The matrix named name, parsed; NULL with an error at path when it is not
  * cached or does not parse. */
-static struct matrix *matrix_named(struct wh_ctx *c, const json_t *matrices, const char *name,
-                                   const char *path)
+static struct matrix *matrix_named(struct wh_ctx *c, const char *name, const char *path)
 {
-	const json_t *o = find_named(matrices, name);
+	const json_t *o = find_named(c, OP_WEBHOOK_MATRICES, name);
 	struct matrix *m = NULL;
 	if (o == NULL) {
 		api_errors_add(c->errs, path, "CompatibilityMatrix \"%s\" does not exist", name);
@@ -134,7 +142,7 @@ static void validate_rack(struct wh_ctx *c)
 			(void)api_rack_check_unique(r, others, 1, c->errs);
 		api_rack_free(other);
 	}
-	m = matrix_named(c, matrices, r->matrix_name, "spec.matrix.name");
+	m = matrix_named(c, r->matrix_name, "spec.matrix.name");
 	if (m != NULL)
 		(void)api_rack_check_matrix(r, m, c->errs);
 out:
@@ -157,7 +165,7 @@ static void validate_partition(struct wh_ctx *c)
 	if ((racks = cached(c, OP_WEBHOOK_RACKS)) == NULL ||
 	    (parts = cached(c, OP_WEBHOOK_PARTITIONS)) == NULL)
 		goto out;
-	const json_t *ro = find_named(racks, p->rack);
+	const json_t *ro = find_named(c, OP_WEBHOOK_RACKS, p->rack);
 	if (ro != NULL)
 		rack = rack_parse_cached(ro);
 	others = xcalloc(json_array_size(parts) + 1, sizeof(*others));
@@ -267,10 +275,9 @@ static void upgrade_one_rack(struct wh_ctx *c, const struct upgrade_job *j, cons
 	api_rack_free(r);
 }
 
-static void upgrade_canary(struct wh_ctx *c, const struct api_rack_upgrade *u, const json_t *parts,
-                           const json_t *racks)
+static void upgrade_canary(struct wh_ctx *c, const struct api_rack_upgrade *u)
 {
-	const json_t *po = find_named(parts, u->canary_partition);
+	const json_t *po = find_named(c, OP_WEBHOOK_PARTITIONS, u->canary_partition);
 	if (po == NULL) {
 		api_errors_add(c->errs, "spec.canary.partition",
 		               "RackPartition \"%s\" does not exist", u->canary_partition);
@@ -278,7 +285,7 @@ static void upgrade_canary(struct wh_ctx *c, const struct api_rack_upgrade *u, c
 	}
 	const char *prack = jx_str_or(po, "spec.rack", "");
 	bool ok = u->rack[0] != '\0' ? strcmp(prack, u->rack) == 0 : false;
-	const json_t *ro = u->rack[0] == '\0' ? find_named(racks, prack) : NULL;
+	const json_t *ro = u->rack[0] == '\0' ? find_named(c, OP_WEBHOOK_RACKS, prack) : NULL;
 	if (ro != NULL)
 		ok = labels_match(ro, u);
 	if (!ok)
@@ -293,7 +300,7 @@ static void upgrade_racks(struct wh_ctx *c, const struct upgrade_job *j, const j
 {
 	const struct api_rack_upgrade *u = j->u;
 	if (u->rack[0] != '\0') {
-		const json_t *ro = find_named(racks, u->rack);
+		const json_t *ro = find_named(c, OP_WEBHOOK_RACKS, u->rack);
 		if (ro == NULL)
 			api_errors_add(c->errs, "spec.rack", "rack \"%s\" does not exist", u->rack);
 		else
@@ -339,7 +346,7 @@ static void validate_upgrade(struct wh_ctx *c)
 	    (matrices = cached(c, OP_WEBHOOK_MATRICES)) == NULL)
 		goto out;
 	if (j.check_plan) {
-		m = matrix_named(c, matrices, u->target_matrix, "spec.target.matrix");
+		m = matrix_named(c, u->target_matrix, "spec.target.matrix");
 		if (m != NULL && matrix_stack_find(m, u->target_stack) == NULL)
 			api_errors_add(c->errs, "spec.target.stack",
 			               "stack \"%s\" is not in CompatibilityMatrix \"%s\"",
@@ -350,7 +357,7 @@ static void validate_upgrade(struct wh_ctx *c)
 	if (j.check_plan || j.check_wave)
 		upgrade_racks(c, &j, racks);
 	if (check_canary)
-		upgrade_canary(c, u, parts, racks);
+		upgrade_canary(c, u);
 out:
 	matrix_free(m);
 	api_rack_upgrade_free(u);

@@ -37,6 +37,27 @@ static json_t *fake_list(void *arg, enum op_webhook_kind kind)
 
 static const struct op_webhook_cache_ops fake_ops = {.list = fake_list};
 
+/* The API server behind the cache: objects the lists do not hold yet. */
+static json_t *fake_server[OP_WEBHOOK__KINDS];
+static unsigned fake_gets;
+
+static json_t *fake_get(void *arg, enum op_webhook_kind kind, const char *name)
+{
+	size_t i;
+	json_t *o;
+	(void)arg;
+	fake_gets++;
+	json_array_foreach(fake_server[kind], i, o)
+	{
+		if (strcmp(jx_str_or(o, "metadata.name", ""), name) == 0)
+			return json_incref(o);
+	}
+	return NULL;
+}
+
+static const struct op_webhook_cache_ops fake_ops_read_through = {.list = fake_list,
+                                                                  .get = fake_get};
+
 static json_t *load(const char *path)
 {
 	json_error_t jerr;
@@ -273,6 +294,37 @@ static void test_wh_validate_partition_rack_missing(void **state)
 	set(p, "spec.rack", json_string("gb300-r99"));
 	struct answer a = judge(f->w, "rackpartitions", "RackPartition", p);
 	assert_denied(a, 422, "spec.rack: rack \"gb300-r99\" does not exist");
+}
+
+/* A Rack created a moment ago is not in the cache yet: the webhook reads it
+ * from the API server rather than refuse the partition that names it; a
+ * name the server does not know either is still refused. */
+static void test_wh_validate_partition_rack_read_through(void **state)
+{
+	struct fixture *f = *state;
+	struct op_webhook *w;
+	struct op_webhook_config cfg = {.cache = &fake_ops_read_through, .cache_arg = &f->cache};
+	json_t *rack = load(RACK);
+	set(rack, "metadata.name", json_string("gb300-r09"));
+	fake_server[OP_WEBHOOK_RACKS] = json_pack("[o]", rack);
+	fake_gets = 0;
+	assert_int_equal(op_webhook_new(&cfg, &w), NV_OK);
+
+	json_t *p = load(PART_B);
+	set(p, "metadata.name", json_string("gb300-r09-b"));
+	set(p, "spec.rack", json_string("gb300-r09"));
+	struct answer a = judge(w, "rackpartitions", "RackPartition", p);
+	assert_true(a.allowed);
+	assert_int_equal(fake_gets, 1);
+
+	p = load(PART_B);
+	set(p, "spec.rack", json_string("gb300-r99"));
+	a = judge(w, "rackpartitions", "RackPartition", p);
+	assert_denied(a, 422, "spec.rack: rack \"gb300-r99\" does not exist");
+
+	op_webhook_free(w);
+	json_decref(fake_server[OP_WEBHOOK_RACKS]);
+	fake_server[OP_WEBHOOK_RACKS] = NULL;
 }
 
 static void test_wh_validate_partition_other_rack_same_trays(void **state)
@@ -590,6 +642,7 @@ int main(void)
 	        T(test_wh_validate_rack_cache_not_synced),
 	        T(test_wh_validate_partition_overlap),
 	        T(test_wh_validate_partition_rack_missing),
+	        T(test_wh_validate_partition_rack_read_through),
 	        T(test_wh_validate_partition_other_rack_same_trays),
 	        T(test_wh_validate_partition_many_in_cache),
 	        T(test_wh_validate_matrix),
