@@ -188,11 +188,14 @@ check "the 4 member trays hold one identical peer list ($peer_lists), ordered by
 up=$(jq --arg d "$DKEY" '[.items[] | select(.spec.imex.domain == $d and .status.imex.daemonState == "Ready" and .status.imex.domainState == "Up" and .status.imex.peersConnected == 4)] | length' <<<"$trays")
 [[ $up == 4 ]]
 check "their fake IMEX daemons are READY with 4 peers connected" $? "up=$up"
-nch=""
-for m in $members; do
-	nch+="$(ls "$(tray "${m##*-t}")/host/dev/nvidia-caps-imex-channels" 2>/dev/null | tr '\n' ' ')|"
-done
-[[ $nch == "channel0 |channel0 |channel0 |channel0 |" ]]
+channels_single() {
+	nch=""
+	for m in $members; do
+		nch+="$(ls "$(tray "${m##*-t}")/host/dev/nvidia-caps-imex-channels" 2>/dev/null | tr '\n' ' ')|"
+	done
+	[[ $nch == "channel0 |channel0 |channel0 |channel0 |" ]]
+}
+wait_for 30 channels_single
 check "allocationMode Single (the default): one channel device node, channel0, on each member" $? "got: $nch"
 k -n "$CD_NS" get events -o json | jq -e '[.items[] | select(.reason == "TraysPicked" or .reason == "DomainReady")] | length >= 2' >/dev/null
 check "events TraysPicked and DomainReady" $? "$(k -n "$CD_NS" get events 2>&1 | tail -3)"

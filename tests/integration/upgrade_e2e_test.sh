@@ -70,6 +70,7 @@ out=$(k apply -f "$work/webhooks.yaml" 2>&1)
 check "webhook configurations on 127.0.0.1:$wport" $? "$out"
 
 upg_nodes
+upg_sim
 op_start op --webhook-bind-address="127.0.0.1:$wport" \
 	--webhook-secret=nvl72-upgrade-e2e-tls --webhook-configuration=nvl72-upgrade-e2e \
 	--oob-backend sim --oob-sim-root "$rack" --oob-sim-delay 1s

@@ -195,13 +195,20 @@ all_ready() {
 }
 stack_is() { [[ $(k get rack "$RACK" -o jsonpath='{.status.stack}') == "$1" ]]; }
 
+# upg_sim: the simulated rack's folder (upg_agents makes it when it is
+# missing; call it first when the operator needs the folder at start, as
+# the out-of-band simulator does).
+upg_sim() {
+	simctl create "$rack" --trays 18 --ip-base "$ipbase" --cluster "$CLUSTER" --clique 32766 \
+		--chassis "$CHASSIS" >/dev/null
+	check "simulated rack $RACK of 18 trays on 127.0.0.$((ipbase + 1))-$((ipbase + 18))" $? ""
+}
+
 # upg_agents: the simulated rack and its 18 agents, every tray Ready on
 # FROM_DRIVER and the Rack on FROM. Needs the operator (it creates the trays).
 upg_agents() {
 	local t t0
-	simctl create "$rack" --trays 18 --ip-base "$ipbase" --cluster "$CLUSTER" --clique 32766 \
-		--chassis "$CHASSIS" >/dev/null
-	check "simulated rack $RACK of 18 trays on 127.0.0.$((ipbase + 1))-$((ipbase + 18))" $? ""
+	[[ -d $rack ]] || upg_sim
 	wait_for 30 trays18
 	check "the Rack $RACK has its 18 ComputeTrays" $? "$(k get computetrays 2>&1 | head -3)"
 	for t in $(seq 1 18); do start_agent "$t"; done
