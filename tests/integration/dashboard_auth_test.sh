@@ -20,25 +20,7 @@ rel=${NVL72_BUILD:-$PWD/build/rel}
 OPERATOR=$rel/bin/nvl72-operator
 NS=nvl72-system
 
-passed=0 failed=0
-ok() { printf 'ok - %s\n' "$1"; passed=$((passed + 1)); }
-not_ok() { printf 'not ok - %s: %s\n' "$1" "$(tr -s ' \t\n' ' ' <<<"$2" | cut -c1-500)"; failed=$((failed + 1)); }
-check() { if [[ $2 == 0 ]]; then ok "$1"; else not_ok "$1" "$3"; fi; }
-finish() {
-	printf '%d passed, %d failed\n' "$passed" "$failed"
-	[[ $failed -eq 0 ]]
-	exit
-}
-k() { timeout 60 "$KUBECTL" --request-timeout=30s "$@"; }
-wait_for() { # wait_for SECONDS CMD...: polls CMD every 0.5 s until it succeeds
-	local until=$((SECONDS + $1))
-	shift
-	while ((SECONDS <= until)); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.5
-	done
-	return 1
-}
+. "$(dirname "$0")/lib/tap.sh"
 
 [[ -x $OPERATOR ]] || { not_ok "operator binary" "$OPERATOR missing (run make)"; finish; }
 admin=$(cat "$NVL72_CLUSTER_DIR/pki/admin.token" 2>/dev/null)

@@ -33,25 +33,7 @@ CD=train-4
 DKEY=$CD_NS.$CD
 CLIQUE=3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.32766
 
-passed=0 failed=0
-ok() { printf 'ok - %s\n' "$1"; passed=$((passed + 1)); }
-not_ok() { printf 'not ok - %s: %s\n' "$1" "$(tr -s ' \t\n' ' ' <<<"$2" | cut -c1-500)"; failed=$((failed + 1)); }
-check() { if [[ $2 == 0 ]]; then ok "$1"; else not_ok "$1" "$3"; fi; }
-finish() {
-	printf '%d passed, %d failed\n' "$passed" "$failed"
-	[[ $failed -eq 0 ]]
-	exit
-}
-k() { timeout 60 "$KUBECTL" --request-timeout=30s "$@"; }
-wait_for() { # wait_for SECONDS CMD...: polls CMD every 0.5 s until it succeeds
-	local until=$((SECONDS + $1))
-	shift
-	while ((SECONDS <= until)); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.5
-	done
-	return 1
-}
+. "$(dirname "$0")/lib/tap.sh"
 
 if [[ ! -x $OPERATOR || ! -x $AGENT || ! -x $sim/bin/simctl || ! -f $sim/lib/libnvidia-ml.so.1 ]]; then
 	b=$(realpath --relative-to="$PWD" "$(dirname "$rel")")

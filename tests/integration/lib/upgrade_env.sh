@@ -28,25 +28,7 @@ MATRIX=gb300-2026.10
 FROM=gb300-r580-95 TO=gb300-r580-159
 FROM_DRIVER=580.95.05 TO_DRIVER=580.159.03
 
-passed=0 failed=0
-ok() { printf 'ok - %s\n' "$1"; passed=$((passed + 1)); }
-not_ok() { printf 'not ok - %s: %s\n' "$1" "$(tr -s ' \t\n' ' ' <<<"$2" | cut -c1-500)"; failed=$((failed + 1)); }
-check() { if [[ $2 == 0 ]]; then ok "$1"; else not_ok "$1" "$3"; fi; }
-finish() {
-	printf '%d passed, %d failed\n' "$passed" "$failed"
-	[[ $failed -eq 0 ]]
-	exit
-}
-k() { timeout 60 "$KUBECTL" --request-timeout=30s "$@"; }
-wait_for() { # wait_for SECONDS CMD...: polls CMD every 0.5 s until it succeeds
-	local until=$((SECONDS + $1))
-	shift
-	while ((SECONDS <= until)); do
-		"$@" >/dev/null 2>&1 && return 0
-		sleep 0.5
-	done
-	return 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 
 if [[ ! -x $OPERATOR || ! -x $AGENT || ! -x $sim/bin/simctl || ! -f $sim/lib/libnvidia-ml.so.1 ]]; then
 	b=$(realpath --relative-to="$PWD" "$(dirname "$rel")")
