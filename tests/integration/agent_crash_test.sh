@@ -274,8 +274,11 @@ for t in 1 2; do
 	check "IMEX -> 3 peers: tray $t restarted its daemon once, one daemon runs, on the 3 new peers" $? \
 		"starts $n, daemons $d, peers in nodes_config $nodes"
 done
-h=$(for t in 1 2 3; do st "$t" .imex.configHash; done | sort -u | wc -l)
-[[ $h == 1 ]]
+same_hash() { # every tray has reported a hash, and it is one hash
+	hashes=$(for t in 1 2 3; do st "$t" .imex.configHash; done)
+	[[ $hashes != *null* && $(sort -u <<<"$hashes" | wc -l) == 1 ]]
+}
+wait_for 30 same_hash
 check "IMEX -> 3 peers: the three trays report the same configHash" $? \
 	"$(for t in 1 2 3; do st "$t" .imex.configHash; done)"
 for t in 1 2 3; do alive=$(kill -0 "${apid[$t]}" 2>/dev/null && echo y); [[ $alive == y ]] || break; done

@@ -127,9 +127,12 @@ wait_for 60 held
 check "the Drain step's message names the budget's refusal" $? "$(drain_step)"
 st=$(ustatus "$UP" '.status | {phase, message,
 	later: [.steps[] | select(.action != "Drain" and (.phase // "Pending") != "Pending") | .action]}')
-drv=$(trays_json | jq -c '[.[] | select(.spec.index <= 2) | .spec.driver.version] | unique')
+# The canary's trays still run the old driver and none is asked for the new
+# one (a tray spec may name the old driver or none).
+drv=$(trays_json | jq -c --arg to "$TO_DRIVER" '[.[] | select(.spec.index <= 2) |
+	[.status.driver.version, (.spec.driver.version == $to)]] | unique')
 [[ $(jq -r '"\(.phase) \(.later)"' <<<"$st") == "Canary []" &&
-	$(jq -r .message <<<"$st") == *"PodDisruptionBudget"* && $drv == "[\"$FROM_DRIVER\"]" &&
+	$(jq -r .message <<<"$st") == *"PodDisruptionBudget"* && $drv == "[[\"$FROM_DRIVER\",false]]" &&
 	$(drain_step | jq -r .phase) == Running ]]
 check "the budget holds the canary wave in Drain; the upgrade's message says so" $? "$st $drv"
 [[ $(k -n "$PNS" get pod guarded -o jsonpath='{.metadata.name} {.metadata.deletionTimestamp}') == "guarded " ]]

@@ -279,6 +279,8 @@ static void act(struct world *w, struct api_rack_upgrade_status *st)
 			op_upgrade_step_finish(st, w->out.step,
 			                       r.failed ? API_STEP_FAILED : API_STEP_SUCCEEDED,
 			                       r.message, w->now);
+		else
+			usleep(10 * 1000); /* the controller's poll interval, shortened */
 		json_decref(w->status);
 		w->status = api_rack_upgrade_status_to_json(st);
 	}
