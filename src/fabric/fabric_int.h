@@ -41,4 +41,9 @@ void nmxm_error_message(const char *data, size_t len, char *out, size_t outsz);
 /* The request body of a create (with_name) or update; a new reference. */
 json_t *nmxm_render_members(const struct fabric_partition_spec *s, long chassis_id, bool with_name);
 
+/* Writes a whole file through a temporary file and rename, so readers in
+ * other processes (the fake NVML, tests) never see half a file; the
+ * simulator backends' state files. */
+enum nv_err fabric_file_write(const char *path, const char *data, size_t len);
+
 #endif

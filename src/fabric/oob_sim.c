@@ -76,10 +76,9 @@ static enum nv_err table_load(const struct osim *s, struct table *t)
 
 static enum nv_err table_save(const struct osim *s, const struct table *t)
 {
-	char path[1100], tmp[1200];
+	char path[1100];
 	struct buf b;
 	enum nv_err rc = NV_OK;
-	int fd;
 
 	buf_init(&b, STATE_MAX * 4);
 	for (size_t i = 0; i < t->n && rc == NV_OK; i++) {
@@ -93,18 +92,8 @@ static enum nv_err table_save(const struct osim *s, const struct table *t)
 	}
 	if (rc == NV_OK)
 		rc = path_of(s, "state", path, sizeof(path));
-	snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path);
-	fd = rc == NV_OK ? mkstemp(tmp) : -1;
-	if (fd < 0) {
-		buf_clear(&b);
-		return rc != NV_OK ? rc : NV_E_IO;
-	}
-	if (write(fd, b.data ? b.data : "", b.len) != (ssize_t)b.len || fchmod(fd, 0644) != 0)
-		rc = NV_E_IO;
-	if (close(fd) != 0 || (rc == NV_OK && rename(tmp, path) != 0))
-		rc = NV_E_IO;
-	if (rc != NV_OK)
-		unlink(tmp);
+	if (rc == NV_OK)
+		rc = fabric_file_write(path, b.data ? b.data : "", b.len);
 	buf_clear(&b);
 	return rc;
 }

@@ -100,11 +100,9 @@ static enum nv_err file_read(const char *path, struct buf *b)
 	return err;
 }
 
-/* Writes through a temporary file and rename, so readers (the fake NVML
- * in other processes) never see half a file. */
-static enum nv_err file_write(const char *path, const char *data, size_t len)
+enum nv_err fabric_file_write(const char *path, const char *data, size_t len)
 {
-	char tmp[1100];
+	char tmp[1200];
 	bool ok = true;
 	int fd;
 
@@ -192,7 +190,7 @@ static enum nv_err kv_update(const char *path, const char *const *keys, const ch
 		if (!done[k])
 			err = buf_printf(&out, "%s=%s\n", keys[k], vals[k]);
 	if (err == NV_OK)
-		err = file_write(path, buf_str(&out), out.len);
+		err = fabric_file_write(path, buf_str(&out), out.len);
 	buf_clear(&in);
 	buf_clear(&out);
 	return err;
@@ -333,7 +331,7 @@ static enum nv_err part_save(const struct sim *s, const struct sim_part *p)
 	if (err == NV_OK)
 		err = buf_append_str(&b, "\n");
 	if (err == NV_OK)
-		err = file_write(path, buf_str(&b), b.len);
+		err = fabric_file_write(path, buf_str(&b), b.len);
 	buf_clear(&b);
 	return err;
 }
@@ -420,7 +418,7 @@ static enum nv_err op_save(const struct sim *s, const struct sim_op *op)
 	if (err == NV_OK)
 		err = buf_append_str(&b, "\n");
 	if (err == NV_OK)
-		err = file_write(path, buf_str(&b), b.len);
+		err = fabric_file_write(path, buf_str(&b), b.len);
 	buf_clear(&b);
 	return err;
 }
@@ -441,7 +439,7 @@ static enum nv_err next_ids(const struct sim *s, uint32_t *pid, uint64_t *opn)
 		*pid = (uint32_t)++p;
 	*opn = ++o;
 	snprintf(text, sizeof(text), "partition=%" PRIu64 "\nop=%" PRIu64 "\n", p, o);
-	return file_write(path, text, strlen(text));
+	return fabric_file_write(path, text, strlen(text));
 }
 
 /* ---- operations ---- */
