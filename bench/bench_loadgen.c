@@ -30,7 +30,7 @@
 #include <jansson.h>
 
 #include "nvl72/agent.h"
-#include "nvl72/agent_host.h"
+#include "nvl72/host.h"
 #include "nvl72/base.h"
 #include "nvl72/json.h"
 #include "nvl72/kube.h"
@@ -161,7 +161,7 @@ static uint32_t hash32(const char *s)
 	return h;
 }
 
-static void obs_fill(struct agent_host_obs *o, const struct agent_spec *s, const char *driver)
+static void obs_fill(struct host_obs *o, const struct agent_spec *s, const char *driver)
 {
 	uint32_t rh = hash32(s->rack), th = hash32(s->name);
 
@@ -172,18 +172,18 @@ static void obs_fill(struct agent_host_obs *o, const struct agent_spec *s, const
 	o->driver.cuda_version = 13000;
 	o->n_gpus = 4;
 	for (unsigned i = 0; i < 4; i++) {
-		struct agent_gpu *gp = &o->gpus[i];
+		struct host_gpu *gp = &o->gpus[i];
 		gp->index = i;
 		snprintf(gp->uuid, sizeof(gp->uuid), "GPU-%08x-%04x-4000-8000-%012x", th, i, rh);
-		gp->fabric_state = AGENT_FABRIC_COMPLETED;
+		gp->fabric_state = HOST_FABRIC_COMPLETED;
 		gp->has_cluster = true;
 		snprintf(gp->cluster_uuid, sizeof(gp->cluster_uuid),
 		         "%08x-0000-4000-8000-000000000001", rh);
 		gp->clique_id = 32766;
 		gp->has_health = true;
-		gp->health_mask = AGENT_HEALTH_MASK_CLEAR;
-		gp->health_summary = AGENT_HEALTH_HEALTHY;
-		agent_health_decode(gp->health_mask, &gp->health);
+		gp->health_mask = HOST_HEALTH_MASK_CLEAR;
+		gp->health_summary = HOST_HEALTH_HEALTHY;
+		host_health_decode(gp->health_mask, &gp->health);
 		gp->has_platform = true;
 		snprintf(gp->chassis_serial, sizeof(gp->chassis_serial), "%08x", rh);
 		gp->tray_index = 0;
@@ -191,26 +191,26 @@ static void obs_fill(struct agent_host_obs *o, const struct agent_spec *s, const
 		gp->host_id = 1;
 		gp->module_id = i + 1;
 	}
-	o->fabric = AGENT_FABRIC_COMPLETED;
-	o->health = AGENT_HEALTH_HEALTHY;
+	o->fabric = HOST_FABRIC_COMPLETED;
+	o->health = HOST_HEALTH_HEALTHY;
 	o->has_clique = true;
 	snprintf(o->clique, sizeof(o->clique), "%s.%u", o->gpus[0].cluster_uuid,
 	         o->gpus[0].clique_id);
-	o->fm.active = AGENT_UNIT_NOT_FOUND;
+	o->fm.active = HOST_UNIT_NOT_FOUND;
 	if (s->has_imex) {
 		o->imex_read = true;
-		o->imex.daemon = AGENT_IMEXD_READY;
+		o->imex.daemon = HOST_IMEXD_READY;
 		o->imex.nodes_ok = true;
-		o->imex.dom.domain = AGENT_IMEX_DOMAIN_UP;
+		o->imex.dom.domain = HOST_IMEX_DOMAIN_UP;
 		o->imex.dom.n_nodes = s->imex.n_peers;
 		for (size_t i = 0; i < s->imex.n_peers; i++) {
-			struct agent_imex_node *nd = &o->imex.dom.nodes[i];
+			struct host_imex_node *nd = &o->imex.dom.nodes[i];
 			nd->index = (unsigned)i;
 			str_copy(nd->host, sizeof(nd->host), s->imex.peers[i]);
-			nd->status = AGENT_IMEXD_READY;
+			nd->status = HOST_IMEXD_READY;
 			nd->n_conn = s->imex.n_peers;
 			for (size_t k = 0; k < s->imex.n_peers; k++)
-				nd->conn[k] = AGENT_IMEX_CONN_CONNECTED;
+				nd->conn[k] = HOST_IMEX_CONN_CONNECTED;
 		}
 		o->imex_channel_count = s->channel_count;
 	}
@@ -283,7 +283,7 @@ static void driver_sim(struct lg *g, const struct agent_spec *s, struct agent_dr
 				json_object_set_new(h, "until", json_integer(until));
 				atomic_fetch_add(&g->installs, 1);
 			}
-			d->phase = AGENT_DRV_INSTALLING;
+			d->phase = HOST_DRV_INSTALLING;
 			snprintf(d->detail, sizeof(d->detail), "running the installer for %s",
 			         s->driver_version);
 			*wait_ms = until - now;
@@ -301,14 +301,14 @@ static void driver_sim(struct lg *g, const struct agent_spec *s, struct agent_dr
  * spec.validation.id once no driver change is in flight (the agent never
  * validates during one). */
 static void validation_sim(struct lg *g, const struct agent_spec *s, const json_t *old,
-                           bool drv_active, struct agent_val_result *v)
+                           bool drv_active, struct host_val_result *v)
 {
 	agent_validation_from_status(old, v);
 	if (!s->has_validation || drv_active || strcmp(v->id, s->validation.id) == 0)
 		return;
 	memset(v, 0, sizeof(*v));
 	str_copy(v->id, sizeof(v->id), s->validation.id);
-	v->phase = AGENT_VAL_SUCCEEDED;
+	v->phase = HOST_VAL_SUCCEEDED;
 	v->has_busbw = true;
 	v->busbw_gbps = (double)g->o->busbw;
 	str_copy(v->transport, sizeof(v->transport), "NVLS");
@@ -321,11 +321,11 @@ static struct kube_result tray_reconcile(void *ud, const char *key)
 {
 	struct lg *g = ud;
 	struct agent_spec spec;
-	struct agent_host_obs obs;
+	struct host_obs obs;
 	struct agent_report rep;
 	struct kube_status st;
 	char err[256], lease[320], ts[TIME_RFC3339_LEN];
-	char loaded[AGENT_VERSION_LEN];
+	char loaded[HOST_VERSION_LEN];
 	json_t *t = kube_informer_get(g->trays, key), *old, *want, *patch;
 	enum nv_err rc = NV_OK;
 	int64_t wait_ms;

@@ -2,7 +2,7 @@
 /* The agent's Kubernetes half: its configuration (one declarative table that
  * also writes --help and the docs), the tray's spec as the agent reads it,
  * the status it builds from one host observation, and the loop that keeps
- * both in step with a heartbeat Lease. The host half is agent_host.h. */
+ * both in step with a heartbeat Lease. The host half is host.h. */
 #ifndef NVL72_AGENT_H
 #define NVL72_AGENT_H
 
@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "nvl72/agent_host.h"
+#include "nvl72/host.h"
 #include "nvl72/buf.h"
 #include "nvl72/err.h"
 
@@ -95,10 +95,10 @@ struct agent_spec {
 	char rack[64];
 	char uid[64];
 	bool has_driver;
-	char driver_version[AGENT_VERSION_LEN];
+	char driver_version[HOST_VERSION_LEN];
 	enum agent_activation activation;
 	bool has_imex;
-	struct agent_imex_cfg imex; /* bind_ip is --node-ip */
+	struct host_imex_cfg imex; /* bind_ip is --node-ip */
 	unsigned channel_count;
 	bool channels_all; /* allocationMode All: nodes for every channel */
 	size_t n_channel_ids;
@@ -107,7 +107,7 @@ struct agent_spec {
 	bool has_upgrade_step;
 	int upgrade_step;
 	bool has_validation;
-	struct agent_val_request validation;
+	struct host_val_request validation;
 };
 
 /* Reads what the agent needs from a ComputeTray; node_ip is this tray's
@@ -122,9 +122,9 @@ enum nv_err agent_spec_parse(const json_t *tray, const char *node_ip, struct age
 struct agent_drv_report {
 	bool active;              /* spec wants a version that is not loaded */
 	bool waiting_maintenance; /* not Drained/Upgrading: nothing done */
-	enum agent_drv_phase phase;
+	enum host_drv_phase phase;
 	enum nv_err err;
-	char detail[AGENT_ERRMSG_LEN];
+	char detail[HOST_ERRMSG_LEN];
 };
 
 /* What one reconcile learned, from which the status is built. */
@@ -132,23 +132,23 @@ struct agent_report {
 	const struct agent_spec *spec;
 	const char *spec_error; /* "" or why the spec was refused */
 	const char *node_ip;
-	const struct agent_host_obs *obs;
-	const struct agent_driver_params *params; /* may be NULL */
-	char ondisk[AGENT_VERSION_LEN];
+	const struct host_obs *obs;
+	const struct host_driver_params *params; /* may be NULL */
+	char ondisk[HOST_VERSION_LEN];
 	struct agent_drv_report drv;
 	bool imex_applied; /* apply ran and succeeded */
 	enum nv_err imex_apply_err;
-	char imex_apply_why[AGENT_ERRMSG_LEN];
+	char imex_apply_why[HOST_ERRMSG_LEN];
 	char imex_hash[65]; /* nodes hash: equal on all members */
 	enum nv_err channels_err;
-	char channels_why[AGENT_ERRMSG_LEN];
+	char channels_why[HOST_ERRMSG_LEN];
 	size_t n_channels_created; /* of spec's ids, those whose node exists */
 	unsigned channels_created[64];
 	enum nv_err fm_err; /* from the unit reconcile */
-	char fm_why[AGENT_ERRMSG_LEN];
+	char fm_why[HOST_ERRMSG_LEN];
 	bool fm_masked;
 	const char *lease; /* "ns/name" of the heartbeat */
-	struct agent_val_result validation; /* phase NONE: no run recorded */
+	struct host_val_result validation; /* phase NONE: no run recorded */
 };
 
 /* The whole status object for rep, merged with old (the stored status, may
@@ -158,7 +158,7 @@ struct agent_report {
 json_t *agent_status_build(const struct agent_report *rep, const json_t *old, int64_t now_ms);
 /* status.validation of a stored status (may be NULL) as the agent's
  * record; phase NONE when absent or unreadable. */
-void agent_validation_from_status(const json_t *status, struct agent_val_result *out);
+void agent_validation_from_status(const json_t *status, struct host_val_result *out);
 /* Whether a and b differ in anything but heartbeatTime. */
 bool agent_status_differs(const json_t *a, const json_t *b);
 

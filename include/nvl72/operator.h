@@ -16,7 +16,7 @@ struct op;
 struct web_server;
 
 /* How the admission webhook plugs in (implemented in
- * src/operator/webhook*.c). The operator calls serving_cert once before it
+ * src/webhook/webhook*.c). The operator calls serving_cert once before it
  * starts the webhook server (PEM strings it frees with secure_free_str),
  * then register_routes on that server before starting it. Every replica
  * serves the webhook, leader or not. */

@@ -15,7 +15,7 @@
 #include "nvl72/api.h"
 #include "nvl72/api_rack.h"
 #include "nvl72/fabric.h"
-#include "nvl72/operator_drain.h"
+#include "nvl72/drain.h"
 
 #define OP_FINALIZER_PARTITION "nvl72.io/partition"
 /* The value of nvl72.io/cordoned-by on Nodes a partition change cordoned. */

@@ -12,15 +12,12 @@
 #include <jansson.h>
 
 #include "nvl72/api.h"
+#include "nvl72/drain.h"
 
 #define OP_LABEL_RACK "nvl72.io/rack"
 #define OP_LABEL_TRAY_INDEX "nvl72.io/tray-index"
 #define OP_LABEL_CLIQUE "nvl72.io/clique"
 #define OP_LABEL_PARTITION "nvl72.io/partition"
-/* On a Node we cordoned: "rack/<name>" (a degraded rack) or
- * "rackupgrade/<name>" (a drain, operator_drain.h). A cordon without it, or
- * with another owner's value, is someone else's and is never lifted. */
-#define OP_ANN_CORDONED_BY "nvl72.io/cordoned-by"
 /* On every Rack: held until the controller has released what it put
  * outside the Rack's own objects (Node labels, its cordons) and deleted the
  * Rack's ComputeTrays. */
@@ -131,13 +128,6 @@ json_t *op_rack_status_patch(const json_t *rack, const json_t *want);
 json_t *op_node_labels_patch(const json_t *node, const char *rack, int index, const char *clique,
                              const char *partition);
 
-/* The merge patch that cordons (want) or uncordons node on behalf of owner,
- * the whole value of the cordoned-by annotation ("rack/<name>",
- * "rackupgrade/<name>"), carrying the Node's resourceVersion so that a
- * concurrent cordon by someone else is never mistaken for ours. NULL when
- * nothing is to be done: already cordoned (by anyone), or not cordoned by
- * owner. Shared by the Rack controller and the drain (operator_drain.h). */
-json_t *op_node_cordon_patch(const json_t *node, const char *owner, bool want);
 
 /* "<rack>-tNN" into out (64 bytes). */
 void op_tray_name(const char *rack, int index, char out[64]);

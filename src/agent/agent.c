@@ -45,7 +45,7 @@ struct agent {
 	char lease_ns[254];
 	char lease_ref[512];
 	char identity[300];
-	struct agent_host host;
+	struct host host;
 	struct kube_informer *inf;
 	struct kube_workqueue *q;
 	struct kube_workers *w;
@@ -279,22 +279,22 @@ static void on_delete(void *ud, json_t *obj, bool unknown)
 struct pass {
 	struct agent_spec spec;
 	char spec_err[256];
-	struct agent_host_obs obs;
-	struct agent_driver_params params;
+	struct host_obs obs;
+	struct host_driver_params params;
 	struct agent_report rep;
 	bool host_changed;
 };
 
 static void pass_units(struct agent *a, struct pass *p)
 {
-	struct agent_host_kind kind;
+	struct host_kind kind;
 	bool allowed = agent_config_fm_policy(a->cfg) == AGENT_FM_MASK, changed = false;
 	enum nv_err rc;
 
-	if (agent_host_kind_read(&a->host, &kind) == NV_OK && agent_host_kind_wants_fm(&kind))
+	if (host_kind_read(&a->host, &kind) == NV_OK && host_kind_wants_fm(&kind))
 		return;
 	a->host.err[0] = '\0';
-	rc = agent_host_unit_reconcile(&a->host, FM_UNIT, AGENT_UNIT_WANT_MASKED, allowed,
+	rc = host_unit_reconcile(&a->host, FM_UNIT, HOST_UNIT_WANT_MASKED, allowed,
 				       &changed);
 	p->rep.fm_err = rc;
 	str_copy(p->rep.fm_why, sizeof(p->rep.fm_why), a->host.err);
@@ -303,9 +303,9 @@ static void pass_units(struct agent *a, struct pass *p)
 		log_info("agent", "host Fabric Manager stopped and masked", "tray=%s", a->tray);
 	}
 	/* A host IMEX unit would fight the daemon the agent supervises. */
-	if (p->spec.has_imex && p->spec.imex.mode == AGENT_IMEX_PROCESS) {
+	if (p->spec.has_imex && p->spec.imex.mode == HOST_IMEX_PROCESS) {
 		changed = false;
-		rc = agent_host_unit_reconcile(&a->host, IMEX_UNIT, AGENT_UNIT_WANT_STOPPED,
+		rc = host_unit_reconcile(&a->host, IMEX_UNIT, HOST_UNIT_WANT_STOPPED,
 					       allowed, &changed);
 		if (rc != NV_OK && p->rep.fm_err == NV_OK) {
 			p->rep.fm_err = rc;
@@ -329,8 +329,8 @@ static void drv_event(struct agent *a, const json_t *tray, const struct agent_dr
 	if (!fresh)
 		return;
 	kube_recorder_eventf(a->rec, tray,
-			     d->phase == AGENT_DRV_FAILED || d->err != NV_OK ? "Warning" : "Normal",
-			     agent_drv_phase_name(d->phase), "DriverChange", "%s", d->detail);
+			     d->phase == HOST_DRV_FAILED || d->err != NV_OK ? "Warning" : "Normal",
+			     host_drv_phase_name(d->phase), "DriverChange", "%s", d->detail);
 }
 
 /* The target is loaded. The change's last step (check NVML agrees, bring
@@ -339,8 +339,8 @@ static void drv_event(struct agent *a, const json_t *tray, const struct agent_dr
 static bool driver_finish(struct agent *a, const json_t *tray, struct pass *p)
 {
 	struct agent_drv_report *d = &p->rep.drv;
-	struct agent_drv_step step;
-	enum agent_imex_mode mode = p->spec.has_imex ? p->spec.imex.mode : AGENT_IMEX_OFF;
+	struct host_drv_step step;
+	enum host_imex_mode mode = p->spec.has_imex ? p->spec.imex.mode : HOST_IMEX_OFF;
 	bool first, pending;
 	int last;
 
@@ -349,14 +349,14 @@ static bool driver_finish(struct agent *a, const json_t *tray, struct pass *p)
 	first = !a->drv_settled;
 	a->drv_settled = true;
 	pthread_mutex_unlock(&a->mu);
-	pending = last >= 0 && last != AGENT_DRV_DONE && last != AGENT_DRV_FAILED &&
-		  last != AGENT_DRV_REBOOT_REQUIRED;
+	pending = last >= 0 && last != HOST_DRV_DONE && last != HOST_DRV_FAILED &&
+		  last != HOST_DRV_REBOOT_REQUIRED;
 	if (!first && !pending)
 		return false;
-	d->err = agent_host_driver_step(&a->host, p->spec.driver_version, mode, &step);
-	if (step.phase == AGENT_DRV_DONE && d->err == NV_OK) {
+	d->err = host_driver_step(&a->host, p->spec.driver_version, mode, &step);
+	if (step.phase == HOST_DRV_DONE && d->err == NV_OK) {
 		if (pending) {
-			d->phase = AGENT_DRV_DONE;
+			d->phase = HOST_DRV_DONE;
 			str_copy(d->detail, sizeof(d->detail), step.detail);
 			drv_event(a, tray, d);
 			p->host_changed = true;
@@ -375,10 +375,10 @@ static bool driver_finish(struct agent *a, const json_t *tray, struct pass *p)
 static bool pass_driver(struct agent *a, const json_t *tray, struct pass *p)
 {
 	struct agent_drv_report *d = &p->rep.drv;
-	const struct agent_driver_info *di = &p->obs.driver;
+	const struct host_driver_info *di = &p->obs.driver;
 	const char *loaded = di->sys_version[0] ? di->sys_version : di->version;
-	struct agent_drv_step step;
-	enum agent_imex_mode mode = p->spec.has_imex ? p->spec.imex.mode : AGENT_IMEX_OFF;
+	struct host_drv_step step;
+	enum host_imex_mode mode = p->spec.has_imex ? p->spec.imex.mode : HOST_IMEX_OFF;
 	int last;
 
 	if (!p->spec.has_driver)
@@ -396,7 +396,7 @@ static bool pass_driver(struct agent *a, const json_t *tray, struct pass *p)
 	}
 	if (p->spec.activation == AGENT_ACTIVATE_REBOOT &&
 	    strcmp(p->rep.ondisk, p->spec.driver_version) == 0) {
-		d->phase = AGENT_DRV_REBOOT_REQUIRED;
+		d->phase = HOST_DRV_REBOOT_REQUIRED;
 		snprintf(d->detail, sizeof(d->detail), "activation is Reboot: reboot the tray");
 		drv_event(a, tray, d);
 		return true;
@@ -407,22 +407,22 @@ static bool pass_driver(struct agent *a, const json_t *tray, struct pass *p)
 	pthread_mutex_lock(&a->mu);
 	last = a->last_drv_phase;
 	pthread_mutex_unlock(&a->mu);
-	if (last == AGENT_DRV_STOPPING_HOLDERS &&
+	if (last == HOST_DRV_STOPPING_HOLDERS &&
 	    strcmp(p->rep.ondisk, p->spec.driver_version) != 0) {
-		d->phase = AGENT_DRV_INSTALLING;
+		d->phase = HOST_DRV_INSTALLING;
 		snprintf(d->detail, sizeof(d->detail), "running the installer for %s",
 			 p->spec.driver_version);
 		(void)status_sync(a, tray, p);
 	}
-	d->err = agent_host_driver_step(&a->host, p->spec.driver_version, mode, &step);
+	d->err = host_driver_step(&a->host, p->spec.driver_version, mode, &step);
 	d->phase = step.phase;
 	str_copy(d->detail, sizeof(d->detail), step.detail[0] ? step.detail : a->host.err);
 	log_info("agent", "driver step", "tray=%s target=%s phase=%s err=%s detail=\"%s\"", a->tray,
-		 p->spec.driver_version, agent_drv_phase_name(step.phase), nv_err_name(d->err),
+		 p->spec.driver_version, host_drv_phase_name(step.phase), nv_err_name(d->err),
 		 d->detail);
 	drv_event(a, tray, d);
 	p->host_changed = true;
-	if (step.phase == AGENT_DRV_DONE && d->err == NV_OK) {
+	if (step.phase == HOST_DRV_DONE && d->err == NV_OK) {
 		d->active = false;
 		return false;
 	}
@@ -436,7 +436,7 @@ static void channels_scan(struct agent *a, struct pass *p)
 		struct stat sb;
 		snprintf(rel, sizeof(rel), "/dev/nvidia-caps-imex-channels/channel%u",
 			 p->spec.channel_ids[i]);
-		if (agent_host_path(&a->host, rel, full, sizeof(full)) == NV_OK &&
+		if (host_path(&a->host, rel, full, sizeof(full)) == NV_OK &&
 		    stat(full, &sb) == 0 && S_ISCHR(sb.st_mode))
 			p->rep.channels_created[p->rep.n_channels_created++] =
 				p->spec.channel_ids[i];
@@ -445,14 +445,14 @@ static void channels_scan(struct agent *a, struct pass *p)
 
 static void pass_imex(struct agent *a, const json_t *tray, struct pass *p)
 {
-	struct agent_imex_apply ap;
+	struct host_imex_apply ap;
 	unsigned top = 0, created = 0;
 	enum nv_err rc;
 
 	if (!p->spec.has_imex || p->rep.drv.active)
 		return;
 	a->host.err[0] = '\0';
-	rc = agent_host_imex_apply(&a->host, &p->spec.imex, &ap);
+	rc = host_imex_apply(&a->host, &p->spec.imex, &ap);
 	p->rep.imex_apply_err = rc;
 	if (rc != NV_OK) {
 		str_copy(p->rep.imex_apply_why, sizeof(p->rep.imex_apply_why), a->host.err);
@@ -476,7 +476,7 @@ static void pass_imex(struct agent *a, const json_t *tray, struct pass *p)
 		top = p->spec.channel_count;
 	if (top > 0) {
 		a->host.err[0] = '\0';
-		rc = agent_host_channels_ensure(&a->host, top, &created);
+		rc = host_channels_ensure(&a->host, top, &created);
 		p->rep.channels_err = rc;
 		str_copy(p->rep.channels_why, sizeof(p->rep.channels_why), a->host.err);
 	}
@@ -488,20 +488,20 @@ static void pass_imex(struct agent *a, const json_t *tray, struct pass *p)
  * this only starts, polls and records it. */
 static void pass_validation(struct agent *a, const json_t *tray, struct pass *p)
 {
-	struct agent_val_result reported, *v = &p->rep.validation;
-	enum agent_val_phase before;
-	const struct agent_val_request *req =
+	struct host_val_result reported, *v = &p->rep.validation;
+	enum host_val_phase before;
+	const struct host_val_request *req =
 		p->spec.has_validation && !p->rep.drv.active ? &p->spec.validation : NULL;
 
 	agent_validation_from_status(jx_path(tray, "status"), &reported);
 	before = reported.phase;
-	(void)agent_host_validation_step(&a->host, req, &reported, v);
+	(void)host_validation_step(&a->host, req, &reported, v);
 	if (v->phase == before && strcmp(v->id, reported.id) == 0)
 		return;
-	if (v->phase == AGENT_VAL_SUCCEEDED)
+	if (v->phase == HOST_VAL_SUCCEEDED)
 		kube_recorder_eventf(a->rec, tray, "Normal", "ValidationSucceeded", "Validate",
 				     "%s: %s", v->id, v->message);
-	else if (v->phase == AGENT_VAL_FAILED)
+	else if (v->phase == HOST_VAL_FAILED)
 		kube_recorder_eventf(a->rec, tray, "Warning", "ValidationFailed", "Validate",
 				     "%s: %s", v->id, v->message);
 }
@@ -509,13 +509,13 @@ static void pass_validation(struct agent *a, const json_t *tray, struct pass *p)
 static void observe(struct agent *a, struct pass *p)
 {
 	int64_t t0 = time_mono_ms();
-	enum agent_imex_mode mode = p->spec.has_imex ? p->spec.imex.mode : AGENT_IMEX_OFF;
+	enum host_imex_mode mode = p->spec.has_imex ? p->spec.imex.mode : HOST_IMEX_OFF;
 
-	(void)agent_host_observe(&a->host, mode, &p->obs);
+	(void)host_observe(&a->host, mode, &p->obs);
 	p->params.n = 0;
-	if (p->obs.driver.loaded && agent_host_params_read(&a->host, &p->params) != NV_OK)
+	if (p->obs.driver.loaded && host_params_read(&a->host, &p->params) != NV_OK)
 		p->params.n = 0;
-	if (agent_host_driver_ondisk(&a->host, p->rep.ondisk, sizeof(p->rep.ondisk)) != NV_OK)
+	if (host_driver_ondisk(&a->host, p->rep.ondisk, sizeof(p->rep.ondisk)) != NV_OK)
 		p->rep.ondisk[0] = '\0';
 	(void)metrics_histogram_observe(a->m.observe_s, NULL, (double)(time_mono_ms() - t0) / 1e3);
 }
@@ -572,8 +572,8 @@ static bool all_ready(const struct pass *p)
 {
 	return p->obs.clique_part.err == NV_OK && p->obs.has_clique &&
 	       (!p->spec.has_imex ||
-		(p->obs.imex_part.err == NV_OK && p->obs.imex.daemon == AGENT_IMEXD_READY &&
-		 p->obs.imex.nodes_ok && p->obs.imex.dom.domain == AGENT_IMEX_DOMAIN_UP));
+		(p->obs.imex_part.err == NV_OK && p->obs.imex.daemon == HOST_IMEXD_READY &&
+		 p->obs.imex.nodes_ok && p->obs.imex.dom.domain == HOST_IMEX_DOMAIN_UP));
 }
 
 static struct kube_result reconcile(void *ud, const char *key)
@@ -602,7 +602,7 @@ static struct kube_result reconcile(void *ud, const char *key)
 	pass_imex(a, tray, p);
 	pass_validation(a, tray, p);
 	if (p->host_changed) {
-		char ondisk[AGENT_VERSION_LEN];
+		char ondisk[HOST_VERSION_LEN];
 		memcpy(ondisk, p->rep.ondisk, sizeof(ondisk));
 		observe(a, p);
 		if (p->rep.ondisk[0] == '\0')
@@ -610,9 +610,9 @@ static struct kube_result reconcile(void *ud, const char *key)
 	}
 	res.err = status_sync(a, tray, p);
 	if (drv_busy && !p->rep.drv.waiting_maintenance &&
-	    p->rep.drv.phase != AGENT_DRV_REBOOT_REQUIRED && p->rep.drv.phase != AGENT_DRV_FAILED)
+	    p->rep.drv.phase != HOST_DRV_REBOOT_REQUIRED && p->rep.drv.phase != HOST_DRV_FAILED)
 		res.requeue_after_ms = STEP_REQUEUE_MS;
-	else if (p->rep.validation.phase == AGENT_VAL_RUNNING &&
+	else if (p->rep.validation.phase == HOST_VAL_RUNNING &&
 		 a->cfg->resync_ms > VALIDATION_POLL_MS)
 		res.requeue_after_ms = VALIDATION_POLL_MS;
 	else if (!all_ready(p) && a->cfg->resync_ms > SETTLE_REQUEUE_MS)
@@ -687,7 +687,7 @@ enum nv_err agent_new(const struct agent_config *cfg, struct kube_client *client
 		      struct kube_stop *stop, struct agent **out, char *why, size_t whysz)
 {
 	struct agent *a = xcalloc(1, sizeof(*a));
-	struct agent_host_cfg hc = {0};
+	struct host_cfg hc = {0};
 	enum nv_err rc;
 
 	a->cfg = cfg;
@@ -720,7 +720,7 @@ enum nv_err agent_new(const struct agent_config *cfg, struct kube_client *client
 	hc.validation_cmd = cfg->validation_cmd;
 	hc.tool_timeout_ms = cfg->tool_timeout_ms;
 	hc.install_timeout_ms = cfg->install_timeout_ms;
-	agent_host_init(&a->host, &hc, NULL);
+	host_init(&a->host, &hc, NULL);
 	log_info("agent", "owning ComputeTray", "tray=%s node=%s lease=%s", a->tray, cfg->node_name,
 		 a->lease_ref);
 	*out = a;
@@ -804,7 +804,7 @@ void agent_free(struct agent *a)
 {
 	if (a == NULL)
 		return;
-	agent_host_clear(&a->host);
+	host_clear(&a->host);
 	json_decref(a->known);
 	kube_client_free(a->c);
 	metrics_registry_free(a->m.reg);

@@ -28,14 +28,14 @@ static void str_field(const json_t *o, const char *path, char *out, size_t outsz
 static enum nv_err imex_parse(const json_t *im, const char *node_ip, struct agent_spec *s,
 			      char *err, size_t errsz)
 {
-	struct agent_imex_cfg *c = &s->imex;
+	struct host_imex_cfg *c = &s->imex;
 	json_t *peers = jx_path(im, "peers"), *ids = jx_path(im, "channels.ids"), *v;
 	int64_t port = 50000, cport = 50005, count = 2048;
 	size_t i;
 
 	memset(c, 0, sizeof(*c));
-	c->mode = strcmp(jx_str_or(im, "mode", "process"), "host") == 0 ? AGENT_IMEX_HOST
-									: AGENT_IMEX_PROCESS;
+	c->mode = strcmp(jx_str_or(im, "mode", "process"), "host") == 0 ? HOST_IMEX_HOST
+									: HOST_IMEX_PROCESS;
 	str_field(im, "domain", c->domain, sizeof(c->domain));
 	if ((jx_path(im, "port") && jx_get_int(im, "port", 1024, 65535, &port, NULL) != NV_OK) ||
 	    (jx_path(im, "commandPort") &&
@@ -46,19 +46,19 @@ static enum nv_err imex_parse(const json_t *im, const char *node_ip, struct agen
 		return NV_E_INVALID_OBJECT;
 	}
 	if (!json_is_array(peers) || json_array_size(peers) == 0 ||
-	    json_array_size(peers) > AGENT_IMEX_NODES_MAX) {
+	    json_array_size(peers) > HOST_IMEX_NODES_MAX) {
 		snprintf(err, errsz, "spec.imex.peers: expected 1 to %d addresses",
-			 AGENT_IMEX_NODES_MAX);
+			 HOST_IMEX_NODES_MAX);
 		return NV_E_INVALID_OBJECT;
 	}
 	json_array_foreach(peers, i, v)
 	{
 		if (!json_is_string(v) || json_string_length(v) == 0 ||
-		    json_string_length(v) >= AGENT_HOSTNAME_LEN) {
+		    json_string_length(v) >= HOST_HOSTNAME_LEN) {
 			snprintf(err, errsz, "spec.imex.peers[%zu]: not an address", i);
 			return NV_E_INVALID_OBJECT;
 		}
-		str_copy(c->peers[c->n_peers++], AGENT_HOSTNAME_LEN, json_string_value(v));
+		str_copy(c->peers[c->n_peers++], HOST_HOSTNAME_LEN, json_string_value(v));
 	}
 	json_array_foreach(ids, i, v)
 	{
@@ -92,7 +92,7 @@ static enum nv_err imex_parse(const json_t *im, const char *node_ip, struct agen
 static enum nv_err validation_parse(const json_t *v, struct agent_spec *s, char *err,
 				    size_t errsz)
 {
-	struct agent_val_request *r = &s->validation;
+	struct host_val_request *r = &s->validation;
 	const char *id = jx_str_or(v, "id", "");
 	json_t *args = jx_path(v, "args"), *a;
 	int64_t timeout_s = 600;
@@ -101,7 +101,7 @@ static enum nv_err validation_parse(const json_t *v, struct agent_spec *s, char 
 	memset(r, 0, sizeof(*r));
 	if (id[0] == '\0' || strlen(id) >= sizeof(r->id)) {
 		snprintf(err, errsz, "spec.validation.id: expected 1 to %d characters",
-			 AGENT_VALIDATION_ID_LEN - 1);
+			 HOST_VALIDATION_ID_LEN - 1);
 		return NV_E_INVALID_OBJECT;
 	}
 	if (jx_path(v, "timeoutSeconds") != NULL &&
@@ -110,20 +110,20 @@ static enum nv_err validation_parse(const json_t *v, struct agent_spec *s, char 
 		return NV_E_INVALID_OBJECT;
 	}
 	if (args != NULL && (!json_is_array(args) ||
-			     json_array_size(args) > AGENT_VALIDATION_ARGS_MAX)) {
+			     json_array_size(args) > HOST_VALIDATION_ARGS_MAX)) {
 		snprintf(err, errsz, "spec.validation.args: expected at most %d strings",
-			 AGENT_VALIDATION_ARGS_MAX);
+			 HOST_VALIDATION_ARGS_MAX);
 		return NV_E_INVALID_OBJECT;
 	}
 	json_array_foreach(args, i, a)
 	{
-		if (!json_is_string(a) || json_string_length(a) >= AGENT_VALIDATION_ARG_LEN ||
+		if (!json_is_string(a) || json_string_length(a) >= HOST_VALIDATION_ARG_LEN ||
 		    strlen(json_string_value(a)) != json_string_length(a)) {
 			snprintf(err, errsz, "spec.validation.args[%zu]: not a string below %d bytes",
-				 i, AGENT_VALIDATION_ARG_LEN);
+				 i, HOST_VALIDATION_ARG_LEN);
 			return NV_E_INVALID_OBJECT;
 		}
-		str_copy(r->args[r->n_args++], AGENT_VALIDATION_ARG_LEN, json_string_value(a));
+		str_copy(r->args[r->n_args++], HOST_VALIDATION_ARG_LEN, json_string_value(a));
 	}
 	str_copy(r->id, sizeof(r->id), id);
 	r->timeout_ms = timeout_s * 1000;
@@ -157,7 +157,7 @@ enum nv_err agent_spec_parse(const json_t *tray, const char *node_ip, struct age
 	v = jx_str_or(spec, "driver.version", NULL);
 	if (v != NULL) {
 		if (strlen(v) >= sizeof(out->driver_version) ||
-		    agent_version_cmp(v, v, &cmp) != NV_OK) {
+		    host_version_cmp(v, v, &cmp) != NV_OK) {
 			snprintf(err, errsz, "spec.driver.version: \"%.64s\" is not a version", v);
 			rc = NV_E_INVALID_OBJECT;
 		} else {
@@ -202,7 +202,7 @@ static void set_int(json_t *o, const char *key, json_int_t v)
 
 static json_t *driver_json(const struct agent_report *r)
 {
-	const struct agent_driver_info *d = &r->obs->driver;
+	const struct host_driver_info *d = &r->obs->driver;
 	json_t *o = json_object();
 	char buf[32];
 	unsigned major;
@@ -245,7 +245,7 @@ static const char *nvml_status_name(int st)
 	return st >= 0 && (size_t)st < ARRAY_LEN(names) ? names[st] : "Unknown";
 }
 
-static json_t *health_json(const struct agent_fabric_health *h)
+static json_t *health_json(const struct host_fabric_health *h)
 {
 	static const char *const incorrect[] = {"NotSupported",
 						"None",
@@ -271,15 +271,15 @@ static json_t *health_json(const struct agent_fabric_health *h)
 	return o;
 }
 
-static json_t *gpu_json(const struct agent_gpu *g)
+static json_t *gpu_json(const struct host_gpu *g)
 {
 	json_t *o = json_object(), *f = json_object();
 
 	set_int(o, "index", g->index);
 	set_str(o, "uuid", g->uuid);
-	if (g->fabric_state != AGENT_FABRIC_UNKNOWN)
-		set_str(f, "state", agent_fabric_state_name(g->fabric_state));
-	if (g->fabric_state == AGENT_FABRIC_COMPLETED)
+	if (g->fabric_state != HOST_FABRIC_UNKNOWN)
+		set_str(f, "state", host_fabric_state_name(g->fabric_state));
+	if (g->fabric_state == HOST_FABRIC_COMPLETED)
 		set_str(f, "status", nvml_status_name(g->fabric_status));
 	if (g->has_cluster) {
 		set_str(f, "clusterUUID", g->cluster_uuid);
@@ -287,8 +287,8 @@ static json_t *gpu_json(const struct agent_gpu *g)
 	}
 	if (g->has_health) {
 		set_int(f, "healthMask", g->health_mask);
-		if (g->health_summary != AGENT_HEALTH_UNKNOWN)
-			set_str(f, "healthSummary", agent_health_summary_name(g->health_summary));
+		if (g->health_summary != HOST_HEALTH_UNKNOWN)
+			set_str(f, "healthSummary", host_health_summary_name(g->health_summary));
 		json_object_set_new(f, "health", health_json(&g->health));
 	}
 	json_object_set_new(o, "fabric", f);
@@ -308,14 +308,14 @@ static json_t *gpu_json(const struct agent_gpu *g)
 	return o;
 }
 
-static json_t *fabric_json(const struct agent_host_obs *obs)
+static json_t *fabric_json(const struct host_obs *obs)
 {
 	json_t *o = json_object();
 
 	if (obs->gpus_part.err != NV_OK)
 		return o;
-	if (obs->fabric != AGENT_FABRIC_UNKNOWN)
-		set_str(o, "state", agent_fabric_state_name(obs->fabric));
+	if (obs->fabric != HOST_FABRIC_UNKNOWN)
+		set_str(o, "state", host_fabric_state_name(obs->fabric));
 	for (size_t i = 0; i < obs->n_gpus; i++) {
 		if (obs->gpus[i].has_cluster) {
 			set_str(o, "clusterUUID", obs->gpus[i].cluster_uuid);
@@ -323,29 +323,29 @@ static json_t *fabric_json(const struct agent_host_obs *obs)
 		}
 	}
 	json_object_set_new(o, "cliqueID", json_string(obs->has_clique ? obs->clique : ""));
-	if (obs->health != AGENT_HEALTH_UNKNOWN)
-		set_str(o, "healthSummary", agent_health_summary_name(obs->health));
+	if (obs->health != HOST_HEALTH_UNKNOWN)
+		set_str(o, "healthSummary", host_health_summary_name(obs->health));
 	return o;
 }
 
-static const char *daemon_state_name(enum agent_imex_daemon d)
+static const char *daemon_state_name(enum host_imex_daemon d)
 {
 	static const char *const names[] = {
-		[AGENT_IMEXD_UNKNOWN] = "Unknown",
-		[AGENT_IMEXD_INITIALIZING] = "Initializing",
-		[AGENT_IMEXD_STARTING_AUTH_SERVER] = "StartingAuthServer",
-		[AGENT_IMEXD_WAITING_FOR_PEERS] = "WaitingForPeers",
-		[AGENT_IMEXD_WAITING_FOR_RECOVERY] = "WaitingForRecovery",
-		[AGENT_IMEXD_INIT_GPU] = "InitGPU",
-		[AGENT_IMEXD_READY] = "Ready",
-		[AGENT_IMEXD_SHUTTING_DOWN] = "ShuttingDown",
-		[AGENT_IMEXD_UNAVAILABLE] = "Unavailable",
-		[AGENT_IMEXD_NOT_RUNNING] = "NotRunning",
+		[HOST_IMEXD_UNKNOWN] = "Unknown",
+		[HOST_IMEXD_INITIALIZING] = "Initializing",
+		[HOST_IMEXD_STARTING_AUTH_SERVER] = "StartingAuthServer",
+		[HOST_IMEXD_WAITING_FOR_PEERS] = "WaitingForPeers",
+		[HOST_IMEXD_WAITING_FOR_RECOVERY] = "WaitingForRecovery",
+		[HOST_IMEXD_INIT_GPU] = "InitGPU",
+		[HOST_IMEXD_READY] = "Ready",
+		[HOST_IMEXD_SHUTTING_DOWN] = "ShuttingDown",
+		[HOST_IMEXD_UNAVAILABLE] = "Unavailable",
+		[HOST_IMEXD_NOT_RUNNING] = "NotRunning",
 	};
 	return (size_t)d < ARRAY_LEN(names) ? names[d] : "Unknown";
 }
 
-static const char *domain_state_name(enum agent_imex_domain d)
+static const char *domain_state_name(enum host_imex_domain d)
 {
 	static const char *const names[] = {"Unknown", "Up", "Down", "Degraded"};
 	return (size_t)d < ARRAY_LEN(names) ? names[d] : "Unknown";
@@ -363,21 +363,21 @@ static int self_index(const struct agent_spec *s, const char *ip)
 /* Members this daemon is connected to, itself included when it is Ready. */
 static void imex_counts(const struct agent_report *r, unsigned *connected, unsigned *ready)
 {
-	const struct agent_imex_status *st = &r->obs->imex;
+	const struct host_imex_status *st = &r->obs->imex;
 	unsigned pr = 0, pc = 0;
 
 	*connected = *ready = 0;
 	if (!st->nodes_ok)
 		return;
-	agent_imex_domain_count(&st->dom, r->node_ip ? r->node_ip : "", &pr, &pc);
-	*connected = pc + (st->daemon == AGENT_IMEXD_READY ? 1u : 0u);
-	*ready = pr + (st->daemon == AGENT_IMEXD_READY ? 1u : 0u);
+	host_imex_domain_count(&st->dom, r->node_ip ? r->node_ip : "", &pr, &pc);
+	*connected = pc + (st->daemon == HOST_IMEXD_READY ? 1u : 0u);
+	*ready = pr + (st->daemon == HOST_IMEXD_READY ? 1u : 0u);
 }
 
 static json_t *imex_json(const struct agent_report *r)
 {
 	const struct agent_spec *s = r->spec;
-	const struct agent_imex_status *st = &r->obs->imex;
+	const struct host_imex_status *st = &r->obs->imex;
 	json_t *o = json_object(), *ch, *created;
 	unsigned conn, ready;
 	int idx;
@@ -385,7 +385,7 @@ static json_t *imex_json(const struct agent_report *r)
 	set_str(o, "address", r->node_ip);
 	if (!s->has_imex)
 		return o;
-	set_str(o, "mode", s->imex.mode == AGENT_IMEX_HOST ? "host" : "process");
+	set_str(o, "mode", s->imex.mode == HOST_IMEX_HOST ? "host" : "process");
 	if (r->obs->driver.loaded)
 		set_str(o, "version", r->obs->driver.version);
 	if (r->obs->imex_read)
@@ -414,14 +414,14 @@ static const char *fm_state_name(const struct agent_report *r)
 	if (r->obs->fm_part.err != NV_OK && r->obs->fm_part.err != NV_E_STATE)
 		return "Unknown";
 	switch (r->obs->fm.active) {
-	case AGENT_UNIT_NOT_FOUND:
+	case HOST_UNIT_NOT_FOUND:
 		return "NotInstalled";
-	case AGENT_UNIT_INACTIVE:
+	case HOST_UNIT_INACTIVE:
 		return "Inactive";
-	case AGENT_UNIT_ACTIVE:
-	case AGENT_UNIT_ACTIVATING:
+	case HOST_UNIT_ACTIVE:
+	case HOST_UNIT_ACTIVATING:
 		return "Active";
-	case AGENT_UNIT_UNKNOWN:
+	case HOST_UNIT_UNKNOWN:
 		break;
 	}
 	return "Unknown";
@@ -453,7 +453,7 @@ static void cond_set(struct cond *c, const char *status, const char *reason, con
 
 static void cond_driver(const struct agent_report *r, struct cond *c)
 {
-	const struct agent_driver_info *d = &r->obs->driver;
+	const struct host_driver_info *d = &r->obs->driver;
 	const struct agent_drv_report *dr = &r->drv;
 
 	if (dr->active && dr->waiting_maintenance)
@@ -461,14 +461,14 @@ static void cond_driver(const struct agent_report *r, struct cond *c)
 			 "spec.driver.version %s is not loaded (%s); the change starts when "
 			 "spec.maintenance.state is Drained or Upgrading",
 			 r->spec->driver_version, d->version[0] ? d->version : "none");
-	else if (dr->active && dr->phase == AGENT_DRV_REBOOT_REQUIRED)
+	else if (dr->active && dr->phase == HOST_DRV_REBOOT_REQUIRED)
 		cond_set(c, "False", "RebootRequired", "%s is installed: %s",
 			 r->spec->driver_version, dr->detail);
-	else if (dr->active && (dr->phase == AGENT_DRV_FAILED || dr->err != NV_OK))
+	else if (dr->active && (dr->phase == HOST_DRV_FAILED || dr->err != NV_OK))
 		cond_set(c, "False", "ChangeFailed", "changing to %s: %s", r->spec->driver_version,
 			 dr->detail[0] ? dr->detail : nv_err_str(dr->err));
 	else if (dr->active)
-		cond_set(c, "False", agent_drv_phase_name(dr->phase), "changing to %s: %s",
+		cond_set(c, "False", host_drv_phase_name(dr->phase), "changing to %s: %s",
 			 r->spec->driver_version, dr->detail);
 	else if (r->obs->driver_part.err != NV_OK)
 		cond_set(c, "False", "DriverReadError", "%s", r->obs->driver_part.why);
@@ -482,7 +482,7 @@ static void cond_driver(const struct agent_report *r, struct cond *c)
 
 static void cond_fabric(const struct agent_report *r, struct cond *c)
 {
-	const struct agent_host_obs *o = r->obs;
+	const struct host_obs *o = r->obs;
 
 	if (o->gpus_part.err != NV_OK)
 		cond_set(c, "False", "GPUReadError", "%s", o->gpus_part.why);
@@ -492,8 +492,8 @@ static void cond_fabric(const struct agent_report *r, struct cond *c)
 		cond_set(c, "False", "CliqueMismatch", "%s", o->clique_part.why);
 	else if (o->clique_part.err != NV_OK)
 		cond_set(c, "False",
-			 o->fabric == AGENT_FABRIC_IN_PROGRESS   ? "InProgress"
-			 : o->fabric == AGENT_FABRIC_NOT_STARTED ? "NotStarted"
+			 o->fabric == HOST_FABRIC_IN_PROGRESS   ? "InProgress"
+			 : o->fabric == HOST_FABRIC_NOT_STARTED ? "NotStarted"
 								 : "RegistrationFailed",
 			 "%s", o->clique_part.why);
 	else if (!o->has_clique)
@@ -504,7 +504,7 @@ static void cond_fabric(const struct agent_report *r, struct cond *c)
 
 static void cond_health(const struct agent_report *r, struct cond *c)
 {
-	const struct agent_host_obs *o = r->obs;
+	const struct host_obs *o = r->obs;
 	char msg[512] = "", what[160];
 	bool fault = false;
 
@@ -513,38 +513,38 @@ static void cond_health(const struct agent_report *r, struct cond *c)
 		return;
 	}
 	for (size_t i = 0; i < o->n_gpus; i++) {
-		const struct agent_gpu *g = &o->gpus[i];
+		const struct host_gpu *g = &o->gpus[i];
 		size_t n = strlen(msg);
-		bool bad = g->health_summary == AGENT_HEALTH_UNHEALTHY ||
-			   g->health_summary == AGENT_HEALTH_LIMITED_CAPACITY ||
-			   (g->has_health && agent_health_has_fault(&g->health));
+		bool bad = g->health_summary == HOST_HEALTH_UNHEALTHY ||
+			   g->health_summary == HOST_HEALTH_LIMITED_CAPACITY ||
+			   (g->has_health && host_health_has_fault(&g->health));
 		if (!bad)
 			continue;
 		fault = true;
-		agent_health_describe(&g->health, what, sizeof(what));
+		host_health_describe(&g->health, what, sizeof(what));
 		snprintf(msg + n, sizeof(msg) - n, "%sGPU %u: %s%s%s%s", n ? "; " : "", g->index,
-			 agent_health_summary_name(g->health_summary), what[0] ? " (" : "", what,
+			 host_health_summary_name(g->health_summary), what[0] ? " (" : "", what,
 			 what[0] ? ")" : "");
 	}
-	if (o->health == AGENT_HEALTH_UNHEALTHY)
+	if (o->health == HOST_HEALTH_UNHEALTHY)
 		cond_set(c, "False", "Unhealthy", "%s", msg);
-	else if (o->health == AGENT_HEALTH_LIMITED_CAPACITY)
+	else if (o->health == HOST_HEALTH_LIMITED_CAPACITY)
 		cond_set(c, "False", "LimitedCapacity", "%s", msg);
 	else if (fault)
 		cond_set(c, "False", "HealthMaskFault", "%s", msg);
-	else if (o->health == AGENT_HEALTH_UNKNOWN)
+	else if (o->health == HOST_HEALTH_UNKNOWN)
 		cond_set(c, "Unknown", "HealthUnknown", "a GPU's health could not be read");
 	else
 		cond_set(c, "True", "Healthy", "%s", "");
 }
 
 /* "127.0.0.12 (node 5) Unavailable; ..." for the members not Ready. */
-static void imex_down_peers(const struct agent_imex_domain_status *d, char *out, size_t outsz)
+static void imex_down_peers(const struct host_imex_domain_status *d, char *out, size_t outsz)
 {
 	out[0] = '\0';
 	for (size_t i = 0; i < d->n_nodes; i++) {
 		size_t n = strlen(out);
-		if (d->nodes[i].status == AGENT_IMEXD_READY)
+		if (d->nodes[i].status == HOST_IMEXD_READY)
 			continue;
 		snprintf(out + n, outsz - n, "%s%s (node %u) %s", n ? "; " : "", d->nodes[i].host,
 			 d->nodes[i].index, daemon_state_name(d->nodes[i].status));
@@ -553,7 +553,7 @@ static void imex_down_peers(const struct agent_imex_domain_status *d, char *out,
 
 static void cond_imex(const struct agent_report *r, struct cond *c)
 {
-	const struct agent_imex_status *st = &r->obs->imex;
+	const struct host_imex_status *st = &r->obs->imex;
 	char peers[400];
 	unsigned conn, ready;
 
@@ -573,16 +573,16 @@ static void cond_imex(const struct agent_report *r, struct cond *c)
 	} else if (r->obs->imex_part.err != NV_OK) {
 		cond_set(c, "False", "StatusError", "%s",
 			 st->err[0] ? st->err : r->obs->imex_part.why);
-	} else if (st->daemon != AGENT_IMEXD_READY) {
+	} else if (st->daemon != HOST_IMEXD_READY) {
 		cond_set(c, "False", "DaemonNotReady", "the IMEX daemon is %s",
 			 daemon_state_name(st->daemon));
 	} else if (!st->nodes_ok) {
 		cond_set(c, "False", "StatusError", "%s", st->err);
-	} else if (st->dom.domain != AGENT_IMEX_DOMAIN_UP) {
+	} else if (st->dom.domain != HOST_IMEX_DOMAIN_UP) {
 		imex_down_peers(&st->dom, peers, sizeof(peers));
 		cond_set(c, "False",
-			 st->dom.domain == AGENT_IMEX_DOMAIN_DEGRADED ? "DomainDegraded"
-			 : st->dom.domain == AGENT_IMEX_DOMAIN_DOWN   ? "DomainDown"
+			 st->dom.domain == HOST_IMEX_DOMAIN_DEGRADED ? "DomainDegraded"
+			 : st->dom.domain == HOST_IMEX_DOMAIN_DOWN   ? "DomainDown"
 								      : "DomainUnknown",
 			 "%s", peers);
 	} else if (r->channels_err != NV_OK) {
@@ -656,7 +656,7 @@ static void cond_ready(const struct cond c[C__N], struct cond *ready)
 
 static bool last_error(const struct agent_report *r, const char **reason, const char **msg)
 {
-	const struct agent_host_obs *o = r->obs;
+	const struct host_obs *o = r->obs;
 
 	*reason = NULL;
 	if (r->spec_error[0] != '\0')
@@ -665,7 +665,7 @@ static bool last_error(const struct agent_report *r, const char **reason, const 
 		*reason = "DriverReadError", *msg = o->driver_part.why;
 	else if (o->gpus_part.err != NV_OK)
 		*reason = "NVMLError", *msg = o->gpus_part.why;
-	else if (r->drv.active && (r->drv.phase == AGENT_DRV_FAILED || r->drv.err != NV_OK))
+	else if (r->drv.active && (r->drv.phase == HOST_DRV_FAILED || r->drv.err != NV_OK))
 		*reason = "DriverChangeFailed", *msg = r->drv.detail;
 	else if (r->imex_apply_err != NV_OK)
 		*reason = "IMEXConfigFailed", *msg = r->imex_apply_why;
@@ -727,7 +727,7 @@ static json_t *maintenance_json(const struct agent_report *r)
 		set_int(o, "upgradeStep", r->spec->upgrade_step);
 	if (r->drv.active)
 		set_str(o, "message",
-			r->drv.detail[0] ? r->drv.detail : agent_drv_phase_name(r->drv.phase));
+			r->drv.detail[0] ? r->drv.detail : host_drv_phase_name(r->drv.phase));
 	return o;
 }
 
@@ -740,13 +740,13 @@ static json_t *number_json(double v)
 	return json_real(v);
 }
 
-static json_t *validation_json(const struct agent_val_result *v)
+static json_t *validation_json(const struct host_val_result *v)
 {
 	json_t *o = json_object();
 	char ts[TIME_RFC3339_LEN];
 
 	set_str(o, "id", v->id);
-	set_str(o, "phase", agent_val_phase_name(v->phase));
+	set_str(o, "phase", host_val_phase_name(v->phase));
 	if (v->has_busbw)
 		json_object_set_new(o, "busBandwidthGbps", number_json(v->busbw_gbps));
 	set_str(o, "transport", v->transport);
@@ -754,7 +754,7 @@ static json_t *validation_json(const struct agent_val_result *v)
 		time_format_rfc3339(v->start_ms, ts);
 		set_str(o, "startTime", ts);
 	}
-	if (v->end_ms > 0 && v->phase != AGENT_VAL_RUNNING) {
+	if (v->end_ms > 0 && v->phase != HOST_VAL_RUNNING) {
 		time_format_rfc3339(v->end_ms, ts);
 		set_str(o, "completionTime", ts);
 	}
@@ -762,7 +762,7 @@ static json_t *validation_json(const struct agent_val_result *v)
 	return o;
 }
 
-void agent_validation_from_status(const json_t *status, struct agent_val_result *out)
+void agent_validation_from_status(const json_t *status, struct host_val_result *out)
 {
 	const json_t *v = jx_path(status, "validation");
 	const json_t *bw = jx_path(v, "busBandwidthGbps");
@@ -773,13 +773,13 @@ void agent_validation_from_status(const json_t *status, struct agent_val_result 
 	    str_copy(out->id, sizeof(out->id), jx_str_or(v, "id", "")) != NV_OK ||
 	    out->id[0] == '\0')
 		goto none;
-	for (int p = AGENT_VAL_RUNNING; p <= AGENT_VAL_FAILED; p++)
-		if (strcmp(phase, agent_val_phase_name((enum agent_val_phase)p)) == 0)
-			out->phase = (enum agent_val_phase)p;
-	if (out->phase == AGENT_VAL_NONE)
+	for (int p = HOST_VAL_RUNNING; p <= HOST_VAL_FAILED; p++)
+		if (strcmp(phase, host_val_phase_name((enum host_val_phase)p)) == 0)
+			out->phase = (enum host_val_phase)p;
+	if (out->phase == HOST_VAL_NONE)
 		goto none;
 	if (json_is_number(bw) && json_number_value(bw) >= 0 &&
-	    json_number_value(bw) <= AGENT_VALIDATION_BUSBW_MAX) {
+	    json_number_value(bw) <= HOST_VALIDATION_BUSBW_MAX) {
 		out->has_busbw = true;
 		out->busbw_gbps = json_number_value(bw);
 	}
@@ -807,7 +807,7 @@ json_t *agent_status_build(const struct agent_report *r, const json_t *old, int6
 	set_str(fm, "state", fm_state_name(r));
 	json_object_set_new(o, "hostFabricManager", fm);
 	json_object_set_new(o, "maintenance", maintenance_json(r));
-	if (r->validation.phase != AGENT_VAL_NONE)
+	if (r->validation.phase != HOST_VAL_NONE)
 		json_object_set_new(o, "validation", validation_json(&r->validation));
 	le = last_error_json(r, old, now_ms);
 	if (le != NULL)

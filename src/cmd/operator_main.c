@@ -13,7 +13,7 @@
 
 #include "nvl72/log.h"
 #include "nvl72/operator.h"
-#include "nvl72/operator_webhook.h"
+#include "nvl72/webhook.h"
 #include "nvl72/timeutil.h"
 
 struct sig_ctx {
@@ -93,7 +93,7 @@ int main(int argc, char **argv)
 	log_set_level(lvl);
 	log_set_debug(cfg.log_debug);
 	log_set_format(strcmp(cfg.log_format, "json") == 0 ? LOG_FMT_JSON : LOG_FMT_TEXT);
-	/* The admission webhook (src/operator/webhook*.c) plugs in through
+	/* The admission webhook (src/webhook/webhook*.c) plugs in through
 	 * its ops; the plug outlives op, whose webhook server borrows it. */
 	struct op_webhook_plug *wh = op_webhook_plug_new();
 	cfg.webhook = op_webhook_plug_ops(wh);

@@ -12,7 +12,7 @@
 #include "nvl72/alloc.h"
 #include "nvl72/json.h"
 #include "nvl72/log.h"
-#include "nvl72/operator_webhook.h"
+#include "nvl72/webhook.h"
 #include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
 #include "op_int.h"
@@ -368,7 +368,7 @@ static enum nv_err webhook_start(struct op *op)
 	                                         .tls_key_pem = key,
 	                                         /* The apiserver sends reviews up to
 	                                          * its own 3 MiB request limit. */
-	                                         .body_max = OP_WEBHOOK_REVIEW_MAX_DEFAULT,
+	                                         .body_max = WEBHOOK_REVIEW_MAX_DEFAULT,
 	                                         .metrics = op->reg},
 	                    &op->webhook);
 	secure_free_str(cert);

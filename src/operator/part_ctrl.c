@@ -17,7 +17,7 @@
 #include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
 #include "op_int.h"
-#include "webhook_int.h"
+#include "nvl72/b64.h"
 
 /* ---- the backend ---- */
 
@@ -50,7 +50,7 @@ static enum nv_err secret_load(struct op *op, struct fabric_config *c)
 		v = json_object_get(json_object_get(sec, "data"), k);
 		if (!json_is_string(v))
 			continue;
-		rc = wh_b64_decode(json_string_value(v), SECRET_VALUE_MAX, &val, &len);
+		rc = b64_decode(json_string_value(v), SECRET_VALUE_MAX, &val, &len);
 		if (rc == NV_OK)
 			rc = fabric_config_set_secret(c, k, val, len);
 		if (rc != NV_OK)
@@ -170,7 +170,7 @@ static void on_tray_del(void *ud, json_t *obj, bool fsu)
 static void node_parts(struct op *op, const json_t *n)
 {
 	const json_t *l = json_object_get(jx_path(n, "metadata.labels"), OP_LABEL_PARTITION);
-	const json_t *a = json_object_get(jx_path(n, "metadata.annotations"), OP_ANN_CORDONED_BY);
+	const json_t *a = json_object_get(jx_path(n, "metadata.annotations"), DRAIN_ANN_CORDONED_BY);
 	if (json_is_string(l))
 		kube_workqueue_add(op->pq, json_string_value(l));
 	if (json_is_string(a) && str_has_prefix(json_string_value(a), OP_PART_CORDON_PREFIX))
@@ -340,7 +340,7 @@ static enum nv_err cordon_one(struct op *op, struct part_pass *p, const struct o
 /* Whether the cached Node carries this partition's cordon mark. */
 static bool marked_by(const json_t *node, const char *owner)
 {
-	const json_t *a = json_object_get(jx_path(node, "metadata.annotations"), OP_ANN_CORDONED_BY);
+	const json_t *a = json_object_get(jx_path(node, "metadata.annotations"), DRAIN_ANN_CORDONED_BY);
 	return json_is_string(a) && strcmp(json_string_value(a), owner) == 0;
 }
 

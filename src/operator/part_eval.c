@@ -670,20 +670,20 @@ json_t *op_part_cordon_patch(const json_t *node, const char *name, bool want)
 {
 	char mine[128];
 	bool unsched = json_is_true(jx_path(node, "spec.unschedulable"));
-	const json_t *a = json_object_get(jx_path(node, "metadata.annotations"), OP_ANN_CORDONED_BY);
+	const json_t *a = json_object_get(jx_path(node, "metadata.annotations"), DRAIN_ANN_CORDONED_BY);
 	const char *rv = jx_str_or(node, "metadata.resourceVersion", "");
 
 	snprintf(mine, sizeof(mine), "%s%s", OP_PART_CORDON_PREFIX, name);
 	if (want)
 		return unsched ? NULL
 		               : json_pack("{s:{s:s,s:{s:s}},s:{s:b}}", "metadata",
-		                           "resourceVersion", rv, "annotations", OP_ANN_CORDONED_BY,
+		                           "resourceVersion", rv, "annotations", DRAIN_ANN_CORDONED_BY,
 		                           mine, "spec", "unschedulable", 1);
 	if (!json_is_string(a) || strcmp(json_string_value(a), mine) != 0)
 		return NULL;
 	if (!unsched) /* uncordoned by hand: only drop our mark */
 		return json_pack("{s:{s:s,s:{s:n}}}", "metadata", "resourceVersion", rv,
-		                 "annotations", OP_ANN_CORDONED_BY);
+		                 "annotations", DRAIN_ANN_CORDONED_BY);
 	return json_pack("{s:{s:s,s:{s:n}},s:{s:n}}", "metadata", "resourceVersion", rv,
-	                 "annotations", OP_ANN_CORDONED_BY, "spec", "unschedulable");
+	                 "annotations", DRAIN_ANN_CORDONED_BY, "spec", "unschedulable");
 }

@@ -335,7 +335,7 @@ static enum nv_err nodes_sync(struct op *op, struct rack_pass *p, const struct o
 		if (patch && (rc = node_patch(op, t->node, patch)) != NV_OK)
 			worst = rc;
 		json_decref(patch);
-		patch = op_node_cordon_patch(p->nodes[i], owner, want_cordon);
+		patch = drain_cordon_patch(p->nodes[i], owner, want_cordon);
 		if (patch) {
 			if ((rc = node_patch(op, t->node, patch)) != NV_OK)
 				worst = rc;
@@ -366,7 +366,7 @@ static enum nv_err nodes_release(struct op *op, const char *rack, const struct r
 			listed |= strcmp(p->in[k].node_name, kube_obj_name(n)) == 0;
 		if (listed)
 			continue;
-		if ((patch = op_node_cordon_patch(n, owner, false)) != NULL) {
+		if ((patch = drain_cordon_patch(n, owner, false)) != NULL) {
 			if ((rc = node_patch(op, kube_obj_name(n), patch)) != NV_OK)
 				worst = rc;
 			json_decref(patch);

@@ -235,29 +235,6 @@ json_t *op_node_labels_patch(const json_t *node, const char *rack, int index, co
 	return json_pack("{s:{s:o}}", "metadata", "labels", labels);
 }
 
-json_t *op_node_cordon_patch(const json_t *node, const char *owner, bool want)
-{
-	bool unsched = json_is_true(jx_path(node, "spec.unschedulable"));
-	const char *by = member_str(jx_path(node, "metadata.annotations"), OP_ANN_CORDONED_BY, "");
-	const char *rv = jx_str_or(node, "metadata.resourceVersion", "");
-	bool ours = strcmp(by, owner) == 0;
-
-	if (want) {
-		if (unsched)
-			return NULL; /* ours already, or someone else's: leave it */
-		return json_pack("{s:{s:s,s:{s:s}},s:{s:b}}", "metadata", "resourceVersion", rv,
-		                 "annotations", OP_ANN_CORDONED_BY, owner, "spec", "unschedulable",
-		                 1);
-	}
-	if (!ours)
-		return NULL;
-	if (!unsched) /* uncordoned by hand: only drop our mark */
-		return json_pack("{s:{s:s,s:{s:n}}}", "metadata", "resourceVersion", rv,
-		                 "annotations", OP_ANN_CORDONED_BY);
-	return json_pack("{s:{s:s,s:{s:n}},s:{s:n}}", "metadata", "resourceVersion", rv,
-	                 "annotations", OP_ANN_CORDONED_BY, "spec", "unschedulable");
-}
-
 static json_t *owner_ref(const json_t *rack)
 {
 	return json_pack("{s:s,s:s,s:s,s:s,s:b,s:b}", "apiVersion", API_VERSION, "kind", "Rack",

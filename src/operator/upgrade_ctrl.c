@@ -13,7 +13,7 @@
 #include "nvl72/alloc.h"
 #include "nvl72/json.h"
 #include "nvl72/log.h"
-#include "nvl72/operator_drain.h"
+#include "nvl72/drain.h"
 #include "nvl72/operator_upgrade.h"
 #include "nvl72/parse.h"
 #include "nvl72/timeutil.h"

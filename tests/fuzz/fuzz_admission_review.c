@@ -12,20 +12,20 @@
 #include <jansson.h>
 
 #include "nvl72/base.h"
-#include "nvl72/operator_webhook.h"
+#include "nvl72/webhook.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static json_t *lists[OP_WEBHOOK__KINDS];
-static struct op_webhook *hook;
+static json_t *lists[WEBHOOK__KINDS];
+static struct webhook *hook;
 
-static json_t *fixed_list(void *arg, enum op_webhook_kind kind)
+static json_t *fixed_list(void *arg, enum webhook_kind kind)
 {
 	(void)arg;
 	return json_incref(lists[kind]);
 }
 
-static const struct op_webhook_cache_ops fixed_ops = {.list = fixed_list};
+static const struct webhook_cache_ops fixed_ops = {.list = fixed_list};
 
 /* Objects from the test data when run from the repository root; an empty
  * cache otherwise. */
@@ -41,12 +41,12 @@ static json_t *one(const char *path)
 static void init(void)
 {
 	log_set_level(LOG_LVL_ERROR);
-	lists[OP_WEBHOOK_RACKS] = one("tests/data/api/rack-gb300-r07.json");
-	lists[OP_WEBHOOK_PARTITIONS] = one("tests/data/api/rackpartition-gb300-r07-a.json");
-	lists[OP_WEBHOOK_MATRICES] =
+	lists[WEBHOOK_RACKS] = one("tests/data/api/rack-gb300-r07.json");
+	lists[WEBHOOK_PARTITIONS] = one("tests/data/api/rackpartition-gb300-r07-a.json");
+	lists[WEBHOOK_MATRICES] =
 	        one("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
-	struct op_webhook_config cfg = {.cache = &fixed_ops, .review_max = 1 << 20};
-	if (op_webhook_new(&cfg, &hook) != NV_OK)
+	struct webhook_config cfg = {.cache = &fixed_ops, .review_max = 1 << 20};
+	if (webhook_new(&cfg, &hook) != NV_OK)
 		abort();
 }
 
@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		init();
 	if (size < 1)
 		return 0;
-	enum op_webhook_mode mode = data[0] & 1 ? OP_WEBHOOK_MUTATE : OP_WEBHOOK_VALIDATE;
+	enum webhook_mode mode = data[0] & 1 ? WEBHOOK_MUTATE : WEBHOOK_VALIDATE;
 	// The web server hands handlers a NUL-terminated body.
 	char *body = malloc(size);
 	memcpy(body, data + 1, size - 1);
@@ -65,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int status = 0;
 	buf_init(&out, 4 << 20);
 	// Every input gets an answer: a response review or a JSON error.
-	if (op_webhook_review(hook, mode, "application/json", body, size - 1, &status, &out) !=
+	if (webhook_review(hook, mode, "application/json", body, size - 1, &status, &out) !=
 	            NV_OK ||
 	    status < 200 || status > 599 || out.len == 0)
 		abort();

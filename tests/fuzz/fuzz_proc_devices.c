@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "nvl72/agent_host.h"
+#include "nvl72/host.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	unsigned major = 0;
 
-	if (agent_proc_devices_major((const char *)data, size, "nvidia-caps-imex-channels",
+	if (host_proc_devices_major((const char *)data, size, "nvidia-caps-imex-channels",
 				     &major) == NV_OK &&
 	    major > 4095)
 		abort();

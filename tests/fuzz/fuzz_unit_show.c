@@ -4,14 +4,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nvl72/agent_host.h"
+#include "nvl72/host.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct agent_unit_state s;
+	struct host_unit_state s;
 
-	(void)agent_unit_show_parse((const char *)data, size, &s);
+	(void)host_unit_show_parse((const char *)data, size, &s);
 	return 0;
 }

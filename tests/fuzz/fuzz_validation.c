@@ -7,30 +7,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nvl72/agent_host.h"
+#include "nvl72/host.h"
 #include "nvl72/base.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char tr[AGENT_VALIDATION_TRANSPORT_LEN], why[AGENT_ERRMSG_LEN];
-	struct agent_val_result r;
+	char tr[HOST_VALIDATION_TRANSPORT_LEN], why[HOST_ERRMSG_LEN];
+	struct host_val_result r;
 	long long pid;
 	unsigned long long ps;
 	double bw = -1;
 
-	if (agent_validation_output_parse((const char *)data, size, &bw, tr, sizeof(tr), why,
+	if (host_validation_output_parse((const char *)data, size, &bw, tr, sizeof(tr), why,
 					  sizeof(why)) == NV_OK) {
-		if (!(bw >= 0 && bw <= AGENT_VALIDATION_BUSBW_MAX) || strlen(tr) >= sizeof(tr))
+		if (!(bw >= 0 && bw <= HOST_VALIDATION_BUSBW_MAX) || strlen(tr) >= sizeof(tr))
 			abort();
 	} else if (why[0] == '\0') {
 		abort(); /* every refusal says why */
 	}
-	if (agent_validation_state_parse((const char *)data, size, &r, &pid, &ps) == NV_OK) {
-		if (r.id[0] == '\0' || r.phase == AGENT_VAL_NONE || pid < 0 ||
+	if (host_validation_state_parse((const char *)data, size, &r, &pid, &ps) == NV_OK) {
+		if (r.id[0] == '\0' || r.phase == HOST_VAL_NONE || pid < 0 ||
 		    strlen(r.message) >= sizeof(r.message) ||
-		    (r.has_busbw && !(r.busbw_gbps >= 0 && r.busbw_gbps <= AGENT_VALIDATION_BUSBW_MAX)))
+		    (r.has_busbw && !(r.busbw_gbps >= 0 && r.busbw_gbps <= HOST_VALIDATION_BUSBW_MAX)))
 			abort();
 	}
 	return 0;

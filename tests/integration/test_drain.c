@@ -21,7 +21,7 @@
 #include "nvl72/base.h"
 #include "nvl72/json.h"
 #include "nvl72/kube.h"
-#include "nvl72/operator_drain.h"
+#include "nvl72/drain.h"
 #include "nvl72/timeutil.h"
 
 extern char **environ;

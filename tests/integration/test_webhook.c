@@ -21,7 +21,7 @@
 #include "nvl72/json.h"
 #include "nvl72/kube.h"
 #include "nvl72/kube_ctrl.h"
-#include "nvl72/operator_webhook.h"
+#include "nvl72/webhook.h"
 #include "nvl72/web.h"
 
 #define NS "nvl72-webhook-test"
@@ -154,9 +154,9 @@ static bool has(const struct buf *b, const char *text)
 
 struct server {
 	struct kube_client *client;
-	struct op_webhook_informers infs;
-	struct op_webhook *wh;
-	struct op_webhook_cert *cert;
+	struct webhook_informers infs;
+	struct webhook *wh;
+	struct webhook_cert *cert;
 	struct web_server *web;
 	int port;
 };
@@ -166,7 +166,7 @@ static const char *const extra_ips[] = {"127.0.0.1", NULL};
 static enum nv_err server_start(struct server *s, int port)
 {
 	struct kube_status st;
-	struct op_webhook_cert_config cc = {
+	struct webhook_cert_config cc = {
 	        .client = s->client,
 	        .ns = NS,
 	        .secret = SECRET,
@@ -175,27 +175,27 @@ static enum nv_err server_start(struct server *s, int port)
 	        .extra_ips = extra_ips,
 	        .resync_ms = 2000,
 	};
-	enum nv_err rc = op_webhook_cert_new(&cc, &s->cert);
+	enum nv_err rc = webhook_cert_new(&cc, &s->cert);
 	if (rc == NV_OK)
-		rc = op_webhook_cert_ensure(s->cert, &st);
+		rc = webhook_cert_ensure(s->cert, &st);
 	if (rc != NV_OK) {
 		fprintf(stderr, "certificate: %s %s\n", nv_err_name(rc), st.message);
 		return rc;
 	}
-	struct op_webhook_config wc = {.cache = &op_webhook_informer_cache, .cache_arg = &s->infs};
+	struct webhook_config wc = {.cache = &webhook_informer_cache, .cache_arg = &s->infs};
 	struct web_config web = {
 	        .name = "webhook",
 	        .bind_addr = "127.0.0.1",
 	        .port = port,
-	        .tls_cert_pem = op_webhook_cert_pem(s->cert),
-	        .tls_key_pem = op_webhook_cert_key_pem(s->cert),
+	        .tls_cert_pem = webhook_cert_pem(s->cert),
+	        .tls_key_pem = webhook_cert_key_pem(s->cert),
 	        .body_max = 3 << 20,
 	};
-	if ((rc = op_webhook_new(&wc, &s->wh)) != NV_OK ||
+	if ((rc = webhook_new(&wc, &s->wh)) != NV_OK ||
 	    (rc = web_server_new(&web, &s->web)) != NV_OK ||
-	    (rc = op_webhook_register(s->web, s->wh)) != NV_OK ||
+	    (rc = webhook_register(s->web, s->wh)) != NV_OK ||
 	    (rc = web_server_start(s->web)) != NV_OK ||
-	    (rc = op_webhook_cert_start(s->cert)) != NV_OK)
+	    (rc = webhook_cert_start(s->cert)) != NV_OK)
 		return rc;
 	s->port = web_server_port(s->web);
 	return NV_OK;
@@ -204,8 +204,8 @@ static enum nv_err server_start(struct server *s, int port)
 static void server_stop(struct server *s)
 {
 	web_server_free(s->web);
-	op_webhook_free(s->wh);
-	op_webhook_cert_free(s->cert);
+	webhook_free(s->wh);
+	webhook_cert_free(s->cert);
 	s->web = NULL;
 	s->wh = NULL;
 	s->cert = NULL;
@@ -213,12 +213,12 @@ static void server_stop(struct server *s)
 
 static enum nv_err informers_start(struct server *s)
 {
-	const struct kube_res *res[OP_WEBHOOK__KINDS] = {
-	        [OP_WEBHOOK_RACKS] = &RACKS,
-	        [OP_WEBHOOK_PARTITIONS] = &PARTS,
-	        [OP_WEBHOOK_MATRICES] = &MATRICES,
+	const struct kube_res *res[WEBHOOK__KINDS] = {
+	        [WEBHOOK_RACKS] = &RACKS,
+	        [WEBHOOK_PARTITIONS] = &PARTS,
+	        [WEBHOOK_MATRICES] = &MATRICES,
 	};
-	for (int k = 0; k < OP_WEBHOOK__KINDS; k++) {
+	for (int k = 0; k < WEBHOOK__KINDS; k++) {
 		struct kube_informer_opts o = {.res = res[k]};
 		enum nv_err rc = kube_informer_new(s->client, &o, &s->infs.inf[k]);
 		if (rc == NV_OK)
@@ -231,7 +231,7 @@ static enum nv_err informers_start(struct server *s)
 
 /* Waits until the informer of kind holds name (the webhook judges against
  * what the cache holds). */
-static bool wait_cached(struct server *s, enum op_webhook_kind kind, const char *name)
+static bool wait_cached(struct server *s, enum webhook_kind kind, const char *name)
 {
 	for (int i = 0; i < 200; i++) {
 		json_t *o = kube_informer_get(s->infs.inf[kind], name);
@@ -347,12 +347,12 @@ static void test_valid_objects_pass(struct server *s, struct buf *out)
 	json_t *m = load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
 	int rc = apply_json(NULL, m, out);
 	json_decref(m);
-	check(rc == 0 && wait_cached(s, OP_WEBHOOK_MATRICES, "gb300-2026.10"),
+	check(rc == 0 && wait_cached(s, WEBHOOK_MATRICES, "gb300-2026.10"),
 	      "a valid CompatibilityMatrix passes", buf_str(out));
 	json_t *r = load("tests/data/api/rack-gb300-r07.json");
 	rc = apply_json(NULL, r, out);
 	json_decref(r);
-	check(rc == 0 && wait_cached(s, OP_WEBHOOK_RACKS, "gb300-r07"), "a valid Rack passes",
+	check(rc == 0 && wait_cached(s, WEBHOOK_RACKS, "gb300-r07"), "a valid Rack passes",
 	      buf_str(out));
 	const char *parts[] = {"tests/data/api/rackpartition-gb300-r07-a.json",
 	                       "tests/data/api/rackpartition-gb300-r07-b.json"};
@@ -360,7 +360,7 @@ static void test_valid_objects_pass(struct server *s, struct buf *out)
 	for (int i = 0; i < 2; i++) {
 		json_t *p = load(parts[i]);
 		ok = ok && apply_json(NULL, p, out) == 0 &&
-		     wait_cached(s, OP_WEBHOOK_PARTITIONS, jx_str_or(p, "metadata.name", ""));
+		     wait_cached(s, WEBHOOK_PARTITIONS, jx_str_or(p, "metadata.name", ""));
 		json_decref(p);
 	}
 	check(ok, "two valid RackPartitions pass", buf_str(out));
@@ -474,12 +474,12 @@ static void test_restart_reuses_secret(struct server *s, struct buf *out)
 	char ca1[8192], ca2[8192], rv1[128], rv2[128];
 	bool ok = bundles_current(s, ca1, sizeof(ca1), rv1, sizeof(rv1));
 	check(ok, "the Secret holds tls.crt, tls.key and ca.crt and both caBundles match it", NULL);
-	char *pem1 = xstrdup(op_webhook_cert_pem(s->cert));
+	char *pem1 = xstrdup(webhook_cert_pem(s->cert));
 	int port = s->port;
 	server_stop(s);
 	enum nv_err rc = server_start(s, port);
-	check(rc == NV_OK && op_webhook_cert_reused(s->cert) &&
-	              strcmp(pem1, op_webhook_cert_pem(s->cert)) == 0,
+	check(rc == NV_OK && webhook_cert_reused(s->cert) &&
+	              strcmp(pem1, webhook_cert_pem(s->cert)) == 0,
 	      "a restart reuses the certificate from the Secret", nv_err_name(rc));
 	free(pem1);
 	ok = bundles_current(s, ca2, sizeof(ca2), rv2, sizeof(rv2));
@@ -495,23 +495,23 @@ static void test_restart_reuses_secret(struct server *s, struct buf *out)
 
 struct racer {
 	struct kube_client *client;
-	struct op_webhook_cert *cert;
+	struct webhook_cert *cert;
 	enum nv_err rc;
 };
 
 static void *race_one(void *arg)
 {
 	struct racer *r = arg;
-	struct op_webhook_cert_config cc = {
+	struct webhook_cert_config cc = {
 	        .client = r->client,
 	        .ns = NS,
 	        .secret = "nvl72-webhook-race-tls",
 	        .service = "nvl72-operator",
 	        .extra_ips = extra_ips,
 	};
-	r->rc = op_webhook_cert_new(&cc, &r->cert);
+	r->rc = webhook_cert_new(&cc, &r->cert);
 	if (r->rc == NV_OK)
-		r->rc = op_webhook_cert_ensure(r->cert, NULL);
+		r->rc = webhook_cert_ensure(r->cert, NULL);
 	return NULL;
 }
 
@@ -528,10 +528,10 @@ static void test_two_replicas_race(struct server *s, struct buf *out)
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 	check(rc == 0 && r[0].rc == NV_OK && r[1].rc == NV_OK &&
-	              strcmp(op_webhook_cert_pem(r[0].cert), op_webhook_cert_pem(r[1].cert)) == 0,
+	              strcmp(webhook_cert_pem(r[0].cert), webhook_cert_pem(r[1].cert)) == 0,
 	      "two replicas racing on an empty Secret serve the same certificate", buf_str(out));
 	for (int i = 0; i < 2; i++)
-		op_webhook_cert_free(r[i].cert);
+		webhook_cert_free(r[i].cert);
 }
 
 /* The apiserver takes a moment to see a new configuration: wait until an
@@ -626,7 +626,7 @@ out:
 	           "validatingwebhookconfiguration,mutatingwebhookconfiguration", CFG_NAME,
 	           "--ignore-not-found", NULL);
 	server_stop(&s);
-	for (int k = 0; k < OP_WEBHOOK__KINDS; k++)
+	for (int k = 0; k < WEBHOOK__KINDS; k++)
 		kube_informer_free(s.infs.inf[k]);
 	kube_client_free(s.client);
 	buf_clear(&out);

@@ -6,11 +6,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nvl72/agent_host.h"
+#include "nvl72/host.h"
 #include "nvl72/base.h"
 
 struct probe {
-	struct agent_host h;
+	struct host h;
 	char root[1024], nvml[1024], tools[1024];
 	char bin[6][1100];
 	const char *installer[3];
@@ -40,40 +40,40 @@ static void emit(json_t *o)
 	json_decref(o);
 }
 
-static json_t *gpu_json(const struct agent_gpu *g)
+static json_t *gpu_json(const struct host_gpu *g)
 {
 	char health[256];
 
-	agent_health_describe(&g->health, health, sizeof(health));
+	host_health_describe(&g->health, health, sizeof(health));
 	return json_pack("{s:i,s:s,s:s,s:i,s:s,s:i,s:i,s:s,s:s,s:i,s:i,s:s,s:i,s:i}", "index",
 			 (int)g->index, "uuid", g->uuid, "state",
-			 agent_fabric_state_name(g->fabric_state), "status", g->fabric_status,
+			 host_fabric_state_name(g->fabric_state), "status", g->fabric_status,
 			 "cluster", g->has_cluster ? g->cluster_uuid : "", "clique",
 			 (int)g->clique_id, "healthMask", (int)g->health_mask, "summary",
-			 agent_health_summary_name(g->health_summary), "health", health, "tray",
+			 host_health_summary_name(g->health_summary), "health", health, "tray",
 			 (int)g->tray_index, "slot", (int)g->slot, "chassis", g->chassis_serial,
 			 "module", (int)g->module_id, "nvmlError", g->nvml_error);
 }
 
 static int cmd_gpus(struct probe *p)
 {
-	struct agent_gpu gpus[AGENT_GPU_MAX];
-	struct agent_driver_info drv;
-	char clique[AGENT_CLIQUE_LEN] = "", why[256] = "";
+	struct host_gpu gpus[HOST_GPU_MAX];
+	struct host_driver_info drv;
+	char clique[HOST_CLIQUE_LEN] = "", why[256] = "";
 	bool has = false;
 	size_t n = 0;
 	enum nv_err rc;
 	json_t *arr = json_array(), *o;
 
-	rc = agent_host_driver_read(&p->h, &drv);
+	rc = host_driver_read(&p->h, &drv);
 	o = json_pack("{s:b,s:s,s:b,s:s}", "loaded", drv.loaded, "version", drv.version, "open",
 		      drv.open_module, "nvml", drv.nvml_driver);
 	if (rc == NV_OK)
-		rc = agent_host_gpus_read(&p->h, gpus, AGENT_GPU_MAX, &n);
+		rc = host_gpus_read(&p->h, gpus, HOST_GPU_MAX, &n);
 	for (size_t i = 0; rc == NV_OK && i < n; i++)
 		json_array_append_new(arr, gpu_json(&gpus[i]));
 	if (rc == NV_OK) {
-		rc = agent_tray_clique(gpus, n, &has, clique, why, sizeof(why));
+		rc = host_tray_clique(gpus, n, &has, clique, why, sizeof(why));
 		json_object_set_new(o, "cliqueError", json_string(rc == NV_OK ? "" : nv_err_name(rc)));
 		rc = NV_OK;
 	} else {
@@ -81,7 +81,7 @@ static int cmd_gpus(struct probe *p)
 	}
 	json_object_set_new(o, "gpus", arr);
 	json_object_set_new(o, "fabricState",
-			    json_string(agent_fabric_state_name(agent_tray_fabric_state(gpus, n))));
+			    json_string(host_fabric_state_name(host_tray_fabric_state(gpus, n))));
 	json_object_set_new(o, "clique", json_string(has ? clique : ""));
 	json_object_set_new(o, "why", json_string(why));
 	json_object_set_new(o, "error", json_string(rc == NV_OK ? "" : nv_err_name(rc)));
@@ -91,23 +91,23 @@ static int cmd_gpus(struct probe *p)
 
 static int cmd_imex_apply(struct probe *p, int argc, char **argv)
 {
-	struct agent_imex_cfg *c = xcalloc(1, sizeof(*c));
-	struct agent_imex_apply r = {0};
+	struct host_imex_cfg *c = xcalloc(1, sizeof(*c));
+	struct host_imex_apply r = {0};
 	enum nv_err rc = NV_E_INVAL;
 	int64_t port, cport;
 
 	if (argc < 6 || parse_i64(argv[3], 1, 65535, &port) != NV_OK ||
 	    parse_i64(argv[4], 1, 65535, &cport) != NV_OK)
 		goto out;
-	c->mode = strcmp(argv[0], "host") == 0 ? AGENT_IMEX_HOST : AGENT_IMEX_PROCESS;
+	c->mode = strcmp(argv[0], "host") == 0 ? HOST_IMEX_HOST : HOST_IMEX_PROCESS;
 	str_copy(c->domain, sizeof(c->domain), argv[1]);
 	str_copy(c->bind_ip, sizeof(c->bind_ip), argv[2]);
 	c->server_port = (unsigned)port;
 	c->cmd_port = (unsigned)cport;
 	c->grace_s = -1;
-	for (int i = 5; i < argc && c->n_peers < AGENT_IMEX_NODES_MAX; i++)
-		str_copy(c->peers[c->n_peers++], AGENT_HOSTNAME_LEN, argv[i]);
-	rc = agent_host_imex_apply(&p->h, c, &r);
+	for (int i = 5; i < argc && c->n_peers < HOST_IMEX_NODES_MAX; i++)
+		str_copy(c->peers[c->n_peers++], HOST_HOSTNAME_LEN, argv[i]);
+	rc = host_imex_apply(&p->h, c, &r);
 out:
 	emit(json_pack("{s:s,s:b,s:b,s:s,s:s,s:i,s:s}", "error",
 		       rc == NV_OK ? "" : nv_err_name(rc), "changed", r.changed, "restarted",
@@ -117,37 +117,37 @@ out:
 	return rc == NV_OK ? 0 : 1;
 }
 
-static json_t *nodes_json(const struct agent_imex_domain_status *d)
+static json_t *nodes_json(const struct host_imex_domain_status *d)
 {
 	json_t *arr = json_array();
 
 	for (size_t i = 0; i < d->n_nodes; i++) {
-		const struct agent_imex_node *nd = &d->nodes[i];
-		char row[AGENT_IMEX_NODES_MAX + 1];
+		const struct host_imex_node *nd = &d->nodes[i];
+		char row[HOST_IMEX_NODES_MAX + 1];
 		for (size_t k = 0; k < nd->n_conn; k++)
-			row[k] = agent_imex_conn_name(nd->conn[k])[0];
+			row[k] = host_imex_conn_name(nd->conn[k])[0];
 		row[nd->n_conn] = '\0';
 		json_array_append_new(arr, json_pack("{s:i,s:s,s:s,s:s}", "index", (int)nd->index,
 						     "host", nd->host, "status",
-						     agent_imex_daemon_name(nd->status), "row", row));
+						     host_imex_daemon_name(nd->status), "row", row));
 	}
 	return arr;
 }
 
 static int cmd_imex_status(struct probe *p, const char *self)
 {
-	struct agent_imex_status *st = xcalloc(1, sizeof(*st));
+	struct host_imex_status *st = xcalloc(1, sizeof(*st));
 	unsigned ready = 0, conn = 0;
 	enum nv_err rc;
 	int64_t t0 = time_mono_ms();
 
-	rc = agent_host_imex_status(&p->h, st);
+	rc = host_imex_status(&p->h, st);
 	if (st->nodes_ok)
-		agent_imex_domain_count(&st->dom, self, &ready, &conn);
+		host_imex_domain_count(&st->dom, self, &ready, &conn);
 	emit(json_pack("{s:s,s:s,s:s,s:b,s:i,s:i,s:s,s:o,s:i}", "error",
 		       rc == NV_OK ? "" : nv_err_name(rc), "daemon",
-		       agent_imex_daemon_name(st->daemon), "domain",
-		       agent_imex_domain_name(st->dom.domain), "nodesOk", st->nodes_ok,
+		       host_imex_daemon_name(st->daemon), "domain",
+		       host_imex_domain_name(st->dom.domain), "nodesOk", st->nodes_ok,
 		       "peersReady", (int)ready, "peersConnected", (int)conn, "err", st->err, "nodes",
 		       nodes_json(&st->dom), "ms", (int)(time_mono_ms() - t0)));
 	free(st);
@@ -161,19 +161,19 @@ static const char *err_name(enum nv_err rc)
 
 static int cmd_observe(struct probe *p)
 {
-	struct agent_host_obs *o = xcalloc(1, sizeof(*o));
-	enum nv_err rc = agent_host_observe(&p->h, AGENT_IMEX_PROCESS, o);
+	struct host_obs *o = xcalloc(1, sizeof(*o));
+	enum nv_err rc = host_observe(&p->h, HOST_IMEX_PROCESS, o);
 
 	emit(json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}",
 		       "error", err_name(rc), "driverErr", err_name(o->driver_part.err),
 		       "driverWhy", o->driver_part.why, "channels", (int)o->imex_channel_count,
-		       "fabric", agent_fabric_state_name(o->fabric), "health",
-		       agent_health_summary_name(o->health), "clique", o->clique, "cliqueErr",
+		       "fabric", host_fabric_state_name(o->fabric), "health",
+		       host_health_summary_name(o->health), "clique", o->clique, "cliqueErr",
 		       err_name(o->clique_part.err), "cliqueWhy", o->clique_part.why,
 		       "gpusErr", err_name(o->gpus_part.err), "fmErr", err_name(o->fm_part.err),
 		       "fmWhy", o->fm_part.why, "imexErr", err_name(o->imex_part.err), "daemon",
-		       agent_imex_daemon_name(o->imex.daemon), "version", o->driver.version,
-		       "domain", agent_imex_domain_name(o->imex.dom.domain)));
+		       host_imex_daemon_name(o->imex.daemon), "version", o->driver.version,
+		       "domain", host_imex_domain_name(o->imex.dom.domain)));
 	free(o);
 	return rc == NV_OK ? 0 : 1;
 }
@@ -181,13 +181,13 @@ static int cmd_observe(struct probe *p)
 static int cmd_unit(struct probe *p, int argc, char **argv)
 {
 	static const char *const wants[] = {"running", "stopped", "masked"};
-	struct agent_unit_state us = {0};
+	struct host_unit_state us = {0};
 	bool changed = false;
 	enum nv_err rc;
 	size_t w;
 
 	if (argc == 1) {
-		rc = agent_host_unit_query(&p->h, argv[0], &us);
+		rc = host_unit_query(&p->h, argv[0], &us);
 	} else {
 		if (argc != 3)
 			return usage();
@@ -195,10 +195,10 @@ static int cmd_unit(struct probe *p, int argc, char **argv)
 			;
 		if (w == ARRAY_LEN(wants))
 			return usage();
-		rc = agent_host_unit_reconcile(&p->h, argv[0], (enum agent_unit_want)w,
+		rc = host_unit_reconcile(&p->h, argv[0], (enum host_unit_want)w,
 					       strcmp(argv[2], "allow") == 0, &changed);
 		if (rc == NV_OK || rc == NV_E_STATE)
-			(void)agent_host_unit_query(&p->h, argv[0], &us);
+			(void)host_unit_query(&p->h, argv[0], &us);
 	}
 	emit(json_pack("{s:s,s:i,s:b,s:b,s:b,s:s}", "error", rc == NV_OK ? "" : nv_err_name(rc),
 		       "active", (int)us.active, "enabled", us.enabled, "masked", us.masked,
@@ -206,28 +206,28 @@ static int cmd_unit(struct probe *p, int argc, char **argv)
 	return rc == NV_OK ? 0 : 1;
 }
 
-static void step_emit(enum nv_err rc, const struct agent_drv_step *s)
+static void step_emit(enum nv_err rc, const struct host_drv_step *s)
 {
 	emit(json_pack("{s:s,s:s,s:b,s:s,s:s,s:s}", "error", rc == NV_OK ? "" : nv_err_name(rc),
-		       "phase", agent_drv_phase_name(s->phase), "finished", s->finished, "loaded",
+		       "phase", host_drv_phase_name(s->phase), "finished", s->finished, "loaded",
 		       s->loaded, "ondisk", s->ondisk, "detail", s->detail));
 }
 
 static int cmd_driver(struct probe *p, const char *target, bool loop)
 {
-	struct agent_drv_step s;
+	struct host_drv_step s;
 	enum nv_err rc;
 	int64_t deadline = time_mono_ms() + 120000;
 
 	for (;;) {
-		rc = agent_host_driver_step(&p->h, target, AGENT_IMEX_PROCESS, &s);
+		rc = host_driver_step(&p->h, target, HOST_IMEX_PROCESS, &s);
 		step_emit(rc, &s);
 		if (!loop || s.finished || rc != NV_OK || time_mono_ms() > deadline)
 			break;
-		if (s.phase == AGENT_DRV_INSTALLER_RUNNING)
+		if (s.phase == HOST_DRV_INSTALLER_RUNNING)
 			time_sleep_ms(100);
 	}
-	return rc == NV_OK && s.phase == AGENT_DRV_DONE ? 0 : 1;
+	return rc == NV_OK && s.phase == HOST_DRV_DONE ? 0 : 1;
 }
 
 static int cmd_channels(struct probe *p, const char *count)
@@ -237,7 +237,7 @@ static int cmd_channels(struct probe *p, const char *count)
 	enum nv_err rc = parse_i64(count, 0, 1 << 20, &n);
 
 	if (rc == NV_OK)
-		rc = agent_host_channels_ensure(&p->h, (unsigned)n, &created);
+		rc = host_channels_ensure(&p->h, (unsigned)n, &created);
 	emit(json_pack("{s:s,s:i,s:s}", "error", rc == NV_OK ? "" : nv_err_name(rc), "created",
 		       (int)created, "why", rc == NV_OK ? "" : p->h.err));
 	return rc == NV_OK ? 0 : 1;
@@ -268,9 +268,9 @@ static int dispatch(struct probe *p, int argc, char **argv)
 	if (strcmp(c, "imex-status") == 0)
 		return cmd_imex_status(p, argc > 1 ? argv[1] : NULL);
 	if (strcmp(c, "imex-stop") == 0 && argc == 2) {
-		enum nv_err rc = agent_host_imex_stop(&p->h, strcmp(argv[1], "host") == 0
-								     ? AGENT_IMEX_HOST
-								     : AGENT_IMEX_PROCESS);
+		enum nv_err rc = host_imex_stop(&p->h, strcmp(argv[1], "host") == 0
+								     ? HOST_IMEX_HOST
+								     : HOST_IMEX_PROCESS);
 		emit(json_pack("{s:s}", "error", rc == NV_OK ? "" : nv_err_name(rc)));
 		return rc == NV_OK ? 0 : 1;
 	}
@@ -286,7 +286,7 @@ static int dispatch(struct probe *p, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	static struct probe p;
-	struct agent_host_cfg cfg = {0};
+	struct host_cfg cfg = {0};
 	const char *sim = getenv("NVL72_SIM_ROOT");
 	int i, rc;
 
@@ -315,8 +315,8 @@ int main(int argc, char **argv)
 	cfg.imex_bin = p.bin[3];
 	cfg.imex_ctl = p.bin[4];
 	cfg.installer = p.installer;
-	agent_host_init(&p.h, &cfg, NULL);
+	host_init(&p.h, &cfg, NULL);
 	rc = dispatch(&p, argc - i, argv + i);
-	agent_host_clear(&p.h);
+	host_clear(&p.h);
 	return rc;
 }

@@ -33,7 +33,7 @@ static json_t *tray_json(const char *extra_spec)
 	return o;
 }
 
-static void healthy_obs(struct agent_host_obs *o)
+static void healthy_obs(struct host_obs *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->driver.loaded = true;
@@ -44,36 +44,36 @@ static void healthy_obs(struct agent_host_obs *o)
 	o->imex_channel_count = 2048;
 	o->n_gpus = 4;
 	for (unsigned i = 0; i < 4; i++) {
-		struct agent_gpu *g = &o->gpus[i];
+		struct host_gpu *g = &o->gpus[i];
 		g->index = i;
 		snprintf(g->uuid, sizeof(g->uuid), "GPU-6b0e2f4c-1d3a-4c8e-9a71-0f5d2c3b8e1%u", i);
-		g->fabric_state = AGENT_FABRIC_COMPLETED;
+		g->fabric_state = HOST_FABRIC_COMPLETED;
 		g->has_cluster = true;
 		str_copy(g->cluster_uuid, sizeof(g->cluster_uuid),
 			 "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3");
 		g->clique_id = 1;
 		g->has_health = true;
-		g->health_mask = AGENT_HEALTH_MASK_CLEAR;
-		agent_health_decode(g->health_mask, &g->health);
-		g->health_summary = AGENT_HEALTH_HEALTHY;
+		g->health_mask = HOST_HEALTH_MASK_CLEAR;
+		host_health_decode(g->health_mask, &g->health);
+		g->health_summary = HOST_HEALTH_HEALTHY;
 		g->has_platform = true;
 		str_copy(g->chassis_serial, sizeof(g->chassis_serial), "1821124000042");
 		g->slot = 13;
 		g->tray_index = 3;
 		g->module_id = i + 1;
 	}
-	o->fabric = AGENT_FABRIC_COMPLETED;
-	o->health = AGENT_HEALTH_HEALTHY;
+	o->fabric = HOST_FABRIC_COMPLETED;
+	o->health = HOST_HEALTH_HEALTHY;
 	o->has_clique = true;
 	str_copy(o->clique, sizeof(o->clique), CLIQUE);
-	o->fm.active = AGENT_UNIT_NOT_FOUND;
+	o->fm.active = HOST_UNIT_NOT_FOUND;
 }
 
 struct fixture {
 	json_t *tray;
 	struct agent_spec spec;
 	char spec_err[256];
-	struct agent_host_obs obs;
+	struct host_obs obs;
 	struct agent_report rep;
 };
 
@@ -146,7 +146,7 @@ static void test_agent_spec_parse_full(void **state)
 	assert_string_equal(f->spec.driver_version, "580.173.02");
 	assert_int_equal(f->spec.activation, AGENT_ACTIVATE_REBOOT);
 	assert_true(f->spec.has_imex);
-	assert_int_equal(f->spec.imex.mode, AGENT_IMEX_HOST);
+	assert_int_equal(f->spec.imex.mode, HOST_IMEX_HOST);
 	assert_int_equal(f->spec.imex.n_peers, 2);
 	assert_string_equal(f->spec.imex.peers[1], "10.0.0.4");
 	assert_string_equal(f->spec.imex.bind_ip, "10.0.0.3");
@@ -256,8 +256,8 @@ static void test_agent_status_build_stable_and_transitions(void **state)
 	s2 = agent_status_build(&f->rep, s1, T0 + 60000);
 	assert_false(agent_status_differs(s1, s2));
 	/* A GPU goes back to IN_PROGRESS: only the affected conditions move. */
-	f->obs.gpus[2].fabric_state = AGENT_FABRIC_IN_PROGRESS;
-	f->obs.fabric = AGENT_FABRIC_IN_PROGRESS;
+	f->obs.gpus[2].fabric_state = HOST_FABRIC_IN_PROGRESS;
+	f->obs.fabric = HOST_FABRIC_IN_PROGRESS;
 	f->obs.has_clique = false;
 	f->obs.clique[0] = '\0';
 	f->obs.clique_part.err = NV_E_STATE;
@@ -296,20 +296,20 @@ static void test_agent_status_build_imex_faults(void **state)
 {
 	struct fixture *f = fixture_new(",\"imex\":{\"domain\":\"cd\",\"peers\":[\"10.0.0.3\","
 					"\"10.0.0.4\",\"10.0.0.5\"]}");
-	struct agent_imex_domain_status *d = &f->obs.imex.dom;
+	struct host_imex_domain_status *d = &f->obs.imex.dom;
 	json_t *s1, *s2, *s3;
 	char c[128];
 
 	(void)state;
 	f->obs.imex_read = true;
-	f->obs.imex.daemon = AGENT_IMEXD_READY;
+	f->obs.imex.daemon = HOST_IMEXD_READY;
 	f->obs.imex.nodes_ok = true;
-	d->domain = AGENT_IMEX_DOMAIN_DEGRADED;
+	d->domain = HOST_IMEX_DOMAIN_DEGRADED;
 	d->n_nodes = 3;
 	for (unsigned i = 0; i < 3; i++) {
 		d->nodes[i].index = i;
 		snprintf(d->nodes[i].host, sizeof(d->nodes[i].host), "10.0.0.%u", 3 + i);
-		d->nodes[i].status = i == 2 ? AGENT_IMEXD_UNAVAILABLE : AGENT_IMEXD_READY;
+		d->nodes[i].status = i == 2 ? HOST_IMEXD_UNAVAILABLE : HOST_IMEXD_READY;
 		d->nodes[i].n_conn = 3;
 	}
 	f->rep.imex_applied = true;
@@ -353,7 +353,7 @@ static void test_agent_status_build_driver_change(void **state)
 	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "False WaitingForMaintenance");
 	json_decref(s);
 	f->rep.drv.waiting_maintenance = false;
-	f->rep.drv.phase = AGENT_DRV_INSTALLER_RUNNING;
+	f->rep.drv.phase = HOST_DRV_INSTALLER_RUNNING;
 	str_copy(f->rep.drv.detail, sizeof(f->rep.drv.detail), "installer pid 42 still running");
 	s = agent_status_build(&f->rep, NULL, T0);
 	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "False InstallerRunning");
@@ -361,7 +361,7 @@ static void test_agent_status_build_driver_change(void **state)
 	assert_string_equal(jx_str_or(s, "maintenance.message", ""),
 			    "installer pid 42 still running");
 	json_decref(s);
-	f->rep.drv.phase = AGENT_DRV_FAILED;
+	f->rep.drv.phase = HOST_DRV_FAILED;
 	f->rep.drv.err = NV_E_IO;
 	s = agent_status_build(&f->rep, NULL, T0);
 	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "False ChangeFailed");
@@ -398,7 +398,7 @@ static void test_agent_spec_parse_validation(void **state)
 static void test_agent_status_build_validation(void **state)
 {
 	struct fixture *f = fixture_new("");
-	struct agent_val_result *v = &f->rep.validation, back;
+	struct host_val_result *v = &f->rep.validation, back;
 	json_t *s, *s2;
 
 	(void)state;
@@ -406,7 +406,7 @@ static void test_agent_status_build_validation(void **state)
 	assert_null(jx_path(s, "validation")); /* no run recorded */
 	json_decref(s);
 	str_copy(v->id, sizeof(v->id), "c-1");
-	v->phase = AGENT_VAL_SUCCEEDED;
+	v->phase = HOST_VAL_SUCCEEDED;
 	v->has_busbw = true;
 	v->busbw_gbps = 900.0;
 	str_copy(v->transport, sizeof(v->transport), "NVLink");
@@ -420,7 +420,7 @@ static void test_agent_status_build_validation(void **state)
 	assert_string_equal(jx_str_or(s, "validation.completionTime", ""), "2026-11-30T00:54:21Z");
 	agent_validation_from_status(s, &back);
 	assert_string_equal(back.id, "c-1");
-	assert_int_equal(back.phase, AGENT_VAL_SUCCEEDED);
+	assert_int_equal(back.phase, HOST_VAL_SUCCEEDED);
 	assert_true(back.busbw_gbps == 900.0);
 	assert_int_equal(back.end_ms, T0 + 61000);
 	v->busbw_gbps = 812.34;
@@ -429,7 +429,7 @@ static void test_agent_status_build_validation(void **state)
 	assert_true(agent_status_differs(s, s2));
 	json_decref(s2);
 	/* Running: no completion time yet. */
-	v->phase = AGENT_VAL_RUNNING;
+	v->phase = HOST_VAL_RUNNING;
 	v->has_busbw = false;
 	s2 = agent_status_build(&f->rep, s, T0);
 	assert_null(jx_path(s2, "validation.completionTime"));
@@ -439,7 +439,7 @@ static void test_agent_status_build_validation(void **state)
 	/* A stored record that is not one reads as none. */
 	s = json_pack("{s:{s:s,s:s}}", "validation", "id", "x", "phase", "Sideways");
 	agent_validation_from_status(s, &back);
-	assert_int_equal(back.phase, AGENT_VAL_NONE);
+	assert_int_equal(back.phase, HOST_VAL_NONE);
 	json_decref(s);
 	fixture_free(f);
 }

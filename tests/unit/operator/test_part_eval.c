@@ -605,19 +605,19 @@ static void test_op_part_cordon_patch_only_ours(void **state)
 	assert_non_null(p);
 	assert_true(json_is_true(jx_path(p, "spec.unschedulable")));
 	assert_string_equal(json_string_value(json_object_get(jx_path(p, "metadata.annotations"),
-	                                                      OP_ANN_CORDONED_BY)),
+	                                                      DRAIN_ANN_CORDONED_BY)),
 	                    "rackpartition/tenant-a");
 	assert_string_equal(jx_str_or(p, "metadata.resourceVersion", ""), "55");
 	assert_null(op_part_cordon_patch(n, "tenant-a", false)); /* not ours */
 	json_decref(p);
 
 	json_object_set_new(json_object_get(n, "metadata"), "annotations",
-	                    json_pack("{s:s}", OP_ANN_CORDONED_BY, "rack/r07"));
+	                    json_pack("{s:s}", DRAIN_ANN_CORDONED_BY, "rack/r07"));
 	json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
 	assert_null(op_part_cordon_patch(n, "tenant-a", true));  /* someone else's cordon */
 	assert_null(op_part_cordon_patch(n, "tenant-a", false)); /* never lifted by us */
 	json_object_set_new(json_object_get(n, "metadata"), "annotations",
-	                    json_pack("{s:s}", OP_ANN_CORDONED_BY, "rackpartition/tenant-a"));
+	                    json_pack("{s:s}", DRAIN_ANN_CORDONED_BY, "rackpartition/tenant-a"));
 	p = op_part_cordon_patch(n, "tenant-a", false);
 	assert_non_null(p);
 	assert_true(json_is_null(jx_path(p, "spec.unschedulable")));

@@ -138,7 +138,7 @@ static void test_op_rack_evaluate_own_cordon_is_not_unavailable(void **state)
 	json_t *n = fx_node(4, true);
 	json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
 	json_object_set_new(json_object_get(n, "metadata"), "annotations",
-	                    json_pack("{s:s}", OP_ANN_CORDONED_BY, "rack/r07"));
+	                    json_pack("{s:s}", DRAIN_ANN_CORDONED_BY, "rack/r07"));
 	fx_set_node(&o, 3, n);
 	n = fx_node(5, true);
 	json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());

@@ -122,22 +122,22 @@ static void test_op_node_labels_patch_only_our_keys(void **state)
 	json_decref(n);
 }
 
-static void test_op_node_cordon_patch_rules(void **state)
+static void test_drain_cordon_patch_rack_owner(void **state)
 {
 	(void)state;
 	json_t *n = fx_node(3, true), *p, *c;
 	/* Cordon a schedulable Node: flag, our mark, its resourceVersion. */
-	p = op_node_cordon_patch(n, "rack/r07", true);
+	p = drain_cordon_patch(n, "rack/r07", true);
 	assert_true(json_is_true(jx_path(p, "spec.unschedulable")));
 	assert_string_equal(json_string_value(json_object_get(jx_path(p, "metadata.annotations"),
-	                                                      OP_ANN_CORDONED_BY)),
+	                                                      DRAIN_ANN_CORDONED_BY)),
 	                    "rack/r07");
 	assert_string_equal(jx_str_or(p, "metadata.resourceVersion", ""), "55");
 	c = jx_merge_patch_apply(n, p);
 	json_decref(p);
-	assert_null(op_node_cordon_patch(c, "rack/r07", true));    /* already */
-	assert_null(op_node_cordon_patch(c, "rack/other", false)); /* not the other rack's */
-	p = op_node_cordon_patch(c, "rack/r07", false);            /* ours: lift it */
+	assert_null(drain_cordon_patch(c, "rack/r07", true));    /* already */
+	assert_null(drain_cordon_patch(c, "rack/other", false)); /* not the other rack's */
+	p = drain_cordon_patch(c, "rack/r07", false);            /* ours: lift it */
 	json_t *u = jx_merge_patch_apply(c, p);
 	assert_false(json_is_true(jx_path(u, "spec.unschedulable")));
 	assert_int_equal(json_object_size(jx_path(u, "metadata.annotations")), 0);
@@ -146,8 +146,8 @@ static void test_op_node_cordon_patch_rules(void **state)
 	json_decref(c);
 	/* Someone else's cordon: never marked, never lifted. */
 	json_object_set_new(json_object_get(n, "spec"), "unschedulable", json_true());
-	assert_null(op_node_cordon_patch(n, "rack/r07", true));
-	assert_null(op_node_cordon_patch(n, "rack/r07", false));
+	assert_null(drain_cordon_patch(n, "rack/r07", true));
+	assert_null(drain_cordon_patch(n, "rack/r07", false));
 	json_decref(n);
 }
 
@@ -243,7 +243,7 @@ int main(void)
 	        cmocka_unit_test(test_op_rack_status_apply_healthy_then_no_change),
 	        cmocka_unit_test(test_op_rack_status_apply_degraded_message),
 	        cmocka_unit_test(test_op_node_labels_patch_only_our_keys),
-	        cmocka_unit_test(test_op_node_cordon_patch_rules),
+	        cmocka_unit_test(test_drain_cordon_patch_rack_owner),
 	        cmocka_unit_test(test_op_tray_build_and_check),
 	        cmocka_unit_test(test_op_finalizer_patch_keeps_others),
 	        cmocka_unit_test(test_op_tray_owned_by_uid),

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Draining compute trays for maintenance: cordon, the checkpoint
+ * annotation handshake, eviction through the Eviction API with
+ * PodDisruptionBudgets honoured, gangs moved together, and the uncordon of
+ * only what the drain cordoned. One call is one idempotent pass: it looks at
+ * the pods on the nodes now (a LIST per node with a spec.nodeName field
+ * selector, only while draining), does what can be done, and says whether
+ * the nodes are drained and when to look again. All state lives in the API
+ * (annotations on Nodes and Pods), so a restart resumes where it stopped. */
+#ifndef NVL72_DRAIN_H
+#define NVL72_DRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "nvl72/api_rack.h"
+#include "nvl72/err.h"
+
+struct kube_client;
+struct kube_status;
+
+/* On a Pod: the operator asks for a checkpoint; the value is the RFC 3339
+ * deadline after which the pod is evicted anyway. */
+#define DRAIN_ANN_CHECKPOINT "nvl72.io/checkpoint-requested"
+/* On a Pod: set by the workload once its checkpoint is safe (any value). */
+#define DRAIN_ANN_CHECKPOINT_ACK "nvl72.io/checkpoint-done"
+/* On a Node: who cordoned it for maintenance, e.g. "rackupgrade/<name>". */
+#define DRAIN_ANN_CORDONED_BY "nvl72.io/cordoned-by"
+/* Pods with the same value of this label on the drained nodes are one
+ * gang: none of them is evicted before all of them may be. */
+#define DRAIN_LABEL_GANG "nvl72.io/job"
+
+struct drain_policy {
+	enum api_drain_mode mode;
+	int64_t checkpoint_deadline_ms; /* Checkpoint mode: wait for acks this long */
+	bool force;                     /* evict ignoring PDBs (DELETE), recorded */
+	const char *owner;              /* "rackupgrade/<name>": cordon and annotations */
+	int64_t started_ms;             /* wall time the drain began (0: unknown); the
+	                                 * wait between passes grows with it */
+};
+
+struct drain_result {
+	bool done;            /* every node cordoned, no evictable pod left and none
+	                       * still terminating */
+	int pods;             /* evictable pods still on the nodes, not yet evicted */
+	int waiting_ack;      /* asked to checkpoint, not acknowledged, in deadline */
+	int held;             /* may go, but wait for a member of their gang */
+	int terminating;      /* being deleted (evicted in this pass included) */
+	int evicted;          /* evictions (or deletions) accepted in this pass */
+	int blocked;          /* evictions refused with 429 (a PDB) in this pass */
+	int64_t next_check_ms; /* wall time to look again; 0: done, nothing to wait for */
+	char message[512];    /* one sentence for status and events */
+};
+
+/* One pass over nodes (n of them) at now_ms. NV_OK with *res filled, also
+ * when not done; an error only when the API could not be read or written
+ * (st says how). Pods of DaemonSets, mirror pods and pods already being
+ * deleted are left alone. */
+enum nv_err drain_nodes(struct kube_client *c, const char *const *nodes, unsigned n,
+                        const struct drain_policy *p, int64_t now_ms, struct drain_result *res,
+                        struct kube_status *st);
+
+/* Uncordons the nodes this owner cordoned (and drops its annotation);
+ * a cordon by anyone else stays. */
+enum nv_err drain_release(struct kube_client *c, const char *const *nodes, unsigned n,
+                          const char *owner, struct kube_status *st);
+
+/* On a Node we cordoned: "rack/<name>" (a degraded rack) or
+ * "rackupgrade/<name>" (a drain). A cordon without it, or
+ * with another owner's value, is someone else's and is never lifted. */
+#define DRAIN_ANN_CORDONED_BY "nvl72.io/cordoned-by"
+
+/* The merge patch that cordons (want) or uncordons node on behalf of owner,
+ * the whole value of the cordoned-by annotation ("rack/<name>",
+ * "rackupgrade/<name>"), carrying the Node's resourceVersion so that a
+ * concurrent cordon by someone else is never mistaken for ours. NULL when
+ * nothing is to be done: already cordoned (by anyone), or not cordoned by
+ * owner. Shared by the Rack controller and the drain. */
+json_t *drain_cordon_patch(const json_t *node, const char *owner, bool want);
+
+#endif

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The operator's admission webhook: a validating handler for the
+ * cross-object rules of the nvl72.io kinds, a mutating handler that stamps
+ * the requesting user into UpgradeApprovals, and the manager of its serving
+ * certificate (Secret, caBundle). The operator's main wires it in; see
+ * docs/webhook.md for what is checked where. */
+#ifndef NVL72_WEBHOOK_H
+#define NVL72_WEBHOOK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "nvl72/buf.h"
+#include "nvl72/err.h"
+
+struct kube_client;
+struct kube_informer;
+struct kube_status;
+struct metrics_registry;
+struct web_server;
+
+/* ---- what the webhook reads: the operator's caches ------------------- */
+
+enum webhook_kind {
+	WEBHOOK_RACKS = 0,
+	WEBHOOK_PARTITIONS,
+	WEBHOOK_MATRICES,
+	WEBHOOK__KINDS
+};
+
+/* The read side of the caches the rules are judged against. list returns
+ * a new reference to an array of every object of kind (the objects are
+ * read, never modified), or NULL while that cache has not synced yet: the
+ * webhook then refuses the request (fail closed) rather than judge it on
+ * partial data. Called on the web server's thread; must not block long. */
+struct webhook_cache_ops {
+	json_t *(*list)(void *arg, enum webhook_kind kind);
+	/* Optional: the object of kind named name read from the API server,
+	 * for a name the list lacks. A cache lags the writes it watches, so an
+	 * object created a moment ago (a Rack, then at once a RackPartition
+	 * naming it) would otherwise be judged missing. A new reference, or
+	 * NULL when it does not exist (or cannot be read: the miss stands). */
+	json_t *(*get)(void *arg, enum webhook_kind kind, const char *name);
+};
+
+/* A cache over the operator's informers: pass &webhook_informer_cache
+ * with a struct webhook_informers as its argument. With client set, a
+ * name the informer lacks is read once from the API server. */
+struct webhook_informers {
+	struct kube_informer *inf[WEBHOOK__KINDS];
+	struct kube_client *client; /* NULL: no read-through */
+};
+extern const struct webhook_cache_ops webhook_informer_cache;
+
+/* ---- the handlers ----------------------------------------------------- */
+
+#define WEBHOOK_PATH_VALIDATE "/validate"
+#define WEBHOOK_PATH_MUTATE "/mutate"
+/* The largest AdmissionReview accepted, in bytes, and its nesting. */
+#define WEBHOOK_REVIEW_MAX_DEFAULT ((size_t)3 << 20)
+#define WEBHOOK_DEPTH_MAX 48
+/* The most groups an approval may record (the CRD's bound). */
+#define WEBHOOK_GROUPS_MAX 64
+
+struct webhook_config {
+	const struct webhook_cache_ops *cache; /* required */
+	void *cache_arg;                          /* borrowed */
+	size_t review_max;                        /* 0: WEBHOOK_REVIEW_MAX_DEFAULT */
+	/* Judge upgrades on direct edges only. By default a plan may follow
+	 * several listed edges, as the upgrade reconciler does. */
+	bool single_hop;
+	/* Where decisions are counted, when not NULL (borrowed):
+	 * nvl72_webhook_admissions_total{webhook,resource,result}, result
+	 * allowed, denied or error (a review that could not be answered). */
+	struct metrics_registry *metrics;
+};
+
+struct webhook;
+
+enum nv_err webhook_new(const struct webhook_config *cfg, struct webhook **out);
+/* NULL does nothing. The web server must be stopped first. */
+void webhook_free(struct webhook *w);
+
+/* Adds POST /validate and POST /mutate to s (before web_server_start).
+ * w is borrowed and must outlive the server. */
+enum nv_err webhook_register(struct web_server *s, struct webhook *w);
+
+enum webhook_mode {
+	WEBHOOK_VALIDATE = 0,
+	WEBHOOK_MUTATE,
+};
+
+/* One review without HTTP (what the routes call): body is the request's
+ * AdmissionReview. Fills *http_status and out with the response review, or
+ * with a short JSON error and 400/415 when the review itself is unusable.
+ * Returns an error only for a response that does not fit out's cap. */
+enum nv_err webhook_review(struct webhook *w, enum webhook_mode mode,
+                              const char *content_type, const char *body, size_t len,
+                              int *http_status, struct buf *out);
+
+/* ---- the operator's plug ---------------------------------------------- */
+
+struct op_webhook_ops;
+struct op_webhook_plug;
+
+/* Everything above, wired to the operator process (operator.h): the
+ * certificate from --webhook-service/-secret/-configuration in the pod's
+ * namespace, the routes over the operator's informers, the caBundle upkeep
+ * once serving. Usage in main:
+ *     struct op_webhook_plug *wh = op_webhook_plug_new();
+ *     cfg.webhook = op_webhook_plug_ops(wh);
+ *     ... op_new, op_run, op_free ...
+ *     op_webhook_plug_free(wh);   (after op_free: the server borrows it) */
+struct op_webhook_plug *op_webhook_plug_new(void);
+const struct op_webhook_ops *op_webhook_plug_ops(struct op_webhook_plug *p);
+/* NULL does nothing. */
+void op_webhook_plug_free(struct op_webhook_plug *p);
+/* A /healthz check (web_check_fn, arg: the plug): webhook_cert_check
+ * once the certificate exists, healthy before. */
+bool op_webhook_plug_check(void *arg, struct buf *why);
+
+/* ---- serving certificate ---------------------------------------------- */
+
+struct webhook_cert_config {
+	struct kube_client *client; /* borrowed; NULL: nothing is read or written */
+	const char *ns;             /* namespace of the Secret and Service */
+	const char *secret;         /* Secret name: tls.crt, tls.key, ca.crt */
+	const char *service;        /* Service name, for the DNS SANs */
+	/* Name of both webhook configurations whose caBundle is kept
+	 * current (validating and mutating); NULL patches none. */
+	const char *configuration;
+	/* Extra SANs, NULL-terminated lists (tests add "127.0.0.1"). */
+	const char *const *extra_dns;
+	const char *const *extra_ips;
+	int64_t valid_ms;        /* new certificates; 0: one year */
+	int64_t renew_before_ms; /* reuse only with more left; 0: 30 days */
+	int64_t resync_ms;       /* caBundle check by the thread; 0: one minute */
+};
+
+struct webhook_cert;
+
+enum nv_err webhook_cert_new(const struct webhook_cert_config *cfg,
+                                struct webhook_cert **out);
+/* Stops the resync thread, wipes the key and frees; NULL does nothing. */
+void webhook_cert_free(struct webhook_cert *c);
+
+/* Reads the Secret and reuses its certificate when it is valid, covers
+ * the SANs and has more than renew_before_ms left; otherwise generates a
+ * new CA and serving certificate and writes them to the Secret (create,
+ * or update guarded by resourceVersion: when another replica wins the
+ * race its certificate is used). Then tries to make the caBundle of both
+ * webhook configurations current; a failure there is logged, not returned
+ * (webhook_cert_start retries it). Call before web_server_start. */
+enum nv_err webhook_cert_ensure(struct webhook_cert *c, struct kube_status *st);
+/* Patches each webhook of both configurations whose caBundle differs from
+ * ca.crt; writes nothing when all agree. NV_E_NOT_FOUND when a
+ * configuration does not exist. */
+enum nv_err webhook_cert_sync_ca(struct webhook_cert *c, struct kube_status *st);
+/* Starts a thread that runs webhook_cert_sync_ca every resync_ms, so a
+ * recreated configuration gets its caBundle back. */
+enum nv_err webhook_cert_start(struct webhook_cert *c);
+
+/* PEM text for web_config (valid until free; never log it). */
+const char *webhook_cert_pem(const struct webhook_cert *c);
+const char *webhook_cert_key_pem(const struct webhook_cert *c);
+const char *webhook_cert_ca_pem(const struct webhook_cert *c);
+/* notAfter of the serving certificate, wall-clock ms. */
+int64_t webhook_cert_not_after_ms(const struct webhook_cert *c);
+/* Whether ensure reused the Secret's certificate. */
+bool webhook_cert_reused(const struct webhook_cert *c);
+
+/* A /healthz check (web_check_fn): fails within a day of the serving
+ * certificate's expiry, so the replica restarts and renews it. */
+bool webhook_cert_check(void *arg, struct buf *why);
+
+#endif

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private to the webhook files: the decoded admission request, the verdict
+ * a handler reaches, and the helpers the review code, the rules and the
+ * certificate manager share. Nothing here is part of webhook.h. */
+#ifndef NVL72_WEBHOOK_INT_H
+#define NVL72_WEBHOOK_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "nvl72/api.h"
+#include "nvl72/b64.h"
+#include "nvl72/base.h"
+#include "nvl72/webhook.h"
+
+struct metrics_family;
+
+#define WH_COMP "webhook"
+#define WH_REVIEW_VERSION "admission.k8s.io/v1"
+#define WH_MSG_MAX ((size_t)16 << 10)   /* one denial message */
+#define WH_PATCH_MAX ((size_t)64 << 10) /* one JSON patch, before base64 */
+
+struct webhook {
+	const struct webhook_cache_ops *cache;
+	void *cache_arg;
+	size_t review_max;
+	unsigned plan_flags;
+	struct metrics_family *admissions; /* NULL: not counted */
+};
+
+/* request of an AdmissionReview; the json_t members are borrowed from the
+ * review and live as long as it does. */
+struct wh_request {
+	char uid[129];
+	char group[64]; /* of the resource */
+	char resource[64];
+	char kind[64];
+	char operation[8];
+	char name[254];
+	const json_t *object;     /* NULL for DELETE and CONNECT */
+	const json_t *old_object; /* NULL unless UPDATE or DELETE */
+	const json_t *user_info;  /* NULL when absent */
+	bool dry_run;
+};
+
+/* What a handler decided. A denial carries an HTTP-like code (400: the
+ * request is unusable, 422: an object rule failed, 503: the caches are not
+ * ready) and a message that names the object and the field. */
+struct wh_verdict {
+	bool allowed;
+	int code;
+	const char *reason; /* a static metav1.StatusReason */
+	struct buf msg;
+	struct buf patch; /* JSON patch text; empty: none */
+};
+
+void wh_verdict_init(struct wh_verdict *v);
+void wh_verdict_clear(struct wh_verdict *v);
+void wh_deny(struct wh_verdict *v, int code, const char *reason, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+/* Denies with `Kind "name": path: msg; ...` (422 Invalid). */
+void wh_deny_errors(struct wh_verdict *v, const struct wh_request *req,
+                    const struct api_errors *errs);
+
+/* Decodes an AdmissionReview. On failure why says which field is wrong;
+ * *uid_ok tells whether request.uid was read, so a denial can answer it. */
+enum nv_err wh_review_decode(const json_t *review, struct wh_request *out, bool *uid_ok, char *why,
+                             size_t whylen);
+/* The response review for uid, appended to out. */
+enum nv_err wh_response_write(const char *uid, const struct wh_verdict *v, struct buf *out);
+
+/* The handlers, on a decoded request. */
+void wh_validate(struct webhook *w, const struct wh_request *req, struct wh_verdict *v);
+void wh_mutate(const struct wh_request *req, struct wh_verdict *v);
+
+#ifdef NVL72_UNIT_TEST
+/* Static helpers of webhook_cert.c the unit tests reach (see TESTABLE). */
+enum nv_err wh_cert_generate(struct webhook_cert *c, const char *prev_ca);
+bool wh_cert_usable(const struct webhook_cert *c, const char *crt, const char *key,
+                    const char *ca, int64_t now_ms, int64_t *not_after_ms, const char **why);
+#endif
+
+#endif

@@ -1,0 +1,666 @@
+// SPDX-License-Identifier: Apache-2.0
+// Unit tests for the validating webhook's rules, judged against an
+// in-memory cache behind the same ops struct as the informers: every allow
+// and deny path of racks, partitions, matrices and upgrades, with the
+// message the user reads.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "nvl72/base.h"
+#include "nvl72/json.h"
+#include "nvl72/webhook.h"
+
+/* ---- the in-memory cache --------------------------------------------------- */
+
+struct fake_cache {
+	json_t *lists[WEBHOOK__KINDS];
+	bool unsynced[WEBHOOK__KINDS];
+	unsigned calls;
+};
+
+static json_t *fake_list(void *arg, enum webhook_kind kind)
+{
+	struct fake_cache *c = arg;
+	c->calls++;
+	if (c->unsynced[kind])
+		return NULL;
+	return json_incref(c->lists[kind]);
+}
+
+static const struct webhook_cache_ops fake_ops = {.list = fake_list};
+
+/* The API server behind the cache: objects the lists do not hold yet. */
+static json_t *fake_server[WEBHOOK__KINDS];
+static unsigned fake_gets;
+
+static json_t *fake_get(void *arg, enum webhook_kind kind, const char *name)
+{
+	size_t i;
+	json_t *o;
+	(void)arg;
+	fake_gets++;
+	json_array_foreach(fake_server[kind], i, o)
+	{
+		if (strcmp(jx_str_or(o, "metadata.name", ""), name) == 0)
+			return json_incref(o);
+	}
+	return NULL;
+}
+
+static const struct webhook_cache_ops fake_ops_read_through = {.list = fake_list,
+                                                                  .get = fake_get};
+
+static json_t *load(const char *path)
+{
+	json_error_t jerr;
+	json_t *j = json_load_file(path, 0, &jerr);
+	if (j == NULL) {
+		fprintf(stderr, "%s: %s\n", path, jerr.text);
+		abort();
+	}
+	return j;
+}
+
+#define RACK "tests/data/api/rack-gb300-r07.json"
+#define PART_A "tests/data/api/rackpartition-gb300-r07-a.json"
+#define PART_B "tests/data/api/rackpartition-gb300-r07-b.json"
+#define MATRIX_GB300 "tests/data/matrix/compatibilitymatrix-gb300-2026.10.json"
+#define MATRIX_GB200 "tests/data/matrix/compatibilitymatrix-gb200-2026.10.json"
+#define UPGRADE "tests/data/api/rackupgrade-gb300-r07-r580-173.json"
+#define UPGRADE_SEC "tests/data/api/rackupgrade-gb300-r07-cve-2026-24101.json"
+
+struct fixture {
+	struct fake_cache cache;
+	struct webhook *w;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	f->cache.lists[WEBHOOK_RACKS] = json_pack("[o]", load(RACK));
+	f->cache.lists[WEBHOOK_PARTITIONS] = json_pack("[o, o]", load(PART_A), load(PART_B));
+	f->cache.lists[WEBHOOK_MATRICES] =
+	        json_pack("[o, o]", load(MATRIX_GB300), load(MATRIX_GB200));
+	struct webhook_config cfg = {.cache = &fake_ops, .cache_arg = &f->cache};
+	assert_int_equal(webhook_new(&cfg, &f->w), NV_OK);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	for (int k = 0; k < WEBHOOK__KINDS; k++)
+		json_decref(f->cache.lists[k]);
+	webhook_free(f->w);
+	free(f);
+	return 0;
+}
+
+/* What one review answered. */
+struct answer {
+	int http;
+	bool allowed;
+	int code;
+	char msg[4096];
+};
+
+/* Sends obj (and old, for an UPDATE) to /validate; takes both references. */
+static struct answer judge_as(struct webhook *w, const char *op, const char *resource,
+                              const char *kind, json_t *obj, json_t *old)
+{
+	json_t *req = json_pack("{s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}, s:s, s:o}", "uid",
+	                        "0b0e7c4a-5f1e-4a57-9d64-1f6c2d2f8e11", "kind", "group", "nvl72.io",
+	                        "version", "v1alpha1", "kind", kind, "resource", "group",
+	                        "nvl72.io", "version", "v1alpha1", "resource", resource,
+	                        "operation", op, "object", obj);
+	if (old != NULL)
+		json_object_set_new(req, "oldObject", old);
+	json_t *review = json_pack("{s:s, s:s, s:o}", "apiVersion", "admission.k8s.io/v1", "kind",
+	                           "AdmissionReview", "request", req);
+	char *text = json_dumps(review, JSON_COMPACT);
+	struct buf out;
+	struct answer a;
+	memset(&a, 0, sizeof(a));
+	buf_init(&out, 1 << 20);
+	assert_int_equal(webhook_review(w, WEBHOOK_VALIDATE, "application/json", text,
+	                                   strlen(text), &a.http, &out),
+	                 NV_OK);
+	json_t *resp = json_loads(buf_str(&out), 0, NULL);
+	assert_non_null(resp);
+	a.allowed = json_is_true(jx_path(resp, "response.allowed"));
+	a.code = (int)json_integer_value(jx_path(resp, "response.status.code"));
+	snprintf(a.msg, sizeof(a.msg), "%s", jx_str_or(resp, "response.status.message", ""));
+	assert_string_equal(jx_str_or(resp, "response.uid", ""),
+	                    "0b0e7c4a-5f1e-4a57-9d64-1f6c2d2f8e11");
+	if (!a.allowed)
+		fprintf(stderr, "  denied %d: %s\n", a.code, a.msg);
+	json_decref(resp);
+	buf_clear(&out);
+	free(text);
+	json_decref(review);
+	return a;
+}
+
+static struct answer judge(struct webhook *w, const char *resource, const char *kind,
+                           json_t *obj)
+{
+	return judge_as(w, "CREATE", resource, kind, obj, NULL);
+}
+
+#define assert_denied(a, code_, text)                                                              \
+	do {                                                                                       \
+		assert_false((a).allowed);                                                         \
+		assert_int_equal((a).code, (code_));                                               \
+		if (strstr((a).msg, (text)) == NULL)                                               \
+			fprintf(stderr, "  wanted: %s\n", (text));                                 \
+		assert_non_null(strstr((a).msg, (text)));                                          \
+	} while (0)
+
+static void set(json_t *root, const char *path, json_t *v)
+{
+	assert_int_equal(jx_set_take(root, path, v), NV_OK);
+}
+
+/* A second rack, r08, with nodes, addresses and serial of its own. */
+static json_t *rack_r08(void)
+{
+	json_t *r = load(RACK);
+	set(r, "metadata.name", json_string("gb300-r08"));
+	set(r, "spec.chassisSerial", json_string("1821124000043"));
+	json_t *trays = jx_path(r, "spec.computeTrays");
+	for (size_t i = 0; i < json_array_size(trays); i++) {
+		char node[32];
+		snprintf(node, sizeof(node), "gb300-r08-t%02zu", i + 1);
+		json_object_set_new(json_array_get(trays, i), "node", json_string(node));
+	}
+	json_t *sw = jx_path(r, "spec.switchTrays");
+	for (size_t i = 0; i < json_array_size(sw); i++) {
+		char a[32];
+		snprintf(a, sizeof(a), "10.40.8.%zu", 101 + i);
+		json_object_set_new(json_array_get(sw, i), "oobAddress", json_string(a));
+		snprintf(a, sizeof(a), "10.41.8.%zu", 101 + i);
+		json_object_set_new(json_array_get(sw, i), "bmcAddress", json_string(a));
+	}
+	return r;
+}
+
+/* ---- Rack ------------------------------------------------------------------- */
+
+static void test_wh_validate_rack_allowed(void **state)
+{
+	struct fixture *f = *state;
+	// The rack itself is in the cache: its own entry is its old version.
+	struct answer a = judge(f->w, "racks", "Rack", load(RACK));
+	assert_true(a.allowed);
+	a = judge(f->w, "racks", "Rack", rack_r08());
+	assert_true(a.allowed);
+}
+
+static void test_wh_validate_rack_node_in_two_racks(void **state)
+{
+	struct fixture *f = *state;
+	json_t *r = rack_r08();
+	json_object_set_new(json_array_get(jx_path(r, "spec.computeTrays"), 4), "node",
+	                    json_string("gb300-r07-t05"));
+	struct answer a = judge(f->w, "racks", "Rack", r);
+	assert_denied(a, 422,
+	              "Rack \"gb300-r08\": spec.computeTrays[4].node: node \"gb300-r07-t05\" is "
+	              "already tray 5 of rack \"gb300-r07\"");
+}
+
+static void test_wh_validate_rack_matrix_missing(void **state)
+{
+	struct fixture *f = *state;
+	json_t *r = rack_r08();
+	set(r, "spec.matrix.name", json_string("gb300-2027.01"));
+	struct answer a = judge(f->w, "racks", "Rack", r);
+	assert_denied(a, 422,
+	              "spec.matrix.name: CompatibilityMatrix \"gb300-2027.01\" does not exist");
+}
+
+static void test_wh_validate_rack_stack_and_platform(void **state)
+{
+	struct fixture *f = *state;
+	json_t *r = rack_r08();
+	set(r, "spec.matrix.stack", json_string("gb300-r999"));
+	struct answer a = judge(f->w, "racks", "Rack", r);
+	assert_denied(a, 422,
+	              "spec.matrix.stack: stack \"gb300-r999\" is not in CompatibilityMatrix "
+	              "\"gb300-2026.10\"");
+	r = rack_r08();
+	set(r, "spec.matrix.name", json_string("gb200-2026.10"));
+	set(r, "spec.matrix.stack", json_string("gb200-r580-95"));
+	a = judge(f->w, "racks", "Rack", r);
+	assert_denied(a, 422,
+	              "spec.platform: rack is gb300 but CompatibilityMatrix \"gb200-2026.10\" is "
+	              "for gb200");
+}
+
+static void test_wh_validate_rack_schema_error(void **state)
+{
+	struct fixture *f = *state;
+	json_t *r = rack_r08();
+	json_object_set_new(json_array_get(jx_path(r, "spec.computeTrays"), 2), "node",
+	                    json_string(""));
+	struct answer a = judge(f->w, "racks", "Rack", r);
+	assert_denied(a, 422, "Rack \"gb300-r08\": spec.computeTrays[2].node");
+	// Parse errors come before any cache read.
+	f->cache.calls = 0;
+	r = load(RACK);
+	json_object_del(json_object_get(r, "spec"), "computeTrays");
+	a = judge(f->w, "racks", "Rack", r);
+	assert_false(a.allowed);
+	assert_int_equal(f->cache.calls, 0);
+}
+
+static void test_wh_validate_rack_cache_not_synced(void **state)
+{
+	struct fixture *f = *state;
+	f->cache.unsynced[WEBHOOK_RACKS] = true;
+	struct answer a = judge(f->w, "racks", "Rack", rack_r08());
+	assert_denied(a, 503,
+	              "Rack \"gb300-r08\": the operator's cache of Racks has not synced yet");
+	f->cache.unsynced[WEBHOOK_RACKS] = false;
+}
+
+/* ---- RackPartition -------------------------------------------------------- */
+
+static void test_wh_validate_partition_overlap(void **state)
+{
+	struct fixture *f = *state;
+	json_t *p = load(PART_B);
+	json_array_append_new(jx_path(p, "spec.trays"), json_integer(9));
+	struct answer a = judge(f->w, "rackpartitions", "RackPartition", p);
+	assert_denied(a, 422,
+	              "RackPartition \"gb300-r07-b\": spec.trays: tray 9 of rack \"gb300-r07\" is "
+	              "already in partition \"gb300-r07-a\": partitions of one rack never overlap");
+	a = judge(f->w, "rackpartitions", "RackPartition", load(PART_B));
+	assert_true(a.allowed);
+}
+
+static void test_wh_validate_partition_rack_missing(void **state)
+{
+	struct fixture *f = *state;
+	json_t *p = load(PART_B);
+	set(p, "spec.rack", json_string("gb300-r99"));
+	struct answer a = judge(f->w, "rackpartitions", "RackPartition", p);
+	assert_denied(a, 422, "spec.rack: rack \"gb300-r99\" does not exist");
+}
+
+/* A Rack created a moment ago is not in the cache yet: the webhook reads it
+ * from the API server rather than refuse the partition that names it; a
+ * name the server does not know either is still refused. */
+static void test_wh_validate_partition_rack_read_through(void **state)
+{
+	struct fixture *f = *state;
+	struct webhook *w;
+	struct webhook_config cfg = {.cache = &fake_ops_read_through, .cache_arg = &f->cache};
+	json_t *rack = load(RACK);
+	set(rack, "metadata.name", json_string("gb300-r09"));
+	fake_server[WEBHOOK_RACKS] = json_pack("[o]", rack);
+	fake_gets = 0;
+	assert_int_equal(webhook_new(&cfg, &w), NV_OK);
+
+	json_t *p = load(PART_B);
+	set(p, "metadata.name", json_string("gb300-r09-b"));
+	set(p, "spec.rack", json_string("gb300-r09"));
+	struct answer a = judge(w, "rackpartitions", "RackPartition", p);
+	assert_true(a.allowed);
+	assert_int_equal(fake_gets, 1);
+
+	p = load(PART_B);
+	set(p, "spec.rack", json_string("gb300-r99"));
+	a = judge(w, "rackpartitions", "RackPartition", p);
+	assert_denied(a, 422, "spec.rack: rack \"gb300-r99\" does not exist");
+
+	webhook_free(w);
+	json_decref(fake_server[WEBHOOK_RACKS]);
+	fake_server[WEBHOOK_RACKS] = NULL;
+}
+
+static void test_wh_validate_partition_other_rack_same_trays(void **state)
+{
+	struct fixture *f = *state;
+	json_array_append_new(f->cache.lists[WEBHOOK_RACKS], rack_r08());
+	json_t *p = load(PART_A);
+	set(p, "metadata.name", json_string("gb300-r08-a"));
+	set(p, "spec.rack", json_string("gb300-r08"));
+	struct answer a = judge(f->w, "rackpartitions", "RackPartition", p);
+	assert_true(a.allowed);
+}
+
+static void test_wh_validate_partition_many_in_cache(void **state)
+{
+	struct fixture *f = *state;
+	// 10,000 cached partitions of other racks: judged, not choked on.
+	json_t *parts = f->cache.lists[WEBHOOK_PARTITIONS];
+	for (int i = 0; i < 10000; i++) {
+		json_t *p = load(PART_A);
+		char name[32];
+		snprintf(name, sizeof(name), "p-%d", i);
+		set(p, "metadata.name", json_string(name));
+		set(p, "spec.rack", json_string(i % 2 ? "gb300-r08" : "gb300-r09"));
+		json_array_append_new(parts, p);
+	}
+	struct answer a = judge(f->w, "rackpartitions", "RackPartition", load(PART_B));
+	assert_true(a.allowed);
+}
+
+/* ---- CompatibilityMatrix -------------------------------------------------- */
+
+static void test_wh_validate_matrix(void **state)
+{
+	struct fixture *f = *state;
+	struct answer a =
+	        judge(f->w, "compatibilitymatrices", "CompatibilityMatrix", load(MATRIX_GB300));
+	assert_true(a.allowed);
+	json_t *m = load(MATRIX_GB300);
+	json_object_del(json_object_get(m, "spec"), "stacks");
+	a = judge(f->w, "compatibilitymatrices", "CompatibilityMatrix", m);
+	assert_denied(a, 422, "CompatibilityMatrix \"gb300-2026.10\": spec.stacks");
+}
+
+/* ---- RackUpgrade ---------------------------------------------------------- */
+
+static void test_wh_validate_upgrade_allowed(void **state)
+{
+	struct fixture *f = *state;
+	// r580-95 -> r580-173 has no direct edge; two listed edges do it.
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade", load(UPGRADE));
+	assert_true(a.allowed);
+	a = judge(f->w, "rackupgrades", "RackUpgrade", load(UPGRADE_SEC));
+	assert_true(a.allowed);
+}
+
+static void test_wh_validate_upgrade_single_hop(void **state)
+{
+	struct fixture *f = *state;
+	struct webhook *w = NULL;
+	struct webhook_config cfg = {
+	        .cache = &fake_ops, .cache_arg = &f->cache, .single_hop = true};
+	assert_int_equal(webhook_new(&cfg, &w), NV_OK);
+	struct answer a = judge(w, "rackupgrades", "RackUpgrade", load(UPGRADE));
+	assert_denied(a, 422, "spec.target.stack: no allowed move from \"gb300-r580-95\"");
+	webhook_free(w);
+}
+
+static void test_wh_validate_upgrade_stack_missing(void **state)
+{
+	struct fixture *f = *state;
+	json_t *u = load(UPGRADE);
+	set(u, "spec.target.stack", json_string("gb300-r590-1"));
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_denied(a, 422,
+	              "RackUpgrade \"gb300-r07-r580-173\": spec.target.stack: stack "
+	              "\"gb300-r590-1\" is not in CompatibilityMatrix \"gb300-2026.10\"");
+}
+
+static void test_wh_validate_upgrade_matrix_missing_or_other_platform(void **state)
+{
+	struct fixture *f = *state;
+	json_t *u = load(UPGRADE);
+	set(u, "spec.target.matrix", json_string("gb300-2027.01"));
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_denied(a, 422,
+	              "spec.target.matrix: CompatibilityMatrix \"gb300-2027.01\" does not exist");
+	u = load(UPGRADE);
+	set(u, "spec.target.matrix", json_string("gb200-2026.10"));
+	set(u, "spec.target.stack", json_string("gb200-r580-95"));
+	a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_denied(a, 422,
+	              "spec.target.matrix: CompatibilityMatrix \"gb200-2026.10\" is for gb200 but "
+	              "rack \"gb300-r07\" is gb300");
+}
+
+static void test_wh_validate_upgrade_rack_missing(void **state)
+{
+	struct fixture *f = *state;
+	json_t *u = load(UPGRADE);
+	set(u, "spec.rack", json_string("gb300-r99"));
+	json_object_del(json_object_get(u, "spec"), "canary");
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_denied(a, 422, "spec.rack: rack \"gb300-r99\" does not exist");
+}
+
+static void test_wh_validate_upgrade_from_observed_stacks(void **state)
+{
+	struct fixture *f = *state;
+	// The rack reports trays on r580-173: going back to r580-159 is blocked.
+	json_t *rack = json_array_get(f->cache.lists[WEBHOOK_RACKS], 0);
+	set(rack, "status",
+	    json_pack("{s:s, s:[{s:i, s:s}, {s:i, s:s}]}", "stack", "mixed", "trays", "index", 1,
+	              "stack", "gb300-r580-173", "index", 2, "stack", ""));
+	json_t *u = load(UPGRADE);
+	set(u, "spec.target.stack", json_string("gb300-r580-159"));
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_denied(a, 422, "spec.target.stack: no allowed move from \"gb300-r580-173\"");
+}
+
+static void test_wh_validate_upgrade_canary(void **state)
+{
+	struct fixture *f = *state;
+	json_t *u = load(UPGRADE);
+	set(u, "spec.canary.partition", json_string("nowhere"));
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_denied(a, 422, "spec.canary.partition: RackPartition \"nowhere\" does not exist");
+	json_t *p = load(PART_A);
+	set(p, "metadata.name", json_string("gb300-r08-a"));
+	set(p, "spec.rack", json_string("gb300-r08"));
+	json_array_append_new(f->cache.lists[WEBHOOK_PARTITIONS], p);
+	u = load(UPGRADE);
+	set(u, "spec.canary.partition", json_string("gb300-r08-a"));
+	a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_denied(a, 422,
+	              "spec.canary.partition: RackPartition \"gb300-r08-a\" belongs to rack "
+	              "\"gb300-r08\", not to rack \"gb300-r07\"");
+}
+
+static void test_wh_validate_upgrade_wave_size(void **state)
+{
+	struct fixture *f = *state;
+	json_t *u = load(UPGRADE);
+	set(u, "spec.waveSize", json_integer(3));
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_denied(a, 422,
+	              "spec.waveSize: 3 trays per wave exceeds maxUnavailableTrays (2) of rack "
+	              "\"gb300-r07\"");
+}
+
+static void test_wh_validate_upgrade_cve_not_fixed(void **state)
+{
+	struct fixture *f = *state;
+	json_t *u = load(UPGRADE_SEC);
+	set(u, "spec.cves", json_pack("[s]", "CVE-2026-99999"));
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_denied(a, 422,
+	              "spec.cves[0]: CVE-2026-99999 is not fixed by stack \"gb300-r580-159\"");
+}
+
+static void test_wh_validate_upgrade_selector(void **state)
+{
+	struct fixture *f = *state;
+	json_t *u = load(UPGRADE);
+	json_object_del(json_object_get(u, "spec"), "rack");
+	json_object_del(json_object_get(u, "spec"), "canary");
+	set(u, "spec.rackSelector",
+	    json_pack("{s:{s:s}}", "matchLabels", "nvl72.io/fleet", "training"));
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade", json_deep_copy(u));
+	assert_true(a.allowed);
+	set(u, "spec.waveSize", json_integer(4));
+	a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_denied(a, 422,
+	              "spec.waveSize: 4 trays per wave exceeds maxUnavailableTrays (2) of rack "
+	              "\"gb300-r07\"");
+}
+
+static void test_wh_validate_wrong_types(void **state)
+{
+	struct fixture *f = *state;
+	json_t *p = load(PART_B);
+	set(p, "spec.trays", json_string("1-9"));
+	struct answer a = judge(f->w, "rackpartitions", "RackPartition", p);
+	assert_denied(a, 422, "RackPartition \"gb300-r07-b\": spec.trays");
+	json_t *r = load(RACK);
+	json_object_set_new(r, "spec", json_array());
+	a = judge(f->w, "racks", "Rack", r);
+	assert_denied(a, 422, "Rack \"gb300-r07\": spec");
+	json_t *u = load(UPGRADE);
+	set(u, "spec.waveSize", json_string("two"));
+	a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_denied(a, 422, "spec.waveSize");
+	// A cached rack of the wrong shape is skipped, not trusted or crashed on.
+	json_array_append_new(
+	        f->cache.lists[WEBHOOK_RACKS],
+	        json_pack("{s:{s:s}, s:s}", "metadata", "name", "broken", "spec", "x"));
+	json_array_append_new(f->cache.lists[WEBHOOK_RACKS], json_integer(7));
+	a = judge(f->w, "racks", "Rack", rack_r08());
+	assert_true(a.allowed);
+}
+
+/* ---- updates and what is not ours ------------------------------------------ */
+
+static void test_wh_validate_update_unchanged_spec_passes(void **state)
+{
+	struct fixture *f = *state;
+	// Even with every matrix gone, a label or finalizer change passes.
+	json_decref(f->cache.lists[WEBHOOK_MATRICES]);
+	f->cache.lists[WEBHOOK_MATRICES] = json_array();
+	json_t *old = load(RACK);
+	json_t *obj = load(RACK);
+	set(obj, "metadata.finalizers", json_pack("[s]", "nvl72.io/rack"));
+	struct answer a = judge_as(f->w, "UPDATE", "racks", "Rack", obj, old);
+	assert_true(a.allowed);
+	// A paused upgrade does not ask the matrix again...
+	old = load(UPGRADE);
+	obj = load(UPGRADE);
+	set(obj, "spec.paused", json_true());
+	a = judge_as(f->w, "UPDATE", "rackupgrades", "RackUpgrade", obj, old);
+	assert_true(a.allowed);
+	// ...nor the rack, even when it is gone and the caches have not synced.
+	json_decref(f->cache.lists[WEBHOOK_RACKS]);
+	f->cache.lists[WEBHOOK_RACKS] = json_array();
+	f->cache.unsynced[WEBHOOK_PARTITIONS] = true;
+	old = load(UPGRADE);
+	obj = load(UPGRADE);
+	set(obj, "spec.abort", json_true());
+	a = judge_as(f->w, "UPDATE", "rackupgrades", "RackUpgrade", obj, old);
+	assert_true(a.allowed);
+	f->cache.unsynced[WEBHOOK_PARTITIONS] = false;
+	// ...but a changed rack spec does.
+	old = load(RACK);
+	obj = load(RACK);
+	set(obj, "spec.chassisSerial", json_string("1821124000099"));
+	a = judge_as(f->w, "UPDATE", "racks", "Rack", obj, old);
+	assert_denied(a, 422, "does not exist");
+	// An object being deleted always passes.
+	old = load(RACK);
+	obj = load(RACK);
+	set(obj, "spec.chassisSerial", json_string("1821124000099"));
+	set(obj, "metadata.deletionTimestamp", json_string("2026-11-29T10:00:00Z"));
+	a = judge_as(f->w, "UPDATE", "racks", "Rack", obj, old);
+	assert_true(a.allowed);
+}
+
+static void test_wh_validate_not_ours_passes(void **state)
+{
+	struct fixture *f = *state;
+	struct answer a = judge(f->w, "computedomains", "ComputeDomain", json_object());
+	assert_true(a.allowed);
+	a = judge_as(f->w, "DELETE", "racks", "Rack", json_object(), NULL);
+	assert_true(a.allowed);
+}
+
+/* ---- canned reviews ---------------------------------------------------------- */
+
+/* The reviews in tests/data/webhook, as an apiserver sends them. */
+static void test_wh_validate_canned_reviews(void **state)
+{
+	struct fixture *f = *state;
+	static const struct {
+		const char *file;
+		enum webhook_mode mode;
+		bool allowed;
+		const char *msg;
+	} cases[] = {
+	        {"review-rack-create.json", WEBHOOK_VALIDATE, true, ""},
+	        {"review-rack-finalizer-update.json", WEBHOOK_VALIDATE, true, ""},
+	        {"review-partition-overlap.json", WEBHOOK_VALIDATE, false,
+	         "RackPartition \"gb300-r07-c\": spec.trays: tray 9 of rack \"gb300-r07\" is "
+	         "already in partition \"gb300-r07-a\""},
+	        {"review-upgrade-create.json", WEBHOOK_VALIDATE, true, ""},
+	        {"review-upgrade-stack-missing.json", WEBHOOK_VALIDATE, false,
+	         "spec.target.stack: stack \"gb300-r590-1\" is not in CompatibilityMatrix"},
+	        {"review-matrix-create.json", WEBHOOK_VALIDATE, true, ""},
+	        {"review-approval-forged.json", WEBHOOK_MUTATE, true, ""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char path[256];
+		snprintf(path, sizeof(path), "tests/data/webhook/%s", cases[i].file);
+		json_t *r = load(path);
+		char *text = json_dumps(r, JSON_COMPACT);
+		struct buf out;
+		int http = 0;
+		buf_init(&out, 1 << 20);
+		assert_int_equal(webhook_review(f->w, cases[i].mode, "application/json", text,
+		                                   strlen(text), &http, &out),
+		                 NV_OK);
+		json_t *resp = json_loads(buf_str(&out), 0, NULL);
+		assert_int_equal(http, 200);
+		assert_string_equal(jx_str_or(resp, "response.uid", ""),
+		                    jx_str_or(r, "request.uid", "-"));
+		assert_int_equal(json_is_true(jx_path(resp, "response.allowed")), cases[i].allowed);
+		assert_non_null(
+		        strstr(jx_str_or(resp, "response.status.message", ""), cases[i].msg));
+		if (cases[i].mode == WEBHOOK_MUTATE)
+			assert_string_equal(jx_str_or(resp, "response.patchType", ""), "JSONPatch");
+		json_decref(resp);
+		buf_clear(&out);
+		free(text);
+		json_decref(r);
+	}
+}
+
+int main(void)
+{
+	log_set_level(LOG_LVL_ERROR);
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+	const struct CMUnitTest tests[] = {
+	        T(test_wh_validate_rack_allowed),
+	        T(test_wh_validate_rack_node_in_two_racks),
+	        T(test_wh_validate_rack_matrix_missing),
+	        T(test_wh_validate_rack_stack_and_platform),
+	        T(test_wh_validate_rack_schema_error),
+	        T(test_wh_validate_rack_cache_not_synced),
+	        T(test_wh_validate_partition_overlap),
+	        T(test_wh_validate_partition_rack_missing),
+	        T(test_wh_validate_partition_rack_read_through),
+	        T(test_wh_validate_partition_other_rack_same_trays),
+	        T(test_wh_validate_partition_many_in_cache),
+	        T(test_wh_validate_matrix),
+	        T(test_wh_validate_upgrade_allowed),
+	        T(test_wh_validate_upgrade_single_hop),
+	        T(test_wh_validate_upgrade_stack_missing),
+	        T(test_wh_validate_upgrade_matrix_missing_or_other_platform),
+	        T(test_wh_validate_upgrade_rack_missing),
+	        T(test_wh_validate_upgrade_from_observed_stacks),
+	        T(test_wh_validate_upgrade_canary),
+	        T(test_wh_validate_upgrade_wave_size),
+	        T(test_wh_validate_upgrade_cve_not_fixed),
+	        T(test_wh_validate_upgrade_selector),
+	        T(test_wh_validate_update_unchanged_spec_passes),
+	        T(test_wh_validate_not_ours_passes),
+	        T(test_wh_validate_canned_reviews),
+	        T(test_wh_validate_wrong_types),
+	};
+#undef T
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
