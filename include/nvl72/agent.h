@@ -79,6 +79,11 @@ enum nv_err agent_config_parse(struct agent_config *c, int argc, char *const *ar
 			       char *const *envp, enum agent_config_action *action, char *err,
 			       size_t errsz);
 enum agent_fm_policy agent_config_fm_policy(const struct agent_config *c);
+/* --metrics-bind-address as a host (without brackets; "" for every address)
+ * and a port; port -1 when it is empty (off). NV_E_CONFIG when it is not
+ * ADDR:PORT. */
+enum nv_err agent_config_metrics_addr(const struct agent_config *c, char *host, size_t hostsz,
+				      int *port);
 
 /* --help text and the Markdown table of docs/agent.md, both from the table. */
 enum nv_err agent_config_usage(struct buf *out);

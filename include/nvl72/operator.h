@@ -82,10 +82,6 @@ struct kube_client *op_client(struct op *op);
 struct kube_informer *op_informer(struct op *op, const char *resource);
 const struct op_config *op_config_of(const struct op *op);
 
-/* "[host]:port" into host (may come back "") and port; "0" gives port -1
- * (off). NV_E_INVAL when malformed. */
-enum nv_err op_parse_bind(const char *addr, char *host, size_t hostsz, int *port);
-
 /* ---- the flag table ---- */
 
 enum op_flag_type { OP_FLAG_BOOL = 0, OP_FLAG_STRING, OP_FLAG_INT, OP_FLAG_DURATION };

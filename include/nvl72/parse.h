@@ -25,6 +25,12 @@ enum nv_err parse_duration_ms(const char *s, int64_t *out_ms);
 enum nv_err parse_i64_n(const char *s, size_t len, int64_t min, int64_t max,
 			int64_t *out);
 
+/* A listen address: "host:port", ":port" (every address) or "[v6]:port",
+ * the host copied without brackets into host (hostsz bytes, "" for every
+ * address) and the port 0..65535. "" and "0" mean off: host "" and port
+ * -1. NV_E_INVAL when malformed or when the host does not fit. */
+enum nv_err parse_hostport(const char *addr, char *host, size_t hostsz, int *port);
+
 /* Copies src into dst of size dstsz, always NUL-terminating; returns
  * NV_E_TOO_LARGE (and a truncated copy) when src does not fit. */
 enum nv_err str_copy(char *dst, size_t dstsz, const char *src);

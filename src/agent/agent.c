@@ -655,17 +655,13 @@ static bool check_synced(void *arg, struct buf *why)
 
 static enum nv_err web_start(struct agent *a)
 {
-	const char *bind = a->cfg->metrics_bind, *colon = strrchr(bind, ':');
 	char addr[256];
 	int port;
 	enum nv_err rc;
 
-	if (bind[0] == '\0')
-		return NV_OK;
-	snprintf(addr, sizeof(addr), "%.*s", (int)(colon - bind), bind);
-	rc = parse_int(colon + 1, 0, 65535, &port);
-	if (rc != NV_OK)
-		return NV_E_CONFIG;
+	rc = agent_config_metrics_addr(a->cfg, addr, sizeof(addr), &port);
+	if (rc != NV_OK || port < 0)
+		return rc;
 	rc = web_server_new(&(struct web_config){.name = "agent",
 						 .bind_addr = addr[0] ? addr : NULL,
 						 .port = port,

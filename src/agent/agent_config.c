@@ -244,7 +244,10 @@ static enum nv_err check_run(const struct agent_config *c, char *err, size_t err
 		snprintf(err, errsz, "--lease-duration must be longer than --heartbeat-period");
 		return NV_E_CONFIG;
 	}
-	if (c->metrics_bind[0] != '\0' && strrchr(c->metrics_bind, ':') == NULL) {
+	char host[256];
+	int port;
+
+	if (agent_config_metrics_addr(c, host, sizeof(host), &port) != NV_OK) {
 		snprintf(err, errsz, "--metrics-bind-address: expected ADDR:PORT, got \"%s\"",
 			 c->metrics_bind);
 		return NV_E_CONFIG;
@@ -302,6 +305,27 @@ enum nv_err agent_config_parse(struct agent_config *c, int argc, char *const *ar
 	if (rc == NV_OK)
 		rc = check_run(c, err, errsz);
 	return rc;
+}
+
+enum nv_err agent_config_metrics_addr(const struct agent_config *c, char *host, size_t hostsz,
+				      int *port)
+{
+	char h[256];
+	int p;
+
+	if (c->metrics_bind[0] == '\0') {
+		if (hostsz == 0)
+			return NV_E_CONFIG;
+		host[0] = '\0';
+		*port = -1;
+		return NV_OK;
+	}
+	/* "0" is off for the operator's flags; here only "" is. */
+	if (parse_hostport(c->metrics_bind, h, sizeof(h), &p) != NV_OK || p < 0 ||
+	    str_copy(host, hostsz, h) != NV_OK)
+		return NV_E_CONFIG;
+	*port = p;
+	return NV_OK;
 }
 
 enum agent_fm_policy agent_config_fm_policy(const struct agent_config *c)

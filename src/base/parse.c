@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Checked number, boolean and duration parsing: the only way text from
-// outside becomes a number, so every value is range-checked on entry.
+// Checked number, boolean, duration and listen-address parsing: the only
+// way text from outside becomes a number, so every value is range-checked
+// on entry.
 #include "nvl72/parse.h"
 
 #include <ctype.h>
@@ -160,6 +161,38 @@ enum nv_err parse_duration_ms(const char *s, int64_t *out_ms)
 		total += v * mult;
 	}
 	*out_ms = total;
+	return NV_OK;
+}
+
+enum nv_err parse_hostport(const char *addr, char *host, size_t hostsz, int *port)
+{
+	const char *colon, *h;
+	size_t n;
+	int p;
+
+	if (addr[0] == '\0' || strcmp(addr, "0") == 0) {
+		if (hostsz == 0)
+			return NV_E_INVAL;
+		host[0] = '\0';
+		*port = -1;
+		return NV_OK;
+	}
+	colon = strrchr(addr, ':');
+	if (colon == NULL || parse_int(colon + 1, 0, 65535, &p) != NV_OK)
+		return NV_E_INVAL;
+	h = addr;
+	n = (size_t)(colon - addr);
+	if (n > 0 && h[0] == '[') { /* [::1]:80 */
+		if (n < 2 || h[n - 1] != ']')
+			return NV_E_INVAL;
+		h++;
+		n -= 2;
+	}
+	if (n >= hostsz)
+		return NV_E_INVAL;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	*port = p;
 	return NV_OK;
 }
 

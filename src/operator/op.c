@@ -20,30 +20,6 @@
 static const struct kube_res RES_COORD_LEASES = {"coordination.k8s.io", "v1", "leases", "Lease",
                                                  true};
 
-enum nv_err op_parse_bind(const char *addr, char *host, size_t hostsz, int *port)
-{
-	const char *colon;
-	if (strcmp(addr, "0") == 0 || addr[0] == '\0') {
-		host[0] = '\0';
-		*port = -1;
-		return NV_OK;
-	}
-	colon = strrchr(addr, ':');
-	if (colon == NULL || (size_t)(colon - addr) >= hostsz)
-		return NV_E_INVAL;
-	if (parse_int(colon + 1, 0, 65535, port) != NV_OK)
-		return NV_E_INVAL;
-	snprintf(host, hostsz, "%.*s", (int)(colon - addr), addr);
-	if (host[0] == '[') { /* [::1]:80 */
-		size_t l = strlen(host);
-		if (l < 2 || host[l - 1] != ']')
-			return NV_E_INVAL;
-		memmove(host, host + 1, l - 2);
-		host[l - 2] = '\0';
-	}
-	return NV_OK;
-}
-
 bool op_is_leading(struct op *op)
 {
 	pthread_mutex_lock(&op->mu);
@@ -157,7 +133,7 @@ static enum nv_err server_new(struct op *op, const char *name, const char *addr,
 	struct web_config wc = {.name = name};
 
 	*out = NULL;
-	if (op_parse_bind(addr, host, sizeof(host), &port) != NV_OK) {
+	if (parse_hostport(addr, host, sizeof(host), &port) != NV_OK) {
 		log_error(OP_COMP, "bad bind address", "server=%s addr=\"%s\"", name, addr);
 		return NV_E_CONFIG;
 	}
@@ -350,7 +326,7 @@ static enum nv_err webhook_start(struct op *op)
 	int port;
 	enum nv_err rc;
 
-	if (op_parse_bind(op->cfg.webhook_addr, host, sizeof(host), &port) != NV_OK)
+	if (parse_hostport(op->cfg.webhook_addr, host, sizeof(host), &port) != NV_OK)
 		return NV_E_CONFIG;
 	if (port < 0)
 		return NV_OK;

@@ -35,7 +35,7 @@ static const char *plug_bind_ip(struct op_webhook_plug *p, const char *addr)
 {
 	unsigned char raw[16];
 	int port = 0;
-	if (addr == NULL || op_parse_bind(addr, p->bind_ip, sizeof(p->bind_ip), &port) != NV_OK)
+	if (addr == NULL || parse_hostport(addr, p->bind_ip, sizeof(p->bind_ip), &port) != NV_OK)
 		return NULL;
 	bool v4 = inet_pton(AF_INET, p->bind_ip, raw) == 1;
 	bool v6 = !v4 && inet_pton(AF_INET6, p->bind_ip, raw) == 1;

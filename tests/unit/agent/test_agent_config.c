@@ -116,6 +116,9 @@ static void test_agent_config_parse_errors(void **state)
 		{{"a", "--tray=x", "--heartbeat-period=30s", "--lease-duration=20s", NULL},
 		 "--lease-duration must be longer"},
 		{{"a", "--tray=x", "--metrics-bind-address=9400", NULL}, "expected ADDR:PORT"},
+		{{"a", "--tray=x", "--metrics-bind-address=[::1]", NULL}, "expected ADDR:PORT"},
+		{{"a", "--tray=x", "--metrics-bind-address=h:99999", NULL}, "expected ADDR:PORT"},
+		{{"a", "--tray=x", "--metrics-bind-address=0", NULL}, "expected ADDR:PORT"},
 	};
 	const char *envp[] = {"NVL72_LOG_LEVEL=chatty", NULL};
 	struct parsed p;
@@ -132,6 +135,33 @@ static void test_agent_config_parse_errors(void **state)
 	assert_int_equal(p.rc, NV_E_CONFIG);
 	assert_non_null(strstr(p.err, "$NVL72_LOG_LEVEL"));
 	agent_config_clear(&p.c);
+}
+
+/* The metrics server's address, IPv6 in brackets included. */
+static void test_agent_config_metrics_addr_forms(void **state)
+{
+	static const struct {
+		const char *flag, *host;
+		int port;
+	} cases[] = {
+		{"--metrics-bind-address=[::1]:9400", "::1", 9400},
+		{"--metrics-bind-address=127.0.0.1:0", "127.0.0.1", 0},
+		{"--metrics-bind-address=:9400", "", 9400},
+		{"--metrics-bind-address=", "", -1},
+	};
+	struct parsed p;
+	char host[64];
+	int port;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		parse(&p, (const char *[]){"a", "--tray=x", cases[i].flag, NULL}, NULL);
+		assert_int_equal(p.rc, NV_OK);
+		assert_int_equal(agent_config_metrics_addr(&p.c, host, sizeof(host), &port), NV_OK);
+		assert_string_equal(host, cases[i].host);
+		assert_int_equal(port, cases[i].port);
+		agent_config_clear(&p.c);
+	}
 }
 
 static void test_agent_config_parse_actions(void **state)
@@ -194,6 +224,7 @@ int main(void)
 		cmocka_unit_test(test_agent_config_parse_env_below_flags),
 		cmocka_unit_test(test_agent_config_parse_installer_repeats),
 		cmocka_unit_test(test_agent_config_parse_errors),
+		cmocka_unit_test(test_agent_config_metrics_addr_forms),
 		cmocka_unit_test(test_agent_config_parse_actions),
 		cmocka_unit_test(test_agent_config_usage_lists_every_flag),
 	};

@@ -124,6 +124,44 @@ static void test_str_copy_truncates_and_reports(void **state)
 	assert_false(str_has_suffix("a", "abc"));
 }
 
+static void test_parse_hostport_forms(void **state)
+{
+	(void)state;
+	char host[16];
+	int port = 7;
+	assert_int_equal(parse_hostport("127.0.0.1:8080", host, sizeof(host), &port), NV_OK);
+	assert_string_equal(host, "127.0.0.1");
+	assert_int_equal(port, 8080);
+	assert_int_equal(parse_hostport(":9400", host, sizeof(host), &port), NV_OK);
+	assert_string_equal(host, "");
+	assert_int_equal(port, 9400);
+	assert_int_equal(parse_hostport("[::1]:9", host, sizeof(host), &port), NV_OK);
+	assert_string_equal(host, "::1");
+	assert_int_equal(port, 9);
+	assert_int_equal(parse_hostport("localhost:0", host, sizeof(host), &port), NV_OK);
+	assert_string_equal(host, "localhost");
+	assert_int_equal(port, 0);
+	assert_int_equal(parse_hostport("0", host, sizeof(host), &port), NV_OK);
+	assert_string_equal(host, "");
+	assert_int_equal(port, -1);
+	assert_int_equal(parse_hostport("", host, sizeof(host), &port), NV_OK);
+	assert_int_equal(port, -1);
+}
+
+static void test_parse_hostport_rejects(void **state)
+{
+	(void)state;
+	char host[16] = "kept";
+	int port = 7;
+	const char *bad[] = {"[::1]",   "[::1]x:80", "[:80",        "8080",  "h:",
+			     "h:99999", "h:-1",      "h:80x",       "h: 80", "h:0x50",
+			     "a-host-name-too-long:80", "[0123:4567:89ab::1]:80"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(parse_hostport(bad[i], host, sizeof(host), &port), NV_E_INVAL);
+	assert_string_equal(host, "kept");
+	assert_int_equal(port, 7);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -136,6 +174,8 @@ int main(void)
 		cmocka_unit_test(test_parse_bool_words),
 		cmocka_unit_test(test_parse_duration_ms_units),
 		cmocka_unit_test(test_str_copy_truncates_and_reports),
+		cmocka_unit_test(test_parse_hostport_forms),
+		cmocka_unit_test(test_parse_hostport_rejects),
 	};
 	return cmocka_run_group_tests_name("base/parse", tests, NULL, NULL);
 }

@@ -101,22 +101,6 @@ static void test_op_flags_parse_fabric(void **state)
 	assert_non_null(strstr(err, "--fabric-poll-interval"));
 }
 
-static void test_op_parse_bind_forms(void **state)
-{
-	(void)state;
-	char host[64];
-	int port;
-	assert_int_equal(op_parse_bind(":8080", host, sizeof(host), &port), NV_OK);
-	assert_string_equal(host, "");
-	assert_int_equal(port, 8080);
-	assert_int_equal(op_parse_bind("[::1]:9", host, sizeof(host), &port), NV_OK);
-	assert_string_equal(host, "::1");
-	assert_int_equal(op_parse_bind("0", host, sizeof(host), &port), NV_OK);
-	assert_int_equal(port, -1);
-	assert_int_equal(op_parse_bind("8080", host, sizeof(host), &port), NV_E_INVAL);
-	assert_int_equal(op_parse_bind("h:99999", host, sizeof(host), &port), NV_E_INVAL);
-}
-
 /* The section between the markers in docs/operator.md is the table. */
 static void test_op_flags_markdown_matches_docs(void **state)
 {
@@ -152,7 +136,6 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_op_flags_parse_defaults_and_values),
 	        cmocka_unit_test(test_op_flags_parse_errors_name_the_flag),
-	        cmocka_unit_test(test_op_parse_bind_forms),
 	        cmocka_unit_test(test_op_flags_parse_fabric),
 	        cmocka_unit_test(test_op_flags_markdown_matches_docs),
 	};
