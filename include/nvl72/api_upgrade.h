@@ -106,6 +106,10 @@ enum api_step_action {
 	API_ACT_ROLL_BACK,
 };
 
+/* The CRD's name of a step action ("Cordon" .. "RollBack"), the one table
+ * the parser, the status writer, logs and metric labels share. */
+const char *api_step_action_name(enum api_step_action a);
+
 /* Gate evidence of a Validate step. */
 struct api_gate_evidence {
 	bool set;

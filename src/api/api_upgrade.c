@@ -23,6 +23,13 @@ static const char *const action_names[] = {
 	"Validate", "Soak",    "Uncordon", "RollBack",
 };
 
+const char *api_step_action_name(enum api_step_action a)
+{
+	if ((unsigned)a >= sizeof(action_names) / sizeof(action_names[0]))
+		return action_names[0];
+	return action_names[a];
+}
+
 const char *api_upgrade_phase_name(enum api_upgrade_phase p)
 {
 	if ((unsigned)p >= sizeof(phase_names) / sizeof(phase_names[0]))
@@ -286,7 +293,7 @@ static json_t *step_to_json(const struct api_upgrade_step *s)
 	json_object_set_new(o, "index", json_integer(s->index));
 	json_object_set_new(o, "wave", json_integer(s->wave));
 	json_object_set_new(o, "action",
-			    json_string(action_names[(unsigned)s->action % 9]));
+			    json_string(api_step_action_name(s->action)));
 	if (s->components != 0)
 		json_object_set_new(o, "components", api_components_to_json(s->components));
 	json_object_set_new(o, "trays", api_tray_set_to_json(s->trays));
@@ -481,7 +488,8 @@ static void step_parse(struct api_ctx *c, const json_t *item, size_t i, void *ar
 		st->index = (int)v;
 	if (api_get_int(c, item, "wave", false, 0, API_COMPUTE_TRAYS, &v))
 		st->wave = (int)v;
-	if (api_get_enum(c, item, "action", true, action_names, 9, &e))
+	if (api_get_enum(c, item, "action", true, action_names,
+			 sizeof(action_names) / sizeof(action_names[0]), &e))
 		st->action = (enum api_step_action)e;
 	(void)api_get_enum_set(c, item, "components", false, 0, api_component_names,
 			       MATRIX_C__COUNT, &st->components);

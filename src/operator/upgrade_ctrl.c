@@ -478,13 +478,9 @@ static enum nv_err trays_act(struct op *op, struct upg_pass *p, const struct op_
 
 /* ---- metrics and events ---- */
 
-static const char *const STEP_ACTIONS[] = {"Cordon",   "Drain", "Apply",    "WaitFabric",
-                                           "WaitIMEX", "Validate", "Soak", "Uncordon",
-                                           "RollBack"};
-
 static void step_observe(struct op *op, const struct api_upgrade_step *s)
 {
-	const char *lv[] = {STEP_ACTIONS[(unsigned)s->action % 9]};
+	const char *lv[] = {api_step_action_name(s->action)};
 	if (s->completion_ms > 0 && s->start_ms > 0)
 		(void)metrics_histogram_observe(op->upg_step_seconds, lv,
 		                                (double)(s->completion_ms - s->start_ms) / 1000.0);

@@ -24,8 +24,6 @@
 
 static const char *const act_names[] = {"None",  "Drain",  "Apply",
                                         "Validate", "Release", "OutOfBand"};
-static const char *const step_names[] = {"Cordon",   "Drain", "Apply",    "WaitFabric", "WaitIMEX",
-                                         "Validate", "Soak",  "Uncordon", "RollBack"};
 
 const char *op_upgrade_act_name(enum op_upgrade_act a)
 {
@@ -893,7 +891,7 @@ static void rollout(struct pass *p)
 			struct api_upgrade_step *s = current(st);
 			phase_set(p, API_PHASE_HALTED);
 			message(p, "step %d (%s, wave %d) failed: %s", s->index,
-			        step_names[(unsigned)s->action % 9], s->wave, s->message);
+			        api_step_action_name(s->action), s->wave, s->message);
 			return;
 		}
 		if (v == V_WAIT) {

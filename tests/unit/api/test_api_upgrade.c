@@ -304,6 +304,16 @@ static void test_api_rack_upgrade_status_parse_rejects(void **state)
 		   "status.steps[0].evidence.tolerancePercent", NULL);
 }
 
+static void test_api_step_action_name_crd_spelling(void **state)
+{
+	(void)state;
+	assert_string_equal(api_step_action_name(API_ACT_CORDON), "Cordon");
+	assert_string_equal(api_step_action_name(API_ACT_WAIT_FABRIC), "WaitFabric");
+	assert_string_equal(api_step_action_name(API_ACT_WAIT_IMEX), "WaitIMEX");
+	assert_string_equal(api_step_action_name(API_ACT_UNCORDON), "Uncordon");
+	assert_string_equal(api_step_action_name(API_ACT_ROLL_BACK), "RollBack");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -315,6 +325,7 @@ int main(void)
 		cmocka_unit_test(test_api_rack_upgrade_status_parse_round_trip),
 		cmocka_unit_test(test_api_rack_upgrade_status_parse_empty),
 		cmocka_unit_test(test_api_rack_upgrade_status_parse_rejects),
+		cmocka_unit_test(test_api_step_action_name_crd_spelling),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
