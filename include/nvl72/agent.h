@@ -115,9 +115,13 @@ struct agent_spec {
 	struct host_val_request validation;
 };
 
-/* Reads what the agent needs from a ComputeTray; node_ip is this tray's
- * IMEX address. NV_E_INVALID_OBJECT with err filled on a spec the agent
- * cannot act on (its IMEX part is then dropped, the rest kept). */
+/* Reads what the agent needs from a ComputeTray with the api's parser
+ * (api_compute_tray_parse); node_ip is this tray's IMEX address.
+ * NV_E_INVALID_OBJECT with err filled ("spec.imex.peers: must ...", the
+ * errors joined by "; ") when the tray fails the CRD's checks: a failing
+ * spec.driver, spec.imex, spec.maintenance or spec.validation is then
+ * dropped and the rest kept; an error anywhere else leaves nothing to act
+ * on. */
 enum nv_err agent_spec_parse(const json_t *tray, const char *node_ip, struct agent_spec *out,
 			     char *err, size_t errsz);
 

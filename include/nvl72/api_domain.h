@@ -8,8 +8,6 @@
 #include "nvl72/api.h"
 #include "nvl72/api_rack.h"
 
-enum api_alloc_mode { API_ALLOC_SINGLE = 0, API_ALLOC_ALL };
-
 struct api_compute_domain {
 	struct api_meta meta; /* namespaced */
 	int num_nodes;        /* 1..18 */

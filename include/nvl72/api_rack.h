@@ -157,6 +157,8 @@ json_t *api_rack_status_to_json(const struct api_rack_status *s);
 
 enum api_flavour { API_FLAVOUR_OPEN = 0, API_FLAVOUR_PROPRIETARY };
 enum api_imex_mode { API_IMEX_PROCESS = 0, API_IMEX_HOST };
+/* Channel device nodes: those in the ids, or every one below the count. */
+enum api_alloc_mode { API_ALLOC_SINGLE = 0, API_ALLOC_ALL };
 enum api_activation { API_ACTIVATE_RELOAD = 0, API_ACTIVATE_REBOOT };
 enum api_maint_state {
 	API_MAINT_NONE = 0,
@@ -195,12 +197,14 @@ struct api_compute_tray {
 	int imex_port;
 	int imex_command_port;
 	int channel_count;
+	enum api_alloc_mode channel_alloc;
 	unsigned nchannel_ids;
 	int channel_ids[API_IMEX_CHANNEL_IDS_MAX];
 	enum api_maint_state maint;
 	char maint_reason[513];
 	char maint_requestor[254];
 	char maint_upgrade[64];
+	bool has_maint_step; /* spec.maintenance.upgrade.step is set */
 	int maint_step;
 	uint32_t maint_components; /* MATRIX_BIT set */
 	/* spec.validation: a new id asks the agent for a new validation run. */

@@ -8,8 +8,10 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "nvl72/api_rack.h"
 #include "nvl72/base.h"
 #include "nvl72/json.h"
 #include "nvl72/kube_ctrl.h"
@@ -20,170 +22,147 @@
 
 /* ---- spec ---- */
 
-static void str_field(const json_t *o, const char *path, char *out, size_t outsz)
+/* The parts of spec the agent acts on one by one: a part that fails its
+ * checks is dropped and the rest is still acted on. */
+static const char *const spec_parts[] = {"driver", "imex", "maintenance", "validation"};
+
+/* The part of spec an error path is in, or -1. */
+static int spec_part_of(const char *path)
 {
-	str_copy(out, outsz, jx_str_or(o, path, ""));
+	size_t n;
+
+	if (!str_has_prefix(path, "spec."))
+		return -1;
+	path += 5;
+	for (size_t i = 0; i < ARRAY_LEN(spec_parts); i++) {
+		n = strlen(spec_parts[i]);
+		if (strncmp(path, spec_parts[i], n) == 0 &&
+		    (path[n] == '\0' || path[n] == '.' || path[n] == '['))
+			return (int)i;
+	}
+	return -1;
 }
 
-static enum nv_err imex_parse(const json_t *im, const char *node_ip, struct agent_spec *s,
-			      char *err, size_t errsz)
+/* The parts every error is in (bit i: spec_parts[i]); false when an error
+ * is outside them, so that no part can be dropped to keep the rest. */
+static bool spec_failed_parts(const struct api_errors *e, unsigned *parts)
+{
+	*parts = 0;
+	if (e->dropped > 0)
+		return false;
+	for (unsigned i = 0; i < e->n; i++) {
+		int part = spec_part_of(e->list[i].path);
+		if (part < 0)
+			return false;
+		*parts |= 1u << part;
+	}
+	return true;
+}
+
+/* A shallow copy of tray whose spec lacks the given parts (new reference). */
+static json_t *tray_without(const json_t *tray, unsigned parts)
+{
+	json_t *t = json_copy((json_t *)tray);
+	json_t *spec = json_copy(json_object_get(tray, "spec"));
+
+	for (size_t i = 0; i < ARRAY_LEN(spec_parts); i++)
+		if (parts & (1u << i))
+			json_object_del(spec, spec_parts[i]);
+	json_object_set_new(t, "spec", spec);
+	return t;
+}
+
+static void imex_from_api(const struct api_compute_tray *t, const char *node_ip,
+			  struct agent_spec *s)
 {
 	struct host_imex_cfg *c = &s->imex;
-	json_t *peers = jx_path(im, "peers"), *ids = jx_path(im, "channels.ids"), *v;
-	int64_t port = 50000, cport = 50005, count = 2048;
-	size_t i;
 
-	memset(c, 0, sizeof(*c));
-	c->mode = strcmp(jx_str_or(im, "mode", "process"), "host") == 0 ? HOST_IMEX_HOST
-									: HOST_IMEX_PROCESS;
-	str_field(im, "domain", c->domain, sizeof(c->domain));
-	if ((jx_path(im, "port") && jx_get_int(im, "port", 1024, 65535, &port, NULL) != NV_OK) ||
-	    (jx_path(im, "commandPort") &&
-	     jx_get_int(im, "commandPort", 1024, 65535, &cport, NULL) != NV_OK) ||
-	    (jx_path(im, "channels.count") &&
-	     jx_get_int(im, "channels.count", 1, 1 << 20, &count, NULL) != NV_OK)) {
-		snprintf(err, errsz, "spec.imex: a port or the channel count is out of range");
-		return NV_E_INVALID_OBJECT;
-	}
-	if (!json_is_array(peers) || json_array_size(peers) == 0 ||
-	    json_array_size(peers) > HOST_IMEX_NODES_MAX) {
-		snprintf(err, errsz, "spec.imex.peers: expected 1 to %d addresses",
-			 HOST_IMEX_NODES_MAX);
-		return NV_E_INVALID_OBJECT;
-	}
-	json_array_foreach(peers, i, v)
-	{
-		if (!json_is_string(v) || json_string_length(v) == 0 ||
-		    json_string_length(v) >= HOST_HOSTNAME_LEN) {
-			snprintf(err, errsz, "spec.imex.peers[%zu]: not an address", i);
-			return NV_E_INVALID_OBJECT;
-		}
-		str_copy(c->peers[c->n_peers++], HOST_HOSTNAME_LEN, json_string_value(v));
-	}
-	json_array_foreach(ids, i, v)
-	{
-		if (s->n_channel_ids >= ARRAY_LEN(s->channel_ids) || !json_is_integer(v) ||
-		    json_integer_value(v) < 0 || json_integer_value(v) >= count) {
-			snprintf(err, errsz, "spec.imex.channels.ids[%zu]: out of range", i);
-			return NV_E_INVALID_OBJECT;
-		}
-		s->channel_ids[s->n_channel_ids++] = (unsigned)json_integer_value(v);
-	}
-	const char *mode = jx_str_or(im, "channels.allocationMode", "Single");
-	if (strcmp(mode, "Single") != 0 && strcmp(mode, "All") != 0) {
-		snprintf(err, errsz,
-			 "spec.imex.channels.allocationMode: \"%.32s\" is neither Single nor All",
-			 mode);
-		return NV_E_INVALID_OBJECT;
-	}
-	s->channels_all = strcmp(mode, "All") == 0;
-	str_copy(c->bind_ip, sizeof(c->bind_ip), node_ip ? node_ip : "");
-	c->server_port = (unsigned)port;
-	c->cmd_port = (unsigned)cport;
-	c->channels = (unsigned)count;
+	c->mode = t->imex_mode == API_IMEX_HOST ? HOST_IMEX_HOST : HOST_IMEX_PROCESS;
+	(void)str_copy(c->domain, sizeof(c->domain), t->imex_domain);
+	for (unsigned i = 0; i < t->npeers; i++)
+		(void)str_copy(c->peers[c->n_peers++], HOST_HOSTNAME_LEN, t->peers[i]);
+	(void)str_copy(c->bind_ip, sizeof(c->bind_ip), node_ip ? node_ip : "");
+	c->server_port = (unsigned)t->imex_port;
+	c->cmd_port = (unsigned)t->imex_command_port;
+	c->channels = (unsigned)t->channel_count;
 	c->grace_s = -1;
-	s->channel_count = (unsigned)count;
+	s->channel_count = (unsigned)t->channel_count;
+	s->channels_all = t->channel_alloc == API_ALLOC_ALL;
+	for (unsigned i = 0; i < t->nchannel_ids; i++)
+		s->channel_ids[s->n_channel_ids++] = (unsigned)t->channel_ids[i];
 	s->has_imex = true;
-	return NV_OK;
 }
 
-/* spec.validation: {id, timeoutSeconds, args}. The CRD bounds it already;
- * a spec the agent cannot act on starts no run. */
-static enum nv_err validation_parse(const json_t *v, struct agent_spec *s, char *err,
-				    size_t errsz)
+static void validation_from_api(const struct api_compute_tray *t, struct agent_spec *s)
 {
 	struct host_val_request *r = &s->validation;
-	const char *id = jx_str_or(v, "id", "");
-	json_t *args = jx_path(v, "args"), *a;
-	int64_t timeout_s = 600;
-	size_t i;
 
-	memset(r, 0, sizeof(*r));
-	if (id[0] == '\0' || strlen(id) >= sizeof(r->id)) {
-		snprintf(err, errsz, "spec.validation.id: expected 1 to %d characters",
-			 HOST_VALIDATION_ID_LEN - 1);
-		return NV_E_INVALID_OBJECT;
-	}
-	if (jx_path(v, "timeoutSeconds") != NULL &&
-	    jx_get_int(v, "timeoutSeconds", 10, 86400, &timeout_s, NULL) != NV_OK) {
-		snprintf(err, errsz, "spec.validation.timeoutSeconds: expected 10 to 86400");
-		return NV_E_INVALID_OBJECT;
-	}
-	if (args != NULL && (!json_is_array(args) ||
-			     json_array_size(args) > HOST_VALIDATION_ARGS_MAX)) {
-		snprintf(err, errsz, "spec.validation.args: expected at most %d strings",
-			 HOST_VALIDATION_ARGS_MAX);
-		return NV_E_INVALID_OBJECT;
-	}
-	json_array_foreach(args, i, a)
-	{
-		if (!json_is_string(a) || json_string_length(a) >= HOST_VALIDATION_ARG_LEN ||
-		    strlen(json_string_value(a)) != json_string_length(a)) {
-			snprintf(err, errsz, "spec.validation.args[%zu]: not a string below %d bytes",
-				 i, HOST_VALIDATION_ARG_LEN);
-			return NV_E_INVALID_OBJECT;
-		}
-		str_copy(r->args[r->n_args++], HOST_VALIDATION_ARG_LEN, json_string_value(a));
-	}
-	str_copy(r->id, sizeof(r->id), id);
-	r->timeout_ms = timeout_s * 1000;
+	(void)str_copy(r->id, sizeof(r->id), t->validation_id);
+	r->timeout_ms = (int64_t)t->validation_timeout_s * 1000;
+	for (unsigned i = 0; i < t->nvalidation_args; i++)
+		(void)str_copy(r->args[r->n_args++], HOST_VALIDATION_ARG_LEN,
+			       t->validation_args[i]);
 	s->has_validation = true;
-	return NV_OK;
+}
+
+static void spec_from_api(const struct api_compute_tray *t, const char *node_ip,
+			  struct agent_spec *s)
+{
+	s->generation = t->meta.generation;
+	(void)str_copy(s->name, sizeof(s->name), t->meta.name);
+	(void)str_copy(s->uid, sizeof(s->uid), t->meta.uid);
+	(void)str_copy(s->node, sizeof(s->node), t->node);
+	(void)str_copy(s->rack, sizeof(s->rack), t->rack);
+	(void)str_copy(s->maint_state, sizeof(s->maint_state), api_maint_state_name(t->maint));
+	s->has_upgrade_step = t->has_maint_step;
+	s->upgrade_step = t->maint_step;
+	if (t->has_driver) {
+		s->has_driver = true;
+		(void)str_copy(s->driver_version, sizeof(s->driver_version),
+			       t->driver.version.text);
+		s->activation = t->activation == API_ACTIVATE_REBOOT ? AGENT_ACTIVATE_REBOOT
+								     : AGENT_ACTIVATE_RELOAD;
+	}
+	if (t->has_imex)
+		imex_from_api(t, node_ip, s);
+	if (t->has_validation)
+		validation_from_api(t, s);
 }
 
 enum nv_err agent_spec_parse(const json_t *tray, const char *node_ip, struct agent_spec *out,
 			     char *err, size_t errsz)
 {
-	const json_t *spec = jx_path(tray, "spec");
-	const json_t *im = jx_path(spec, "imex");
-	const char *v;
-	int64_t step;
-	int cmp;
-	enum nv_err rc = NV_OK;
+	struct api_errors *errs = xcalloc(1, sizeof(*errs));
+	struct api_compute_tray *t = NULL;
+	struct buf text;
+	json_t *rest;
+	unsigned parts;
+	enum nv_err rc;
 
 	memset(out, 0, sizeof(*out));
+	(void)str_copy(out->maint_state, sizeof(out->maint_state), "None");
 	err[0] = '\0';
-	out->generation = json_integer_value(jx_path(tray, "metadata.generation"));
-	str_field(tray, "metadata.name", out->name, sizeof(out->name));
-	str_field(tray, "metadata.uid", out->uid, sizeof(out->uid));
-	str_field(spec, "node", out->node, sizeof(out->node));
-	str_field(spec, "rack", out->rack, sizeof(out->rack));
-	str_copy(out->maint_state, sizeof(out->maint_state),
-		 jx_str_or(spec, "maintenance.state", "None"));
-	if (jx_get_int(spec, "maintenance.upgrade.step", 0, 255, &step, NULL) == NV_OK) {
-		out->has_upgrade_step = true;
-		out->upgrade_step = (int)step;
-	}
-	v = jx_str_or(spec, "driver.version", NULL);
-	if (v != NULL) {
-		if (strlen(v) >= sizeof(out->driver_version) ||
-		    host_version_cmp(v, v, &cmp) != NV_OK) {
-			snprintf(err, errsz, "spec.driver.version: \"%.64s\" is not a version", v);
-			rc = NV_E_INVALID_OBJECT;
-		} else {
-			out->has_driver = true;
-			str_copy(out->driver_version, sizeof(out->driver_version), v);
-			out->activation = strcmp(jx_str_or(spec, "driver.activation", "Reload"),
-						 "Reboot") == 0
-						  ? AGENT_ACTIVATE_REBOOT
-						  : AGENT_ACTIVATE_RELOAD;
+	api_errors_init(errs);
+	rc = api_compute_tray_parse(tray, &t, errs);
+	if (rc != NV_OK) {
+		buf_init(&text, (API_PATH_LEN + API_MSG_LEN + 2) * (API_ERRORS_MAX + 1));
+		(void)api_errors_format(errs, &text);
+		(void)str_copy(err, errsz, buf_str(&text));
+		buf_clear(&text);
+		if (spec_failed_parts(errs, &parts)) {
+			rest = tray_without(tray, parts);
+			api_errors_init(errs);
+			if (api_compute_tray_parse(rest, &t, errs) != NV_OK)
+				t = NULL;
+			json_decref(rest);
 		}
 	}
-	if (json_is_object(jx_path(spec, "validation"))) {
-		char verr[256];
-		if (validation_parse(jx_path(spec, "validation"), out, verr, sizeof(verr)) != NV_OK) {
-			if (err[0] == '\0')
-				str_copy(err, errsz, verr);
-			rc = NV_E_INVALID_OBJECT;
-		}
-	}
-	if (json_is_object(im) && imex_parse(im, node_ip, out, err, errsz) != NV_OK) {
-		memset(&out->imex, 0, sizeof(out->imex));
-		out->n_channel_ids = 0;
-		out->channels_all = false;
-		out->has_imex = false;
-		rc = NV_E_INVALID_OBJECT;
-	}
+	if (t != NULL)
+		spec_from_api(t, node_ip, out);
+	else /* nothing to act on; the status still names the generation */
+		out->generation = json_integer_value(jx_path(tray, "metadata.generation"));
+	api_compute_tray_free(t);
+	free(errs);
 	return rc;
 }
 

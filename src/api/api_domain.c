@@ -10,8 +10,6 @@
 #include "nvl72/alloc.h"
 #include "nvl72/api_domain.h"
 
-static const char *const alloc_names[] = {"Single", "All"};
-
 static unsigned popcount(uint32_t x)
 {
 	unsigned n = 0;
@@ -75,7 +73,7 @@ static void domain_spec_parse(struct api_ctx *c, const json_t *spec,
 	}
 	if (api_get_object(c, spec, "channel", false, &o)) {
 		size_t old = api_path_push(c, "channel");
-		if (api_get_enum(c, o, "allocationMode", false, alloc_names, 2, &e))
+		if (api_get_enum(c, o, "allocationMode", false, api_alloc_mode_names, 2, &e))
 			d->alloc_mode = (enum api_alloc_mode)e;
 		api_path_pop(c, old);
 	}

@@ -17,6 +17,7 @@ const char *const api_component_names[MATRIX_C__COUNT] = {
 	"bmcFirmware", "nicFirmware", "dpuFirmware", "driver", "doca",
 	"ncclNetPlugin", "draDriver", "kernel", "os", "kubernetes",
 };
+const char *const api_alloc_mode_names[2] = {"Single", "All"};
 
 static bool is_lower_alnum(char ch)
 {

@@ -120,6 +120,9 @@ const json_t *api_envelope(struct api_ctx *c, const json_t *obj, const char *kin
 extern const char *const api_layer_names[5];
 extern const char *const api_platform_names[3];
 extern const char *const api_component_names[MATRIX_C__COUNT];
+/* channel.allocationMode of a ComputeDomain and imex.channels.allocationMode
+ * of a ComputeTray, in the order of enum api_alloc_mode. */
+extern const char *const api_alloc_mode_names[2];
 
 /* A tray bitmask as a JSON array of indices (new reference). */
 json_t *api_tray_set_to_json(uint32_t trays);

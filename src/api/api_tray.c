@@ -90,7 +90,7 @@ static void peers_parse(struct api_ctx *c, const json_t *js,
 			struct api_compute_tray *t)
 {
 	const json_t *arr = NULL;
-	if (!api_get_array(c, js, "peers", false, 0, API_COMPUTE_TRAYS, &arr))
+	if (!api_get_array(c, js, "peers", true, 1, API_COMPUTE_TRAYS, &arr))
 		return;
 	size_t old = api_path_push(c, "peers");
 	for (size_t i = 0; i < json_array_size(arr); i++) {
@@ -119,7 +119,10 @@ static void channels_parse(struct api_ctx *c, const json_t *js,
 	int64_t v = 0;
 	if (!api_get_object(c, js, "channels", false, &ch))
 		return;
+	int e = 0;
 	size_t old = api_path_push(c, "channels");
+	if (api_get_enum(c, ch, "allocationMode", false, api_alloc_mode_names, 2, &e))
+		t->channel_alloc = (enum api_alloc_mode)e;
 	if (api_get_int(c, ch, "count", false, 1, 1048576, &v))
 		t->channel_count = (int)v;
 	if (api_get_array(c, ch, "ids", false, 0, API_IMEX_CHANNEL_IDS_MAX, &ids)) {
@@ -177,8 +180,10 @@ static void maintenance_parse(struct api_ctx *c, const json_t *js,
 		size_t old = api_path_push(c, "upgrade");
 		(void)api_get_string(c, up, "name", true, 1, 63, API_S_ANY,
 				     t->maint_upgrade, sizeof(t->maint_upgrade));
-		if (api_get_int(c, up, "step", false, 0, 255, &v))
+		if (api_get_int(c, up, "step", false, 0, 255, &v)) {
+			t->has_maint_step = true;
 			t->maint_step = (int)v;
+		}
 		(void)api_get_enum_set(c, up, "components", true, 1, api_component_names,
 				       MATRIX_C__COUNT, &t->maint_components);
 		api_path_pop(c, old);

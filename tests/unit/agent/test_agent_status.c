@@ -208,8 +208,27 @@ static void test_agent_spec_parse_bad_imex_keeps_driver(void **state)
 	fixture_free(f);
 	f = fixture_new(",\"driver\":{\"version\":\"latest\"}");
 	assert_false(f->spec.has_driver);
-	assert_non_null(strstr(f->spec_err, "is not a version"));
+	assert_non_null(strstr(f->spec_err, "spec.driver.version: must be a driver version"));
 	fixture_free(f);
+}
+
+static void test_agent_spec_parse_refused_whole(void **state)
+{
+	json_t *t = tray_json(",\"driver\":{\"version\":\"580.95.05\"},"
+			      "\"maintenance\":{\"state\":\"Drained\"}");
+	struct agent_spec s;
+	char err[256];
+
+	(void)state;
+	/* The name no longer matches rack and index: no part is to blame. */
+	json_object_set_new(json_object_get(t, "spec"), "index", json_integer(4));
+	assert_int_equal(agent_spec_parse(t, "10.0.0.3", &s, err, sizeof(err)),
+			 NV_E_INVALID_OBJECT);
+	assert_non_null(strstr(err, "metadata.name: "));
+	assert_false(s.has_driver);
+	assert_string_equal(s.maint_state, "None");
+	assert_int_equal(s.generation, 4);
+	json_decref(t);
 }
 
 static void test_agent_status_build_healthy(void **state)
@@ -450,6 +469,7 @@ int main(void)
 		cmocka_unit_test(test_agent_spec_parse_full),
 		cmocka_unit_test(test_agent_spec_parse_channel_allocation_mode),
 		cmocka_unit_test(test_agent_spec_parse_bad_imex_keeps_driver),
+		cmocka_unit_test(test_agent_spec_parse_refused_whole),
 		cmocka_unit_test(test_agent_status_build_healthy),
 		cmocka_unit_test(test_agent_status_build_stable_and_transitions),
 		cmocka_unit_test(test_agent_status_differs_ignores_heartbeat),

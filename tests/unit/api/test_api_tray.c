@@ -86,6 +86,29 @@ static void test_api_compute_tray_parse_imex(void **state)
 	REJECTS(*state, "spec.imex.peers[4]", "must not repeat an address");
 	test_set(*state, "spec.imex.domain", NULL);
 	REJECTS(*state, "spec.imex.domain", "is required");
+	test_set(*state, "spec.imex.domain", json_string("gb300-r07"));
+	test_set(*state, "spec.imex.peers", json_array());
+	REJECTS(*state, "spec.imex.peers", "must have at least 1 items");
+	test_set(*state, "spec.imex.peers", NULL);
+	REJECTS(*state, "spec.imex.peers", "is required");
+}
+
+static void test_api_compute_tray_parse_channel_allocation(void **state)
+{
+	struct api_errors e;
+	struct api_compute_tray *t = NULL;
+
+	api_errors_init(&e);
+	assert_int_equal(api_compute_tray_parse(*state, &t, &e), NV_OK);
+	assert_int_equal(t->channel_alloc, API_ALLOC_SINGLE);
+	api_compute_tray_free(t);
+	test_set(*state, "spec.imex.channels.allocationMode", json_string("All"));
+	api_errors_init(&e);
+	assert_int_equal(api_compute_tray_parse(*state, &t, &e), NV_OK);
+	assert_int_equal(t->channel_alloc, API_ALLOC_ALL);
+	api_compute_tray_free(t);
+	test_set(*state, "spec.imex.channels.allocationMode", json_string("Many"));
+	REJECTS(*state, "spec.imex.channels.allocationMode", "must be one of: Single, All");
 }
 
 static void test_api_compute_tray_parse_maintenance(void **state)
@@ -104,7 +127,13 @@ static void test_api_compute_tray_parse_maintenance(void **state)
 	assert_int_equal(api_compute_tray_parse(*state, &t, &e), NV_OK);
 	assert_int_equal(t->maint, API_MAINT_UPGRADING);
 	assert_int_equal(t->maint_components, MATRIX_BIT(MATRIX_C_DRIVER));
+	assert_true(t->has_maint_step);
 	assert_int_equal(t->maint_step, 1);
+	api_compute_tray_free(t);
+	test_set(*state, "spec.maintenance.upgrade.step", NULL);
+	api_errors_init(&e);
+	assert_int_equal(api_compute_tray_parse(*state, &t, &e), NV_OK);
+	assert_false(t->has_maint_step);
 	api_compute_tray_free(t);
 }
 
@@ -192,6 +221,7 @@ int main(void)
 		T(test_api_compute_tray_parse_name_rule),
 		T(test_api_compute_tray_parse_driver),
 		T(test_api_compute_tray_parse_imex),
+		T(test_api_compute_tray_parse_channel_allocation),
 		T(test_api_compute_tray_parse_maintenance),
 		T(test_api_compute_tray_parse_spec_required),
 		T(test_api_compute_tray_parse_validation),
