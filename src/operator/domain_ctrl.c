@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "nvl72/alloc.h"
+#include "nvl72/api_domain.h"
+#include "nvl72/buf.h"
 #include "nvl72/json.h"
 #include "nvl72/log.h"
 #include "nvl72/operator_domain.h"
@@ -178,6 +180,7 @@ void domain_enqueue_all(struct op *op)
 /* Everything one pass reads, with the references it holds. */
 struct domain_pass {
 	json_t *dom;
+	struct api_compute_domain *spec;
 	json_t *trays; /* every ComputeTray */
 	json_t **nodes;
 	struct op_domain_cand *cand;
@@ -196,6 +199,7 @@ static void pass_clear(struct domain_pass *p)
 	free(p->cand);
 	json_decref(p->trays);
 	json_decref(p->dom);
+	api_compute_domain_free(p->spec);
 }
 
 static const char *internal_ip(const json_t *node)
@@ -277,8 +281,8 @@ static void member_judge(struct op *op, struct domain_pass *p, struct op_domain_
 
 static void pass_load(struct op *op, struct domain_pass *p)
 {
-	const char *rack = jx_str_or(p->dom, "spec.selector.rack", "");
-	const char *part = jx_str_or(p->dom, "spec.selector.partition", "");
+	const char *rack = p->spec->rack;
+	const char *part = p->spec->partition;
 	int64_t now = time_wall_ms();
 	const json_t *t;
 	size_t i;
@@ -456,9 +460,7 @@ static enum nv_err members_sync(struct op *op, struct domain_pass *p,
 {
 	json_t *peers = plan->placed ? op_domain_peers(p->cand, plan) : NULL, *body;
 	enum op_domain_channels channels =
-	        strcmp(jx_str_or(p->dom, "spec.channel.allocationMode", "Single"), "All") == 0
-	                ? OP_CHANNELS_ALL
-	                : OP_CHANNELS_SINGLE;
+	        p->spec->alloc_mode == API_ALLOC_ALL ? OP_CHANNELS_ALL : OP_CHANNELS_SINGLE;
 	enum nv_err worst = NV_OK, rc;
 
 	for (unsigned i = 0; i < p->n; i++) {
@@ -579,6 +581,29 @@ static struct kube_result domain_delete(struct op *op, struct domain_pass *p)
 	return (struct kube_result){.err = rc};
 }
 
+/* The domain's spec, read with the api's parser. The apiserver's schema
+ * lets no spec through that it refuses; should one come, it is reported
+ * and left alone until the object changes. */
+static enum nv_err spec_read(struct op *op, struct domain_pass *p)
+{
+	struct api_errors *errs = xcalloc(1, sizeof(*errs));
+	struct buf text;
+	enum nv_err rc;
+
+	api_errors_init(errs);
+	rc = api_compute_domain_parse(p->dom, &p->spec, errs);
+	if (rc != NV_OK) {
+		buf_init(&text, 4096);
+		(void)api_errors_format(errs, &text);
+		log_warn(DOMAIN_COMP, "spec refused", "domain=%s/%s err=\"%s\"", p->ns, p->name,
+		         buf_str(&text));
+		op_event(op, p->dom, "Warning", "SpecInvalid", "Place", "%s", buf_str(&text));
+		buf_clear(&text);
+	}
+	free(errs);
+	return rc;
+}
+
 struct kube_result domain_reconcile(void *ud, const char *key)
 {
 	struct op *op = ud;
@@ -605,8 +630,12 @@ struct kube_result domain_reconcile(void *ud, const char *key)
 		pass_clear(&p);
 		return (struct kube_result){.err = rc};
 	}
+	if ((rc = spec_read(op, &p)) != NV_OK) {
+		pass_clear(&p);
+		return (struct kube_result){.err = rc, .terminal = true};
+	}
 	pass_load(op, &p);
-	int num = (int)json_integer_value(jx_path(p.dom, "spec.numNodes"));
+	int num = p.spec->num_nodes;
 	if (fits) {
 		op_domain_place(p.cand, p.n, p.dkey, num, &plan);
 	} else {
@@ -615,7 +644,7 @@ struct kube_result domain_reconcile(void *ud, const char *key)
 		snprintf(plan.message, sizeof(plan.message),
 		         "\"%s\" is longer than a label value (63)", p.dkey);
 	}
-	if (fits && json_is_true(jx_path(p.dom, "spec.replaceFailedNodes")))
+	if (fits && p.spec->replace_failed_nodes)
 		op_domain_replace_failed(p.cand, p.n, num, op->cfg.domain_replace_grace_ms,
 		                         time_wall_ms(), &plan);
 	if (fits && (r2 = members_sync(op, &p, &plan)) != NV_OK)
