@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Allocation that never returns NULL: running out of memory is logged and
  * aborts, so every buffer fed from outside carries an explicit cap instead. */
+/* Contract: every call is thread-safe and never blocks on I/O. Nothing
+ * here returns NULL; what is returned belongs to the caller, who frees it
+ * with free() (secure_free_str when it held a secret). */
 #ifndef NVL72_ALLOC_H
 #define NVL72_ALLOC_H
 

@@ -2,6 +2,9 @@
 /* A growable byte buffer with a hard cap. Appending past the cap fails with
  * NV_E_TOO_LARGE and leaves the contents unchanged; the data is always
  * NUL-terminated so text can be read in place. */
+/* Contract: one thread per buffer; no call blocks. A buffer is caller
+ * storage (buf_init / buf_clear); the data it holds is its own until
+ * buf_take hands it over. Appends that fail leave the buffer as it was. */
 #ifndef NVL72_BUF_H
 #define NVL72_BUF_H
 
@@ -31,11 +34,13 @@ enum nv_err buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 /* Removes the first n bytes (n <= len). */
 void buf_consume(struct buf *b, size_t n);
-/* Hands the data to the caller (never NULL) and leaves the buffer empty. */
+/* Hands the data to the caller (never NULL; free() it) and leaves the
+ * buffer empty. */
 char *buf_take(struct buf *b);
 /* Wipes the contents before freeing: for buffers that held secrets. */
 void buf_clear_secure(struct buf *b);
-/* A read-only view that is never NULL. */
+/* A read-only view that is never NULL: borrowed from b, valid until the
+ * next call that changes b. */
 const char *buf_str(const struct buf *b);
 
 #endif

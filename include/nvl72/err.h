@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The one error enum of the project. Every fallible call returns it; the
  * list only grows (values are never renumbered) so logs stay comparable. */
+/* Contract: every call is thread-safe, never blocks, and returns a static
+ * string (never NULL, also for an unknown value) or a plain value. */
 #ifndef NVL72_ERR_H
 #define NVL72_ERR_H
 

@@ -2,6 +2,12 @@
 /* The logger: one line per event with time, level, component, message and
  * key=value pairs. Levels are checked before arguments are evaluated, and
  * debug can be switched on per component at run time. */
+/* Contract: log_write, log_enabled and the macros may be called from any
+ * thread. The setters are for start-up, before other threads log: they are
+ * plain stores (log_set_debug takes the lock, but log_enabled reads without
+ * it). log_write blocks for one write and flush of the stream under the
+ * logger's lock, so a stalled stream stalls every thread that logs. Names
+ * returned are static. */
 #ifndef NVL72_LOG_H
 #define NVL72_LOG_H
 
@@ -26,7 +32,8 @@ enum log_level log_get_level(void);
 void log_set_format(enum log_format fmt);
 /* "kube,agent" turns debug on for those components; "*" for all; "" off. */
 void log_set_debug(const char *components);
-/* Where lines go; stderr by default. Not owned. */
+/* Where lines go; stderr by default. Not owned: it must stay open while
+ * any thread may log. */
 void log_set_stream(FILE *f);
 /* Parses "error|warn|info|debug". Returns false on an unknown name. */
 bool log_level_parse(const char *s, enum log_level *out);

@@ -2,6 +2,11 @@
 /* A thread-safe registry of counters, gauges and histograms rendered in the
  * Prometheus text exposition format. Every family caps its number of label
  * sets, so a label fed from outside can never grow the registry unbounded. */
+/* Contract: every call may be made from any thread, at the same time as
+ * others. The registry and each family have a lock held only for memory
+ * work, so no update blocks on I/O; metrics_registry_render also runs the
+ * collectors (outside the locks) and reads /proc for the process figures.
+ * Strings and arrays given in are copied; families stay the registry's. */
 #ifndef NVL72_METRICS_H
 #define NVL72_METRICS_H
 
@@ -57,7 +62,8 @@ void metrics_registry_free(struct metrics_registry *r);
  * freed and is safe to use from any thread. */
 enum nv_err metrics_family_register(struct metrics_registry *r, const struct metrics_desc *d,
                                     struct metrics_family **out);
-/* The family registered under name, or NULL. */
+/* The family registered under name, or NULL; borrowed from r, valid until
+ * the registry is freed. */
 struct metrics_family *metrics_registry_find(struct metrics_registry *r, const char *name);
 /* Adds a callback run before every render (at most 16). */
 enum nv_err metrics_registry_add_collector(struct metrics_registry *r, metrics_collect_fn fn,

@@ -2,6 +2,8 @@
 /* Checked parsing of numbers, booleans and durations. Every function
  * rejects empty input, trailing garbage and values outside [min, max], and
  * sets *out only on success. */
+/* Contract: pure functions, thread-safe, never blocking; they keep no
+ * pointer to their arguments. */
 #ifndef NVL72_PARSE_H
 #define NVL72_PARSE_H
 

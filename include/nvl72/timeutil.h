@@ -2,6 +2,8 @@
 /* Monotonic and wall-clock time in milliseconds, and the RFC 3339 form the
  * Kubernetes API uses for timestamps. Deadlines use the monotonic clock;
  * only what is shown or stored uses the wall clock. */
+/* Contract: thread-safe (no static buffers); only time_sleep_ms blocks,
+ * for the time asked. Out-parameters are set only on NV_OK. */
 #ifndef NVL72_TIMEUTIL_H
 #define NVL72_TIMEUTIL_H
 
