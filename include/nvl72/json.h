@@ -2,6 +2,12 @@
 /* Helpers on top of jansson: bounded parsing, typed accessors addressed by a
  * dotted path whose errors name that path, and JSON merge patches (RFC 7386).
  * Objects stay json_t so fields we do not know survive a read-modify-write. */
+/* Contract: pure helpers, thread-safe on distinct values; they never
+ * block. jansson values are not locked: a value being changed belongs to
+ * one thread, while a value nobody changes may be read and json_incref'd
+ * from any thread (jansson 2.11 and later count references atomically).
+ * "New reference": the caller json_decref's it; "borrowed": valid while
+ * the value it was read from lives and is not changed there. */
 #ifndef NVL72_JSON_H
 #define NVL72_JSON_H
 
@@ -45,7 +51,8 @@ json_t *jx_path(const json_t *root, const char *path);
 
 /* Typed getters. NV_E_NOT_FOUND when the path is absent (or null),
  * NV_E_INVAL when present with the wrong type; e names the path either way.
- * Strings are borrowed from root. */
+ * Every value returned (strings, objects, arrays) is borrowed from root;
+ * *out is set only on NV_OK. */
 enum nv_err jx_get_str(const json_t *root, const char *path, const char **out,
 		       struct jx_err *e);
 enum nv_err jx_get_int(const json_t *root, const char *path, int64_t min,
@@ -56,7 +63,8 @@ enum nv_err jx_get_obj(const json_t *root, const char *path, json_t **out,
 		       struct jx_err *e);
 enum nv_err jx_get_arr(const json_t *root, const char *path, json_t **out,
 		       struct jx_err *e);
-/* Returns the string at path, or def when absent or not a string. */
+/* Returns the string at path (borrowed from root), or def when absent or
+ * not a string. */
 const char *jx_str_or(const json_t *root, const char *path, const char *def);
 
 /* Sets the value at a dotted path (no array indexes), creating objects on
