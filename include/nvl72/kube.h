@@ -2,6 +2,35 @@
 /* The Kubernetes API client: configuration (kubeconfig, in-cluster) and
  * credentials, one shared HTTP/2 transport, typed verbs on raw json_t
  * objects, and single watch streams. Controllers build on kube_ctrl.h. */
+/* Contract, for every call below unless its own comment says otherwise.
+ *
+ * Errors: fallible calls return enum nv_err and set their out-parameters
+ * only on NV_OK (kube_watch's *last_rv is the exception); a struct
+ * kube_status, when one is given, is zeroed first and then filled.
+ *
+ * Ownership: a json_t returned through json_t **out is a new reference the
+ * caller json_decref's; out may be NULL when only the result matters.
+ * Objects, options and strings passed in are borrowed for the call only.
+ * Configs and clients are freed with their own _free; _free(NULL) does
+ * nothing.
+ *
+ * Threads: a kube_client is shared. kube_request, the verbs and kube_watch
+ * may be called from any thread at the same time on one client: each
+ * queues its transfer to the client's one transport thread and waits on
+ * its own. A kube_config belongs to one thread until kube_client_new takes
+ * it. kube_client_free comes last, once no thread uses the client: stop
+ * its informers, workers, leader election, recorder and access checker
+ * first.
+ *
+ * Blocking: a request blocks the calling thread for its round trip. Each
+ * attempt is bounded by the client's timeout_ms (default 30 s), and a
+ * retried request also waits between attempts (the backoff, at most
+ * backoff_max_ms, or the server's Retry-After, at most 1 h) for up to
+ * max_retries more attempts. Getting the credential may run an exec plugin
+ * first (at most 60 s, one caller at a time). Only kube_request, kube_list,
+ * kube_list_all and kube_watch take a kube_stop; set, it ends the wait
+ * within about 100 ms with NV_E_CANCELLED. The configuration calls read
+ * files and never touch the network. */
 #ifndef NVL72_KUBE_H
 #define NVL72_KUBE_H
 
@@ -25,7 +54,10 @@ struct kube_status {
 };
 
 /* A stop signal shared by threads: set once, observed by every wait in
- * this module (requests, watches, backoff sleeps). */
+ * this module (requests, watches, backoff sleeps). Request, read and sleep
+ * from any thread, but not from a signal handler (request takes a lock);
+ * free it (NULL does nothing) once no thread waits on it. kube_stop_sleep
+ * with s NULL sleeps the whole ms. */
 struct kube_stop;
 struct kube_stop *kube_stop_new(void);
 void kube_stop_free(struct kube_stop *s);
@@ -46,7 +78,8 @@ struct kube_config_opts {
 
 /* Finds and loads the configuration: --kubeconfig, then $KUBECONFIG (a
  * ':'-separated list merged first-wins), then in-cluster, then
- * $HOME/.kube/config. Errors name the file and field in st->message. */
+ * $HOME/.kube/config. Errors name the file and field in st->message.
+ * *out is the caller's, to kube_config_free or to hand to kube_client_new. */
 enum nv_err kube_config_load(const struct kube_config_opts *o,
 			     struct kube_config **out, struct kube_status *st);
 /* Parses one kubeconfig document held in memory; relative paths resolve
@@ -58,6 +91,7 @@ enum nv_err kube_config_parse(const char *data, size_t len, const char *dir,
 enum nv_err kube_config_in_cluster(struct kube_config **out, struct kube_status *st);
 void kube_config_free(struct kube_config *c);
 const char *kube_config_server(const struct kube_config *c);
+/* Strings borrowed from c, valid until kube_config_free. */
 /* The context's namespace, the pod's namespace in-cluster, or "default". */
 const char *kube_config_namespace(const struct kube_config *c);
 
@@ -76,12 +110,15 @@ struct kube_client_opts {
 	int64_t backoff_max_ms;    /* cap, default 10000 */
 };
 
-/* Takes ownership of cfg on every path. Starts the transport thread. */
+/* Takes ownership of cfg on every path. Starts the transport thread; the
+ * call itself sends no request. */
 enum nv_err kube_client_new(struct kube_config *cfg, const struct kube_client_opts *o,
 			    struct kube_client **out, struct kube_status *st);
 void kube_client_free(struct kube_client *c);
 
-/* Counters of the shared transport, for tests and metrics. */
+/* Counters of the shared transport, for tests and metrics; a snapshot,
+ * from any thread. The namespace is borrowed from the client's config,
+ * valid until kube_client_free. */
 struct kube_client_stats {
 	uint64_t transfers;     /* HTTP exchanges finished */
 	uint64_t connections;   /* new connections opened for them */
@@ -112,7 +149,8 @@ extern const struct kube_res KUBE_RES_EVENTS;
 extern const struct kube_res KUBE_RES_CRDS;
 
 /* A raw request for anything the verbs below do not cover. path begins
- * with '/'; query is already encoded (no '?'); body may be NULL. */
+ * with '/'; query is already encoded (no '?'); body may be NULL. A 2xx
+ * answer with an empty body and out not NULL is NV_E_PARSE. */
 struct kube_raw_req {
 	const char *method;
 	const char *path;
@@ -144,7 +182,8 @@ struct kube_list_opts {
 enum nv_err kube_list(struct kube_client *c, const struct kube_res *r, const char *ns,
 		      const struct kube_list_opts *o, json_t **out, struct kube_status *st);
 /* Every page (o->limit defaults to 500), merged into one list object whose
- * metadata.resourceVersion is that of the last page. */
+ * metadata.resourceVersion is that of the last page. One request per page,
+ * plus one full list when a continue token expires (410). */
 enum nv_err kube_list_all(struct kube_client *c, const struct kube_res *r,
 			  const char *ns, const struct kube_list_opts *o,
 			  json_t **out, struct kube_status *st);
@@ -206,22 +245,31 @@ struct kube_watch_opts {
 	struct kube_stop *stop;         /* ends the stream early; may be NULL */
 };
 
-/* Called for each event with a borrowed object; returning non-NV_OK ends
- * the stream with that error. */
+/* Called for each event with a borrowed object, valid for the call
+ * (json_incref it to keep it), on the thread that called kube_watch, one
+ * event at a time. Returning non-NV_OK ends the stream with that error. A
+ * slow callback slows only its own stream (it is paused past 1 MiB
+ * unread), never the other transfers of the client. */
 typedef enum nv_err (*kube_watch_fn)(void *ud, enum kube_event_type type,
 				     json_t *object);
 
 /* Runs one watch request until the server ends it, stop is set, or an
  * error. ERROR events end it with the mapped error (410 => NV_E_GONE) and
  * st filled from the carried Status. *last_rv (optional; caller frees)
- * receives the last resourceVersion seen, bookmarks included. */
+ * receives the last resourceVersion seen, bookmarks included, on every
+ * path, errors too, and is left alone when none was seen. One attempt, no
+ * retries: blocks for the stream's life (the server ends it at
+ * timeoutSeconds, at most 600 s by default; a stream silent for 700 s is
+ * dropped), or until stop. */
 enum nv_err kube_watch(struct kube_client *c, const struct kube_res *r, const char *ns,
 		       const struct kube_watch_opts *o, kube_watch_fn fn, void *ud,
 		       char **last_rv, struct kube_status *st);
 
 /* ---- helpers ---- */
 
-/* "ns/name" or "name" for a cluster-scoped object, into out. */
+/* Pure; the strings returned are borrowed from obj ("" when absent). */
+/* "ns/name" or "name" for a cluster-scoped object, into out; NV_E_INVAL
+ * without a name, NV_E_TOO_LARGE when it does not fit. */
 enum nv_err kube_obj_key(const json_t *obj, char *out, size_t outsz);
 const char *kube_obj_name(const json_t *obj);
 const char *kube_obj_namespace(const json_t *obj);

@@ -3,6 +3,11 @@
  * something: a TokenReview names the user, a SubjectAccessReview decides,
  * as kube-rbac-proxy does. Answers are cached by a hash of the token, never
  * by the token itself. */
+/* Contract: a checker may be used from any thread (its cache has a lock
+ * held only for lookups). A check answered from the cache never blocks; a
+ * miss makes two requests through the client (a TokenReview, then a
+ * SubjectAccessReview), each bounded as kube.h says, without holding the
+ * lock. The token is borrowed for the call, never kept and never logged. */
 #ifndef NVL72_KUBE_ACCESS_H
 #define NVL72_KUBE_ACCESS_H
 
@@ -27,12 +32,16 @@ void kube_access_free(struct kube_access *a);
  * NV_OK when allowed; NV_E_UNAUTHORIZED without a token or when the
  * TokenReview does not authenticate it; NV_E_FORBIDDEN when the
  * SubjectAccessReview refuses; another error when the API server could not
- * answer (not cached). Safe from any thread; blocks for at most two API
+ * answer (not cached). Allowed answers are cached for ttl_ms, 401 and 403
+ * for deny_ttl_ms, keyed by a SHA-256 of token, verb and path (NV_E_STATE
+ * when that hash fails). Safe from any thread; blocks for at most two API
  * calls on a cache miss. */
 enum nv_err kube_access_check(struct kube_access *a, const char *token, const char *verb,
                               const char *path);
 
-/* The same, as a web_authz_fn (arg is the struct kube_access). */
+/* The same, as a web_authz_fn (arg is the struct kube_access). It then runs
+ * on the web server's service thread, so a cache miss holds that server
+ * for its two requests. */
 enum nv_err kube_access_authz(void *arg, const char *bearer, const char *verb, const char *path);
 
 #endif

@@ -2,6 +2,17 @@
 /* The controller runtime on top of kube.h: informers (list+watch into an
  * indexed cache with handlers), work queues with per-item backoff, leader
  * election on a Lease, event recording with aggregation, and conditions. */
+/* Contract. The errors, ownership words and request bounds of kube.h hold
+ * here too. An object made with a kube_client borrows it, and the client
+ * must outlive it. Threads this header starts: one reflector per started
+ * informer (its handlers run on it), n per kube_workers, one per recorder;
+ * leader election runs on the thread that calls kube_leader_run. The
+ * frees stop and join those threads, so none may be called from a thread
+ * of the object it frees (a handler, a reconcile, a leader callback), and
+ * each waits for the callback in progress to return. Reads (informer
+ * get/list/by_index/stats, queue calls, kube_leader_is_leader, recorder
+ * eventf/stats) may be called from any thread; configuration calls
+ * (add_index, add_handler) belong to the creating thread, before start. */
 #ifndef NVL72_KUBE_CTRL_H
 #define NVL72_KUBE_CTRL_H
 
@@ -19,9 +30,13 @@
 struct kube_informer;
 
 /* Handlers run on the informer's thread, one at a time, in event order;
- * they should only enqueue keys. Objects are borrowed and read-only. A
- * delete found by a relist (not seen as a watch event) has
- * final_state_unknown set: obj is the last state the cache knew. */
+ * they should only enqueue keys. Objects are borrowed and read-only, valid
+ * for the call (json_incref to keep one). A delete found by a relist (not
+ * seen as a watch event) has final_state_unknown set: obj is the last
+ * state the cache knew. Handlers run outside the cache lock, so they may
+ * read any informer (this one included) and add to work queues; they must
+ * not block (a slow handler delays this informer's events and pauses its
+ * watch stream) and must not free their own informer. */
 struct kube_handler {
 	void (*on_add)(void *ud, json_t *obj);
 	void (*on_update)(void *ud, json_t *old_obj, json_t *new_obj);
@@ -35,6 +50,8 @@ struct kube_index_vals {
 	const char *v[KUBE_INDEX_MAX_VALUES];
 	size_t n;
 };
+/* Runs on the informer's thread with the cache lock held: it must only
+ * read obj, and must not call into the informer. */
 typedef void (*kube_index_fn)(const json_t *obj, const char *arg, struct kube_index_vals *out);
 /* Built-in index functions. */
 void kube_index_namespace(const json_t *obj, const char *arg, struct kube_index_vals *out);
@@ -54,22 +71,31 @@ struct kube_informer_opts {
 	int64_t backoff_max_ms;       /* 0: 30000 */
 };
 
+/* Sends no request: the first list happens on the thread kube_informer_start
+ * creates. The options' strings are copied; o->res is borrowed and must
+ * outlive the informer. */
 enum nv_err kube_informer_new(struct kube_client *c, const struct kube_informer_opts *o,
 			      struct kube_informer **out);
-/* Before start only. name is how kube_informer_by_index finds it. */
+/* Before start only (NV_E_STATE after it). name is how
+ * kube_informer_by_index finds it; name and arg are copied. */
 enum nv_err kube_informer_add_index(struct kube_informer *inf, const char *name,
 				    kube_index_fn fn, const char *arg);
 enum nv_err kube_informer_add_handler(struct kube_informer *inf, const struct kube_handler *h);
 /* Starts the list+watch thread. */
 enum nv_err kube_informer_start(struct kube_informer *inf);
-/* Waits until the first list has been applied; false on timeout/stop. */
+/* Waits until the first list has been applied; false on timeout/stop.
+ * Blocks up to timeout_ms; kube_informer_synced does not wait. */
 bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ms);
 bool kube_informer_synced(struct kube_informer *inf);
-/* Stops and joins the thread; then frees. NULL does nothing. */
+/* Stops and joins the thread; then frees. NULL does nothing. Returns once
+ * the request in flight is aborted and a handler in progress has returned:
+ * about 200 ms plus that handler. */
 void kube_informer_free(struct kube_informer *inf);
 
-/* Snapshot reads: new references to immutable cached objects (never
- * modify them; json_deep_copy first). NULL when absent. */
+/* Snapshot reads under the cache lock, from any thread, never waiting on
+ * the network: new references (json_decref them) to immutable cached
+ * objects (never modify them; json_deep_copy first). NULL when absent.
+ * Before the first list the cache is empty, not an error. */
 json_t *kube_informer_get(struct kube_informer *inf, const char *key);
 /* A new array of every object, or of those whose index name has value. */
 json_t *kube_informer_list(struct kube_informer *inf);
@@ -97,7 +123,10 @@ struct kube_workqueue_opts {
 };
 
 struct kube_workqueue *kube_workqueue_new(const char *name, const struct kube_workqueue_opts *o);
-/* Shuts down (if needed) and frees; workers must have been joined. */
+/* Every queue call may be made from any thread; only kube_workqueue_get
+ * blocks. Keys are copied in. */
+/* Frees the queue and the keys left in it; no thread may still be in a
+ * call on it (stop its workers first). NULL does nothing. */
 void kube_workqueue_free(struct kube_workqueue *q);
 /* Adds a key; a key already waiting is not added twice, and a key being
  * processed is re-queued when its worker calls done. Ignored after shutdown. */
@@ -108,8 +137,9 @@ void kube_workqueue_add_rate_limited(struct kube_workqueue *q, const char *key);
 /* Resets the failure count of key. */
 void kube_workqueue_forget(struct kube_workqueue *q, const char *key);
 int kube_workqueue_num_requeues(struct kube_workqueue *q, const char *key);
-/* Blocks for the next key (caller frees it); NULL once shut down, even
- * with keys left, so that shutdown stops dispatching at once. */
+/* Blocks for the next key (caller frees it, after kube_workqueue_done);
+ * NULL once shut down, even with keys left, so that shutdown stops
+ * dispatching at once. */
 char *kube_workqueue_get(struct kube_workqueue *q);
 void kube_workqueue_done(struct kube_workqueue *q, const char *key);
 void kube_workqueue_shutdown(struct kube_workqueue *q);
@@ -124,11 +154,15 @@ struct kube_result {
 };
 typedef struct kube_result (*kube_reconcile_fn)(void *ud, const char *key);
 
-/* Runs n worker threads until the queue shuts down. */
+/* Runs n worker threads (n < 1: one) until the queue shuts down. fn runs
+ * on a worker thread, one key at a time per worker and never the same key
+ * on two workers; it may block (API calls) but must not stop its own
+ * workers. The queue and ud are borrowed and must outlive the workers. */
 struct kube_workers;
 struct kube_workers *kube_workers_start(struct kube_workqueue *q, int n, kube_reconcile_fn fn,
 					void *ud);
-/* Shuts the queue down, lets in-flight reconciles finish, joins, frees. */
+/* Shuts the queue down, lets in-flight reconciles finish, joins, frees;
+ * blocks as long as the slowest reconcile in flight. NULL does nothing. */
 void kube_workers_stop(struct kube_workers *w);
 
 /* ---- leader election ---- */
@@ -143,19 +177,28 @@ struct kube_leader_opts {
 	int64_t renew_deadline_ms;     /* default 10000 */
 	int64_t retry_ms;              /* default 2000 */
 	bool no_release_on_stop;       /* we release by default */
+	/* The callbacks run on the thread of kube_leader_run, inside the loop
+	 * that renews: they must return quickly (start work elsewhere), or
+	 * the renewal waits. identity is borrowed for the call. */
 	void (*on_started)(void *ud);  /* became leader */
 	void (*on_stopped)(void *ud);  /* lost or released */
 	void (*on_new_leader)(void *ud, const char *identity);
 	void *ud;
 };
 
+/* NV_E_CONFIG when the durations break lease > renew deadline > 1.2 x
+ * retry. Sends no request; the strings of o are copied. */
 enum nv_err kube_leader_new(struct kube_client *c, const struct kube_leader_opts *o,
 			    struct kube_leader **out);
 void kube_leader_free(struct kube_leader *le);
 /* Campaigns, then renews, until stop is set (NV_OK, lease released) or
- * leadership is lost (NV_E_STATE: stop all work at once and exit). */
+ * leadership is lost (NV_E_STATE: stop all work at once and exit). Blocks
+ * the calling thread all that time; each Lease request is one attempt
+ * bounded by retry_ms, and stop is seen within about 100 ms. Free with
+ * kube_leader_free only after it returns. */
 enum nv_err kube_leader_run(struct kube_leader *le, struct kube_stop *stop);
 bool kube_leader_is_leader(struct kube_leader *le);
+/* Borrowed from le, valid until kube_leader_free. */
 const char *kube_leader_identity(const struct kube_leader *le);
 
 /* ---- events (events.k8s.io/v1) ---- */
@@ -167,11 +210,13 @@ struct kube_recorder;
  * events; a full queue (1000) drops, never blocks. */
 struct kube_recorder *kube_recorder_new(struct kube_client *c, const char *controller,
 					const char *instance);
-/* Flushes what is queued (up to a few seconds) and frees. */
+/* Flushes what is queued (up to 5 s), then joins the thread, which writes
+ * the series still counted locally first, and frees. NULL does nothing. */
 void kube_recorder_free(struct kube_recorder *r);
 /* type "Normal" or "Warning"; reason CamelCase; note up to 1024 bytes.
  * Repeats of the same (regarding, type, reason, action) within 6 minutes
- * update one Event's series instead of creating new ones. */
+ * update one Event's series instead of creating new ones. From any thread;
+ * never blocks on the network: what it needs of regarding is copied. */
 void kube_recorder_eventf(struct kube_recorder *r, const json_t *regarding, const char *type,
 			  const char *reason, const char *action, const char *fmt, ...)
 	__attribute__((format(printf, 6, 7)));
@@ -188,6 +233,8 @@ void kube_recorder_stats(struct kube_recorder *r, struct kube_recorder_stats *ou
 
 /* ---- conditions (metav1.Condition) ---- */
 
+/* Pure helpers on the caller's object: one thread per object being
+ * changed; they never block. */
 /* Sets a condition in obj's status.conditions (created if needed).
  * lastTransitionTime changes only when status changes; reason, message
  * and observedGeneration are updated in place. Returns true when anything
@@ -195,7 +242,7 @@ void kube_recorder_stats(struct kube_recorder *r, struct kube_recorder_stats *ou
 bool kube_condition_set(json_t *obj, const char *type, const char *status,
 			const char *reason, const char *message, int64_t observed_generation,
 			int64_t now_ms);
-/* The condition object of that type (borrowed) or NULL. */
+/* The condition object of that type (borrowed from obj) or NULL. */
 json_t *kube_condition_find(const json_t *obj, const char *type);
 bool kube_condition_is_true(const json_t *obj, const char *type);
 bool kube_condition_remove(json_t *obj, const char *type);
