@@ -2,6 +2,18 @@
 /* The operator's web server: probes, /metrics, the embedded dashboard, a
  * websocket feed and POST routes such as the admission webhook, served by
  * libwebsockets on a service thread of its own. */
+/* Contract. Threads: the lifecycle calls (new, route and check adds,
+ * start, stop, free) belong to the thread that owns the server and must not
+ * overlap. The publish calls and web_client_count may be made from any
+ * thread, the server running or not. Every callback (handlers, checks,
+ * authorizers) runs on the service thread, one at a time: while one runs
+ * the server serves nobody else, so it must not block for long, and it
+ * must never stop or free its own server (that joins the service thread).
+ * Blocking: start binds and returns; stop joins the service thread, so it
+ * waits for the callback in progress; no other call waits on a client.
+ * Ownership: configuration strings and PEM are copied; the metrics
+ * registry and every callback arg are borrowed and must outlive the
+ * server. A stopped server cannot be started again (NV_E_STATE). */
 #ifndef NVL72_WEB_H
 #define NVL72_WEB_H
 
