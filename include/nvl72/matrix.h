@@ -3,6 +3,14 @@
  * component versions), transitions with their verdicts, upgrade plans, the
  * CUDA/NCCL check of a workload and CVE lookups. It knows no JSON: the api
  * module parses a CompatibilityMatrix and builds a struct matrix from it. */
+/* Contract: pure code with no global state; no call blocks or does I/O.
+ * Values are caller storage (struct matrix_version, _range, _tuple,
+ * _plan); out-parameters are set only on NV_OK unless a call says it fills
+ * them anyway. A struct matrix is built by one thread (matrix_new, then the
+ * _add calls) and read-only afterwards, when any thread may read it. The
+ * const pointers the lookups return are borrowed from the matrix, valid
+ * until matrix_free or the next _add (which may move the arrays). Names
+ * returned by the _name calls are static. */
 #ifndef NVL72_MATRIX_H
 #define NVL72_MATRIX_H
 
@@ -268,7 +276,9 @@ struct matrix_verdict_info {
 
 /* The verdict of the direct move from -> to. Unlisted moves are blocked; a
  * downgrade never inherits the verdict (or the reversible flag) of its
- * forward edge; a listed edge whose steps do not hold is blocked. */
+ * forward edge; a listed edge whose steps do not hold is blocked. out may
+ * be NULL; when given it is always filled, and its edge is borrowed from
+ * m. */
 enum matrix_verdict matrix_verdict_get(const struct matrix *m, const char *from,
 				       const char *to,
 				       struct matrix_verdict_info *out);
