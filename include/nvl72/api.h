@@ -3,6 +3,16 @@
  * errors that validation fills (each with its path, such as
  * spec.computeTrays[3].node), object metadata and status conditions. The
  * kinds themselves are in api_rack.h, api_domain.h and api_upgrade.h. */
+/* Contract, for this header and api_rack.h, api_domain.h, api_upgrade.h:
+ * pure code with no global state. No call blocks, does I/O or keeps a
+ * pointer to its arguments, so calls on distinct values may run on any
+ * threads (a json_t read here must not be changed meanwhile). Parsers read
+ * a borrowed object and return a new struct in *out, which the caller
+ * frees with that kind's _free (NULL does nothing); on NV_E_INVALID_OBJECT
+ * *out is untouched and the problems are appended to errs. errs is never
+ * NULL: the caller initialises it with api_errors_init, and parses and
+ * checks append to it, they do not reset it. Status serialisers return a
+ * new reference (json_decref it). */
 #ifndef NVL72_API_H
 #define NVL72_API_H
 

@@ -2,6 +2,8 @@
 /* ComputeDomain, the tenant-facing kind: a multi-node NVLink job domain of
  * numNodes trays inside one clique. Its status has the shape of NVIDIA's
  * DRA ComputeDomain plus the node selector workloads use. */
+/* The contract of api.h holds: pure, parsers return structs freed with
+ * their _free, serialisers return new references, errs is appended to. */
 #ifndef NVL72_API_DOMAIN_H
 #define NVL72_API_DOMAIN_H
 

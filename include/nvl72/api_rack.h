@@ -3,6 +3,8 @@
  * operator-agent contract, one per compute Node) and RackPartition (a set
  * of trays forming one NVLink partition), with their status serialisers and
  * the cross-object rules the apiserver cannot check. */
+/* The contract of api.h holds: pure, parsers return structs freed with
+ * their _free, serialisers return new references, errs is appended to. */
 #ifndef NVL72_API_RACK_H
 #define NVL72_API_RACK_H
 
@@ -93,7 +95,7 @@ struct api_rack {
 enum nv_err api_rack_parse(const json_t *obj, struct api_rack **out,
 			   struct api_errors *errs);
 void api_rack_free(struct api_rack *r);
-/* The compute tray with that node name, or NULL. */
+/* The compute tray with that node name (borrowed from r), or NULL. */
 const struct api_rack_compute_tray *api_rack_tray_by_node(const struct api_rack *r,
 							  const char *node);
 
@@ -259,7 +261,8 @@ struct api_tray_validation {
 
 const char *api_validation_phase_name(enum api_validation_phase p);
 /* Reads status.validation of a ComputeTray object (the whole object, as
- * from the cache). NV_OK with phase NONE when there is none;
+ * from the cache) into caller storage. NV_OK with phase NONE when there is
+ * none;
  * NV_E_INVALID_OBJECT with errs filled when it is malformed. For the
  * upgrade gate: a run counts when id is the one asked for and phase is
  * Succeeded; compare busbw_gbps with the matrix's floor. */

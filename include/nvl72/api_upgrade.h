@@ -2,6 +2,10 @@
 /* The upgrade side of the API: CompatibilityMatrix (parsed straight into a
  * struct matrix), RackUpgrade and UpgradeApproval, their status, and the
  * checks against a matrix that the admission webhook runs on an upgrade. */
+/* The contract of api.h holds: pure, parsers return structs freed with
+ * their _free (a matrix with matrix_free, a status with
+ * api_rack_upgrade_status_clear), serialisers return new references, errs
+ * is appended to. */
 #ifndef NVL72_API_UPGRADE_H
 #define NVL72_API_UPGRADE_H
 
