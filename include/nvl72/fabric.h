@@ -2,6 +2,21 @@
 /* NVLink partition backends: one interface to create, change, delete and
  * read the partitions of an NVLink domain, with the NMX-M REST client for
  * racks and a simulator backend for tests, chosen by name at run time. */
+/* Contract. Threads: a struct fabric_backend may be used from any thread;
+ * its calls are serialised by the backend's lock (the simulator's also
+ * take a file lock shared with other processes on the same rack folder),
+ * so a call may first wait for another thread's. Specs, configs, ops and
+ * statuses are caller storage, one thread each.
+ * Blocking: opening sends no request. Each other backend call is one
+ * request with its retries: each attempt bounded by request_timeout_ms
+ * (default 30 s), waits between attempts doubling from retry_base_ms or
+ * the server's Retry-After, at most 30 s each, for up to `retries` more
+ * attempts. Only fabric_op_wait waits for an operation.
+ * Ownership: out-parameters are caller storage set only on NV_OK, except
+ * list's heap array; the backend copies what it needs of the config and
+ * keeps no pointer to the caller's arguments. Names returned are static.
+ * fabric_backend_free closes the backend (NULL does nothing) once no
+ * thread uses it. */
 #ifndef NVL72_FABRIC_H
 #define NVL72_FABRIC_H
 
@@ -180,7 +195,7 @@ const char *fabric_backend_names(void);
 struct fabric_backend;
 
 /* Validates c and opens its backend. The backend keeps its own copies of
- * what it needs, so c may be cleared afterwards. */
+ * what it needs, so c may be cleared afterwards. st may be NULL. */
 enum nv_err fabric_backend_new(const struct fabric_config *c, struct fabric_backend **out,
                                struct fabric_status *st);
 void fabric_backend_free(struct fabric_backend *b);
@@ -207,7 +222,9 @@ enum nv_err fabric_op_poll(struct fabric_backend *b, const char *op_id, struct f
  * poll_max_interval_ms, for at most op_deadline_ms. NV_OK when COMPLETED;
  * NV_E_STATE when FAILED (st->message has the reason), NV_E_CANCELLED when
  * cancelled, NV_E_TIMEOUT at the deadline; op holds the last state seen.
- * stop (may be NULL) is checked between polls: true ends with NV_E_CANCELLED. */
+ * stop (may be NULL) is checked between polls: true ends with NV_E_CANCELLED.
+ * Blocks up to op_deadline_ms (default 10 min) plus one poll, looking at
+ * stop every 50 ms; stop is a flag another thread sets. */
 enum nv_err fabric_op_wait(struct fabric_backend *b, struct fabric_op *op,
                            const volatile bool *stop, struct fabric_status *st);
 

@@ -21,6 +21,11 @@
  * update while the same one is in flight returns that operation, so a
  * reconciler restarted in the middle of a step asks again without running
  * the step twice. */
+/* Contract: the one of fabric.h. A backend may be used from any thread,
+ * its calls serialised by its lock (the simulator's also by a file lock
+ * shared with simctl and other processes); no call but oob_op_wait waits
+ * for an operation, and the simulator's calls do only file I/O. Out-
+ * parameters are caller storage set only on NV_OK; names are static. */
 #ifndef NVL72_OOB_H
 #define NVL72_OOB_H
 
@@ -115,7 +120,8 @@ enum nv_err oob_version(struct oob_backend *b, enum matrix_component comp,
 enum nv_err oob_op_poll(struct oob_backend *b, const char *op_id, struct oob_op *op,
 			struct fabric_status *st);
 /* As fabric_op_wait: NV_OK when COMPLETED, NV_E_STATE when FAILED,
- * NV_E_CANCELLED when stop turned true, NV_E_TIMEOUT at the deadline. */
+ * NV_E_CANCELLED when stop turned true, NV_E_TIMEOUT at the deadline.
+ * Blocks up to op_deadline_ms (default 1 h), looking at stop every 50 ms. */
 enum nv_err oob_op_wait(struct oob_backend *b, struct oob_op *op, const volatile bool *stop,
 			struct fabric_status *st);
 
