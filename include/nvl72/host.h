@@ -3,6 +3,20 @@
  * fabric state, IMEX, channels) and the few things the agent changes there.
  * Everything goes through a host root, configured tool paths and an ops
  * struct, so the simulator and unit tests drive the same code as a tray. */
+/* Contract. Two kinds of call. The parsers and the helpers on plain values
+ * (host_*_parse, host_health_*, host_tray_*, host_imex_render, the _name
+ * calls) are pure: no I/O, no blocking, thread-safe on distinct arguments;
+ * names returned are static. Every call taking a struct host is one thread
+ * per host (it records the last failure in h->err and keeps NVML and the
+ * validation run in h): the agent makes them from its one reconcile
+ * worker. Those calls read and write files under host_root and run tools
+ * through h->ops on the calling thread, each run bounded by
+ * tool_timeout_ms (default 5 s). Longer waits are named where they happen:
+ * host_driver_step waits for the installer (install_timeout_ms, default
+ * 30 min), stopping an IMEX daemon allows it 5 s to exit before SIGKILL,
+ * and starting one waits 150 ms to see it stay up. Results go into caller
+ * storage, which a failed call may have partly filled: read it after an
+ * error only where the call says what it holds then. */
 #ifndef NVL72_HOST_H
 #define NVL72_HOST_H
 
@@ -56,6 +70,7 @@ enum nv_err host_sys_version_parse(const char *text, size_t len, char *out,
 /* "Name: value" lines; malformed lines are an error, not skipped. */
 enum nv_err host_params_parse(const char *text, size_t len,
 			       struct host_driver_params *out);
+/* The value (borrowed from p) or NULL. */
 const char *host_params_get(const struct host_driver_params *p, const char *name);
 /* Compares dotted numeric versions per component ("580.142" < "580.173.02");
  * NV_E_PARSE when either is not digits and dots. */
@@ -236,7 +251,8 @@ struct host_run_result {
 struct host;
 
 /* The seam between the host logic and a real (or fake) host: NVML, running
- * a tool under a deadline, creating a device node, starting a daemon. */
+ * a tool under a deadline, creating a device node, starting a daemon. The
+ * calls run on the thread of the host call that makes them. */
 struct host_ops {
 	const char *name;
 	/* Opens NVML if needed and fills up to cap GPUs, and the NVML part of
@@ -284,7 +300,8 @@ struct host {
 	int64_t val_deadline_ms;     /* its deadline on the monotonic clock */
 };
 
-/* Copies cfg (strings are borrowed and must outlive h) filling defaults. */
+/* Copies cfg (strings are borrowed and must outlive h) filling defaults;
+ * ops NULL is host_real_ops. host_clear closes NVML (h NULL does nothing). */
 void host_init(struct host *h, const struct host_cfg *cfg,
 		     const struct host_ops *ops);
 void host_clear(struct host *h);
