@@ -7,6 +7,12 @@
  * selector, only while draining), does what can be done, and says whether
  * the nodes are drained and when to look again. All state lives in the API
  * (annotations on Nodes and Pods), so a restart resumes where it stopped. */
+/* Contract: drain_nodes and drain_release keep no state of their own and
+ * may run on any thread; they block on the calling thread for every
+ * request they make through c (a LIST of pods per node, then the GETs,
+ * PATCHes, evictions and deletions of pods and Nodes the pass needs), each
+ * bounded as kube.h says, with no stop to cut a pass short. Arguments are borrowed for the
+ * call. drain_cordon_patch is pure. */
 #ifndef NVL72_DRAIN_H
 #define NVL72_DRAIN_H
 
@@ -77,7 +83,8 @@ enum nv_err drain_release(struct kube_client *c, const char *const *nodes, unsig
  * "rackupgrade/<name>"), carrying the Node's resourceVersion so that a
  * concurrent cordon by someone else is never mistaken for ours. NULL when
  * nothing is to be done: already cordoned (by anyone), or not cordoned by
- * owner. Shared by the Rack controller and the drain. */
+ * owner. Shared by the Rack controller and the drain. A new reference
+ * (json_decref it); node is borrowed. */
 json_t *drain_cordon_patch(const json_t *node, const char *owner, bool want);
 
 #endif
