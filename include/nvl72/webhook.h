@@ -4,6 +4,16 @@
  * the requesting user into UpgradeApprovals, and the manager of its serving
  * certificate (Secret, caBundle). The operator's main wires it in; see
  * docs/webhook.md for what is checked where. */
+/* Contract. A struct webhook only reads its configuration after
+ * webhook_new, so webhook_review may run on any thread, several at once
+ * (the routes run it on the web server's service thread); it blocks only
+ * in the cache ops it calls. Everything the config names (cache, cache_arg,
+ * metrics) is borrowed and must outlive the webhook. A webhook_cert is
+ * driven from one thread (new, ensure, start, free) while its resync
+ * thread runs webhook_cert_sync_ca; the sync takes the certificate's lock,
+ * so it may also be called from elsewhere. Their requests are bounded as
+ * kube.h says. Out-parameters are set only on NV_OK; _free(NULL) does
+ * nothing. */
 #ifndef NVL72_WEBHOOK_H
 #define NVL72_WEBHOOK_H
 
@@ -35,7 +45,9 @@ enum webhook_kind {
  * a new reference to an array of every object of kind (the objects are
  * read, never modified), or NULL while that cache has not synced yet: the
  * webhook then refuses the request (fail closed) rather than judge it on
- * partial data. Called on the web server's thread; must not block long. */
+ * partial data. Called on the web server's thread; must not block long.
+ * webhook_informer_cache's list is an informer snapshot and never waits on
+ * the network; its get is one kube_get through the client. */
 struct webhook_cache_ops {
 	json_t *(*list)(void *arg, enum webhook_kind kind);
 	/* Optional: the object of kind named name read from the API server,
@@ -106,6 +118,7 @@ enum nv_err webhook_review(struct webhook *w, enum webhook_mode mode,
 struct op_webhook_ops;
 struct op_webhook_plug;
 
+/* Declared here, built with the operator (src/operator/op_webhook.c). */
 /* Everything above, wired to the operator process (operator.h): the
  * certificate from --webhook-service/-secret/-configuration in the pod's
  * namespace, the routes over the operator's informers, the caBundle upkeep
@@ -144,7 +157,8 @@ struct webhook_cert;
 
 enum nv_err webhook_cert_new(const struct webhook_cert_config *cfg,
                                 struct webhook_cert **out);
-/* Stops the resync thread, wipes the key and frees; NULL does nothing. */
+/* Stops the resync thread (waiting for a sync in flight), wipes the key
+ * and frees; NULL does nothing. */
 void webhook_cert_free(struct webhook_cert *c);
 
 /* Reads the Secret and reuses its certificate when it is valid, covers
@@ -153,7 +167,11 @@ void webhook_cert_free(struct webhook_cert *c);
  * or update guarded by resourceVersion: when another replica wins the
  * race its certificate is used). Then tries to make the caBundle of both
  * webhook configurations current; a failure there is logged, not returned
- * (webhook_cert_start retries it). Call before web_server_start. */
+ * (webhook_cert_start retries it). Call before web_server_start and before
+ * webhook_cert_start. Blocks for its requests (a Secret read and write,
+ * tried up to three times when another replica races it, then the
+ * caBundle patches) and for generating P-256 keys. NV_E_STATE without a
+ * client. */
 enum nv_err webhook_cert_ensure(struct webhook_cert *c, struct kube_status *st);
 /* Patches each webhook of both configurations whose caBundle differs from
  * ca.crt; writes nothing when all agree. NV_E_NOT_FOUND when a
@@ -163,7 +181,8 @@ enum nv_err webhook_cert_sync_ca(struct webhook_cert *c, struct kube_status *st)
  * recreated configuration gets its caBundle back. */
 enum nv_err webhook_cert_start(struct webhook_cert *c);
 
-/* PEM text for web_config (valid until free; never log it). */
+/* PEM text for web_config, borrowed from c: NULL until ensure succeeds,
+ * then valid until free (never log it). */
 const char *webhook_cert_pem(const struct webhook_cert *c);
 const char *webhook_cert_key_pem(const struct webhook_cert *c);
 const char *webhook_cert_ca_pem(const struct webhook_cert *c);
