@@ -3,6 +3,13 @@
  * also writes --help and the docs), the tray's spec as the agent reads it,
  * the status it builds from one host observation, and the loop that keeps
  * both in step with a heartbeat Lease. The host half is host.h. */
+/* Contract. Everything but the agent itself is pure and never blocks:
+ * the configuration calls work on caller storage (one thread per config;
+ * they read the environment only through envp), and the spec and status
+ * calls read borrowed objects and fill caller storage or return new
+ * references. The agent: agent_new blocks while it looks for the tray,
+ * agent_run blocks until stop, and the rest may be called from any thread
+ * while it runs (see each). */
 #ifndef NVL72_AGENT_H
 #define NVL72_AGENT_H
 
@@ -187,15 +194,26 @@ struct agent_stats {
 
 /* Finds the tray (by --tray, else the ComputeTray whose spec.node is
  * --node-name, waiting up to tray_wait_ms for it to appear) and prepares
- * the loop. Takes the client on every path. why says what went wrong. */
+ * the loop. Takes the client on every path. why says what went wrong.
+ * cfg and stop are borrowed and must outlive the agent. Blocks for its
+ * lookups (bounded as kube.h says) and the waits between them, until the
+ * tray is found, tray_wait_ms passes, a credential is refused, or stop is
+ * set (NV_E_CANCELLED). */
 enum nv_err agent_new(const struct agent_config *cfg, struct kube_client *client,
 		      struct kube_stop *stop, struct agent **out, char *why, size_t whysz);
 /* Runs until stop is requested: informer, one reconcile worker, the Lease
  * heartbeat and the optional metrics server. Returns when everything has
- * stopped. */
+ * stopped. Blocks the calling thread until stop is requested (from any
+ * thread) or a part fails to start; it then requests stop itself, so the
+ * stop is spent. A pass in flight ends first, which may be a driver
+ * install of up to install_timeout_ms. */
 enum nv_err agent_run(struct agent *a);
+/* Borrowed from a, valid until agent_free. */
 const char *agent_tray_name(const struct agent *a);
+/* A snapshot, from any thread. */
 void agent_stats_get(struct agent *a, struct agent_stats *out);
+/* After agent_run has returned (or instead of it): frees the agent and its
+ * client. NULL does nothing. */
 void agent_free(struct agent *a);
 
 #endif
