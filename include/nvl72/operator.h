@@ -3,6 +3,16 @@
  * leader election, the controllers, the metrics registry, the event recorder
  * and the web servers (probes, metrics, dashboard, admission webhook). The
  * command line lives in src/cmd/operator_main.c; this is what it drives. */
+/* Contract. One thread drives the context: op_new, op_run, op_free, in that
+ * order; only op_request_stop and the getters may come from other threads.
+ * op_new copies the struct op_config but not its strings nor the webhook
+ * ops, which must outlive the context. It loads the client configuration
+ * and, with a fabric Secret configured, reads it (one request, bounded as
+ * kube.h says); of the threads it starts only the client's transport and
+ * the event recorder. op_run starts the rest (informers, workers, leader
+ * election, web servers) and blocks until the end; op_free joins whatever
+ * still runs. The flag calls do no I/O but read the
+ * environment. */
 #ifndef NVL72_OPERATOR_H
 #define NVL72_OPERATOR_H
 
@@ -15,11 +25,12 @@
 struct op;
 struct web_server;
 
-/* How the admission webhook plugs in (implemented in
- * src/webhook/webhook*.c). The operator calls serving_cert once before it
+/* How the admission webhook plugs in (implemented by the plug of
+ * webhook.h). The operator calls serving_cert once before it
  * starts the webhook server (PEM strings it frees with secure_free_str),
  * then register_routes on that server before starting it. Every replica
- * serves the webhook, leader or not. */
+ * serves the webhook, leader or not. All three run on the thread of
+ * op_run, and may block there (serving_cert may write a Secret). */
 struct op_webhook_ops {
 	enum nv_err (*serving_cert)(void *arg, struct op *op, char **cert_pem, char **key_pem);
 	enum nv_err (*register_routes)(void *arg, struct op *op, struct web_server *srv);
@@ -77,7 +88,9 @@ enum nv_err op_run(struct op *op);
 void op_request_stop(struct op *op);
 void op_free(struct op *op);
 
-/* For the webhook module: the client and the caches it may read. */
+/* For the webhook module: the client and the caches it may read, borrowed
+ * from op. The client lives until op_free; the informers only until op_run
+ * returns (NULL afterwards, and for an unknown resource). */
 struct kube_client *op_client(struct op *op);
 struct kube_informer *op_informer(struct op *op, const char *resource);
 const struct op_config *op_config_of(const struct op *op);
