@@ -3,6 +3,13 @@
  * Rack, the rack's ComputeTrays and Nodes and what the fabric backend said
  * this pass, it decides the next phase and the one backend request to make,
  * and builds the status. No API or backend calls here. */
+/* Contract: pure functions with no global state: no I/O, no clock (time
+ * comes in as now_ms), never blocking, thread-safe on distinct arguments.
+ * Objects and strings passed in are borrowed for the call. A json_t
+ * returned (a merge patch, a built object) is a new reference the caller
+ * json_decref's, or NULL in the cases each call names; the strings returned
+ * (reasons, cliques) are static or borrowed from the arguments. The
+ * _apply calls change only the private copy they are given. */
 #ifndef NVL72_OPERATOR_PART_H
 #define NVL72_OPERATOR_PART_H
 

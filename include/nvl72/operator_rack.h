@@ -3,6 +3,13 @@
  * Nodes and agent heartbeats it derives the rack's status, conditions and the
  * degraded decision, and the patches for Node labels, cordons and trays. No
  * API calls here, so every rule is unit-tested on plain JSON. */
+/* Contract: pure functions with no global state: no I/O, no clock (time
+ * comes in as now_ms), never blocking, thread-safe on distinct arguments.
+ * Objects and strings passed in are borrowed for the call. A json_t
+ * returned (a merge patch, a built object) is a new reference the caller
+ * json_decref's, or NULL in the cases each call names; the strings returned
+ * (reasons, cliques) are static or borrowed from the arguments. The
+ * _apply calls change only the private copy they are given. */
 #ifndef NVL72_OPERATOR_RACK_H
 #define NVL72_OPERATOR_RACK_H
 
@@ -143,7 +150,8 @@ enum op_tray_check {
 	OP_TRAY_FOREIGN,  /* another controller owns it: leave it */
 };
 /* Compares an existing tray with what rack wants at that index. *patch (a
- * merge patch with the tray's resourceVersion) is set only for PATCH. */
+ * merge patch with the tray's resourceVersion, a new reference) is set
+ * only for PATCH. */
 enum op_tray_check op_tray_check(const json_t *tray, const json_t *rack, int index,
                                  const char *node, json_t **patch);
 

@@ -6,6 +6,11 @@
  * writes the status first and then acts, so that a restart never repeats a
  * step. Also the maintenance-window arithmetic (weekly UTC windows with
  * freezes) the Scheduled phase uses. */
+/* Contract: pure functions with no global state (no I/O, no clock: time
+ * comes in as now_ms), never blocking, thread-safe on distinct arguments,
+ * except op_upgrade_oob_step, which calls the out-of-band backend (see
+ * there). Inputs are borrowed for the call; results go into caller
+ * storage. */
 #ifndef NVL72_OPERATOR_UPGRADE_H
 #define NVL72_OPERATOR_UPGRADE_H
 
@@ -152,7 +157,9 @@ struct op_upgrade_oob_result {
  * the last one completed, recording its id in s->ops. Operations started in
  * this pass are not polled in it: the caller writes the status first. An
  * error of the backend itself (not a failed operation) is returned with
- * r->message filled and s unchanged for the targets not reached. */
+ * r->message filled and s unchanged for the targets not reached. Blocks
+ * for its backend calls, each bounded as oob.h says; it never waits for
+ * an operation to end. */
 enum nv_err op_upgrade_oob_step(struct oob_backend *b, struct api_upgrade_step *s,
                                 const struct op_upgrade_out *a, struct op_upgrade_oob_result *r);
 
