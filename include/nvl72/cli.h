@@ -3,6 +3,11 @@
  * parsing and every --help page, the pure functions that turn API objects
  * into tables and the one-sentence explanation of a waiting upgrade, and
  * cli_run, which does one invocation against the apiserver. */
+/* Contract: everything but cli_run is pure (no I/O, never blocking,
+ * thread-safe on distinct arguments); objects are borrowed and text is
+ * appended to the caller's buffer. cli_run is a program's main: it sets
+ * the process's log level, makes its own client and blocks for its
+ * requests, each bounded as kube.h says. */
 #ifndef NVL72_CLI_H
 #define NVL72_CLI_H
 
@@ -97,7 +102,8 @@ enum nv_err cli_upgrade_detail(const json_t *u, const json_t *rack, int64_t now_
 			       struct buf *out);
 
 /* The current step of an upgrade's status: the first Running, Failed or
- * Pending step, in that order of preference; NULL when there is none. */
+ * Pending step, in that order of preference; NULL when there is none.
+ * Borrowed from status. */
 const json_t *cli_current_step(const json_t *status);
 
 /* ---- running ---- */
