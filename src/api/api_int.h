@@ -2,6 +2,8 @@
 /* Field readers shared by the parsers of every kind. Each one reads one
  * member of a JSON object, checks it as the CRD schema does and, when it is
  * wrong, records an error at the member's full path. */
+/* Private to src/api/ and its unit test tests/unit/api/test_api_field.c;
+ * other modules go through nvl72/api*.h. */
 #ifndef NVL72_API_INT_H
 #define NVL72_API_INT_H
 
