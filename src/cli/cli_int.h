@@ -2,6 +2,8 @@
 /* Helpers shared by the files of the kubectl plugin: reading conditions,
  * tray sets, durations and the approval state of an upgrade out of the
  * JSON the apiserver returns. Nothing here talks to the apiserver. */
+/* Private to src/cli/ and its unit test tests/unit/cli/test_cli_view.c;
+ * other code goes through nvl72/cli.h. */
 #ifndef NVL72_CLI_INT_H
 #define NVL72_CLI_INT_H
 
