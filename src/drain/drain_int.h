@@ -2,6 +2,8 @@
 /* The pure half of the drain: what to do with each pod on the drained
  * nodes, decided from the pods' JSON, the policy and the time alone, so the
  * rules are tested without an apiserver. drain.c acts on the plan. */
+/* Private to src/drain/drain.c and its unit test tests/unit/drain/
+ * test_drain.c; other modules go through nvl72/drain.h. */
 #ifndef NVL72_DRAIN_INT_H
 #define NVL72_DRAIN_INT_H
 
