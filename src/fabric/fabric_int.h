@@ -2,6 +2,11 @@
 /* Folder-private parts of the fabric module: the implementations' ops
  * structs for the registry, the status helpers they share, and the NMX-M
  * response parsers that the unit tests and the fuzz target call directly. */
+/* Private to src/fabric/ (the partition backends and the out-of-band
+ * ones, which share its status helpers), the unit tests test_fabric.c,
+ * test_nmxm.c, test_nmxm_tls.c and test_sim.c in tests/unit/fabric/, and
+ * the fuzz target tests/fuzz/fuzz_nmxm_response.c; other modules go
+ * through nvl72/fabric.h and nvl72/oob.h. */
 #ifndef NVL72_FABRIC_INT_H
 #define NVL72_FABRIC_INT_H
 
