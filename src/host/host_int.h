@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the files of the agent's host layer: plain file I/O on
  * full paths, the last-error setter, and the NVML backend's lifecycle. */
+/* Private to src/host/ and to the unit tests in tests/unit/host/ that use
+ * the fixture host_fixture.h, which includes it; other modules go through
+ * nvl72/host.h. */
 #ifndef NVL72_HOST_INT_H
 #define NVL72_HOST_INT_H
 
