@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Private to src/kube: the configuration and client structures, the
  * credential cache, the shared transport and the watch framer. Nothing
- * here is part of the public API in kube.h / kube_ctrl.h. */
+ * here is part of the public API in kube.h / kube_ctrl.h. Besides
+ * src/kube/ (all of it but access.c), its unit tests in tests/unit/kube/
+ * (all but test_workqueue.c) and the fuzz targets
+ * tests/fuzz/fuzz_kubeconfig.c and tests/fuzz/fuzz_watch_framing.c
+ * include it. */
 #ifndef NVL72_KUBE_INT_H
 #define NVL72_KUBE_INT_H
 
