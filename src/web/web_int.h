@@ -2,6 +2,8 @@
 /* State shared by the web module's files: the server, its routes, the
  * websocket clients and their queues. Everything under mu may be touched by
  * publishers on any thread; the rest belongs to the service thread. */
+/* Private to src/web/ and the fuzz target tests/fuzz/fuzz_web_auth.c;
+ * other modules go through nvl72/web.h. */
 #ifndef NVL72_WEB_INT_H
 #define NVL72_WEB_INT_H
 
