@@ -2,6 +2,8 @@
 /* Private to the webhook files: the decoded admission request, the verdict
  * a handler reaches, and the helpers the review code, the rules and the
  * certificate manager share. Nothing here is part of webhook.h. */
+/* Included by src/webhook/ and its unit tests tests/unit/webhook/
+ * test_webhook.c and test_webhook_cert.c. */
 #ifndef NVL72_WEBHOOK_INT_H
 #define NVL72_WEBHOOK_INT_H
 
