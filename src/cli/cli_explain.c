@@ -176,19 +176,6 @@ static void explain_scheduled(struct buf *out, const char *name, const json_t *u
 	}
 }
 
-const json_t *cli_current_step(const json_t *status)
-{
-	static const char *const prefer[] = {"Running", "Failed", "Pending"};
-	const json_t *steps = json_object_get(status, "steps");
-	for (size_t p = 0; p < 3; p++)
-		for (size_t i = 0; i < json_array_size(steps); i++) {
-			const json_t *s = json_array_get(steps, i);
-			if (strcmp(jx_str_or(s, "phase", "Pending"), prefer[p]) == 0)
-				return s;
-		}
-	return NULL;
-}
-
 /* Canary, Validating and RollingOut: the step that holds the upgrade. */
 static void explain_running(struct buf *out, const char *name, const char *phase,
 			    const json_t *st)

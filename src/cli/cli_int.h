@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the files of the kubectl plugin: reading conditions,
  * tray sets, durations and the approval state of an upgrade out of the
- * JSON the apiserver returns. Nothing here talks to the apiserver. */
-/* Private to src/cli/ and its unit test tests/unit/cli/test_cli_view.c;
- * other code goes through nvl72/cli.h. */
+ * JSON the apiserver returns. Nothing here talks to the apiserver; all of
+ * it is defined in cli_read.c, which needs no other file of the folder. */
+/* Private to src/cli/ and its unit tests (tests/unit/cli/); other code goes
+ * through nvl72/cli.h. */
 #ifndef NVL72_CLI_INT_H
 #define NVL72_CLI_INT_H
 

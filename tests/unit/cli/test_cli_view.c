@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Unit tests for the plugin's tables, tray ranges, durations and command
-// line: rows show the columns they name, flags reach only the verbs that
-// take them, and every verb has a help page from the one table.
+// Unit tests for the plugin's tables and command line: rows show the
+// columns they name, flags reach only the verbs that take them, and every
+// verb has a help page from the one table.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -69,32 +69,6 @@ static void test_cli_upgrades_table_step_wave_pending(void **state)
 	buf_clear(&b);
 	json_decref(ups);
 	json_decref(racks);
-}
-
-static void test_cli_trays_str_ranges(void **state)
-{
-	(void)state;
-	char out[64];
-	json_t *a = json_pack("[i,i,i,i,i]", 1, 2, 3, 7, 9);
-	cli_trays_str(a, out, sizeof(out));
-	assert_string_equal(out, "1-3,7,9");
-	cli_trays_str(NULL, out, sizeof(out));
-	assert_string_equal(out, "-");
-	json_decref(a);
-}
-
-static void test_cli_duration_units(void **state)
-{
-	(void)state;
-	char out[32];
-	cli_duration(50 * 3600000LL, out, sizeof(out));
-	assert_string_equal(out, "2d2h");
-	cli_duration(3 * 3600000LL + 30 * 60000, out, sizeof(out));
-	assert_string_equal(out, "3h30m");
-	cli_duration(45 * 60000, out, sizeof(out));
-	assert_string_equal(out, "45m");
-	cli_duration(12000, out, sizeof(out));
-	assert_string_equal(out, "12s");
 }
 
 static enum nv_err parse(struct cli_args *a, char *err, const char *const *words)
@@ -187,8 +161,6 @@ int main(void)
 		cmocka_unit_test(test_cli_racks_table_row),
 		cmocka_unit_test(test_cli_racks_table_without_status),
 		cmocka_unit_test(test_cli_upgrades_table_step_wave_pending),
-		cmocka_unit_test(test_cli_trays_str_ranges),
-		cmocka_unit_test(test_cli_duration_units),
 		cmocka_unit_test(test_cli_args_parse_approve),
 		cmocka_unit_test(test_cli_args_parse_alias_and_output),
 		cmocka_unit_test(test_cli_args_parse_errors_name_the_problem),
