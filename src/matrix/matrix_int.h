@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Helpers shared by the files of the matrix module. Not for other
- * modules: they go through nvl72/matrix.h. */
-/* Included by src/matrix/matrix.c and src/matrix/matrix_plan.c only. */
+/* Helpers shared by the files of the matrix module, all defined in
+ * matrix.c, which matrix_plan.c stands on. Not for other modules: they go
+ * through nvl72/matrix.h. Included by src/matrix/matrix.c and
+ * src/matrix/matrix_plan.c only. */
 #ifndef NVL72_MATRIX_INT_H
 #define NVL72_MATRIX_INT_H
 

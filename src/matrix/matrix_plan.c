@@ -2,7 +2,8 @@
 // Upgrade plans: a move from one stack to another as ordered component
 // steps, each landing on a tuple that is itself a stack of the matrix, with
 // the drain and fabric-restart needs of every step. Several listed edges
-// may be chained when asked, preferring safe edges, then fewer hops.
+// (each expanded by matrix.c) may be chained when asked, preferring safe
+// edges, then fewer hops.
 #include "nvl72/matrix.h"
 
 #include <stdlib.h>
@@ -10,97 +11,6 @@
 
 #include "matrix_int.h"
 #include "nvl72/alloc.h"
-
-// Names the components of mask, comma-separated, into out.
-static void components_format(uint32_t mask, char *out, size_t cap)
-{
-	size_t len = 0;
-	out[0] = '\0';
-	for (unsigned c = 0; c < MATRIX_C__COUNT; c++) {
-		if (!(mask & MATRIX_BIT(c)))
-			continue;
-		const char *n = matrix_component_name((enum matrix_component)c);
-		size_t nl = strlen(n);
-		if (len + nl + 2 >= cap)
-			return;
-		if (len > 0)
-			out[len++] = ',';
-		memcpy(out + len, n, nl + 1);
-		len += nl;
-	}
-}
-
-static void tuple_apply(struct matrix_tuple *cur, const struct matrix_tuple *to,
-			uint32_t comps)
-{
-	for (unsigned c = 0; c < MATRIX_C__COUNT; c++) {
-		if (!(comps & MATRIX_BIT(c)))
-			continue;
-		cur->set = (cur->set & ~MATRIX_BIT(c)) | (to->set & MATRIX_BIT(c));
-		cur->version[c] = to->version[c];
-		memcpy(cur->extra[c], to->extra[c], MATRIX_EXTRA_LEN);
-	}
-}
-
-static bool step_append(struct matrix_plan *p, const struct matrix_step_spec *s,
-			unsigned from, unsigned to, unsigned edge)
-{
-	if (p->nsteps >= MATRIX_PLAN_STEPS_MAX) {
-		matrix_problem_set(p->problem, "plan has more than %d steps",
-				   MATRIX_PLAN_STEPS_MAX);
-		return false;
-	}
-	struct matrix_plan_step *ps = &p->steps[p->nsteps++];
-	ps->components = s->components;
-	ps->drain = s->drain;
-	ps->fabric_restart = s->fabric_restart;
-	ps->reboot = s->reboot;
-	ps->from_stack = from;
-	ps->to_stack = to;
-	ps->edge = edge;
-	return true;
-}
-
-bool matrix_edge_expand(const struct matrix *m, unsigned edge,
-			struct matrix_plan *p)
-{
-	const struct matrix_transition *t = &m->transitions[edge];
-	const struct matrix_stack *src = &m->stacks[t->from];
-	const struct matrix_stack *dst = &m->stacks[t->to];
-	struct matrix_tuple cur = src->tuple;
-	struct matrix_step_spec all = {
-		matrix_tuple_diff(&src->tuple, &dst->tuple), false, false, false};
-	unsigned nsteps = t->nsteps > 0 ? t->nsteps : 1;
-	unsigned at = t->from;
-	char names[MATRIX_PROBLEM_LEN / 2];
-	for (unsigned k = 0; k < nsteps; k++) {
-		const struct matrix_step_spec *s = t->nsteps ? &t->steps[k] : &all;
-		tuple_apply(&cur, &dst->tuple, s->components);
-		unsigned next = t->to;
-		if (k + 1 < nsteps) {
-			const struct matrix_stack *mid = matrix_stack_find_tuple(m, &cur);
-			if (mid == NULL) {
-				components_format(s->components, names, sizeof(names));
-				matrix_problem_set(p->problem,
-						   "%.63s -> %.63s: the tuple after step %u (%s) is not a stack of this matrix",
-						   src->name, dst->name, k + 1, names);
-				return false;
-			}
-			next = (unsigned)(mid - m->stacks);
-		}
-		if (!step_append(p, s, at, next, edge))
-			return false;
-		at = next;
-	}
-	uint32_t left = matrix_tuple_diff(&cur, &dst->tuple);
-	if (left != 0) {
-		components_format(left, names, sizeof(names));
-		matrix_problem_set(p->problem, "%.63s -> %.63s: no step moves %s",
-				   src->name, dst->name, names);
-		return false;
-	}
-	return true;
-}
 
 // Fills p from a chain of edges; false (with p->problem) when one of them
 // does not expand.
