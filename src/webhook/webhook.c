@@ -2,7 +2,8 @@
 // The admission webhook's HTTP side: bounded decoding of AdmissionReview v1,
 // the response review, the two routes, and the mutating handler that stamps
 // the requesting user into an UpgradeApproval. The rules are in
-// webhook_validate.c, the serving certificate in webhook_cert.c.
+// webhook_validate.c, the verdicts both reach in webhook_verdict.c, the
+// serving certificate in webhook_cert.c.
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@
 #include "nvl72/web.h"
 #include "webhook_int.h"
 
-/* ---- verdicts ------------------------------------------------------------ */
+/* ---- text ---------------------------------------------------------------- */
 
 /* A JSON string of text that may have been cut inside a UTF-8 sequence (a
  * bounded message quoting the object) or that quotes raw input (a parser's
@@ -36,49 +37,6 @@ static json_t *json_text(const char *s)
 	j = json_string(copy);
 	free(copy);
 	return j;
-}
-
-void wh_verdict_init(struct wh_verdict *v)
-{
-	v->allowed = true;
-	v->code = 200;
-	v->reason = "";
-	buf_init(&v->msg, WH_MSG_MAX);
-	buf_init(&v->patch, WH_PATCH_MAX);
-}
-
-void wh_verdict_clear(struct wh_verdict *v)
-{
-	buf_clear(&v->msg);
-	buf_clear(&v->patch);
-}
-
-void wh_deny(struct wh_verdict *v, int code, const char *reason, const char *fmt, ...)
-{
-	va_list ap;
-	v->allowed = false;
-	v->code = code;
-	v->reason = reason;
-	buf_reset(&v->msg);
-	buf_reset(&v->patch);
-	va_start(ap, fmt);
-	// A message cut at the cap still says what is wrong first.
-	(void)buf_vprintf(&v->msg, fmt, ap);
-	va_end(ap);
-}
-
-static const char *kind_or_resource(const struct wh_request *req)
-{
-	return req->kind[0] ? req->kind : req->resource;
-}
-
-void wh_deny_errors(struct wh_verdict *v, const struct wh_request *req,
-                    const struct api_errors *errs)
-{
-	wh_deny(v, 422, "Invalid", "%s \"%s\": ", kind_or_resource(req),
-	        req->name[0] ? req->name : "(unnamed)");
-	if (api_errors_format(errs, &v->msg) != NV_OK)
-		(void)buf_append_str(&v->msg, " (message cut)");
 }
 
 /* ---- decoding ------------------------------------------------------------ */
