@@ -145,17 +145,21 @@ struct web_server {
 	uint64_t seq;
 };
 
-/* web.c */
+/* web_metrics.c */
+/* Registers the server's families (when it has a registry) at zero. */
+enum nv_err web_metrics_setup(struct web_server *s);
 void web_count_request(struct web_server *s, const char *handler, int status);
 void web_count_clients(struct web_server *s, size_t n);
 void web_count_dropped(struct web_server *s);
+
+/* web_auth.c */
+/* Whether a browser's Origin names the Host it connects to. */
+bool web_origin_matches(const char *origin, const char *host);
 
 /* web_http.c */
 int web_http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct web_session *pss,
                       void *in, size_t len);
 void web_http_release(struct web_http *h);
-/* Whether a browser's Origin names the Host it connects to. */
-bool web_origin_matches(const char *origin, const char *host);
 
 /* web_feed.c */
 int web_feed_callback(struct lws *wsi, enum lws_callback_reasons reason, struct web_session *pss,

@@ -592,38 +592,6 @@ static void test_web_tls_bad_key_fails_start(void **state)
 	web_server_free(s);
 }
 
-/* ---- bearer parsing ------------------------------------------------------------ */
-
-static void test_web_bearer_parse_cases(void **state)
-{
-	(void)state;
-	const char *tok = NULL;
-	size_t n = 0;
-	const char *h = "Bearer abc";
-	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_OK);
-	assert_int_equal(n, 3);
-	assert_memory_equal(tok, "abc", 3);
-	h = "  BEARER\tx.y.z  ";
-	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_OK);
-	assert_int_equal(n, 5);
-	h = "Bearer";
-	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_E_NOT_FOUND);
-	h = "Bearer   ";
-	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_E_NOT_FOUND);
-	h = "Bearerabc";
-	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_E_NOT_FOUND);
-	h = "Basic abc";
-	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_E_NOT_FOUND);
-	h = "Bearer a b";
-	assert_int_equal(web_bearer_parse(h, strlen(h), &tok, &n), NV_E_PARSE);
-	char *big = malloc(WEB_TOKEN_MAX + 16);
-	assert_non_null(big);
-	memcpy(big, "Bearer ", 7);
-	memset(big + 7, 'a', WEB_TOKEN_MAX + 1);
-	assert_int_equal(web_bearer_parse(big, WEB_TOKEN_MAX + 8, &tok, &n), NV_E_TOO_LARGE);
-	free(big);
-}
-
 /* ---- a raw websocket client -------------------------------------------------------- */
 
 #define WSC_BUF (1 << 20)
@@ -948,7 +916,6 @@ int main(void)
 	        cmocka_unit_test(test_web_config_rejected),
 	        cmocka_unit_test(test_web_port_taken_fails_start),
 	        cmocka_unit_test(test_web_tls_bad_key_fails_start),
-	        cmocka_unit_test(test_web_bearer_parse_cases),
 	        cmocka_unit_test(test_web_ws_replay_and_live),
 	        cmocka_unit_test(test_web_ws_large_message),
 	        cmocka_unit_test(test_web_ws_other_origin_refused),
