@@ -114,11 +114,12 @@ static void nvrm_arch(const char *s, size_t len, struct host_driver_info *out)
 enum nv_err host_proc_version_parse(const char *text, size_t len, struct host_driver_info *out)
 {
 	static const char pfx[] = "NVRM version:";
-	const char *p = text, *end = text + len, *ls;
+	const char *p = text, *end, *ls;
 	size_t ll;
 
 	if (text == NULL)
 		return NV_E_INVAL;
+	end = text + len;
 	while (line_next(&p, end, &ls, &ll)) {
 		const char *seg[8];
 		size_t seglen[8], n;

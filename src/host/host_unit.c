@@ -52,11 +52,12 @@ static void show_value(struct host_unit_state *s, const char *k, size_t kl, cons
 enum nv_err host_unit_show_parse(const char *text, size_t len, struct host_unit_state *out)
 {
 	struct host_unit_state s = {0};
-	const char *p = text, *end = text + len;
+	const char *p = text, *end;
 	bool any = false;
 
 	if (text == NULL)
 		return NV_E_INVAL;
+	end = text + len;
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t ll = nl ? (size_t)(nl - p) : (size_t)(end - p);
