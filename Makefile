@@ -41,7 +41,7 @@ UNIT_HELP := $(sort $(wildcard tests/unit/*.c))
 cmd_name = $(subst _,-,$(if $(filter kubectl_nvl72,$(1)),$(1),nvl72-$(1)))
 CMD_BINS := $(foreach s,$(CMD_SRC),$(BUILD)/rel/bin/$(call cmd_name,$(patsubst src/cmd/%_main.c,%,$(s))))
 
-.PHONY: all check unit asan demo bench fuzz soak clean deps cluster help cross
+.PHONY: all check unit asan demo bench fuzz soak clean deps cluster help cross lint
 # Keep the objects of test programs between runs.
 .SECONDARY:
 all: $(CMD_BINS) $(BUILD)/rel/libnvl72.a
@@ -114,6 +114,10 @@ $(BUILD)/fuzz/%: $(BUILD)/fuzz/obj/tests/fuzz/%.o $(FUZZ_OBJ)
 
 unit: deps $(test_UNIT_BINS)
 	BUILD=$(BUILD) tests/run-unit.sh test $(test_UNIT_BINS)
+# The checks of the source itself (layer order, format, banned calls,
+# cppcheck), without building anything; `make check` runs them first.
+lint: deps
+	BUILD=$(BUILD) tests/lint/run.sh
 asan: deps $(asan_UNIT_BINS) $(ASAN_CMD_BINS) $(ITEST_BINS)
 	BUILD=$(BUILD) tests/run-unit.sh asan $(asan_UNIT_BINS)
 
@@ -195,6 +199,7 @@ help:
 	@echo "make check      the full test suite (installs what it needs)"
 	@echo "make demo       a control plane, one simulated rack with its agents, two operators"
 	@echo "make unit       unit tests; make asan: tests and binaries under ASan+UBSan"
+	@echo "make lint       layer order, format, banned calls and cppcheck (docs/internals/checks.md)"
 	@echo "make fuzz       every fuzz target for FUZZ_SECONDS (default 120) each"
 	@echo "make bench      benchmarks; results in bench/results/"
 	@echo "make soak       the reliability suite repeated for SOAK_SECONDS (default 600)"

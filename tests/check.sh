@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The body of `make check`, run after everything is built: unit tests plain
-# and under ASan+UBSan, a short run of every fuzz target, then the
-# integration suites. Every stage runs even when an earlier one failed;
-# the last line is the total over all of them.
+# The body of `make check`, run after everything is built: the checks of the
+# source itself, unit tests plain and under ASan+UBSan, a short run of every
+# fuzz target, then the integration suites. Every stage runs even when an
+# earlier one failed; the last line is the total over all of them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -17,6 +17,7 @@ step() {
 	"$@" || rc=1
 	echo "==== $name: $(($(date +%s) - s))s"
 }
+step "lint" tests/lint/run.sh
 step "unit tests" tests/run-unit.sh test $(find "$build/test/tests/unit" -type f -executable 2>/dev/null | sort)
 step "unit tests under ASan+UBSan" tests/run-unit.sh asan $(find "$build/asan/tests/unit" -type f -executable 2>/dev/null | sort)
 fuzz=$(find "$build/fuzz" -maxdepth 1 -type f -executable -name 'fuzz_*' 2>/dev/null | sort)

@@ -16,6 +16,8 @@ need=(
 	"cmd:gcc:gcc"
 	"cmd:make:make"
 	"cmd:clang:clang"
+	"cmd:clang-format:clang-format"
+	"cmd:cppcheck:cppcheck"
 	"cmd:openssl:openssl"
 	"cmd:curl:curl"
 	"cmd:jq:jq"

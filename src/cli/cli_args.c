@@ -162,6 +162,7 @@ enum nv_err cli_args_parse(int argc, char **argv, struct cli_args *a, char *err,
 		}
 	}
 	for (size_t k = 0; k < nused && a->verb >= 0; k++)
+		// cppcheck-suppress uninitvar ; used[k] is set for every k below nused
 		if (!(used[k]->verbs & CLI_VERB_BIT(a->verb))) {
 			snprintf(err, errsz, "--%s does not apply to %s (see %s --help)", used[k]->name,
 				 cli_verbs[a->verb].name, cli_verbs[a->verb].name);

@@ -541,6 +541,7 @@ enum nv_err drain_nodes(struct kube_client *c, const char *const *nodes, unsigne
 	enum nv_err rc = NV_OK;
 	int64_t next;
 
+	// cppcheck-suppress uninitvar ; local is only written, for callers without a status
 	st = st ? st : &local;
 	ps.st = st;
 	memset(res, 0, sizeof(*res));
@@ -621,6 +622,7 @@ enum nv_err drain_release(struct kube_client *c, const char *const *nodes, unsig
 	struct kube_status local;
 	enum nv_err rc = NV_OK;
 
+	// cppcheck-suppress uninitvar ; local is only written, for callers without a status
 	st = st ? st : &local;
 	if (!args_ok(nodes, n, owner, st))
 		return NV_E_INVAL;

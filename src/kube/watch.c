@@ -281,6 +281,7 @@ enum nv_err kube_watch(struct kube_client *c, const struct kube_res *r, const ch
 		       char **last_rv, struct kube_status *st)
 {
 	struct kube_status local;
+	// cppcheck-suppress uninitvar ; local is only written, for callers without a status
 	struct wstate w = {.fn = fn, .ud = ud, .st = st ? st : &local};
 	struct kube_xfer *x = NULL;
 	struct buf url;

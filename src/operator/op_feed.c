@@ -22,6 +22,7 @@
 static void upper_snake(const char *in, char *out, size_t cap)
 {
 	size_t o = 0;
+	// cppcheck-suppress arrayIndexOutOfBoundsCond ; in[i] is read up to in's NUL only
 	for (size_t i = 0; in[i] && o + 2 < cap; i++) {
 		if (i > 0 && isupper((unsigned char)in[i]) && islower((unsigned char)in[i - 1]))
 			out[o++] = '_';
