@@ -14,22 +14,19 @@
 #include "nvl72/log.h"
 #include "nvl72/operator_domain.h"
 #include "nvl72/timeutil.h"
-#include "op_int.h"
+#include "op_ctx.h"
 
-const struct kube_res OP_RES_DOMAINS = {"nvl72.io", "v1alpha1", "computedomains", "ComputeDomain",
-                                        true};
-
-/* ---- event handlers ---- */
+/* ---- watches ---- */
 
 /* "<ns>.<name>" (label or annotation value) to the queue key "<ns>/<name>". */
-static void enqueue_dkey(struct op *op, const char *dkey)
+static void enqueue_dkey(struct kube_workqueue *q, const char *dkey)
 {
 	char key[OP_DOMAIN_KEY_MAX];
 	const char *dot = dkey ? strchr(dkey, '.') : NULL;
 	if (dot == NULL || dot == dkey || dot[1] == '\0')
 		return;
 	snprintf(key, sizeof(key), "%.*s/%s", (int)(dot - dkey), dkey, dot + 1);
-	kube_workqueue_add(op->dq, key);
+	kube_workqueue_add(q, key);
 }
 
 static const char *member_of(const json_t *obj, const char *where)
@@ -42,7 +39,7 @@ static const char *member_of(const json_t *obj, const char *where)
 /* Domains still short of members, or NotReady (a failed member may wait
  * for a spare), may want a tray that just became free or healthy; there
  * are few domains, so a scan. */
-static void enqueue_unplaced(struct op *op)
+static void enqueue_unplaced(struct op *op, struct kube_workqueue *q)
 {
 	json_t *ds = kube_informer_list(op->domains), *d;
 	char key[OP_DOMAIN_KEY_MAX];
@@ -54,126 +51,68 @@ static void enqueue_unplaced(struct op *op)
 		    !json_is_string(jx_path(d, "metadata.deletionTimestamp")))
 			continue;
 		if (kube_obj_key(d, key, sizeof(key)) == NV_OK)
-			kube_workqueue_add(op->dq, key);
+			kube_workqueue_add(q, key);
 	}
 	json_decref(ds);
 }
 
-static void on_domain(void *ud, json_t *obj)
+static void map_domain(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	struct op *op = ud;
 	char key[OP_DOMAIN_KEY_MAX];
+	(void)op;
 	if (kube_obj_key(obj, key, sizeof(key)) == NV_OK)
-		kube_workqueue_add(op->dq, key);
-}
-static void on_domain_upd(void *ud, json_t *o, json_t *n)
-{
-	(void)o;
-	on_domain(ud, n);
-}
-static void on_domain_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_domain(ud, obj);
+		kube_workqueue_add(q, key);
 }
 
-static void on_member(struct op *op, const json_t *o, const json_t *n, const char *where)
+/* The domain a member belonged to and the one it belongs to now; a tray or
+ * Node that belongs to none may be what an unplaced domain waits for. */
+static void on_member(struct op *op, const json_t *o, const json_t *n, const char *where,
+                      struct kube_workqueue *q)
 {
 	const char *a = o ? member_of(o, where) : NULL, *b = n ? member_of(n, where) : NULL;
-	enqueue_dkey(op, a);
+	enqueue_dkey(q, a);
 	if (b && (a == NULL || strcmp(a, b) != 0))
-		enqueue_dkey(op, b);
+		enqueue_dkey(q, b);
 	if (b == NULL)
-		enqueue_unplaced(op);
+		enqueue_unplaced(op, q);
 }
 
-static void on_tray(void *ud, json_t *obj)
+static void map_tray(struct op *op, const json_t *o, const json_t *n, struct kube_workqueue *q)
 {
-	on_member(ud, NULL, obj, "metadata.annotations");
-}
-static void on_tray_upd(void *ud, json_t *o, json_t *n)
-{
-	on_member(ud, o, n, "metadata.annotations");
-}
-static void on_tray_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_member(ud, obj, NULL, "metadata.annotations");
+	on_member(op, o, n, "metadata.annotations", q);
 }
 
-static const char *node_ready(const json_t *n)
+static void map_node(struct op *op, const json_t *o, const json_t *n, struct kube_workqueue *q)
 {
-	const json_t *c = kube_condition_find(n, "Ready");
-	return c ? jx_str_or(c, "status", "") : "";
-}
-static void on_node(void *ud, json_t *obj)
-{
-	on_member(ud, NULL, obj, "metadata.labels");
-}
-static void on_node_upd(void *ud, json_t *o, json_t *n)
-{
-	/* Kubelet heartbeats change only status times: skip those. */
-	if (json_equal(jx_path(o, "metadata.labels"), jx_path(n, "metadata.labels")) &&
-	    json_equal(jx_path(o, "spec"), jx_path(n, "spec")) &&
-	    json_equal(jx_path(o, "status.addresses"), jx_path(n, "status.addresses")) &&
-	    strcmp(node_ready(o), node_ready(n)) == 0)
-		return;
-	on_member(ud, o, n, "metadata.labels");
-}
-static void on_node_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_member(ud, obj, NULL, "metadata.labels");
+	on_member(op, o, n, "metadata.labels", q);
 }
 
-/* Agent Leases are named after their ComputeTray. A renewal while the
- * heartbeat was fresh changes nothing (the pass is requeued for the moment
- * it would go stale); one after staleness brings the member back. */
-static void on_lease(void *ud, json_t *obj)
+/* Kubelet heartbeats change only status times: skip those. */
+static bool node_changed(struct op *op, const json_t *o, const json_t *n)
 {
-	struct op *op = ud;
+	(void)op;
+	return !(json_equal(jx_path(o, "metadata.labels"), jx_path(n, "metadata.labels")) &&
+	         json_equal(jx_path(o, "spec"), jx_path(n, "spec")) &&
+	         json_equal(jx_path(o, "status.addresses"), jx_path(n, "status.addresses")) &&
+	         strcmp(op_node_ready(o), op_node_ready(n)) == 0);
+}
+
+/* Agent Leases are named after their ComputeTray; a renewal after
+ * staleness brings the member back. */
+static void map_lease(struct op *op, const json_t *obj, struct kube_workqueue *q)
+{
 	json_t *t = kube_informer_get(op->trays, kube_obj_name(obj));
 	if (t)
-		enqueue_dkey(op, member_of(t, "metadata.annotations"));
+		enqueue_dkey(q, member_of(t, "metadata.annotations"));
 	json_decref(t);
 }
-static void on_lease_upd(void *ud, json_t *o, json_t *n)
-{
-	struct op *op = ud;
-	int64_t was = 0;
-	if (time_parse_rfc3339(jx_str_or(o, "spec.renewTime", ""), &was) == NV_OK && was > 0 &&
-	    (op->cfg.heartbeat_timeout_ms == 0 ||
-	     time_wall_ms() - was < op->cfg.heartbeat_timeout_ms) &&
-	    json_equal(jx_path(o, "spec.holderIdentity"), jx_path(n, "spec.holderIdentity")))
-		return;
-	on_lease(ud, n);
-}
-static void on_lease_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_lease(ud, obj);
-}
 
-void domain_ctrl_handlers(struct op *op)
-{
-	if (op->leases)
-		kube_informer_add_handler(op->leases, &(struct kube_handler){on_lease, on_lease_upd,
-		                                                             on_lease_del, op});
-	kube_informer_add_handler(
-	        op->domains, &(struct kube_handler){on_domain, on_domain_upd, on_domain_del, op});
-	kube_informer_add_handler(op->trays,
-	                          &(struct kube_handler){on_tray, on_tray_upd, on_tray_del, op});
-	kube_informer_add_handler(op->nodes,
-	                          &(struct kube_handler){on_node, on_node_upd, on_node_del, op});
-}
-
-void domain_enqueue_all(struct op *op)
-{
-	json_t *ds = kube_informer_list(op->domains), *d;
-	size_t i;
-	json_array_foreach(ds, i, d) on_domain(op, d);
-	json_decref(ds);
-}
+static const struct op_watch domain_watches[] = {
+        {.informer = OP_INFORMER(domains), .map = map_domain},
+        {.informer = OP_INFORMER(leases), .map = map_lease, .changed = op_lease_changed},
+        {.informer = OP_INFORMER(trays), .map2 = map_tray},
+        {.informer = OP_INFORMER(nodes), .map2 = map_node, .changed = node_changed},
+};
 
 /* ---- candidates ---- */
 
@@ -246,21 +185,6 @@ static bool tray_imex_ready(const json_t *t, const char *dkey)
 	        json_integer_value(og) >= json_integer_value(jx_path(t, "metadata.generation")));
 }
 
-static int64_t lease_renew_ms(struct op *op, const char *tray)
-{
-	char key[160];
-	int64_t ms = 0;
-	json_t *l;
-	if (op->leases == NULL)
-		return 0;
-	snprintf(key, sizeof(key), "%s/%s", op->agent_ns, tray);
-	l = kube_informer_get(op->leases, key);
-	if (l && time_parse_rfc3339(jx_str_or(l, "spec.renewTime", ""), &ms) != NV_OK)
-		ms = 0;
-	json_decref(l);
-	return ms;
-}
-
 /* A member's failure. A silent agent (stale heartbeat) comes after a Node
  * that is gone or not Ready, and before what the tray's own conditions say,
  * as those are as old as the heartbeat. */
@@ -269,7 +193,7 @@ static void member_judge(struct op *op, struct domain_pass *p, struct op_domain_
 {
 	int64_t stale_at = 0;
 	const char *f = op_domain_member_failure(t, node, p->dkey);
-	const char *hb = op_domain_member_heartbeat(t, lease_renew_ms(op, c->tray),
+	const char *hb = op_domain_member_heartbeat(t, op_lease_renew_ms(op, c->tray),
 	                                            op->cfg.heartbeat_timeout_ms, now, &stale_at);
 	if (hb && (f == NULL || (strcmp(f, "NodeGone") != 0 && strcmp(f, "NodeNotReady") != 0)))
 		f = hb;
@@ -604,7 +528,7 @@ static enum nv_err spec_read(struct op *op, struct domain_pass *p)
 	return rc;
 }
 
-struct kube_result domain_reconcile(void *ud, const char *key)
+static struct kube_result domain_reconcile(void *ud, const char *key)
 {
 	struct op *op = ud;
 	struct domain_pass p;
@@ -675,3 +599,12 @@ struct kube_result domain_reconcile(void *ud, const char *key)
 	}
 	return res;
 }
+
+const struct op_controller op_domain_controller = {
+        .name = DOMAIN_CONTROLLER,
+        .comp = DOMAIN_COMP,
+        .workers = OP_CONFIG(rack_workers),
+        .watches = domain_watches,
+        .nwatches = sizeof(domain_watches) / sizeof(domain_watches[0]),
+        .reconcile = domain_reconcile,
+};

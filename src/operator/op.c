@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The operator process around its controllers: client, informers (on every
 // replica, so /readyz reflects their sync and a standby takes over warm),
-// leader election (only the leader runs workers), the web servers and the
-// ordered graceful shutdown.
-#include <stdarg.h>
+// the controller table (queues, handlers, and workers only on the leader),
+// leader election, the web servers and the ordered graceful shutdown.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,13 +19,16 @@
 static const struct kube_res RES_COORD_LEASES = {"coordination.k8s.io", "v1", "leases", "Lease",
                                                  true};
 
-bool op_is_leading(struct op *op)
-{
-	pthread_mutex_lock(&op->mu);
-	bool v = op->leading;
-	pthread_mutex_unlock(&op->mu);
-	return v;
-}
+/* The controllers, one row each (docs/internals/controllers.md). Handlers
+ * run, and objects are queued on taking the lead, in this order. */
+static const struct op_controller *const controllers[] = {
+        &op_rack_controller,
+        &op_domain_controller,
+        &op_part_controller,
+        &op_upgrade_controller,
+};
+#define NCONTROLLERS (sizeof(controllers) / sizeof(controllers[0]))
+_Static_assert(NCONTROLLERS <= OP_CTRL_MAX, "raise OP_CTRL_MAX");
 
 struct kube_client *op_client(struct op *op)
 {
@@ -56,24 +58,6 @@ struct kube_informer *op_informer(struct op *op, const char *resource)
 	if (strcmp(resource, "upgradeapprovals") == 0)
 		return op->approvals;
 	return NULL;
-}
-
-void op_event(struct op *op, const json_t *obj, const char *type, const char *reason,
-              const char *action, const char *fmt, ...)
-{
-	char note[1024], object[160];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(note, sizeof(note), fmt, ap);
-	va_end(ap);
-	kube_recorder_eventf(op->rec, obj, type, reason, action, "%s", note);
-	snprintf(object, sizeof(object), "%s/%s", jx_str_or(obj, "kind", "object"),
-	         kube_obj_name(obj));
-	for (char *c = object; *c && *c != '/'; c++)
-		*c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
-	log_info(OP_COMP, "event", "object=%s type=%s reason=%s note=\"%s\"", object, type, reason,
-	         note);
-	op_feed_event(op, type, reason, object, note);
 }
 
 /* ---- probes ---- */
@@ -180,6 +164,25 @@ static void identity_make(struct op *op)
 	snprintf(op->identity, sizeof(op->identity), "%s_%08x", base, r);
 }
 
+/* A queue per row and the handlers of its watches, then the rows' own
+ * opening (backends). */
+static enum nv_err controllers_build(struct op *op)
+{
+	enum nv_err rc;
+	for (size_t i = 0; i < NCONTROLLERS; i++) {
+		struct op_ctrl *c = &op->ctrl[op->nctrl++];
+		c->row = controllers[i];
+		c->op = op;
+		c->q = kube_workqueue_new(c->row->name, &c->row->queue);
+		if ((rc = op_ctrl_watch(c)) != NV_OK)
+			return rc;
+	}
+	for (size_t i = 0; i < op->nctrl; i++)
+		if (op->ctrl[i].row->open && (rc = op->ctrl[i].row->open(op)) != NV_OK)
+			return rc;
+	return NV_OK;
+}
+
 static enum nv_err op_build(struct op *op)
 {
 	struct kube_config *kc = NULL;
@@ -221,27 +224,16 @@ static enum nv_err op_build(struct op *op)
 	    (rc = kube_informer_add_index(op->nodes, "domain", kube_index_label,
 	                                  OP_LABEL_COMPUTE_DOMAIN)))
 		return rc;
-	op->q = kube_workqueue_new(RACK_CONTROLLER, NULL);
-	op->dq = kube_workqueue_new(DOMAIN_CONTROLLER, NULL);
-	/* Backend failures back off from 1 s to 5 min per partition. */
-	op->pq = kube_workqueue_new(PART_CONTROLLER,
-	                            &(struct kube_workqueue_opts){.base_delay_ms = 1000,
-	                                                          .max_delay_ms = 300000});
-	op->uq = kube_workqueue_new(UPGRADE_CONTROLLER, NULL);
-	rack_ctrl_handlers(op);
-	domain_ctrl_handlers(op);
-	part_ctrl_handlers(op);
-	upgrade_ctrl_handlers(op);
-	if ((rc = part_backend_open(op)) != NV_OK || (rc = upgrade_oob_open(op)) != NV_OK)
+	if ((rc = controllers_build(op)) != NV_OK)
 		return rc;
 	op->rec = kube_recorder_new(op->c, "nvl72.io/operator", NULL);
 	op->reg = metrics_registry_new();
-	if ((rc = metrics_std_register(op->reg, &op->std)) ||
-	    (rc = metrics_std_controller_init(&op->std, RACK_CONTROLLER)) ||
-	    (rc = metrics_std_controller_init(&op->std, DOMAIN_CONTROLLER)) ||
-	    (rc = metrics_std_controller_init(&op->std, PART_CONTROLLER)) ||
-	    (rc = metrics_std_controller_init(&op->std, UPGRADE_CONTROLLER)) ||
-	    (rc = op_metrics_register(op)))
+	if ((rc = metrics_std_register(op->reg, &op->std)) != NV_OK)
+		return rc;
+	for (size_t i = 0; i < op->nctrl; i++)
+		if ((rc = metrics_std_controller_init(&op->std, op->ctrl[i].row->name)) != NV_OK)
+			return rc;
+	if ((rc = op_metrics_register(op)) != NV_OK)
 		return rc;
 	if ((rc = server_new(op, "probes", op->cfg.probe_addr, false, &op->probes)) ||
 	    (rc = server_new(op, "metrics", op->cfg.metrics_addr, true, &op->metrics_srv)) ||
@@ -285,16 +277,13 @@ void op_free(struct op *op)
 	web_server_free(op->metrics_srv);
 	web_server_free(op->probes);
 	kube_access_free(op->access);
-	kube_workers_stop(op->workers);
-	kube_workers_stop(op->dworkers);
-	kube_workers_stop(op->pworkers);
-	kube_workers_stop(op->uworkers);
-	kube_workqueue_free(op->q);
-	kube_workqueue_free(op->dq);
-	kube_workqueue_free(op->pq);
-	kube_workqueue_free(op->uq);
-	fabric_backend_free(op->fabric);
-	oob_backend_free(op->oob);
+	for (size_t i = 0; i < op->nctrl; i++)
+		kube_workers_stop(op->ctrl[i].workers);
+	for (size_t i = 0; i < op->nctrl; i++)
+		kube_workqueue_free(op->ctrl[i].q);
+	for (size_t i = 0; i < op->nctrl; i++)
+		if (op->ctrl[i].row->close)
+			op->ctrl[i].row->close(op);
 	kube_informer_free(op->domains);
 	kube_informer_free(op->upgrades);
 	kube_informer_free(op->approvals);
@@ -427,14 +416,17 @@ static bool informers_wait(struct op *op)
 	return true;
 }
 
-/* Reconcile wrapper: controller-runtime's metrics around each pass. */
-static struct kube_result metered(struct op *op, const char *name, const char *comp,
-                                  kube_reconcile_fn fn, const char *key)
+/* Reconcile wrapper: controller-runtime's metrics around each pass; ud is
+ * the running controller. */
+static struct kube_result metered(void *ud, const char *key)
 {
+	const struct op_ctrl *c = ud;
+	struct op *op = c->op;
+	const char *name = c->row->name, *comp = c->row->comp;
 	const char *ctl[] = {name};
 	int64_t t0 = time_mono_us();
 	(void)metrics_gauge_add(op->std.active_workers, ctl, 1);
-	struct kube_result r = fn(op, key);
+	struct kube_result r = c->row->reconcile(op, key);
 	(void)metrics_gauge_add(op->std.active_workers, ctl, -1);
 	(void)metrics_histogram_observe(op->std.reconcile_time_seconds, ctl,
 	                                (double)(time_mono_us() - t0) / 1e6);
@@ -445,38 +437,33 @@ static struct kube_result metered(struct op *op, const char *name, const char *c
 		(void)metrics_counter_inc(op->std.reconcile_errors_total, ctl);
 		log_warn(comp, "reconcile failed", "%s=%s err=%s", comp, key, nv_err_name(r.err));
 	}
+	if (c->row->passed)
+		c->row->passed(op);
 	return r;
 }
 
-static struct kube_result reconcile_metered(void *ud, const char *key)
+static int ctrl_workers(const struct op_ctrl *c)
 {
-	return metered(ud, RACK_CONTROLLER, RACK_COMP, rack_reconcile, key);
+	return *(const int *)(const void *)((const char *)&c->op->cfg + c->row->workers);
 }
 
-static struct kube_result domain_metered(void *ud, const char *key)
+/* "rack:2,computedomain:2,...": the worker counts, for the log. */
+static void workers_list(const struct op *op, char *out, size_t cap)
 {
-	return metered(ud, DOMAIN_CONTROLLER, DOMAIN_COMP, domain_reconcile, key);
-}
-
-static struct kube_result part_metered(void *ud, const char *key)
-{
-	return metered(ud, PART_CONTROLLER, PART_COMP, part_reconcile, key);
-}
-
-/* Every upgrade pass, a deleted upgrade's or an approval's included, ends
- * with the feed mirroring the caches (an unchanged list is not resent). */
-static struct kube_result upgrade_metered(void *ud, const char *key)
-{
-	struct kube_result r = metered(ud, UPGRADE_CONTROLLER, UPGRADE_COMP, upgrade_reconcile, key);
-	op_feed_upgrades(ud);
-	return r;
+	size_t len = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < op->nctrl && len < cap; i++) {
+		int w = snprintf(out + len, cap - len, "%s%s:%d", i ? "," : "",
+		                 op->ctrl[i].row->name, ctrl_workers(&op->ctrl[i]));
+		len += w > 0 ? (size_t)w : 0;
+	}
 }
 
 /* Starts the controllers; a leader whose caches do not sync gives up (the
  * process exits non-zero and a standby takes over). */
 static void workers_start(struct op *op)
 {
-	const char *ctl[] = {RACK_CONTROLLER};
+	char list[256];
 	if (!informers_wait(op)) {
 		log_error(OP_COMP, "caches did not sync in time: giving up", "timeout_ms=%lld",
 		          (long long)op->cfg.cache_sync_timeout_ms);
@@ -485,26 +472,22 @@ static void workers_start(struct op *op)
 		pthread_mutex_unlock(&op->mu);
 		return;
 	}
-	(void)metrics_gauge_set(op->std.max_concurrent_reconciles, ctl, op->cfg.rack_workers);
-	op->workers = kube_workers_start(op->q, op->cfg.rack_workers, reconcile_metered, op);
-	(void)metrics_gauge_set(op->std.max_concurrent_reconciles,
-	                        (const char *[]){DOMAIN_CONTROLLER}, op->cfg.rack_workers);
-	op->dworkers = kube_workers_start(op->dq, op->cfg.rack_workers, domain_metered, op);
-	(void)metrics_gauge_set(op->std.max_concurrent_reconciles,
-	                        (const char *[]){PART_CONTROLLER}, op->cfg.rack_workers);
-	op->pworkers = kube_workers_start(op->pq, op->cfg.rack_workers, part_metered, op);
-	(void)metrics_gauge_set(op->std.max_concurrent_reconciles,
-	                        (const char *[]){UPGRADE_CONTROLLER}, op->cfg.rack_workers);
-	op->uworkers = kube_workers_start(op->uq, op->cfg.rack_workers, upgrade_metered, op);
+	for (size_t i = 0; i < op->nctrl; i++) {
+		struct op_ctrl *c = &op->ctrl[i];
+		int n = ctrl_workers(c);
+		(void)metrics_gauge_set(op->std.max_concurrent_reconciles,
+		                        (const char *[]){c->row->name}, n);
+		c->workers = kube_workers_start(c->q, n, metered, c);
+	}
 	op->workers_on = true;
-	rack_enqueue_all(op);
-	domain_enqueue_all(op);
-	part_enqueue_all(op);
-	upgrade_enqueue_all(op);
-	op_feed_upgrades(op); /* an empty list too: the page tells none from unknown */
+	for (size_t i = 0; i < op->nctrl; i++)
+		op_ctrl_enqueue_all(&op->ctrl[i]);
+	for (size_t i = 0; i < op->nctrl; i++)
+		if (op->ctrl[i].row->leading)
+			op->ctrl[i].row->leading(op);
 	op_metrics_leading(op, true);
-	log_info(OP_COMP, "controllers started", "identity=%s workers=%d", op->identity,
-	         op->cfg.rack_workers);
+	workers_list(op, list, sizeof(list));
+	log_info(OP_COMP, "controllers started", "identity=%s workers=%s", op->identity, list);
 }
 
 /* Stops dispatching, lets in-flight reconciles end, and readies a fresh
@@ -513,11 +496,10 @@ static void workers_stop(struct op *op)
 {
 	if (!op->workers_on)
 		return;
-	kube_workers_stop(op->workers);
-	kube_workers_stop(op->dworkers);
-	kube_workers_stop(op->pworkers);
-	kube_workers_stop(op->uworkers);
-	op->workers = op->dworkers = op->pworkers = op->uworkers = NULL;
+	for (size_t i = 0; i < op->nctrl; i++) {
+		kube_workers_stop(op->ctrl[i].workers);
+		op->ctrl[i].workers = NULL;
+	}
 	op->workers_on = false;
 	op_metrics_leading(op, false);
 	op_feed_clear(op);

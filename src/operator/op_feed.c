@@ -11,7 +11,7 @@
 #include "nvl72/json.h"
 #include "nvl72/log.h"
 #include "nvl72/timeutil.h"
-#include "op_int.h"
+#include "op_ctx.h"
 
 #define EVENTS_KEPT 100
 /* Upgrades on the feed: active ones first, then finished ones by name, up

@@ -346,7 +346,8 @@ static void collect(void *arg)
 	const char *wq[] = {RACK_CONTROLLER, RACK_CONTROLLER};
 	size_t i;
 
-	(void)metrics_gauge_set(op->std.workqueue_depth, wq, (double)kube_workqueue_len(op->q));
+	(void)metrics_gauge_set(op->std.workqueue_depth, wq,
+	                        (double)kube_workqueue_len(op_queue(op, RACK_CONTROLLER)));
 	pthread_mutex_lock(&m->mu);
 	domain_reset(m);
 	if (op_is_leading(op)) {

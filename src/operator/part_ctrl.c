@@ -16,7 +16,7 @@
 #include "nvl72/operator_part.h"
 #include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
-#include "op_int.h"
+#include "op_ctx.h"
 #include "nvl72/b64.h"
 
 /* ---- the backend ---- */
@@ -67,7 +67,7 @@ static enum nv_err secret_load(struct op *op, struct fabric_config *c)
 	return rc;
 }
 
-enum nv_err part_backend_open(struct op *op)
+static enum nv_err part_backend_open(struct op *op)
 {
 	struct fabric_config c;
 	struct fabric_status st;
@@ -99,121 +99,87 @@ enum nv_err part_backend_open(struct op *op)
 	return rc;
 }
 
-/* ---- event handlers ---- */
+/* ---- watches ---- */
 
-static void enqueue_rack_parts(struct op *op, const char *rack)
+static void enqueue_rack_parts(struct op *op, const char *rack, struct kube_workqueue *q)
 {
 	json_t *ps = kube_informer_list(op->partitions), *p;
 	size_t i;
 	json_array_foreach(ps, i, p) if (strcmp(jx_str_or(p, "spec.rack", ""), rack) == 0)
-	        kube_workqueue_add(op->pq, kube_obj_name(p));
+	        kube_workqueue_add(q, kube_obj_name(p));
 	json_decref(ps);
 }
 
-static void on_part(void *ud, json_t *obj)
+static void map_part(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	struct op *op = ud;
-	kube_workqueue_add(op->pq, kube_obj_name(obj));
-}
-static void on_part_upd(void *ud, json_t *o, json_t *n)
-{
-	(void)o;
-	on_part(ud, n);
-}
-static void on_part_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_part(ud, obj);
+	(void)op;
+	kube_workqueue_add(q, kube_obj_name(obj));
 }
 
-static void on_rack(void *ud, json_t *obj)
+static void map_rack(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	enqueue_rack_parts(ud, kube_obj_name(obj));
+	enqueue_rack_parts(op, kube_obj_name(obj), q);
 }
-static void on_rack_upd(void *ud, json_t *o, json_t *n)
+
+static bool rack_changed(struct op *op, const json_t *o, const json_t *n)
 {
-	if (!json_equal(jx_path(o, "spec"), jx_path(n, "spec")))
-		on_rack(ud, n);
+	(void)op;
+	return !json_equal(jx_path(o, "spec"), jx_path(n, "spec"));
 }
-static void on_rack_del(void *ud, json_t *obj, bool fsu)
+
+static void map_tray(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	(void)fsu;
-	on_rack(ud, obj);
+	enqueue_rack_parts(op, jx_str_or(obj, "spec.rack", ""), q);
 }
 
 /* What a partition reads of a tray: its fabric, GPUs and IMEX. */
-static bool tray_moved(const json_t *o, const json_t *n)
+static bool tray_moved(struct op *op, const json_t *o, const json_t *n)
 {
 	static const char *const paths[] = {"status.fabric", "status.gpus", "status.imex",
 	                                    "spec.imex"};
+	(void)op;
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
 		if (!json_equal(jx_path(o, paths[i]), jx_path(n, paths[i])))
 			return true;
 	return false;
 }
-static void on_tray(void *ud, json_t *obj)
-{
-	enqueue_rack_parts(ud, jx_str_or(obj, "spec.rack", ""));
-}
-static void on_tray_upd(void *ud, json_t *o, json_t *n)
-{
-	if (tray_moved(o, n))
-		on_tray(ud, n);
-}
-static void on_tray_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_tray(ud, obj);
-}
 
 /* The partitions a Node names: its partition label and our cordon mark. */
-static void node_parts(struct op *op, const json_t *n)
+static void node_parts(const json_t *n, struct kube_workqueue *q)
 {
 	const json_t *l = json_object_get(jx_path(n, "metadata.labels"), OP_LABEL_PARTITION);
 	const json_t *a = json_object_get(jx_path(n, "metadata.annotations"), DRAIN_ANN_CORDONED_BY);
 	if (json_is_string(l))
-		kube_workqueue_add(op->pq, json_string_value(l));
+		kube_workqueue_add(q, json_string_value(l));
 	if (json_is_string(a) && str_has_prefix(json_string_value(a), OP_PART_CORDON_PREFIX))
-		kube_workqueue_add(op->pq, json_string_value(a) + strlen(OP_PART_CORDON_PREFIX));
-}
-static void on_node(void *ud, json_t *obj)
-{
-	node_parts(ud, obj);
-}
-static void on_node_upd(void *ud, json_t *o, json_t *n)
-{
-	if (json_equal(jx_path(o, "metadata.labels"), jx_path(n, "metadata.labels")) &&
-	    json_equal(jx_path(o, "metadata.annotations"), jx_path(n, "metadata.annotations")) &&
-	    json_equal(jx_path(o, "spec.unschedulable"), jx_path(n, "spec.unschedulable")))
-		return;
-	node_parts(ud, o);
-	node_parts(ud, n);
-}
-static void on_node_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	node_parts(ud, obj);
+		kube_workqueue_add(q, json_string_value(a) + strlen(OP_PART_CORDON_PREFIX));
 }
 
-void part_ctrl_handlers(struct op *op)
+/* Both states of a Node: the partition it left and the one it joined. */
+static void map_node(struct op *op, const json_t *o, const json_t *n, struct kube_workqueue *q)
 {
-	kube_informer_add_handler(op->partitions,
-	                          &(struct kube_handler){on_part, on_part_upd, on_part_del, op});
-	kube_informer_add_handler(op->racks,
-	                          &(struct kube_handler){on_rack, on_rack_upd, on_rack_del, op});
-	kube_informer_add_handler(op->trays,
-	                          &(struct kube_handler){on_tray, on_tray_upd, on_tray_del, op});
-	kube_informer_add_handler(op->nodes,
-	                          &(struct kube_handler){on_node, on_node_upd, on_node_del, op});
+	(void)op;
+	if (o)
+		node_parts(o, q);
+	if (n)
+		node_parts(n, q);
 }
 
-void part_enqueue_all(struct op *op)
+static bool node_changed(struct op *op, const json_t *o, const json_t *n)
 {
-	json_t *ps = kube_informer_list(op->partitions), *p;
-	size_t i;
-	json_array_foreach(ps, i, p) on_part(op, p);
-	json_decref(ps);
+	(void)op;
+	return !(json_equal(jx_path(o, "metadata.labels"), jx_path(n, "metadata.labels")) &&
+	         json_equal(jx_path(o, "metadata.annotations"),
+	                    jx_path(n, "metadata.annotations")) &&
+	         json_equal(jx_path(o, "spec.unschedulable"), jx_path(n, "spec.unschedulable")));
 }
+
+static const struct op_watch part_watches[] = {
+        {.informer = OP_INFORMER(partitions), .map = map_part},
+        {.informer = OP_INFORMER(racks), .map = map_rack, .changed = rack_changed},
+        {.informer = OP_INFORMER(trays), .map = map_tray, .changed = tray_moved},
+        {.informer = OP_INFORMER(nodes), .map2 = map_node, .changed = node_changed},
+};
 
 /* ---- one pass ---- */
 
@@ -441,7 +407,7 @@ static void domains_requeue(struct op *op, struct part_pass *p)
 		if (dot == NULL || dot == v)
 			continue;
 		snprintf(key, sizeof(key), "%.*s/%s", (int)(dot - v), v, dot + 1);
-		kube_workqueue_add(op->dq, key);
+		kube_workqueue_add(op_queue(op, DOMAIN_CONTROLLER), key);
 	}
 }
 
@@ -524,7 +490,7 @@ static struct kube_result release(struct op *op, struct part_pass *p)
 	return (struct kube_result){.err = rc};
 }
 
-struct kube_result part_reconcile(void *ud, const char *key)
+static struct kube_result part_reconcile(void *ud, const char *key)
 {
 	struct op *op = ud;
 	struct part_pass p;
@@ -588,3 +554,22 @@ out:
 	pass_clear(&p);
 	return res;
 }
+
+static void part_backend_close(struct op *op)
+{
+	fabric_backend_free(op->fabric);
+	op->fabric = NULL;
+}
+
+const struct op_controller op_part_controller = {
+        .name = PART_CONTROLLER,
+        .comp = PART_COMP,
+        .workers = OP_CONFIG(rack_workers),
+        /* Backend failures back off from 1 s to 5 min per partition. */
+        .queue = {.base_delay_ms = 1000, .max_delay_ms = 300000},
+        .watches = part_watches,
+        .nwatches = sizeof(part_watches) / sizeof(part_watches[0]),
+        .reconcile = part_reconcile,
+        .open = part_backend_open,
+        .close = part_backend_close,
+};

@@ -12,185 +12,92 @@
 #include "nvl72/log.h"
 #include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
-#include "op_int.h"
+#include "op_ctx.h"
 
-const struct kube_res OP_RES_RACKS = {"nvl72.io", "v1alpha1", "racks", "Rack", false};
-const struct kube_res OP_RES_TRAYS = {"nvl72.io", "v1alpha1", "computetrays", "ComputeTray", false};
-const struct kube_res OP_RES_MATRICES = {"nvl72.io", "v1alpha1", "compatibilitymatrices",
-                                         "CompatibilityMatrix", false};
-const struct kube_res OP_RES_PARTITIONS = {"nvl72.io", "v1alpha1", "rackpartitions",
-                                           "RackPartition", false};
+/* ---- watches: map any object to the racks it concerns ---- */
 
-/* ---- event handlers: map any object to the racks it concerns ---- */
-
-static void enqueue_rack(struct op *op, const char *rack)
+static void enqueue_rack(struct kube_workqueue *q, const char *rack)
 {
 	if (rack && rack[0])
-		kube_workqueue_add(op->q, rack);
+		kube_workqueue_add(q, rack);
 }
 
-/* Racks that list node in spec.computeTrays (a handful of racks: a scan). */
-static void enqueue_racks_of_node(struct op *op, const char *node)
+static void map_rack(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	json_t *racks = kube_informer_list(op->racks), *r, *t;
+	(void)op;
+	enqueue_rack(q, kube_obj_name(obj));
+}
+
+/* Trays and partitions name their rack in spec.rack. */
+static void map_racked(struct op *op, const json_t *obj, struct kube_workqueue *q)
+{
+	(void)op;
+	enqueue_rack(q, jx_str_or(obj, "spec.rack", ""));
+}
+
+/* The rack in the Node's label, and the racks that list it in
+ * spec.computeTrays (a handful of racks: a scan). */
+static void map_node(struct op *op, const json_t *obj, struct kube_workqueue *q)
+{
+	const json_t *labels = jx_path(obj, "metadata.labels");
+	const json_t *r = json_is_object(labels) ? json_object_get(labels, OP_LABEL_RACK) : NULL;
+	const char *node = kube_obj_name(obj);
+	json_t *racks, *rk, *t;
 	size_t i, j;
-	json_array_foreach(racks, i, r)
-	        json_array_foreach(jx_path(r, "spec.computeTrays"), j,
+	if (json_is_string(r))
+		enqueue_rack(q, json_string_value(r));
+	racks = kube_informer_list(op->racks);
+	json_array_foreach(racks, i, rk)
+	        json_array_foreach(jx_path(rk, "spec.computeTrays"), j,
 	                           t) if (strcmp(jx_str_or(t, "node", ""), node) == 0)
-	                enqueue_rack(op, kube_obj_name(r));
+	                enqueue_rack(q, kube_obj_name(rk));
 	json_decref(racks);
 }
 
-static void on_rack(void *ud, json_t *obj)
+static const json_t *ready_status(const json_t *node)
 {
-	enqueue_rack(ud, kube_obj_name(obj));
-}
-static void on_rack_upd(void *ud, json_t *o, json_t *n)
-{
-	(void)o;
-	on_rack(ud, n);
-}
-static void on_rack_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_rack(ud, obj);
+	const json_t *c = kube_condition_find(node, "Ready");
+	return c ? json_object_get(c, "status") : NULL;
 }
 
-static void on_tray(void *ud, json_t *obj)
+/* Kubelet heartbeats change only status times: skip those. */
+static bool node_changed(struct op *op, const json_t *o, const json_t *n)
 {
-	enqueue_rack(ud, jx_str_or(obj, "spec.rack", ""));
-}
-static void on_tray_upd(void *ud, json_t *o, json_t *n)
-{
-	(void)o;
-	on_tray(ud, n);
-}
-static void on_tray_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_tray(ud, obj);
-}
-
-static void on_node(void *ud, json_t *obj)
-{
-	struct op *op = ud;
-	const json_t *labels = jx_path(obj, "metadata.labels");
-	const json_t *r = json_is_object(labels) ? json_object_get(labels, OP_LABEL_RACK) : NULL;
-	if (json_is_string(r))
-		enqueue_rack(op, json_string_value(r));
-	enqueue_racks_of_node(op, kube_obj_name(obj));
-}
-static void on_node_upd(void *ud, json_t *o, json_t *n)
-{
-	/* Kubelet heartbeats change only status times: skip those. */
-	if (json_equal(jx_path(o, "metadata.labels"), jx_path(n, "metadata.labels")) &&
-	    json_equal(jx_path(o, "metadata.annotations"), jx_path(n, "metadata.annotations")) &&
-	    json_equal(jx_path(o, "spec"), jx_path(n, "spec")) &&
-	    json_equal(kube_condition_find(o, "Ready")
-	                       ? json_object_get(kube_condition_find(o, "Ready"), "status")
-	                       : NULL,
-	               kube_condition_find(n, "Ready")
-	                       ? json_object_get(kube_condition_find(n, "Ready"), "status")
-	                       : NULL))
-		return;
-	on_node(ud, n);
-}
-static void on_node_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_node(ud, obj);
+	(void)op;
+	return !(json_equal(jx_path(o, "metadata.labels"), jx_path(n, "metadata.labels")) &&
+	         json_equal(jx_path(o, "metadata.annotations"),
+	                    jx_path(n, "metadata.annotations")) &&
+	         json_equal(jx_path(o, "spec"), jx_path(n, "spec")) &&
+	         json_equal(ready_status(o), ready_status(n)));
 }
 
 /* Agent Leases are named after their ComputeTray. */
-static void on_lease(void *ud, json_t *obj)
+static void map_lease(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	struct op *op = ud;
 	json_t *t = kube_informer_get(op->trays, kube_obj_name(obj));
 	if (t)
-		enqueue_rack(op, jx_str_or(t, "spec.rack", ""));
+		enqueue_rack(q, jx_str_or(t, "spec.rack", ""));
 	json_decref(t);
 }
-/* A renewal of a Lease that was still fresh changes nothing the rack shows:
- * the requeue set for the moment it would go stale looks again then. Only
- * a renewal after staleness, or a new holder, needs a pass now. At 64 racks
- * this keeps every agent's renewal from costing a rack reconcile. */
-static void on_lease_upd(void *ud, json_t *o, json_t *n)
-{
-	struct op *op = ud;
-	int64_t was = 0;
-	if (time_parse_rfc3339(jx_str_or(o, "spec.renewTime", ""), &was) == NV_OK && was > 0 &&
-	    (op->cfg.heartbeat_timeout_ms == 0 ||
-	     time_wall_ms() - was < op->cfg.heartbeat_timeout_ms) &&
-	    json_equal(jx_path(o, "spec.holderIdentity"), jx_path(n, "spec.holderIdentity")))
-		return;
-	on_lease(ud, n);
-}
-static void on_lease_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_lease(ud, obj);
-}
 
-static void on_matrix(void *ud, json_t *obj)
+static void map_matrix(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	struct op *op = ud;
 	json_t *racks = kube_informer_list(op->racks), *r;
 	size_t i;
 	json_array_foreach(racks, i, r) if (strcmp(jx_str_or(r, "spec.matrix.name", ""),
 	                                           kube_obj_name(obj)) == 0)
-	        enqueue_rack(op, kube_obj_name(r));
+	        enqueue_rack(q, kube_obj_name(r));
 	json_decref(racks);
 }
-static void on_matrix_upd(void *ud, json_t *o, json_t *n)
-{
-	(void)o;
-	on_matrix(ud, n);
-}
-static void on_matrix_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_matrix(ud, obj);
-}
 
-static void on_part(void *ud, json_t *obj)
-{
-	enqueue_rack(ud, jx_str_or(obj, "spec.rack", ""));
-}
-static void on_part_upd(void *ud, json_t *o, json_t *n)
-{
-	(void)o;
-	on_part(ud, n);
-}
-static void on_part_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_part(ud, obj);
-}
-
-void rack_ctrl_handlers(struct op *op)
-{
-	kube_informer_add_handler(op->racks,
-	                          &(struct kube_handler){on_rack, on_rack_upd, on_rack_del, op});
-	kube_informer_add_handler(op->trays,
-	                          &(struct kube_handler){on_tray, on_tray_upd, on_tray_del, op});
-	kube_informer_add_handler(op->nodes,
-	                          &(struct kube_handler){on_node, on_node_upd, on_node_del, op});
-	if (op->leases)
-		kube_informer_add_handler(op->leases, &(struct kube_handler){on_lease, on_lease_upd,
-		                                                             on_lease_del, op});
-	kube_informer_add_handler(
-	        op->matrices, &(struct kube_handler){on_matrix, on_matrix_upd, on_matrix_del, op});
-	kube_informer_add_handler(op->partitions,
-	                          &(struct kube_handler){on_part, on_part_upd, on_part_del, op});
-}
-
-void rack_enqueue_all(struct op *op)
-{
-	json_t *racks = kube_informer_list(op->racks), *r;
-	size_t i;
-	json_array_foreach(racks, i, r) enqueue_rack(op, kube_obj_name(r));
-	json_decref(racks);
-}
+static const struct op_watch rack_watches[] = {
+        {.informer = OP_INFORMER(racks), .map = map_rack},
+        {.informer = OP_INFORMER(trays), .map = map_racked},
+        {.informer = OP_INFORMER(nodes), .map = map_node, .changed = node_changed},
+        {.informer = OP_INFORMER(leases), .map = map_lease, .changed = op_lease_changed},
+        {.informer = OP_INFORMER(matrices), .map = map_matrix},
+        {.informer = OP_INFORMER(partitions), .map = map_racked},
+};
 
 /* ---- reconcile ---- */
 
@@ -232,21 +139,6 @@ static const char *partition_of(const json_t *parts, const char *rack, int index
 		                   t) if (json_integer_value(t) == index) return kube_obj_name(p);
 	}
 	return "";
-}
-
-static int64_t lease_renew_ms(struct op *op, const char *tray)
-{
-	char key[160];
-	int64_t ms = 0;
-	json_t *l;
-	if (op->leases == NULL)
-		return 0;
-	snprintf(key, sizeof(key), "%s/%s", op->agent_ns, tray);
-	l = kube_informer_get(op->leases, key);
-	if (l && time_parse_rfc3339(jx_str_or(l, "spec.renewTime", ""), &ms) != NV_OK)
-		ms = 0;
-	json_decref(l);
-	return ms;
 }
 
 /* Creates, adopts or replaces the tray at slot i. */
@@ -482,7 +374,7 @@ static void pass_load(struct op *op, struct rack_pass *p)
 		p->nodes[p->n] = kube_informer_get(op->nodes, in->node_name);
 		in->tray = p->trays[p->n];
 		in->node = p->nodes[p->n];
-		in->lease_renew_ms = lease_renew_ms(op, p->names[p->n]);
+		in->lease_renew_ms = op_lease_renew_ms(op, p->names[p->n]);
 		in->partition = partition_of(p->parts, rname, in->index);
 		p->n++;
 	}
@@ -544,7 +436,7 @@ static enum nv_err status_sync(struct op *op, struct rack_pass *p, const struct 
 	return rc;
 }
 
-struct kube_result rack_reconcile(void *ud, const char *key)
+static struct kube_result rack_reconcile(void *ud, const char *key)
 {
 	struct op *op = ud;
 	struct rack_pass p;
@@ -596,3 +488,12 @@ struct kube_result rack_reconcile(void *ud, const char *key)
 	pass_clear(&p);
 	return res;
 }
+
+const struct op_controller op_rack_controller = {
+        .name = RACK_CONTROLLER,
+        .comp = RACK_COMP,
+        .workers = OP_CONFIG(rack_workers),
+        .watches = rack_watches,
+        .nwatches = sizeof(rack_watches) / sizeof(rack_watches[0]),
+        .reconcile = rack_reconcile,
+};

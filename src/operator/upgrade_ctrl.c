@@ -17,16 +17,11 @@
 #include "nvl72/operator_upgrade.h"
 #include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
-#include "op_int.h"
-
-const struct kube_res OP_RES_UPGRADES = {"nvl72.io", "v1alpha1", "rackupgrades", "RackUpgrade",
-                                         false};
-const struct kube_res OP_RES_APPROVALS = {"nvl72.io", "v1alpha1", "upgradeapprovals",
-                                          "UpgradeApproval", false};
+#include "op_ctx.h"
 
 /* Opens --oob-backend; none leaves op->oob NULL, and upgrades whose plans
  * need it halt before touching a tray (upgrade_eval.c). */
-enum nv_err upgrade_oob_open(struct op *op)
+static enum nv_err upgrade_oob_open(struct op *op)
 {
 	struct oob_config c;
 	struct fabric_status st;
@@ -63,9 +58,9 @@ static int64_t upgrade_clock(void)
 	return time_wall_ms();
 }
 
-/* ---- event handlers ---- */
+/* ---- watches ---- */
 
-static void enqueue_rack(struct op *op, const char *rack)
+static void enqueue_rack(struct op *op, const char *rack, struct kube_workqueue *q)
 {
 	json_t *ups, *u;
 	size_t i;
@@ -73,114 +68,71 @@ static void enqueue_rack(struct op *op, const char *rack)
 		return;
 	ups = kube_informer_list(op->upgrades);
 	json_array_foreach(ups, i, u) if (strcmp(jx_str_or(u, "spec.rack", ""), rack) == 0)
-	        kube_workqueue_add(op->uq, kube_obj_name(u));
+	        kube_workqueue_add(q, kube_obj_name(u));
 	json_decref(ups);
 }
 
-static void on_upgrade(void *ud, json_t *obj)
+static void map_upgrade(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	struct op *op = ud;
-	kube_workqueue_add(op->uq, kube_obj_name(obj));
-}
-static void on_upgrade_upd(void *ud, json_t *o, json_t *n)
-{
-	(void)o;
-	on_upgrade(ud, n);
-}
-static void on_upgrade_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_upgrade(ud, obj);
+	(void)op;
+	kube_workqueue_add(q, kube_obj_name(obj));
 }
 
-static void on_approval(void *ud, json_t *obj)
+static void map_approval(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	struct op *op = ud;
 	const char *u = jx_str_or(obj, "spec.upgrade", "");
+	(void)op;
 	if (u[0])
-		kube_workqueue_add(op->uq, u);
-}
-static void on_approval_upd(void *ud, json_t *o, json_t *n)
-{
-	(void)o;
-	on_approval(ud, n);
-}
-static void on_approval_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_approval(ud, obj);
+		kube_workqueue_add(q, u);
 }
 
-/* Trays, partitions and Racks name their rack in spec.rack or are it. */
-static void on_racked(void *ud, json_t *obj)
+/* Trays and partitions name their rack in spec.rack. */
+static void map_racked(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	enqueue_rack(ud, jx_str_or(obj, "spec.rack", ""));
-}
-static void on_racked_upd(void *ud, json_t *o, json_t *n)
-{
-	if (json_equal(json_object_get(o, "spec"), json_object_get(n, "spec")) &&
-	    json_equal(json_object_get(o, "status"), json_object_get(n, "status")))
-		return;
-	on_racked(ud, n);
-}
-static void on_racked_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_racked(ud, obj);
-}
-static void on_rack(void *ud, json_t *obj)
-{
-	enqueue_rack(ud, kube_obj_name(obj));
-}
-static void on_rack_upd(void *ud, json_t *o, json_t *n)
-{
-	if (json_equal(json_object_get(o, "spec"), json_object_get(n, "spec")) &&
-	    json_equal(jx_path(o, "status.stack"), jx_path(n, "status.stack")))
-		return;
-	on_rack(ud, n);
-}
-static void on_rack_del(void *ud, json_t *obj, bool fsu)
-{
-	(void)fsu;
-	on_rack(ud, obj);
+	enqueue_rack(op, jx_str_or(obj, "spec.rack", ""), q);
 }
 
-static const char *node_ready(const json_t *n)
+static bool racked_changed(struct op *op, const json_t *o, const json_t *n)
 {
-	const json_t *c = kube_condition_find(n, "Ready");
-	return c ? jx_str_or(c, "status", "") : "";
-}
-/* Node Readiness and cordons change what a wave may take. */
-static void on_node_upd(void *ud, json_t *o, json_t *n)
-{
-	if (json_equal(jx_path(o, "spec.unschedulable"), jx_path(n, "spec.unschedulable")) &&
-	    strcmp(node_ready(o), node_ready(n)) == 0)
-		return;
-	enqueue_rack(ud, jx_str_or(n, "metadata.labels." OP_LABEL_RACK, ""));
+	(void)op;
+	return !(json_equal(json_object_get(o, "spec"), json_object_get(n, "spec")) &&
+	         json_equal(json_object_get(o, "status"), json_object_get(n, "status")));
 }
 
-void upgrade_ctrl_handlers(struct op *op)
+static void map_rack(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	kube_informer_add_handler(op->upgrades, &(struct kube_handler){on_upgrade, on_upgrade_upd,
-	                                                                on_upgrade_del, op});
-	kube_informer_add_handler(op->approvals, &(struct kube_handler){on_approval, on_approval_upd,
-	                                                                 on_approval_del, op});
-	kube_informer_add_handler(op->trays, &(struct kube_handler){on_racked, on_racked_upd,
-	                                                             on_racked_del, op});
-	kube_informer_add_handler(op->partitions, &(struct kube_handler){on_racked, on_racked_upd,
-	                                                                  on_racked_del, op});
-	kube_informer_add_handler(op->racks,
-	                          &(struct kube_handler){on_rack, on_rack_upd, on_rack_del, op});
-	kube_informer_add_handler(op->nodes, &(struct kube_handler){NULL, on_node_upd, NULL, op});
+	enqueue_rack(op, kube_obj_name(obj), q);
 }
 
-void upgrade_enqueue_all(struct op *op)
+static bool rack_changed(struct op *op, const json_t *o, const json_t *n)
 {
-	json_t *ups = kube_informer_list(op->upgrades), *u;
-	size_t i;
-	json_array_foreach(ups, i, u) on_upgrade(op, u);
-	json_decref(ups);
+	(void)op;
+	return !(json_equal(json_object_get(o, "spec"), json_object_get(n, "spec")) &&
+	         json_equal(jx_path(o, "status.stack"), jx_path(n, "status.stack")));
 }
+
+/* Node Readiness and cordons change what a wave may take: updates only. */
+static void map_node(struct op *op, const json_t *o, const json_t *n, struct kube_workqueue *q)
+{
+	if (o && n)
+		enqueue_rack(op, jx_str_or(n, "metadata.labels." OP_LABEL_RACK, ""), q);
+}
+
+static bool node_changed(struct op *op, const json_t *o, const json_t *n)
+{
+	(void)op;
+	return !(json_equal(jx_path(o, "spec.unschedulable"), jx_path(n, "spec.unschedulable")) &&
+	         strcmp(op_node_ready(o), op_node_ready(n)) == 0);
+}
+
+static const struct op_watch upgrade_watches[] = {
+        {.informer = OP_INFORMER(upgrades), .map = map_upgrade},
+        {.informer = OP_INFORMER(approvals), .map = map_approval},
+        {.informer = OP_INFORMER(trays), .map = map_racked, .changed = racked_changed},
+        {.informer = OP_INFORMER(partitions), .map = map_racked, .changed = racked_changed},
+        {.informer = OP_INFORMER(racks), .map = map_rack, .changed = rack_changed},
+        {.informer = OP_INFORMER(nodes), .map2 = map_node, .changed = node_changed},
+};
 
 /* ---- one pass's inputs ---- */
 
@@ -234,7 +186,7 @@ static void tray_in(const json_t *t, const json_t *node, struct op_upgrade_tray 
 	o->node = jx_str_or(t, "spec.node", "");
 	o->present = true;
 	o->available = kube_condition_is_true(t, "Ready") && node &&
-	               strcmp(node_ready(node), "True") == 0 &&
+	               strcmp(op_node_ready(node), "True") == 0 &&
 	               !json_is_true(jx_path(node, "spec.unschedulable")) &&
 	               strcmp(jx_str_or(t, "spec.maintenance.state", "None"), "None") == 0;
 	o->driver = jx_str_or(t, "status.driver.version", "");
@@ -655,7 +607,7 @@ static void rack_mark(struct op *op, struct upg_pass *p, const struct api_rack_u
 
 /* ---- reconcile ---- */
 
-struct kube_result upgrade_reconcile(void *ud, const char *key)
+static struct kube_result upgrade_reconcile(void *ud, const char *key)
 {
 	struct op *op = ud;
 	struct upg_pass p;
@@ -739,3 +691,26 @@ out:
 	pass_clear(&p);
 	return r;
 }
+
+static void upgrade_oob_close(struct op *op)
+{
+	oob_backend_free(op->oob);
+	op->oob = NULL;
+}
+
+const struct op_controller op_upgrade_controller = {
+        .name = UPGRADE_CONTROLLER,
+        .comp = UPGRADE_COMP,
+        .workers = OP_CONFIG(rack_workers),
+        .watches = upgrade_watches,
+        .nwatches = sizeof(upgrade_watches) / sizeof(upgrade_watches[0]),
+        .reconcile = upgrade_reconcile,
+        .open = upgrade_oob_open,
+        .close = upgrade_oob_close,
+        /* Every pass, a deleted upgrade's or an approval's included, ends
+         * with the feed mirroring the caches (an unchanged list is not
+         * resent); taking the lead publishes it too, an empty list
+         * included: the page tells none from unknown. */
+        .passed = op_feed_upgrades,
+        .leading = op_feed_upgrades,
+};

@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Private to src/operator/: the context every controller shares (struct op,
+ * the resources, names, events and leadership), the controller row that
+ * op.c's table lists, and the one informer handler that maps objects to
+ * queue keys. It sits below both op.c and the controllers, so that they
+ * meet only through the table (docs/internals/controllers.md). */
+#ifndef NVL72_OP_CTX_H
+#define NVL72_OP_CTX_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "nvl72/fabric.h"
+#include "nvl72/kube.h"
+#include "nvl72/kube_access.h"
+#include "nvl72/kube_ctrl.h"
+#include "nvl72/metrics.h"
+#include "nvl72/oob.h"
+#include "nvl72/operator.h"
+#include "nvl72/operator_domain.h"
+#include "nvl72/operator_rack.h"
+#include "nvl72/web.h"
+
+/* Log components and controller names (queue and metrics label). */
+#define OP_COMP "operator"
+#define RACK_COMP "rack"
+#define RACK_CONTROLLER "rack"
+#define DOMAIN_COMP "domain"
+#define DOMAIN_CONTROLLER "computedomain"
+#define PART_COMP "partition"
+#define PART_CONTROLLER "rackpartition"
+#define UPGRADE_COMP "upgrade"
+#define UPGRADE_CONTROLLER "rackupgrade"
+
+extern const struct kube_res OP_RES_RACKS;
+extern const struct kube_res OP_RES_TRAYS;
+extern const struct kube_res OP_RES_MATRICES;
+extern const struct kube_res OP_RES_PARTITIONS;
+extern const struct kube_res OP_RES_DOMAINS;
+extern const struct kube_res OP_RES_UPGRADES;
+extern const struct kube_res OP_RES_APPROVALS;
+
+struct op;
+
+/* ---- the controller row ---- */
+
+/* Puts the queue keys that obj concerns into q. */
+typedef void (*op_map_fn)(struct op *op, const json_t *obj, struct kube_workqueue *q);
+/* The same from both states of an object: old is NULL on an add, new_obj
+ * on a delete. */
+typedef void (*op_map2_fn)(struct op *op, const json_t *old, const json_t *new_obj,
+                           struct kube_workqueue *q);
+/* Whether an update can matter to the controller; false drops it. */
+typedef bool (*op_changed_fn)(struct op *op, const json_t *old, const json_t *new_obj);
+
+/* One informer a controller watches, and how its events become keys.
+ * Exactly one of map and map2 is set: map sees the object added, the new
+ * state of an update or the object deleted; map2 sees both states. */
+struct op_watch {
+	size_t informer; /* OP_INFORMER(field) of struct op */
+	op_map_fn map;
+	op_map2_fn map2;
+	op_changed_fn changed; /* NULL: every update maps */
+};
+#define OP_INFORMER(field) offsetof(struct op, field)
+#define OP_WATCH_MAX 8
+
+/* A controller: one row of op.c's table, defined in the controller's own
+ * file. Its reconcile runs on workers of its own queue while this replica
+ * leads; ud is the struct op. */
+struct op_controller {
+	const char *name;                 /* queue and metrics label */
+	const char *comp;                 /* log component */
+	size_t workers;                   /* OP_CONFIG(field): its int worker count */
+	struct kube_workqueue_opts queue; /* per-item backoff; zero: the defaults */
+	/* watches[0] is the controller's own kind: on taking the lead, every
+	 * cached object of it is mapped into the queue. */
+	const struct op_watch *watches;
+	size_t nwatches;
+	kube_reconcile_fn reconcile;
+	/* Optional hooks. open: once the handlers are registered (a backend),
+	 * an error fails op_new; close: after every worker stopped; passed:
+	 * after every pass, outside its metrics; leading: on taking the lead,
+	 * after every controller queued its objects. */
+	enum nv_err (*open)(struct op *op);
+	void (*close)(struct op *op);
+	void (*passed)(struct op *op);
+	void (*leading)(struct op *op);
+};
+#define OP_CONFIG(field) offsetof(struct op_config, field)
+
+/* The rows, in their files; op.c's table orders them. */
+extern const struct op_controller op_rack_controller;    /* rack_ctrl.c */
+extern const struct op_controller op_domain_controller;  /* domain_ctrl.c */
+extern const struct op_controller op_part_controller;    /* part_ctrl.c */
+extern const struct op_controller op_upgrade_controller; /* upgrade_ctrl.c */
+
+/* A watch bound to the running controller it feeds: a handler's ud. */
+struct op_binding {
+	struct op_ctrl *ctrl;
+	const struct op_watch *w;
+};
+
+/* A row at run time: its queue, and its workers while leading. */
+struct op_ctrl {
+	const struct op_controller *row;
+	struct op *op;
+	struct kube_workqueue *q;
+	struct kube_workers *workers;
+	struct op_binding bind[OP_WATCH_MAX];
+};
+#define OP_CTRL_MAX 8
+
+/* ---- the context ---- */
+
+/* Domain metric families (docs/metrics.md), rebuilt at each scrape. */
+struct op_domain_metrics {
+	struct metrics_family *rack_info, *rack_trays, *rack_trays_ready, *rack_trays_unavailable,
+	        *rack_gpus_healthy, *rack_min_healthy, *rack_threshold, *rack_degraded,
+	        *rack_fabric_state, *version_skew;
+	struct metrics_family *tray_ready, *tray_heartbeat, *tray_clique, *tray_driver,
+	        *tray_maintenance;
+	struct metrics_family *gpu_state, *gpu_status_ok, *gpu_degraded, *gpu_mask, *gpu_summary;
+	struct metrics_family *imex_daemon, *imex_domain, *imex_connected, *imex_peers,
+	        *imex_config;
+	struct metrics_family *build_info;
+	struct metrics_family *upgrade_info, *upgrade_phase, *upgrade_phase_start, *upgrade_wave,
+	        *upgrade_waves, *upgrade_approvals_pending, *upgrade_gate_passed,
+	        *upgrade_gate_busbw, *upgrade_gate_floor, *drain_wait, *drain_deadline;
+	pthread_mutex_t mu; /* one rebuild at a time */
+};
+
+struct op {
+	struct op_config cfg;
+	char lease_ns[64];
+	char agent_ns[64];
+	char identity[160];
+
+	struct kube_client *c;
+	struct kube_access *access; /* POSTs to the dashboard */
+	struct kube_informer *racks, *trays, *nodes, *leases, *matrices, *partitions, *domains;
+	struct kube_informer *upgrades, *approvals;
+	struct op_ctrl ctrl[OP_CTRL_MAX]; /* the table's rows, in its order */
+	size_t nctrl;
+	struct fabric_backend *fabric; /* NULL: --fabric-backend none */
+	struct oob_backend *oob;       /* NULL: --oob-backend none */
+	int64_t oob_poll_ms;           /* look at a running update this often */
+	struct kube_recorder *rec;
+	struct kube_leader *le;
+
+	struct metrics_registry *reg;
+	struct metrics_std std;
+	struct op_domain_metrics dm;
+	/* RackUpgrade metrics updated by the controller (docs/metrics.md). */
+	struct metrics_family *upg_step_seconds;
+
+	struct web_server *probes, *metrics_srv, *dash, *webhook;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool leading;     /* set by the election callbacks */
+	bool lost;        /* leadership lost: exit non-zero */
+	bool stop;        /* op_request_stop */
+	bool leader_done; /* the election thread returned */
+	bool workers_on;  /* controllers running (main thread only) */
+
+	/* Dashboard feed: last text published per topic, and the fleet. */
+	pthread_mutex_t feed_mu;
+	json_t *feed_last; /* topic -> string */
+	json_t *fleet;     /* rack name -> fleet entry */
+	json_t *events;    /* recent event payloads, newest first */
+};
+
+/* Registers the handler of each of c's watches (c->row, c->op and c->q
+ * set) on its informer; an informer the context lacks is skipped. */
+enum nv_err op_ctrl_watch(struct op_ctrl *c);
+/* Maps every cached object of c's first watch into its queue. */
+void op_ctrl_enqueue_all(struct op_ctrl *c);
+/* The queue of the controller named name; NULL when there is none. */
+struct kube_workqueue *op_queue(struct op *op, const char *name);
+
+/* Records an Event about obj and mirrors it to the dashboard feed. */
+void op_event(struct op *op, const json_t *obj, const char *type, const char *reason,
+              const char *action, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+bool op_is_leading(struct op *op);
+
+/* ---- what several controllers read ---- */
+
+/* The renewal time of the agent Lease of tray, in ms; 0 when unknown. */
+int64_t op_lease_renew_ms(struct op *op, const char *tray);
+/* The stale-Lease filter: a renewal of a Lease that was still fresh, by
+ * the same holder, changes nothing a controller shows (the pass that read
+ * it is requeued for the moment it would go stale); only a renewal after
+ * staleness, or a new holder, does. At 64 racks this keeps every agent's
+ * renewal from costing a reconcile. */
+bool op_lease_changed(struct op *op, const json_t *old, const json_t *new_obj);
+/* The status of a Node's Ready condition, "" without one. */
+const char *op_node_ready(const json_t *node);
+
+/* ---- the dashboard feed (op_feed.c) ---- */
+
+void op_feed_rack(struct op *op, const json_t *rack, const struct op_rack_eval *ev,
+                  const struct op_tray_in *in, bool cordoned);
+void op_feed_rack_gone(struct op *op, const char *name);
+/* Publishes the `domains` topic from the ComputeDomain cache. */
+void op_feed_domains(struct op *op);
+/* The "upgrades" topic from the RackUpgrade and UpgradeApproval caches. */
+void op_feed_upgrades(struct op *op);
+void op_feed_event(struct op *op, const char *type, const char *reason, const char *object,
+                   const char *message);
+void op_feed_clear(struct op *op);
+
+#endif
