@@ -59,7 +59,10 @@ struct op_config {
 	const char *agent_lease_ns;   /* agents' heartbeat Leases; "": as the election */
 	int64_t heartbeat_timeout_ms; /* 0: never stale */
 	int64_t domain_replace_grace_ms; /* a failed domain member waits this long */
-	int rack_workers;
+	int rack_workers;      /* workers of each controller */
+	int domain_workers;
+	int partition_workers;
+	int upgrade_workers;
 	int64_t cache_sync_timeout_ms;
 	int64_t shutdown_timeout_ms;
 	const char *fabric_backend;     /* none | nmx-m | sim */

@@ -603,7 +603,7 @@ static struct kube_result domain_reconcile(void *ud, const char *key)
 const struct op_controller op_domain_controller = {
         .name = DOMAIN_CONTROLLER,
         .comp = DOMAIN_COMP,
-        .workers = OP_CONFIG(rack_workers),
+        .workers = OP_CONFIG(domain_workers),
         .watches = domain_watches,
         .nwatches = sizeof(domain_watches) / sizeof(domain_watches[0]),
         .reconcile = domain_reconcile,

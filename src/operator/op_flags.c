@@ -67,8 +67,13 @@ const struct op_flag op_flags[] = {
          "How long a failed member of a ComputeDomain with spec.replaceFailedNodes stays before a "
          "spare replaces it."},
         {"rack-workers", CFG(rack_workers), OP_FLAG_INT, "2", 1, 64, NULL,
-         "Workers of each controller (Racks, ComputeDomains, RackPartitions): objects of one "
-         "kind reconciled at once."},
+         "Workers of the Rack controller: Racks reconciled at once."},
+        {"domain-workers", CFG(domain_workers), OP_FLAG_INT, "2", 1, 64, NULL,
+         "Workers of the ComputeDomain controller: ComputeDomains reconciled at once."},
+        {"partition-workers", CFG(partition_workers), OP_FLAG_INT, "2", 1, 64, NULL,
+         "Workers of the RackPartition controller: RackPartitions reconciled at once."},
+        {"upgrade-workers", CFG(upgrade_workers), OP_FLAG_INT, "2", 1, 64, NULL,
+         "Workers of the RackUpgrade controller: RackUpgrades reconciled at once."},
         {"cache-sync-timeout", CFG(cache_sync_timeout_ms), OP_FLAG_DURATION, "2m", 1000, H, NULL,
          "How long a new leader waits for its caches before it gives up leading."},
         {"graceful-shutdown-timeout", CFG(shutdown_timeout_ms), OP_FLAG_DURATION, "30s", 0,

@@ -564,7 +564,7 @@ static void part_backend_close(struct op *op)
 const struct op_controller op_part_controller = {
         .name = PART_CONTROLLER,
         .comp = PART_COMP,
-        .workers = OP_CONFIG(rack_workers),
+        .workers = OP_CONFIG(partition_workers),
         /* Backend failures back off from 1 s to 5 min per partition. */
         .queue = {.base_delay_ms = 1000, .max_delay_ms = 300000},
         .watches = part_watches,

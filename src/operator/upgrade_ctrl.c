@@ -701,7 +701,7 @@ static void upgrade_oob_close(struct op *op)
 const struct op_controller op_upgrade_controller = {
         .name = UPGRADE_CONTROLLER,
         .comp = UPGRADE_COMP,
-        .workers = OP_CONFIG(rack_workers),
+        .workers = OP_CONFIG(upgrade_workers),
         .watches = upgrade_watches,
         .nwatches = sizeof(upgrade_watches) / sizeof(upgrade_watches[0]),
         .reconcile = upgrade_reconcile,

@@ -101,6 +101,40 @@ static void test_op_flags_parse_fabric(void **state)
 	assert_non_null(strstr(err, "--fabric-poll-interval"));
 }
 
+/* Each controller has its own worker count, 2 by default, 1..64. */
+static void test_op_flags_parse_workers(void **state)
+{
+	(void)state;
+	struct op_config cfg;
+	char err[256];
+	static const char *const names[] = {"rack-workers", "domain-workers", "partition-workers",
+	                                    "upgrade-workers"};
+	char *a0[] = {A("op"), NULL};
+	assert_int_equal(parse(1, a0, &cfg, err), NV_OK);
+	assert_int_equal(cfg.rack_workers, 2);
+	assert_int_equal(cfg.domain_workers, 2);
+	assert_int_equal(cfg.partition_workers, 2);
+	assert_int_equal(cfg.upgrade_workers, 2);
+	char *a1[] = {A("op"), A("--rack-workers=5"), A("--domain-workers=1"),
+	              A("--partition-workers=64"), A("--upgrade-workers"), A("7"), NULL};
+	assert_int_equal(parse(6, a1, &cfg, err), NV_OK);
+	assert_int_equal(cfg.rack_workers, 5);
+	assert_int_equal(cfg.domain_workers, 1);
+	assert_int_equal(cfg.partition_workers, 64);
+	assert_int_equal(cfg.upgrade_workers, 7);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char lo[64], hi[64], want[64];
+		snprintf(lo, sizeof(lo), "--%s=0", names[i]);
+		snprintf(hi, sizeof(hi), "--%s=65", names[i]);
+		snprintf(want, sizeof(want), "--%s", names[i]);
+		char *b0[] = {A("op"), lo, NULL}, *b1[] = {A("op"), hi, NULL};
+		assert_int_equal(parse(2, b0, &cfg, err), NV_E_CONFIG);
+		assert_non_null(strstr(err, want));
+		assert_int_equal(parse(2, b1, &cfg, err), NV_E_CONFIG);
+		assert_non_null(strstr(err, want));
+	}
+}
+
 /* The section between the markers in docs/operator.md is the table. */
 static void test_op_flags_markdown_matches_docs(void **state)
 {
@@ -136,6 +170,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_op_flags_parse_defaults_and_values),
 	        cmocka_unit_test(test_op_flags_parse_errors_name_the_flag),
+	        cmocka_unit_test(test_op_flags_parse_workers),
 	        cmocka_unit_test(test_op_flags_parse_fabric),
 	        cmocka_unit_test(test_op_flags_markdown_matches_docs),
 	};
