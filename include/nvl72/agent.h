@@ -23,6 +23,7 @@
 #include "nvl72/host.h"
 #include "nvl72/buf.h"
 #include "nvl72/err.h"
+#include "nvl72/flags.h"
 
 /* ---- configuration ---- */
 
@@ -71,17 +72,18 @@ void agent_config_init(struct agent_config *c);
 void agent_config_clear(struct agent_config *c);
 
 enum agent_config_action {
-	AGENT_CONFIG_RUN = 0,
-	AGENT_CONFIG_HELP,
-	AGENT_CONFIG_HELP_MARKDOWN,
-	AGENT_CONFIG_VERSION,
+	AGENT_CONFIG_RUN = FLAGS_RUN,
+	AGENT_CONFIG_HELP = FLAGS_HELP,
+	AGENT_CONFIG_HELP_MARKDOWN = FLAGS_HELP_MARKDOWN,
+	AGENT_CONFIG_VERSION = FLAGS_VERSION,
 };
 
 /* Applies the environment variables of the table (envp: NULL-terminated
- * "NAME=value" strings, or NULL for none), then argv[1..argc). Flags take
- * "--name=value" or "--name value"; booleans also bare "--name". Errors
- * name the flag or variable and say why, in err. Checks bounds and that
- * what is required to run is there. */
+ * "NAME=value" strings, or NULL for none), then argv[1..argc), with the
+ * flag engine (nvl72/flags.h): "--name=value" or "--name value"; booleans
+ * also bare "--name". Stops at --help, --help-markdown or --version (the
+ * action). Errors name the flag or variable and say why, in err. Checks
+ * bounds and, to run, that what is required is there. */
 enum nv_err agent_config_parse(struct agent_config *c, int argc, char *const *argv,
 			       char *const *envp, enum agent_config_action *action, char *err,
 			       size_t errsz);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "nvl72/err.h"
+#include "nvl72/flags.h"
 
 struct op;
 struct web_server;
@@ -100,26 +101,16 @@ const struct op_config *op_config_of(const struct op *op);
 
 /* ---- the flag table ---- */
 
-enum op_flag_type { OP_FLAG_BOOL = 0, OP_FLAG_STRING, OP_FLAG_INT, OP_FLAG_DURATION };
-
-struct op_flag {
-	const char *name; /* without "--" */
-	size_t offset;    /* of the field in struct op_config it sets */
-	enum op_flag_type type;
-	const char *def;  /* default, as typed on the command line */
-	int64_t min, max; /* ints: the value; durations: milliseconds */
-	const char *env;  /* environment variable read when the flag is absent */
-	const char *help;
-};
-
-extern const struct op_flag op_flags[];
+/* The rows of the flag engine (nvl72/flags.h), one per flag. */
+extern const struct flag op_flags[];
 extern const size_t op_nflags;
 
-/* Parses argv against the table into cfg (strings point into argv, the
- * environment or the table). Sets *help / *version when asked. Errors name
- * the flag in err. */
-enum nv_err op_flags_parse(int argc, char **argv, struct op_config *cfg, bool *help, bool *version,
-                           char *err, size_t errsz);
+/* Sets cfg to the table's defaults, then parses the environment and argv
+ * into it (strings point into argv, the environment or the table). Stops
+ * at --help, --help-markdown or --version, which it returns in action;
+ * otherwise checks the rules across flags. Errors name the flag in err. */
+enum nv_err op_flags_parse(int argc, char **argv, struct op_config *cfg,
+                           enum flags_action *action, char *err, size_t errsz);
 /* The Markdown table of docs/operator.md's generated section, into a new
  * string the caller frees. */
 char *op_flags_markdown(void);

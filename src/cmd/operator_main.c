@@ -63,29 +63,23 @@ int main(int argc, char **argv)
 	struct sig_ctx sc = {0};
 	struct op *op = NULL;
 	char err[256] = "";
-	bool help, version;
+	enum flags_action act;
 	enum log_level lvl = LOG_LVL_INFO;
 	pthread_t sig_th;
 	enum nv_err rc;
 
-	if (argc == 2 && strcmp(argv[1], "--help-markdown") == 0) {
-		/* Regenerates the flags section of docs/operator.md. */
-		char *md = op_flags_markdown();
-		fputs(md, stdout);
-		free(md);
-		return 0;
-	}
-	if (op_flags_parse(argc, argv, &cfg, &help, &version, err, sizeof(err)) != NV_OK) {
+	if (op_flags_parse(argc, argv, &cfg, &act, err, sizeof(err)) != NV_OK) {
 		fprintf(stderr, "nvl72-operator: %s\n", err);
 		return 2;
 	}
-	if (help) {
-		char *h = op_flags_help("nvl72-operator");
+	if (act == FLAGS_HELP || act == FLAGS_HELP_MARKDOWN) {
+		/* --help-markdown regenerates the flags section of docs/operator.md. */
+		char *h = act == FLAGS_HELP ? op_flags_help("nvl72-operator") : op_flags_markdown();
 		fputs(h, stdout);
 		free(h);
 		return 0;
 	}
-	if (version) {
+	if (act == FLAGS_VERSION) {
 		printf("nvl72-operator %s\n", NVL72_VERSION);
 		return 0;
 	}

@@ -1,23 +1,29 @@
 // SPDX-License-Identifier: Apache-2.0
 // The operator's configuration as one declarative table: every flag with its
-// type, default, bounds, environment variable and help. The parser, --help
-// and the flags section of docs/operator.md are all generated from it.
+// type, default, bounds, environment variable and help. The flag engine
+// (nvl72/flags.h) parses it and prints --help and the flags section of
+// docs/operator.md from it; the checks across flags are here.
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "nvl72/alloc.h"
 #include "nvl72/buf.h"
+#include "nvl72/flags.h"
 #include "nvl72/log.h"
 #include "nvl72/operator.h"
-#include "nvl72/parse.h"
 
 #define H (3600 * 1000LL)
 /* Where a flag lands in struct op_config. */
 #define CFG(field) offsetof(struct op_config, field)
+/* The engine's types, as the rows name them. */
+#define OP_FLAG_BOOL (&flag_bool)
+#define OP_FLAG_STRING (&flag_string)
+#define OP_FLAG_INT (&flag_int)
+#define OP_FLAG_DURATION (&flag_duration)
 
-const struct op_flag op_flags[] = {
+const struct flag op_flags[] = {
         {"kubeconfig", CFG(kubeconfig), OP_FLAG_STRING, "", 0, 0, NULL,
          "Kubeconfig file; empty: $KUBECONFIG, then in-cluster, then ~/.kube/config."},
         {"leader-elect", CFG(leader_elect), OP_FLAG_BOOL, "false", 0, 1, NULL,
@@ -107,52 +113,22 @@ const struct op_flag op_flags[] = {
 };
 const size_t op_nflags = sizeof(op_flags) / sizeof(op_flags[0]);
 
-static const struct op_flag *flag_find(const char *name, size_t len)
-{
-	for (size_t i = 0; i < op_nflags; i++)
-		if (strlen(op_flags[i].name) == len && strncmp(op_flags[i].name, name, len) == 0)
-			return &op_flags[i];
-	return NULL;
-}
+static const struct flag_style op_style = {
+        .layout = FLAG_LAYOUT_TYPED,
+        .units = FLAG_UNITS_SECONDS,
+        .upper = false,
+        .md_head = "| flag | type | default | range | env | meaning |\n"
+                   "|---|---|---|---|---|---|\n",
+        .md_range_sep = "..",
+        .md_no_default = "`\"\"`",
+};
 
-/* Stores one value into the config field of f. */
-static enum nv_err flag_store(const struct op_flag *f, const char *v, struct op_config *cfg,
-                              char *err, size_t errsz)
-{
-	int64_t ms = 0, n = 0;
-	bool b = false;
-	void *field = (char *)cfg + f->offset;
-	enum nv_err rc = NV_OK;
-
-	switch (f->type) {
-	case OP_FLAG_BOOL:
-		rc = parse_bool(v, &b);
-		break;
-	case OP_FLAG_INT:
-		rc = parse_i64(v, f->min, f->max, &n);
-		break;
-	case OP_FLAG_DURATION:
-		rc = parse_duration_ms(v, &ms);
-		if (rc == NV_OK && (ms < f->min || ms > f->max))
-			rc = NV_E_RANGE;
-		break;
-	case OP_FLAG_STRING:
-		break;
-	}
-	if (rc != NV_OK) {
-		snprintf(err, errsz, "--%s: bad value \"%s\" (%s)", f->name, v, nv_err_str(rc));
-		return NV_E_CONFIG;
-	}
-	if (f->type == OP_FLAG_BOOL)
-		*(bool *)field = b;
-	else if (f->type == OP_FLAG_INT)
-		*(int *)field = (int)n;
-	else if (f->type == OP_FLAG_DURATION)
-		*(int64_t *)field = ms;
-	else
-		*(const char **)field = v;
-	return NV_OK;
-}
+static const struct flag_set op_set = {
+        op_flags,
+        sizeof(op_flags) / sizeof(op_flags[0]),
+        false, /* strings point into argv, the environment and the table */
+        &op_style,
+};
 
 static enum nv_err flags_check(const struct op_config *cfg, char *err, size_t errsz)
 {
@@ -199,110 +175,28 @@ static enum nv_err flags_check(const struct op_config *cfg, char *err, size_t er
 	return NV_OK;
 }
 
-enum nv_err op_flags_parse(int argc, char **argv, struct op_config *cfg, bool *help, bool *version,
-                           char *err, size_t errsz)
+enum nv_err op_flags_parse(int argc, char **argv, struct op_config *cfg,
+                           enum flags_action *action, char *err, size_t errsz)
 {
-	bool seen[64] = {false};
-	enum nv_err rc;
+	enum nv_err rc = flags_defaults(&op_set, cfg, err, errsz);
 
-	*help = *version = false;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *eq, *v;
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			*help = true;
-			continue;
-		}
-		if (strcmp(a, "--version") == 0) {
-			*version = true;
-			continue;
-		}
-		if (strncmp(a, "--", 2) != 0) {
-			snprintf(err, errsz, "unexpected argument \"%s\"", a);
-			return NV_E_CONFIG;
-		}
-		a += 2;
-		eq = strchr(a, '=');
-		const struct op_flag *f = flag_find(a, eq ? (size_t)(eq - a) : strlen(a));
-		if (f == NULL) {
-			snprintf(err, errsz, "unknown flag --%.*s (see --help)",
-			         (int)(eq ? eq - a : (long)strlen(a)), a);
-			return NV_E_CONFIG;
-		}
-		if (eq)
-			v = eq + 1;
-		else if (f->type == OP_FLAG_BOOL)
-			v = "true";
-		else if (i + 1 < argc)
-			v = argv[++i];
-		else {
-			snprintf(err, errsz, "--%s needs a value", f->name);
-			return NV_E_CONFIG;
-		}
-		if ((rc = flag_store(f, v, cfg, err, errsz)) != NV_OK)
-			return rc;
-		seen[f - op_flags] = true;
-	}
-	for (size_t i = 0; i < op_nflags; i++) {
-		const char *v = op_flags[i].def, *e;
-		if (seen[i])
-			continue;
-		if (op_flags[i].env && (e = getenv(op_flags[i].env)) != NULL && e[0])
-			v = e;
-		if ((rc = flag_store(&op_flags[i], v, cfg, err, errsz)) != NV_OK)
-			return rc;
-	}
-	return flags_check(cfg, err, errsz);
-}
-
-static const char *type_name(enum op_flag_type t)
-{
-	switch (t) {
-	case OP_FLAG_BOOL:
-		return "bool";
-	case OP_FLAG_INT:
-		return "int";
-	case OP_FLAG_DURATION:
-		return "duration";
-	case OP_FLAG_STRING:
-		break;
-	}
-	return "string";
-}
-
-/* "1..64", "0s..24h" or "" for the bounds column. */
-static void bounds(const struct op_flag *f, char *out, size_t cap)
-{
-	out[0] = '\0';
-	if (f->type == OP_FLAG_INT)
-		snprintf(out, cap, "%lld..%lld", (long long)f->min, (long long)f->max);
-	else if (f->type == OP_FLAG_DURATION) {
-		if (f->max % H == 0 && f->min % 1000 == 0)
-			snprintf(out, cap, "%llds..%lldh", (long long)(f->min / 1000),
-			         (long long)(f->max / H));
-		else if (f->max % 1000 == 0 && f->min % 1000 == 0)
-			snprintf(out, cap, "%llds..%llds", (long long)(f->min / 1000),
-			         (long long)(f->max / 1000));
-		else
-			snprintf(out, cap, "%lldms..%lldms", (long long)f->min, (long long)f->max);
-	}
+	*action = FLAGS_RUN;
+	if (rc == NV_OK)
+		rc = flags_parse(&op_set, cfg, argc, argv, environ, action, err, errsz);
+	if (rc == NV_OK && *action == FLAGS_RUN)
+		rc = flags_check(cfg, err, errsz);
+	return rc;
 }
 
 char *op_flags_help(const char *prog)
 {
 	struct buf b;
-	char bnd[64];
 	buf_init(&b, 1 << 16);
 	(void)buf_printf(&b,
 	                 "usage: %s [flags]\n\nThe nvl72-operator: reconciles NVL72 racks and "
 	                 "their trays.\n\n",
 	                 prog);
-	for (size_t i = 0; i < op_nflags; i++) {
-		const struct op_flag *f = &op_flags[i];
-		bounds(f, bnd, sizeof(bnd));
-		(void)buf_printf(&b, "  --%s %s (default \"%s\"%s%s%s%s)\n      %s\n", f->name,
-		                 type_name(f->type), f->def, bnd[0] ? ", range " : "", bnd,
-		                 f->env ? ", env " : "", f->env ? f->env : "", f->help);
-	}
+	(void)flags_help(&op_set, &b);
 	(void)buf_append_str(&b, "  --help\n      This text.\n  --help-markdown\n      The flags "
 	                         "as the Markdown table of docs/operator.md.\n"
 	                         "  --version\n      Print the version and exit.\n");
@@ -312,17 +206,7 @@ char *op_flags_help(const char *prog)
 char *op_flags_markdown(void)
 {
 	struct buf b;
-	char bnd[64];
 	buf_init(&b, 1 << 16);
-	(void)buf_append_str(&b, "| flag | type | default | range | env | meaning |\n"
-	                         "|---|---|---|---|---|---|\n");
-	for (size_t i = 0; i < op_nflags; i++) {
-		const struct op_flag *f = &op_flags[i];
-		bounds(f, bnd, sizeof(bnd));
-		(void)buf_printf(&b, "| `--%s` | %s | `%s` | %s | %s%s%s | %s |\n", f->name,
-		                 type_name(f->type), f->def[0] ? f->def : "\"\"", bnd,
-		                 f->env ? "`" : "", f->env ? f->env : "", f->env ? "`" : "",
-		                 f->help);
-	}
+	(void)flags_markdown(&op_set, &b);
 	return buf_take(&b);
 }

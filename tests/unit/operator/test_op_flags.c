@@ -19,9 +19,9 @@
 
 static enum nv_err parse(int argc, char **argv, struct op_config *cfg, char *err)
 {
-	bool help, version;
+	enum flags_action action;
 	memset(cfg, 0, sizeof(*cfg));
-	return op_flags_parse(argc, argv, cfg, &help, &version, err, 256);
+	return op_flags_parse(argc, argv, cfg, &action, err, 256);
 }
 
 static void test_op_flags_parse_defaults_and_values(void **state)
