@@ -100,7 +100,10 @@ struct oob_backend_ops {
 			    struct fabric_status *st);
 };
 
+/* The compiled-in implementations, by name; NULL when unknown. */
 const struct oob_backend_ops *oob_backend_find(const char *name);
+/* Names for --help and errors: "sim". */
+const char *oob_backend_names(void);
 
 struct oob_backend;
 

@@ -3,6 +3,7 @@
 // configuration and its validation, and the generic calls, including the
 // operation wait loop that every backend shares.
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +12,14 @@
 
 #define SECRET_MAX ((size_t)1 << 20)
 
-static const struct fabric_backend_ops *const backends[] = {
+static const void *const backends[] = {
         &fabric_nmxm_ops,
         &fabric_sim_ops,
 };
+static char names[64];
+static const struct fabric_registry registry = {backends, ARRAY_LEN(backends), names,
+                                                sizeof(names)};
+_Static_assert(offsetof(struct fabric_backend_ops, name) == 0, "the registry reads the name");
 
 struct fabric_backend {
 	const struct fabric_backend_ops *ops;
@@ -307,17 +312,12 @@ enum nv_err fabric_config_validate(const struct fabric_config *c, char *why, siz
 
 const struct fabric_backend_ops *fabric_backend_find(const char *name)
 {
-	if (name == NULL)
-		return NULL;
-	for (size_t i = 0; i < ARRAY_LEN(backends); i++)
-		if (strcmp(backends[i]->name, name) == 0)
-			return backends[i];
-	return NULL;
+	return fabric_registry_find(&registry, name);
 }
 
 const char *fabric_backend_names(void)
 {
-	return "nmx-m, sim";
+	return fabric_registry_names(&registry);
 }
 
 enum nv_err fabric_backend_new(const struct fabric_config *c, struct fabric_backend **out,

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Folder-private parts of the fabric module: the implementations' ops
- * structs for the registry, the status helpers they share, and the NMX-M
- * response parsers that the unit tests and the fuzz target call directly. */
+ * structs and the registry that finds them by name, the status helpers they
+ * share, and the NMX-M response parsers that the unit tests and the fuzz
+ * target call directly. */
 /* Private to src/fabric/ (the partition backends and the out-of-band
- * ones, which share its status helpers), the unit tests test_fabric.c,
- * test_nmxm.c, test_nmxm_tls.c and test_sim.c in tests/unit/fabric/, and
- * the fuzz target tests/fuzz/fuzz_nmxm_response.c; other modules go
- * through nvl72/fabric.h and nvl72/oob.h. */
+ * ones, which share its status helpers and registry), the unit tests in
+ * tests/unit/fabric/, and the fuzz target tests/fuzz/fuzz_nmxm_response.c;
+ * other modules go through nvl72/fabric.h and nvl72/oob.h. */
 #ifndef NVL72_FABRIC_INT_H
 #define NVL72_FABRIC_INT_H
 
@@ -18,6 +18,25 @@
 
 extern const struct fabric_backend_ops fabric_nmxm_ops;
 extern const struct fabric_backend_ops fabric_sim_ops;
+
+/* ---- registry (fabric_registry.c) ---- */
+
+/* A compiled-in table of backends: pointers to ops structs whose first
+ * member is their name (const char *name), as fabric_backend_ops and
+ * oob_backend_ops are, and the storage of their list of names (zeroed,
+ * filled on first use). */
+struct fabric_registry {
+	const void *const *ops;
+	size_t n;
+	char *names;
+	size_t names_cap;
+};
+
+/* The entry called name; NULL when name is NULL or no entry has it. */
+const void *fabric_registry_find(const struct fabric_registry *r, const char *name);
+/* The names in table order, ", "-separated ("nmx-m, sim"), cut at
+ * names_cap; any thread. */
+const char *fabric_registry_names(const struct fabric_registry *r);
 
 /* Resets st (when not NULL) before a call. */
 void fabric_status_reset(struct fabric_status *st);

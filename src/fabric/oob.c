@@ -4,6 +4,7 @@
 // calls, and waiting for an operation. The backends are oob_*.c.
 #include "nvl72/oob.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,11 @@
 #include "fabric_int.h"
 #include "oob_int.h"
 
-static const struct oob_backend_ops *const backends[] = {&oob_sim_ops};
+static const void *const backends[] = {&oob_sim_ops};
+static char names[64];
+static const struct fabric_registry registry = {backends, ARRAY_LEN(backends), names,
+						sizeof(names)};
+_Static_assert(offsetof(struct oob_backend_ops, name) == 0, "the registry reads the name");
 
 struct oob_backend {
 	const struct oob_backend_ops *ops;
@@ -89,16 +94,19 @@ void oob_config_init(struct oob_config *c)
 
 const struct oob_backend_ops *oob_backend_find(const char *name)
 {
-	for (size_t i = 0; name != NULL && i < ARRAY_LEN(backends); i++)
-		if (strcmp(backends[i]->name, name) == 0)
-			return backends[i];
-	return NULL;
+	return fabric_registry_find(&registry, name);
+}
+
+const char *oob_backend_names(void)
+{
+	return fabric_registry_names(&registry);
 }
 
 enum nv_err oob_config_validate(const struct oob_config *c, char *why, size_t whysz)
 {
 	if (oob_backend_find(c->backend) == NULL) {
-		snprintf(why, whysz, "oob backend \"%s\" is not one of: sim", c->backend);
+		snprintf(why, whysz, "oob backend \"%s\" is not one of: %s", c->backend,
+			 oob_backend_names());
 		return NV_E_CONFIG;
 	}
 	if (strcmp(c->backend, "sim") == 0 && c->sim_root[0] == '\0') {
