@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include "nvl72/buf.h"
+#include "nvl72/fabric.h"
 #include "nvl72/flags.h"
 #include "nvl72/log.h"
+#include "nvl72/oob.h"
 #include "nvl72/operator.h"
 
 #define H (3600 * 1000LL)
@@ -143,9 +145,9 @@ static enum nv_err flags_check(const struct op_config *cfg, char *err, size_t er
 		return NV_E_CONFIG;
 	}
 	if (strcmp(cfg->fabric_backend, "none") != 0 &&
-	    strcmp(cfg->fabric_backend, "nmx-m") != 0 && strcmp(cfg->fabric_backend, "sim") != 0) {
-		snprintf(err, errsz, "--fabric-backend: \"%s\" is not nmx-m, sim or none",
-		         cfg->fabric_backend);
+	    fabric_backend_find(cfg->fabric_backend) == NULL) {
+		snprintf(err, errsz, "--fabric-backend: \"%s\" is not %s or none",
+		         cfg->fabric_backend, fabric_backend_names());
 		return NV_E_CONFIG;
 	}
 	if (strcmp(cfg->fabric_backend, "nmx-m") == 0 && cfg->fabric_endpoint[0] == '\0') {
@@ -156,8 +158,9 @@ static enum nv_err flags_check(const struct op_config *cfg, char *err, size_t er
 		snprintf(err, errsz, "--fabric-sim-root: required with --fabric-backend sim");
 		return NV_E_CONFIG;
 	}
-	if (strcmp(cfg->oob_backend, "none") != 0 && strcmp(cfg->oob_backend, "sim") != 0) {
-		snprintf(err, errsz, "--oob-backend: \"%s\" is not sim or none", cfg->oob_backend);
+	if (strcmp(cfg->oob_backend, "none") != 0 && oob_backend_find(cfg->oob_backend) == NULL) {
+		snprintf(err, errsz, "--oob-backend: \"%s\" is not %s or none", cfg->oob_backend,
+		         oob_backend_names());
 		return NV_E_CONFIG;
 	}
 	if (strcmp(cfg->oob_backend, "sim") == 0 && cfg->oob_sim_root[0] == '\0') {
