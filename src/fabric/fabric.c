@@ -52,45 +52,6 @@ const char *fabric_health_name(enum fabric_health h)
 	}
 }
 
-const char *fabric_op_state_name(enum fabric_op_state s)
-{
-	switch (s) {
-	case FABRIC_OP_PENDING:
-		return "pending";
-	case FABRIC_OP_IN_PROGRESS:
-		return "in-progress";
-	case FABRIC_OP_COMPLETED:
-		return "completed";
-	case FABRIC_OP_FAILED:
-		return "failed";
-	case FABRIC_OP_CANCELLED:
-		return "cancelled";
-	}
-	return "unknown";
-}
-
-bool fabric_op_done(enum fabric_op_state s)
-{
-	return s == FABRIC_OP_COMPLETED || s == FABRIC_OP_FAILED || s == FABRIC_OP_CANCELLED;
-}
-
-void fabric_status_reset(struct fabric_status *st)
-{
-	if (st != NULL)
-		memset(st, 0, sizeof(*st));
-}
-
-void fabric_status_msg(struct fabric_status *st, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (st == NULL)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(st->message, sizeof(st->message), fmt, ap);
-	va_end(ap);
-}
-
 void fabric_spec_init(struct fabric_partition_spec *s)
 {
 	memset(s, 0, sizeof(*s));

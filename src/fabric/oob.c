@@ -51,11 +51,6 @@ bool oob_component_target_ok(enum matrix_component c, enum oob_target_kind k)
 	return on_switch ? k == OOB_SWITCH_TRAY : k == OOB_COMPUTE_TRAY;
 }
 
-void oob_target_name(const struct oob_target *t, char *out, size_t outsz)
-{
-	snprintf(out, outsz, "%s-%u", t->kind == OOB_SWITCH_TRAY ? "switch" : "compute", t->index);
-}
-
 enum nv_err oob_target_check(enum matrix_component c, const struct oob_target *t, char *why,
 			     size_t whysz)
 {

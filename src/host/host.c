@@ -199,15 +199,6 @@ enum nv_err host_write_atomic(const struct host *h, const char *path,
 	return host_file_write_atomic(full, data, len, mode);
 }
 
-void host_fail(struct host *h, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(h->err, sizeof(h->err), fmt, ap);
-	va_end(ap);
-}
-
 enum nv_err host_driver_read(struct host *h, struct host_driver_info *out)
 {
 	struct host_driver_info d = {0};
