@@ -32,7 +32,9 @@ struct kube_status;
 #define DRAIN_ANN_CHECKPOINT "nvl72.io/checkpoint-requested"
 /* On a Pod: set by the workload once its checkpoint is safe (any value). */
 #define DRAIN_ANN_CHECKPOINT_ACK "nvl72.io/checkpoint-done"
-/* On a Node: who cordoned it for maintenance, e.g. "rackupgrade/<name>". */
+/* On a Node: who cordoned it, "rack/<name>" (a degraded rack),
+ * "rackpartition/<name>" or "rackupgrade/<name>" (a drain). A cordon without
+ * it, or with another owner's value, is someone else's and is never lifted. */
 #define DRAIN_ANN_CORDONED_BY "nvl72.io/cordoned-by"
 /* Pods with the same value of this label on the drained nodes are one
  * gang: none of them is evicted before all of them may be. */
@@ -72,11 +74,6 @@ enum nv_err drain_nodes(struct kube_client *c, const char *const *nodes, unsigne
  * a cordon by anyone else stays. */
 enum nv_err drain_release(struct kube_client *c, const char *const *nodes, unsigned n,
                           const char *owner, struct kube_status *st);
-
-/* On a Node we cordoned: "rack/<name>" (a degraded rack) or
- * "rackupgrade/<name>" (a drain). A cordon without it, or
- * with another owner's value, is someone else's and is never lifted. */
-#define DRAIN_ANN_CORDONED_BY "nvl72.io/cordoned-by"
 
 /* The merge patch that cordons (want) or uncordons node on behalf of owner,
  * the whole value of the cordoned-by annotation ("rack/<name>",

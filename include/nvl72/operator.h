@@ -26,8 +26,8 @@
 struct op;
 struct web_server;
 
-/* How the admission webhook plugs in (implemented by the plug of
- * webhook.h). The operator calls serving_cert once before it
+/* How the admission webhook plugs in (implemented by the plug below,
+ * op_webhook_plug_ops). The operator calls serving_cert once before it
  * starts the webhook server (PEM strings it frees with secure_free_str),
  * then register_routes on that server before starting it. Every replica
  * serves the webhook, leader or not. All three run on the thread of
@@ -39,6 +39,25 @@ struct op_webhook_ops {
 	void (*started)(void *arg, struct op *op);
 	void *arg;
 };
+
+struct buf;
+struct op_webhook_plug;
+/* The admission webhook (webhook.h) wired to the operator process
+ * (src/operator/op_webhook.c): the
+ * certificate from --webhook-service/-secret/-configuration in the pod's
+ * namespace, the routes over the operator's informers, the caBundle upkeep
+ * once serving. Usage in main:
+ *     struct op_webhook_plug *wh = op_webhook_plug_new();
+ *     cfg.webhook = op_webhook_plug_ops(wh);
+ *     ... op_new, op_run, op_free ...
+ *     op_webhook_plug_free(wh);   (after op_free: the server borrows it) */
+struct op_webhook_plug *op_webhook_plug_new(void);
+const struct op_webhook_ops *op_webhook_plug_ops(struct op_webhook_plug *p);
+/* NULL does nothing. */
+void op_webhook_plug_free(struct op_webhook_plug *p);
+/* A /healthz check (web_check_fn, arg: the plug): webhook_cert_check
+ * once the certificate exists, healthy before. */
+bool op_webhook_plug_check(void *arg, struct buf *why);
 
 struct op_config {
 	const char *kubeconfig; /* "" : the usual search */

@@ -113,28 +113,6 @@ enum nv_err webhook_review(struct webhook *w, enum webhook_mode mode,
                               const char *content_type, const char *body, size_t len,
                               int *http_status, struct buf *out);
 
-/* ---- the operator's plug ---------------------------------------------- */
-
-struct op_webhook_ops;
-struct op_webhook_plug;
-
-/* Declared here, built with the operator (src/operator/op_webhook.c). */
-/* Everything above, wired to the operator process (operator.h): the
- * certificate from --webhook-service/-secret/-configuration in the pod's
- * namespace, the routes over the operator's informers, the caBundle upkeep
- * once serving. Usage in main:
- *     struct op_webhook_plug *wh = op_webhook_plug_new();
- *     cfg.webhook = op_webhook_plug_ops(wh);
- *     ... op_new, op_run, op_free ...
- *     op_webhook_plug_free(wh);   (after op_free: the server borrows it) */
-struct op_webhook_plug *op_webhook_plug_new(void);
-const struct op_webhook_ops *op_webhook_plug_ops(struct op_webhook_plug *p);
-/* NULL does nothing. */
-void op_webhook_plug_free(struct op_webhook_plug *p);
-/* A /healthz check (web_check_fn, arg: the plug): webhook_cert_check
- * once the certificate exists, healthy before. */
-bool op_webhook_plug_check(void *arg, struct buf *why);
-
 /* ---- serving certificate ---------------------------------------------- */
 
 struct webhook_cert_config {

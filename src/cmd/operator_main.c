@@ -13,7 +13,6 @@
 
 #include "nvl72/log.h"
 #include "nvl72/operator.h"
-#include "nvl72/webhook.h"
 #include "nvl72/timeutil.h"
 
 struct sig_ctx {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Private to src/operator/: what the process wiring (op.c) drives besides
- * the controller table: the domain metrics. The context the controllers
- * share is op_ctx.h. */
+ * the controller table: the domain metrics (op_metrics.c). Included by
+ * op.c and op_metrics.c only; the context the controllers share is
+ * op_ctx.h. No unit test or fuzz target includes it. */
 #ifndef NVL72_OP_INT_H
 #define NVL72_OP_INT_H
 
