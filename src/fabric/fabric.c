@@ -456,19 +456,6 @@ enum nv_err fabric_op_poll(struct fabric_backend *b, const char *op_id, struct f
 	return b->ops->poll(b->state, op_id, op, st);
 }
 
-/* Sleeps up to ms, in slices, so a stop request is seen soon. */
-static bool nap(int64_t ms, const volatile bool *stop)
-{
-	while (ms > 0) {
-		int64_t slice = ms < 50 ? ms : 50;
-		if (stop != NULL && *stop)
-			return false;
-		time_sleep_ms(slice);
-		ms -= slice;
-	}
-	return stop == NULL || !*stop;
-}
-
 static enum nv_err op_end(struct fabric_op *op, struct fabric_status *st)
 {
 	switch (op->state) {
@@ -487,11 +474,11 @@ static enum nv_err op_end(struct fabric_op *op, struct fabric_status *st)
 enum nv_err fabric_op_wait(struct fabric_backend *b, struct fabric_op *op,
                            const volatile bool *stop, struct fabric_status *st)
 {
-	int64_t deadline = time_mono_ms() + b->op_deadline_ms;
-	int64_t interval = b->poll_interval_ms;
+	struct fabric_poll pl;
 	char id[FABRIC_ID_LEN];
 	enum nv_err err;
 
+	fabric_poll_start(&pl, b->poll_interval_ms, b->poll_max_interval_ms, b->op_deadline_ms);
 	str_copy(id, sizeof(id), op->id);
 	for (;;) {
 		struct fabric_op cur;
@@ -511,18 +498,9 @@ enum nv_err fabric_op_wait(struct fabric_backend *b, struct fabric_op *op,
 			         fabric_op_state_name(op->state));
 			return op_end(op, st);
 		}
-		int64_t left = deadline - time_mono_ms();
-		if (left <= 0) {
-			fabric_status_msg(st, "operation %s still %s after %ld ms", id,
-			                  fabric_op_state_name(op->state), b->op_deadline_ms);
-			return NV_E_TIMEOUT;
-		}
-		if (!nap(interval < left ? interval : left, stop)) {
-			fabric_status_msg(st, "stopped while waiting for operation %s", id);
-			return NV_E_CANCELLED;
-		}
-		interval = interval * 2 > b->poll_max_interval_ms ? b->poll_max_interval_ms
-		                                                  : interval * 2;
+		err = fabric_poll_next(&pl, id, op->state, stop, st);
+		if (err != NV_OK)
+			return err;
 	}
 }
 

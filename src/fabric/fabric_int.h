@@ -44,6 +44,23 @@ void fabric_status_reset(struct fabric_status *st);
 void fabric_status_msg(struct fabric_status *st, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 
+/* The schedule of polls while an operation runs, shared by fabric_op_wait
+ * and oob_op_wait: the interval doubles from interval_ms up to
+ * max_interval_ms, and the wait ends deadline_ms after the start. */
+struct fabric_poll {
+	int64_t end_ms; /* on the monotonic clock */
+	int64_t interval_ms, max_interval_ms;
+	long deadline_ms;
+};
+void fabric_poll_start(struct fabric_poll *p, long interval_ms, long max_interval_ms,
+                       long deadline_ms);
+/* Waits until the next poll of operation id, now in state s. NV_OK: poll
+ * again. NV_E_TIMEOUT past the deadline and NV_E_CANCELLED once *stop turns
+ * true (stop may be NULL), each with a message in st. Blocks for one
+ * interval at most, seeing stop within 50 ms. */
+enum nv_err fabric_poll_next(struct fabric_poll *p, const char *id, enum fabric_op_state s,
+                             const volatile bool *stop, struct fabric_status *st);
+
 /* ---- NMX-M wire format (nmxm.c) ---- */
 
 /* The 202 answer: {"operationId": "…"}. */

@@ -208,26 +208,14 @@ enum nv_err oob_op_poll(struct oob_backend *b, const char *op_id, struct oob_op 
 	return b->ops->poll(b->state, op_id, op, st);
 }
 
-/* Sleeps ms in slices, false when stop turned true. */
-static bool nap(int64_t ms, const volatile bool *stop)
-{
-	int64_t end = time_mono_ms() + ms;
-
-	while (time_mono_ms() < end) {
-		if (stop != NULL && *stop)
-			return false;
-		time_sleep_ms(end - time_mono_ms() < 50 ? end - time_mono_ms() : 50);
-	}
-	return stop == NULL || !*stop;
-}
-
 enum nv_err oob_op_wait(struct oob_backend *b, struct oob_op *op, const volatile bool *stop,
 			struct fabric_status *st)
 {
-	int64_t deadline = time_mono_ms() + b->op_deadline_ms, interval = b->poll_interval_ms;
+	struct fabric_poll pl;
 	char id[FABRIC_ID_LEN];
 	enum nv_err err;
 
+	fabric_poll_start(&pl, b->poll_interval_ms, b->poll_max_interval_ms, b->op_deadline_ms);
 	str_copy(id, sizeof(id), op->id);
 	for (;;) {
 		if (!fabric_op_done(op->state)) {
@@ -244,17 +232,8 @@ enum nv_err oob_op_wait(struct oob_backend *b, struct oob_op *op, const volatile
 			fabric_status_msg(st, "%s", op->message);
 			return op->state == FABRIC_OP_CANCELLED ? NV_E_CANCELLED : NV_E_STATE;
 		}
-		int64_t left = deadline - time_mono_ms();
-		if (left <= 0) {
-			fabric_status_msg(st, "operation %s still %s after %ld ms", id,
-					  fabric_op_state_name(op->state), b->op_deadline_ms);
-			return NV_E_TIMEOUT;
-		}
-		if (!nap(interval < left ? interval : left, stop)) {
-			fabric_status_msg(st, "stopped while waiting for operation %s", id);
-			return NV_E_CANCELLED;
-		}
-		interval = interval * 2 > b->poll_max_interval_ms ? b->poll_max_interval_ms
-								  : interval * 2;
+		err = fabric_poll_next(&pl, id, op->state, stop, st);
+		if (err != NV_OK)
+			return err;
 	}
 }
