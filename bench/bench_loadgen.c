@@ -411,7 +411,8 @@ static void on_rack(void *ud, json_t *obj)
 	if (atomic_load(&g->ready_wall_ms) != 0)
 		return;
 	all = kube_informer_list(g->racks);
-	json_array_foreach(all, i, r) ready += rack_all_ready(r);
+	json_array_foreach(all, i, r)
+		ready += rack_all_ready(r);
 	json_decref(all);
 	if (ready >= g->o->racks) {
 		int64_t zero = 0, now = time_wall_ms();
@@ -438,8 +439,8 @@ static void on_upgrade(void *ud, json_t *obj)
 	if (atomic_load(&g->upgraded_wall_ms) != 0)
 		return;
 	all = kube_informer_list(g->upgrades);
-	json_array_foreach(all, i, u) done +=
-	        strcmp(jx_str_or(u, "status.phase", ""), "Completed") == 0;
+	json_array_foreach(all, i, u)
+		done += strcmp(jx_str_or(u, "status.phase", ""), "Completed") == 0;
 	json_decref(all);
 	if (done >= g->o->racks) {
 		int64_t zero = 0, now = time_wall_ms();
@@ -465,8 +466,7 @@ static void lease_renew_all(struct lg *g)
 	pthread_mutex_lock(&g->mu);
 	names = json_copy(g->leases);
 	pthread_mutex_unlock(&g->mu);
-	json_object_foreach(names, name, v)
-	{
+	json_object_foreach(names, name, v) {
 		struct kube_status st;
 		json_t *p;
 		enum nv_err rc;

@@ -24,18 +24,16 @@ static json_t *stack_gen(int k)
 	snprintf(name, sizeof(name), "gb300-s%02d", k);
 	snprintf(drv, sizeof(drv), "580.%d.01", 100 + k);
 	snprintf(nvos, sizeof(nvos), "25.%02d.%d", 2 + k / 5, 1000 + k / 5);
-	return json_pack(
-		"{s:s, s:{s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:s, s:{s:s, s:s, s:s},"
-		" s:{s:s, s:s}, s:s}, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s],"
-		" s:{s:{s:i, s:i}}}",
-		"name", name, "components", "nvos", nvos, "switchTrayFirmware", "1.4.0",
-		"gpuFirmware", "97.00.D6.00.12", "driver", "branch", "R580", "version",
-		drv, "flavour", "open", "imex", drv, "kernel", "arch", "arm64",
-		"pageSize", "64k", "version", "6.8", "os", "name", "Ubuntu", "version",
-		"24.04", "kubernetes", "1.34.2", "workloads", "cuda", "min", "12.8",
-		"max", "13.0", "nccl", "min", "2.25.2", "max", "2.28.9", "fixedCVEs",
-		"CVE-2026-24101", "gate", "ncclAllReduce", "floorGBps", 500,
-		"tolerancePercent", 10);
+	return json_pack("{s:s, s:{s:s, s:s, s:s, s:{s:s, s:s, s:s}, s:s, s:{s:s, s:s, s:s},"
+	                 " s:{s:s, s:s}, s:s}, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s],"
+	                 " s:{s:{s:i, s:i}}}",
+	                 "name", name, "components", "nvos", nvos, "switchTrayFirmware", "1.4.0",
+	                 "gpuFirmware", "97.00.D6.00.12", "driver", "branch", "R580", "version",
+	                 drv, "flavour", "open", "imex", drv, "kernel", "arch", "arm64", "pageSize",
+	                 "64k", "version", "6.8", "os", "name", "Ubuntu", "version", "24.04",
+	                 "kubernetes", "1.34.2", "workloads", "cuda", "min", "12.8", "max", "13.0",
+	                 "nccl", "min", "2.25.2", "max", "2.28.9", "fixedCVEs", "CVE-2026-24101",
+	                 "gate", "ncclAllReduce", "floorGBps", 500, "tolerancePercent", 10);
 }
 
 // k -> k+1 moves the driver, and NVOS with it where that changes too;
@@ -52,19 +50,18 @@ static json_t *matrix_gen(void)
 		snprintf(a, sizeof(a), "gb300-s%02d", k);
 		snprintf(b, sizeof(b), "gb300-s%02d", k + 1);
 		json_t *comps = (k + 1) % 5 == 0 ? json_pack("[ss]", "nvos", "driver")
-						 : json_pack("[s]", "driver");
-		json_array_append_new(trans, json_pack(
-			"{s:s, s:s, s:s, s:[{s:o, s:b}]}", "from", a, "to", b, "verdict",
-			k % 7 == 6 ? "manual" : "safe", "steps", "components", comps,
-			"requiresDrain", 1));
-		json_array_append_new(trans, json_pack(
-			"{s:s, s:s, s:s, s:s}", "from", b, "to", a, "verdict", "blocked",
-			"notes", "no downgrade"));
+		                                 : json_pack("[s]", "driver");
+		json_array_append_new(trans,
+		                      json_pack("{s:s, s:s, s:s, s:[{s:o, s:b}]}", "from", a, "to",
+		                                b, "verdict", k % 7 == 6 ? "manual" : "safe",
+		                                "steps", "components", comps, "requiresDrain", 1));
+		json_array_append_new(trans,
+		                      json_pack("{s:s, s:s, s:s, s:s}", "from", b, "to", a,
+		                                "verdict", "blocked", "notes", "no downgrade"));
 	}
-	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:o, s:o}}", "apiVersion",
-			 API_VERSION, "kind", "CompatibilityMatrix", "metadata", "name",
-			 "gb300-bench", "spec", "platform", "gb300", "stacks", stacks,
-			 "transitions", trans);
+	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:o, s:o}}", "apiVersion", API_VERSION,
+	                 "kind", "CompatibilityMatrix", "metadata", "name", "gb300-bench", "spec",
+	                 "platform", "gb300", "stacks", stacks, "transitions", trans);
 }
 
 static json_t *rack_gen(int r)
@@ -85,10 +82,10 @@ static json_t *rack_gen(int r)
 		snprintf(oob, sizeof(oob), "10.40.%d.%d", r, 100 + i);
 		json_array_append_new(st, json_pack("{s:i, s:s}", "index", i, "oobAddress", oob));
 	}
-	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:o, s:o, s:{s:s, s:s}}}",
-			 "apiVersion", API_VERSION, "kind", "Rack", "metadata", "name",
-			 name, "spec", "platform", "gb300", "computeTrays", ct,
-			 "switchTrays", st, "matrix", "name", "gb300-bench", "stack", stack);
+	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:o, s:o, s:{s:s, s:s}}}", "apiVersion",
+	                 API_VERSION, "kind", "Rack", "metadata", "name", name, "spec", "platform",
+	                 "gb300", "computeTrays", ct, "switchTrays", st, "matrix", "name",
+	                 "gb300-bench", "stack", stack);
 }
 
 static json_t *tray_gen(int r, int i)
@@ -98,11 +95,11 @@ static json_t *tray_gen(int r, int i)
 	snprintf(rack, sizeof(rack), "gb300-r%02d", r);
 	snprintf(name, sizeof(name), "%s-t%02d", rack, i);
 	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:i, s:s, s:{s:s},"
-			 " s:{s:s, s:[ss], s:{s:i}}}}",
-			 "apiVersion", API_VERSION, "kind", "ComputeTray", "metadata",
-			 "name", name, "spec", "rack", rack, "index", i, "node", name,
-			 "driver", "version", "580.120.01", "imex", "domain", rack,
-			 "peers", "10.0.0.1", "10.0.0.2", "channels", "count", 2048);
+	                 " s:{s:s, s:[ss], s:{s:i}}}}",
+	                 "apiVersion", API_VERSION, "kind", "ComputeTray", "metadata", "name", name,
+	                 "spec", "rack", rack, "index", i, "node", name, "driver", "version",
+	                 "580.120.01", "imex", "domain", rack, "peers", "10.0.0.1", "10.0.0.2",
+	                 "channels", "count", 2048);
 }
 
 static json_t *partition_gen(int r, int half)
@@ -114,9 +111,9 @@ static json_t *partition_gen(int r, int half)
 	json_t *trays = json_array();
 	for (int i = 1 + 9 * half; i <= 9 + 9 * half; i++)
 		json_array_append_new(trays, json_integer(i));
-	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:o}}", "apiVersion",
-			 API_VERSION, "kind", "RackPartition", "metadata", "name", name,
-			 "spec", "rack", rack, "trays", trays);
+	return json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:o}}", "apiVersion", API_VERSION, "kind",
+	                 "RackPartition", "metadata", "name", name, "spec", "rack", rack, "trays",
+	                 trays);
 }
 
 struct texts {
@@ -192,7 +189,7 @@ static int pass_run(const struct texts *t, struct api_errors *e, int64_t us[3])
 	struct matrix_plan *plan = malloc(sizeof(*plan));
 	for (int r = 0; m != NULL && r < RACKS; r++)
 		bad += matrix_plan_build(m, racks[r]->matrix_stack, "gb300-s49",
-					 MATRIX_PLAN_MULTI_HOP, plan) != NV_OK;
+		                         MATRIX_PLAN_MULTI_HOP, plan) != NV_OK;
 	int64_t t3 = time_mono_us();
 	us[0] += t1 - t0;
 	us[1] += t2 - t1;
@@ -215,8 +212,8 @@ int main(void)
 	texts_gen(t);
 	bytes += strlen(t->matrix);
 	for (int i = 0; i < RACKS; i++)
-		bytes += strlen(t->racks[i]) + strlen(t->parts[2 * i]) +
-			 strlen(t->parts[2 * i + 1]);
+		bytes +=
+		        strlen(t->racks[i]) + strlen(t->parts[2 * i]) + strlen(t->parts[2 * i + 1]);
 	for (int i = 0; i < RACKS * API_COMPUTE_TRAYS; i++)
 		bytes += strlen(t->trays[i]);
 	for (int round = 0; round < ROUNDS; round++) {
@@ -225,7 +222,8 @@ int main(void)
 	}
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
-	printf("bench_parse: %d racks (%d trays, %d partitions), %d-stack matrix, %zu bytes of JSON\n",
+	printf("bench_parse: %d racks (%d trays, %d partitions), %d-stack matrix, %zu bytes of "
+	       "JSON\n",
 	       RACKS, RACKS * API_COMPUTE_TRAYS, RACKS * 2, STACKS, bytes);
 	printf("matrix_parse_ms=%.3f inventory_parse_ms=%.3f plans_ms=%.3f (mean of %d rounds)\n",
 	       (double)us[0] / 1000.0 / ROUNDS, (double)us[1] / 1000.0 / ROUNDS,

@@ -85,14 +85,14 @@ enum agent_config_action {
  * action). Errors name the flag or variable and say why, in err. Checks
  * bounds and, to run, that what is required is there. */
 enum nv_err agent_config_parse(struct agent_config *c, int argc, char *const *argv,
-			       char *const *envp, enum agent_config_action *action, char *err,
-			       size_t errsz);
+                               char *const *envp, enum agent_config_action *action, char *err,
+                               size_t errsz);
 enum agent_fm_policy agent_config_fm_policy(const struct agent_config *c);
 /* --metrics-bind-address as a host (without brackets; "" for every address)
  * and a port; port -1 when it is empty (off). NV_E_CONFIG when it is not
  * ADDR:PORT. */
 enum nv_err agent_config_metrics_addr(const struct agent_config *c, char *host, size_t hostsz,
-				      int *port);
+                                      int *port);
 
 /* --help text and the Markdown table of docs/agent.md, both from the table. */
 enum nv_err agent_config_usage(struct buf *out);
@@ -132,7 +132,7 @@ struct agent_spec {
  * dropped and the rest kept; an error anywhere else leaves nothing to act
  * on. */
 enum nv_err agent_spec_parse(const json_t *tray, const char *node_ip, struct agent_spec *out,
-			     char *err, size_t errsz);
+                             char *err, size_t errsz);
 
 /* ---- status ---- */
 
@@ -165,7 +165,7 @@ struct agent_report {
 	enum nv_err fm_err; /* from the unit reconcile */
 	char fm_why[HOST_ERRMSG_LEN];
 	bool fm_masked;
-	const char *lease; /* "ns/name" of the heartbeat */
+	const char *lease;                 /* "ns/name" of the heartbeat */
 	struct host_val_result validation; /* phase NONE: no run recorded */
 };
 
@@ -202,7 +202,7 @@ struct agent_stats {
  * tray is found, tray_wait_ms passes, a credential is refused, or stop is
  * set (NV_E_CANCELLED). */
 enum nv_err agent_new(const struct agent_config *cfg, struct kube_client *client,
-		      struct kube_stop *stop, struct agent **out, char *why, size_t whysz);
+                      struct kube_stop *stop, struct agent **out, char *why, size_t whysz);
 /* Runs until stop is requested: informer, one reconcile worker, the Lease
  * heartbeat and the optional metrics server. Returns when everything has
  * stopped. Blocks the calling thread until stop is requested (from any

@@ -46,12 +46,11 @@ struct api_errors {
 };
 
 void api_errors_init(struct api_errors *e);
-void api_errors_add(struct api_errors *e, const char *path, const char *fmt,
-		    ...) __attribute__((format(printf, 3, 4)));
+void api_errors_add(struct api_errors *e, const char *path, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 /* Whether an error at exactly path has a message containing msg (NULL:
  * any message). */
-bool api_errors_has(const struct api_errors *e, const char *path,
-		    const char *msg);
+bool api_errors_has(const struct api_errors *e, const char *path, const char *msg);
 /* "path: msg" lines joined by "; " (the shape of an admission denial),
  * appended to out. NV_E_TOO_LARGE when out's cap is reached. */
 enum nv_err api_errors_format(const struct api_errors *e, struct buf *out);

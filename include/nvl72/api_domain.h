@@ -19,9 +19,8 @@ struct api_compute_domain {
 	bool replace_failed_nodes; /* spec.replaceFailedNodes, default false */
 };
 
-enum nv_err api_compute_domain_parse(const json_t *obj,
-				     struct api_compute_domain **out,
-				     struct api_errors *errs);
+enum nv_err api_compute_domain_parse(const json_t *obj, struct api_compute_domain **out,
+                                     struct api_errors *errs);
 void api_compute_domain_free(struct api_compute_domain *d);
 
 #define API_NODE_SELECTOR_MAX 8
@@ -57,8 +56,8 @@ json_t *api_compute_domain_status_to_json(const struct api_compute_domain_status
  * the partition and its rack, and numNodes no more than the trays the
  * selection holds. rack and partition may be NULL when not found. */
 enum nv_err api_compute_domain_check(const struct api_compute_domain *d,
-				     const struct api_rack *rack,
-				     const struct api_rack_partition *partition,
-				     struct api_errors *errs);
+                                     const struct api_rack *rack,
+                                     const struct api_rack_partition *partition,
+                                     struct api_errors *errs);
 
 #endif

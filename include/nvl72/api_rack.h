@@ -40,10 +40,10 @@ struct api_responsibility {
 
 struct api_window {
 	char name[64];
-	uint8_t days;          /* bit 0 = Monday .. bit 6 = Sunday */
-	int start_min;         /* minutes after midnight */
-	int end_min;           /* below start_min: closes the next day */
-	uint32_t layers;       /* MATRIX_BIT(layer); 0 = every layer */
+	uint8_t days;    /* bit 0 = Monday .. bit 6 = Sunday */
+	int start_min;   /* minutes after midnight */
+	int end_min;     /* below start_min: closes the next day */
+	uint32_t layers; /* MATRIX_BIT(layer); 0 = every layer */
 };
 
 struct api_freeze {
@@ -92,12 +92,11 @@ struct api_rack {
 
 /* Validates a Rack (schema, defaults and CEL rules) into a new struct.
  * NV_E_INVALID_OBJECT with errs filled, and *out untouched, when wrong. */
-enum nv_err api_rack_parse(const json_t *obj, struct api_rack **out,
-			   struct api_errors *errs);
+enum nv_err api_rack_parse(const json_t *obj, struct api_rack **out, struct api_errors *errs);
 void api_rack_free(struct api_rack *r);
 /* The compute tray with that node name (borrowed from r), or NULL. */
 const struct api_rack_compute_tray *api_rack_tray_by_node(const struct api_rack *r,
-							  const char *node);
+                                                          const char *node);
 
 enum api_fabric_health {
 	API_FABRIC_UNKNOWN = 0,
@@ -217,9 +216,8 @@ struct api_compute_tray {
 	char validation_args[API_VALIDATION_ARGS_MAX][256];
 };
 
-enum nv_err api_compute_tray_parse(const json_t *obj,
-				   struct api_compute_tray **out,
-				   struct api_errors *errs);
+enum nv_err api_compute_tray_parse(const json_t *obj, struct api_compute_tray **out,
+                                   struct api_errors *errs);
 void api_compute_tray_free(struct api_compute_tray *t);
 const char *api_maint_state_name(enum api_maint_state s);
 
@@ -229,13 +227,13 @@ struct api_gpu_status {
 	char pci_bus_id[33];
 	char product[97];
 	char vbios[33];
-	char fabric_state[17];     /* NotSupported|NotStarted|InProgress|Completed */
+	char fabric_state[17]; /* NotSupported|NotStarted|InProgress|Completed */
 	char fabric_status[65];
 	char cluster_uuid[37];
-	int64_t clique_id;         /* -1: unknown */
-	int64_t health_mask;       /* -1: unknown */
+	int64_t clique_id;   /* -1: unknown */
+	int64_t health_mask; /* -1: unknown */
 	char health_summary[17];
-	int chassis_slot;          /* -1: unknown */
+	int chassis_slot; /* -1: unknown */
 	int tray_index;
 	char chassis_serial[33];
 };
@@ -267,7 +265,7 @@ const char *api_validation_phase_name(enum api_validation_phase p);
  * upgrade gate: a run counts when id is the one asked for and phase is
  * Succeeded; compare busbw_gbps with the matrix's floor. */
 enum nv_err api_tray_validation_parse(const json_t *tray, struct api_tray_validation *out,
-				      struct api_errors *errs);
+                                      struct api_errors *errs);
 
 struct api_compute_tray_status {
 	int64_t observed_generation;
@@ -290,7 +288,7 @@ struct api_compute_tray_status {
 	char imex_version[17];
 	char imex_daemon_state[25];
 	char imex_domain_state[17];
-	int imex_node_index;       /* -1: unknown */
+	int imex_node_index; /* -1: unknown */
 	int imex_peers_connected;
 	int imex_peers_total;
 	char imex_config_hash[65];
@@ -329,9 +327,8 @@ struct api_rack_partition {
 	bool canary_eligible;
 };
 
-enum nv_err api_rack_partition_parse(const json_t *obj,
-				     struct api_rack_partition **out,
-				     struct api_errors *errs);
+enum nv_err api_rack_partition_parse(const json_t *obj, struct api_rack_partition **out,
+                                     struct api_errors *errs);
 void api_rack_partition_free(struct api_rack_partition *p);
 
 struct api_rack_partition_status {
@@ -361,26 +358,23 @@ json_t *api_rack_partition_status_to_json(const struct api_rack_partition_status
 /* A node may be a tray of one rack only, and a switch tray's out-of-band
  * address belongs to one rack. r is checked against the other racks (an
  * entry with r's name is the old version of r and is skipped). */
-enum nv_err api_rack_check_unique(const struct api_rack *r,
-				  const struct api_rack *const *others,
-				  unsigned n, struct api_errors *errs);
+enum nv_err api_rack_check_unique(const struct api_rack *r, const struct api_rack *const *others,
+                                  unsigned n, struct api_errors *errs);
 
 /* The rack's spec.matrix names m, its stack is in m, and the platforms
  * agree. */
-enum nv_err api_rack_check_matrix(const struct api_rack *r,
-				  const struct matrix *m,
-				  struct api_errors *errs);
+enum nv_err api_rack_check_matrix(const struct api_rack *r, const struct matrix *m,
+                                  struct api_errors *errs);
 
 /* Partitions of one rack never overlap; p's rack must exist (rack may be
  * NULL when it does not). Entries named like p are its old version. */
 enum nv_err api_rack_partition_check(const struct api_rack_partition *p,
-				     const struct api_rack *rack,
-				     const struct api_rack_partition *const *others,
-				     unsigned n, struct api_errors *errs);
+                                     const struct api_rack *rack,
+                                     const struct api_rack_partition *const *others, unsigned n,
+                                     struct api_errors *errs);
 
 /* A tray's rack must exist and list the tray's node at the tray's index. */
 enum nv_err api_compute_tray_check_rack(const struct api_compute_tray *t,
-					const struct api_rack *rack,
-					struct api_errors *errs);
+                                        const struct api_rack *rack, struct api_errors *errs);
 
 #endif

@@ -20,8 +20,7 @@
  * after every step but the last of each transition is itself a stack.
  * NV_E_INVALID_OBJECT (errs filled, *out untouched) when anything is
  * wrong; the caller frees *out with matrix_free. */
-enum nv_err api_matrix_parse(const json_t *obj, struct matrix **out,
-			     struct api_errors *errs);
+enum nv_err api_matrix_parse(const json_t *obj, struct matrix **out, struct api_errors *errs);
 
 struct api_matrix_status {
 	int64_t observed_generation;
@@ -51,7 +50,7 @@ struct api_label {
 
 struct api_rack_upgrade {
 	struct api_meta meta;
-	char rack[59];                 /* one of rack and selector */
+	char rack[59]; /* one of rack and selector */
 	unsigned nselector;
 	struct api_label selector[API_SELECTOR_LABELS_MAX];
 	char target_matrix[64];
@@ -60,18 +59,17 @@ struct api_rack_upgrade {
 	char reason[2049];
 	unsigned ncves;
 	char cves[API_UPGRADE_CVES_MAX][MATRIX_CVE_LEN];
-	int64_t earliest_start_ms;     /* 0: unset */
+	int64_t earliest_start_ms; /* 0: unset */
 	char canary_partition[64];
-	int64_t canary_soak_ms;        /* 0: the matrix gate's soak */
-	int wave_size;                 /* 0: unset */
+	int64_t canary_soak_ms; /* 0: the matrix gate's soak */
+	int wave_size;          /* 0: unset */
 	bool paused;
 	bool abort;
 	bool force;
 };
 
-enum nv_err api_rack_upgrade_parse(const json_t *obj,
-				   struct api_rack_upgrade **out,
-				   struct api_errors *errs);
+enum nv_err api_rack_upgrade_parse(const json_t *obj, struct api_rack_upgrade **out,
+                                   struct api_errors *errs);
 void api_rack_upgrade_free(struct api_rack_upgrade *u);
 
 enum api_upgrade_phase {
@@ -134,8 +132,8 @@ struct api_gate_evidence {
 
 struct api_upgrade_oob_op {
 	enum matrix_component component;
-	char target[17];          /* "switch-3", "compute-12" */
-	char id[128];             /* the backend's operation id */
+	char target[17];           /* "switch-3", "compute-12" */
+	char id[128];              /* the backend's operation id */
 	enum api_step_phase phase; /* Running, Succeeded or Failed */
 };
 
@@ -214,9 +212,8 @@ json_t *api_rack_upgrade_status_to_json(const struct api_rack_upgrade_status *s)
  * must be i. NV_E_INVALID_OBJECT with errs filled (paths start at
  * "status") and *out untouched when wrong; otherwise the caller releases
  * *out with api_rack_upgrade_status_clear. */
-enum nv_err api_rack_upgrade_status_parse(const json_t *status,
-					  struct api_rack_upgrade_status *out,
-					  struct api_errors *errs);
+enum nv_err api_rack_upgrade_status_parse(const json_t *status, struct api_rack_upgrade_status *out,
+                                          struct api_errors *errs);
 /* Frees the steps and zeroes s; s NULL does nothing. */
 void api_rack_upgrade_status_clear(struct api_rack_upgrade_status *s);
 
@@ -233,9 +230,8 @@ struct api_upgrade_approval {
 	char approved_by_uid[129];
 };
 
-enum nv_err api_upgrade_approval_parse(const json_t *obj,
-				       struct api_upgrade_approval **out,
-				       struct api_errors *errs);
+enum nv_err api_upgrade_approval_parse(const json_t *obj, struct api_upgrade_approval **out,
+                                       struct api_errors *errs);
 void api_upgrade_approval_free(struct api_upgrade_approval *a);
 
 struct api_upgrade_approval_status {
@@ -246,8 +242,7 @@ struct api_upgrade_approval_status {
 	struct api_condition conditions[API_CONDITIONS_MAX];
 };
 
-json_t *api_upgrade_approval_status_to_json(
-	const struct api_upgrade_approval_status *s);
+json_t *api_upgrade_approval_status_to_json(const struct api_upgrade_approval_status *s);
 
 /* ---- checks against the matrix ---------------------------------------- */
 
@@ -257,17 +252,15 @@ json_t *api_upgrade_approval_status_to_json(
  * plan that is not blocked and whose intermediate tuples are all stacks.
  * A security upgrade's CVEs must each be fixed by the target stack.
  * Returns NV_E_INVALID_OBJECT with errs filled when a rule fails. */
-enum nv_err api_rack_upgrade_check_matrix(const struct api_rack_upgrade *u,
-					  const struct matrix *m,
-					  const char *const *from_stacks,
-					  unsigned n, unsigned plan_flags,
-					  struct api_errors *errs);
+enum nv_err api_rack_upgrade_check_matrix(const struct api_rack_upgrade *u, const struct matrix *m,
+                                          const char *const *from_stacks, unsigned n,
+                                          unsigned plan_flags, struct api_errors *errs);
 
 /* An approval for a layer the upgrade's plan does not need, or for an
  * upgrade that is already over, is refused. */
 enum nv_err api_upgrade_approval_check(const struct api_upgrade_approval *a,
-				       const struct api_rack_upgrade *u,
-				       const struct api_rack_upgrade_status *us,
-				       struct api_errors *errs);
+                                       const struct api_rack_upgrade *u,
+                                       const struct api_rack_upgrade_status *us,
+                                       struct api_errors *errs);
 
 #endif

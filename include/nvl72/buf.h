@@ -14,10 +14,10 @@
 #include "nvl72/err.h"
 
 struct buf {
-	char *data;   /* NUL-terminated; NULL until the first append */
-	size_t len;   /* bytes used, not counting the NUL */
-	size_t cap;   /* bytes allocated */
-	size_t max;   /* the most len may ever be */
+	char *data; /* NUL-terminated; NULL until the first append */
+	size_t len; /* bytes used, not counting the NUL */
+	size_t cap; /* bytes allocated */
+	size_t max; /* the most len may ever be */
 };
 
 void buf_init(struct buf *b, size_t max);
@@ -28,10 +28,9 @@ void buf_reset(struct buf *b);
 enum nv_err buf_append(struct buf *b, const void *data, size_t len);
 enum nv_err buf_append_str(struct buf *b, const char *s);
 enum nv_err buf_append_byte(struct buf *b, char c);
-enum nv_err buf_printf(struct buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+enum nv_err buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 enum nv_err buf_vprintf(struct buf *b, const char *fmt, va_list ap)
-	__attribute__((format(printf, 2, 0)));
+        __attribute__((format(printf, 2, 0)));
 /* Removes the first n bytes (n <= len). */
 void buf_consume(struct buf *b, size_t n);
 /* Hands the data to the caller (never NULL; free() it) and leaves the

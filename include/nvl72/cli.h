@@ -38,17 +38,17 @@ enum cli_verb_id {
 
 struct cli_verb {
 	const char *name;
-	const char *alias;    /* NULL: none */
-	const char *args;     /* positional arguments, for usage lines */
-	const char *summary;  /* one line */
-	const char *help;     /* a paragraph */
+	const char *alias;   /* NULL: none */
+	const char *args;    /* positional arguments, for usage lines */
+	const char *summary; /* one line */
+	const char *help;    /* a paragraph */
 };
 
 struct cli_flag {
-	const char *name;     /* long name, without "--" */
-	char shorthand;       /* 0: none */
-	const char *arg;      /* value placeholder; NULL: a switch */
-	unsigned verbs;       /* CLI_VERB_BIT set the flag applies to */
+	const char *name; /* long name, without "--" */
+	char shorthand;   /* 0: none */
+	const char *arg;  /* value placeholder; NULL: a switch */
+	unsigned verbs;   /* CLI_VERB_BIT set the flag applies to */
 	const char *help;
 };
 
@@ -58,14 +58,14 @@ extern const size_t cli_nflags;
 
 /* What one command line asks for. Strings point into argv. */
 struct cli_args {
-	int verb;             /* enum cli_verb_id; -1: none given */
+	int verb; /* enum cli_verb_id; -1: none given */
 	bool help;
 	bool version;
 	const char *pos[2];
 	unsigned npos;
 	const char *kubeconfig;
 	const char *context;
-	const char *output;   /* "" or "json" */
+	const char *output; /* "" or "json" */
 	const char *layer;
 	const char *comment;
 	bool reject;
@@ -73,8 +73,7 @@ struct cli_args {
 
 /* Parses argv (argv[0] is the program). NV_E_INVAL with err filled on an
  * unknown verb or flag, a missing value or too many arguments. */
-enum nv_err cli_args_parse(int argc, char **argv, struct cli_args *a, char *err,
-			   size_t errsz);
+enum nv_err cli_args_parse(int argc, char **argv, struct cli_args *a, char *err, size_t errsz);
 
 /* The help page of the plugin (verb < 0) or of one verb. */
 void cli_help(int verb, struct buf *out);
@@ -86,20 +85,18 @@ void cli_help_markdown(struct buf *out);
 /* Why the RackUpgrade u is waiting (or why it is not), as one sentence that
  * ends with a period and a newline. rack is u's Rack (may be NULL: owners
  * and windows are then left out); now_ms is the wall clock. */
-enum nv_err cli_explain(const json_t *u, const json_t *rack, int64_t now_ms,
-			struct buf *out);
+enum nv_err cli_explain(const json_t *u, const json_t *rack, int64_t now_ms, struct buf *out);
 
 /* The table of racks (a RackList's items). */
 enum nv_err cli_racks_table(const json_t *racks, struct buf *out);
 /* The table of upgrades; racks (may be NULL) name the window owners of
  * missing approvals. */
-enum nv_err cli_upgrades_table(const json_t *upgrades, const json_t *racks,
-			       struct buf *out);
+enum nv_err cli_upgrades_table(const json_t *upgrades, const json_t *racks, struct buf *out);
 /* One rack in detail. */
 enum nv_err cli_rack_detail(const json_t *rack, struct buf *out);
 /* One upgrade in detail, ending with its explanation. */
 enum nv_err cli_upgrade_detail(const json_t *u, const json_t *rack, int64_t now_ms,
-			       struct buf *out);
+                               struct buf *out);
 
 /* The current step of an upgrade's status: the first Running, Failed or
  * Pending step, in that order of preference; NULL when there is none.

@@ -50,16 +50,16 @@ struct drain_policy {
 };
 
 struct drain_result {
-	bool done;            /* every node cordoned, no evictable pod left and none
-	                       * still terminating */
-	int pods;             /* evictable pods still on the nodes, not yet evicted */
-	int waiting_ack;      /* asked to checkpoint, not acknowledged, in deadline */
-	int held;             /* may go, but wait for a member of their gang */
-	int terminating;      /* being deleted (evicted in this pass included) */
-	int evicted;          /* evictions (or deletions) accepted in this pass */
-	int blocked;          /* evictions refused with 429 (a PDB) in this pass */
+	bool done;             /* every node cordoned, no evictable pod left and none
+	                        * still terminating */
+	int pods;              /* evictable pods still on the nodes, not yet evicted */
+	int waiting_ack;       /* asked to checkpoint, not acknowledged, in deadline */
+	int held;              /* may go, but wait for a member of their gang */
+	int terminating;       /* being deleted (evicted in this pass included) */
+	int evicted;           /* evictions (or deletions) accepted in this pass */
+	int blocked;           /* evictions refused with 429 (a PDB) in this pass */
 	int64_t next_check_ms; /* wall time to look again; 0: done, nothing to wait for */
-	char message[512];    /* one sentence for status and events */
+	char message[512];     /* one sentence for status and events */
 };
 
 /* One pass over nodes (n of them) at now_ms. NV_OK with *res filled, also

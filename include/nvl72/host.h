@@ -28,26 +28,26 @@
 #include "nvl72/buf.h"
 #include "nvl72/err.h"
 
-#define HOST_GPU_MAX 8            /* NVML devices read per tray (NVL72: 4) */
-#define HOST_VERSION_LEN 64       /* "580.173.02", NVML's 80-byte buffers cut */
-#define HOST_UUID_LEN 96          /* "GPU-…" from NVML */
-#define HOST_CLIQUE_LEN 64        /* "<uuid>.<decimal clique>" */
-#define HOST_PARAMS_MAX 128       /* /proc/driver/nvidia/params lines kept */
-#define HOST_IMEX_NODES_MAX 64    /* peers in one IMEX domain (NVL72: 18) */
-#define HOST_HOSTNAME_LEN 256     /* a peer entry: IPv4, IPv6 or a DNS name */
+#define HOST_GPU_MAX 8         /* NVML devices read per tray (NVL72: 4) */
+#define HOST_VERSION_LEN 64    /* "580.173.02", NVML's 80-byte buffers cut */
+#define HOST_UUID_LEN 96       /* "GPU-…" from NVML */
+#define HOST_CLIQUE_LEN 64     /* "<uuid>.<decimal clique>" */
+#define HOST_PARAMS_MAX 128    /* /proc/driver/nvidia/params lines kept */
+#define HOST_IMEX_NODES_MAX 64 /* peers in one IMEX domain (NVL72: 18) */
+#define HOST_HOSTNAME_LEN 256  /* a peer entry: IPv4, IPv6 or a DNS name */
 #define HOST_ERRMSG_LEN 256
 
 /* ---- driver ---- */
 
 struct host_driver_info {
-	bool loaded;                      /* /proc/driver/nvidia/version exists */
-	char version[HOST_VERSION_LEN];  /* from the NVRM line */
-	bool open_module;                 /* "Open Kernel Module" flavour */
-	char arch[32];                    /* "aarch64", "x86_64" */
+	bool loaded;                         /* /proc/driver/nvidia/version exists */
+	char version[HOST_VERSION_LEN];      /* from the NVRM line */
+	bool open_module;                    /* "Open Kernel Module" flavour */
+	char arch[32];                       /* "aarch64", "x86_64" */
 	char sys_version[HOST_VERSION_LEN];  /* /sys/module/nvidia/version */
 	char nvml_driver[HOST_VERSION_LEN];  /* nvmlSystemGetDriverVersion, "" if n/a */
 	char nvml_version[HOST_VERSION_LEN]; /* nvmlSystemGetNVMLVersion */
-	int cuda_version;                 /* 13000 for 13.0; 0 if unknown */
+	int cuda_version;                    /* 13000 for 13.0; 0 if unknown */
 };
 
 struct host_param {
@@ -62,14 +62,11 @@ struct host_driver_params {
 
 /* Parses /proc/driver/nvidia/version: the "NVRM version:" line only. Fills
  * version, open_module and arch; NV_E_PARSE when there is no such line. */
-enum nv_err host_proc_version_parse(const char *text, size_t len,
-				     struct host_driver_info *out);
+enum nv_err host_proc_version_parse(const char *text, size_t len, struct host_driver_info *out);
 /* A bare version line ("580.95.05\n") as in /sys/module/nvidia/version. */
-enum nv_err host_sys_version_parse(const char *text, size_t len, char *out,
-				    size_t outsz);
+enum nv_err host_sys_version_parse(const char *text, size_t len, char *out, size_t outsz);
 /* "Name: value" lines; malformed lines are an error, not skipped. */
-enum nv_err host_params_parse(const char *text, size_t len,
-			       struct host_driver_params *out);
+enum nv_err host_params_parse(const char *text, size_t len, struct host_driver_params *out);
 /* The value (borrowed from p) or NULL. */
 const char *host_params_get(const struct host_driver_params *p, const char *name);
 /* Compares dotted numeric versions per component ("580.142" < "580.173.02");
@@ -83,7 +80,7 @@ enum host_fabric_state {
 	HOST_FABRIC_NOT_STARTED = 1,
 	HOST_FABRIC_IN_PROGRESS = 2,
 	HOST_FABRIC_COMPLETED = 3,
-	HOST_FABRIC_UNKNOWN = 4,     /* NVML failed or reported garbage */
+	HOST_FABRIC_UNKNOWN = 4, /* NVML failed or reported garbage */
 };
 const char *host_fabric_state_name(enum host_fabric_state s);
 
@@ -98,12 +95,12 @@ const char *host_health_summary_name(enum host_health_summary s);
 
 /* The health mask, one raw field value each (see host_health_decode). */
 struct host_fabric_health {
-	unsigned degraded_bw;        /* 0 n/s, 1 degraded, 2 not degraded */
-	unsigned route_recovery;     /* 0 n/s, 1 in progress, 2 not */
-	unsigned route_unhealthy;    /* 0 n/s, 1 unhealthy, 2 healthy */
-	unsigned access_timeout;     /* 0 n/s, 1 in progress, 2 not */
-	unsigned incorrect_config;   /* 0 n/s, 1 none, 2..8 a reason */
-	unsigned partition;          /* 0 n/s, 1 assigned, 2 not assigned */
+	unsigned degraded_bw;      /* 0 n/s, 1 degraded, 2 not degraded */
+	unsigned route_recovery;   /* 0 n/s, 1 in progress, 2 not */
+	unsigned route_unhealthy;  /* 0 n/s, 1 unhealthy, 2 healthy */
+	unsigned access_timeout;   /* 0 n/s, 1 in progress, 2 not */
+	unsigned incorrect_config; /* 0 n/s, 1 none, 2..8 a reason */
+	unsigned partition;        /* 0 n/s, 1 assigned, 2 not assigned */
 };
 #define HOST_HEALTH_MASK_CLEAR 0x1AAu
 
@@ -117,18 +114,18 @@ struct host_gpu {
 	unsigned index;
 	char uuid[HOST_UUID_LEN];
 	enum host_fabric_state fabric_state;
-	int fabric_status;                /* nvmlReturn_t; meaningful when COMPLETED */
-	bool has_cluster;                 /* cluster UUID nonzero */
-	char cluster_uuid[37];            /* lowercase dashed */
+	int fabric_status;     /* nvmlReturn_t; meaningful when COMPLETED */
+	bool has_cluster;      /* cluster UUID nonzero */
+	char cluster_uuid[37]; /* lowercase dashed */
 	uint32_t clique_id;
-	bool has_health;                  /* NVML returned a v2+ structure */
+	bool has_health; /* NVML returned a v2+ structure */
 	uint32_t health_mask;
 	enum host_health_summary health_summary;
 	struct host_fabric_health health;
 	bool has_platform;
 	char chassis_serial[17];
 	unsigned slot, tray_index, host_id, peer_type, module_id;
-	int nvml_error;                   /* last NVML error on this GPU, 0 if none */
+	int nvml_error; /* last NVML error on this GPU, 0 if none */
 };
 
 /* The tray's clique from its GPUs. NV_OK with *has_clique false when the
@@ -136,7 +133,7 @@ struct host_gpu {
  * NV_E_STATE when a GPU is not COMPLETED+Success; NV_E_CONFLICT when GPUs
  * disagree. why (optional) says which GPU and how. */
 enum nv_err host_tray_clique(const struct host_gpu *gpus, size_t n, bool *has_clique,
-			      char out[HOST_CLIQUE_LEN], char *why, size_t whysz);
+                             char out[HOST_CLIQUE_LEN], char *why, size_t whysz);
 /* The least advanced state of all GPUs (UNKNOWN wins). */
 enum host_fabric_state host_tray_fabric_state(const struct host_gpu *gpus, size_t n);
 /* The worst health summary of the GPUs that report one (Unhealthy, then
@@ -146,28 +143,28 @@ enum host_health_summary host_tray_health_summary(const struct host_gpu *gpus, s
 /* ---- IMEX ---- */
 
 enum host_imex_mode {
-	HOST_IMEX_OFF = 0,   /* not this agent's business: leave the host alone */
-	HOST_IMEX_PROCESS,   /* the agent starts and watches nvidia-imex itself */
-	HOST_IMEX_HOST,      /* through the host's systemd unit */
+	HOST_IMEX_OFF = 0, /* not this agent's business: leave the host alone */
+	HOST_IMEX_PROCESS, /* the agent starts and watches nvidia-imex itself */
+	HOST_IMEX_HOST,    /* through the host's systemd unit */
 };
 
 /* What the spec asks for; the rendered files depend on nothing else. */
 struct host_imex_cfg {
 	enum host_imex_mode mode;
-	char domain[128];                  /* a name for logs and the config comment */
-	size_t n_peers;                    /* ordered: same list, same order on all */
+	char domain[128]; /* a name for logs and the config comment */
+	size_t n_peers;   /* ordered: same list, same order on all */
 	char peers[HOST_IMEX_NODES_MAX][HOST_HOSTNAME_LEN];
-	char bind_ip[HOST_HOSTNAME_LEN];  /* "" lets IMEX pick the listed local IP */
-	unsigned server_port;              /* 0: 50000 */
-	unsigned cmd_port;                 /* 0: 50005 */
-	unsigned channels;                 /* channel nodes to create; 0: none */
-	int grace_s;                       /* IMEX_NODE_DISCONNECTED_GRACE_TIME, -1 never */
+	char bind_ip[HOST_HOSTNAME_LEN]; /* "" lets IMEX pick the listed local IP */
+	unsigned server_port;            /* 0: 50000 */
+	unsigned cmd_port;               /* 0: 50005 */
+	unsigned channels;               /* channel nodes to create; 0: none */
+	int grace_s;                     /* IMEX_NODE_DISCONNECTED_GRACE_TIME, -1 never */
 };
 
 /* Renders config.cfg (for nodes_path) and nodes_config.cfg into two buffers.
  * NV_E_CONFIG on an empty peer list, a bad entry or a duplicate. */
 enum nv_err host_imex_render(const struct host_imex_cfg *c, const char *nodes_path,
-			      struct buf *config, struct buf *nodes);
+                             struct buf *config, struct buf *nodes);
 
 enum host_imex_daemon {
 	HOST_IMEXD_UNKNOWN = 0,
@@ -179,7 +176,7 @@ enum host_imex_daemon {
 	HOST_IMEXD_READY,
 	HOST_IMEXD_SHUTTING_DOWN,
 	HOST_IMEXD_UNAVAILABLE,
-	HOST_IMEXD_NOT_RUNNING,      /* no daemon: ctl could not reach one */
+	HOST_IMEXD_NOT_RUNNING, /* no daemon: ctl could not reach one */
 };
 const char *host_imex_daemon_name(enum host_imex_daemon s);
 
@@ -208,7 +205,7 @@ struct host_imex_node {
 	unsigned index;
 	char host[HOST_HOSTNAME_LEN];
 	enum host_imex_daemon status;
-	size_t n_conn;                              /* entries in conn[] used */
+	size_t n_conn;                                 /* entries in conn[] used */
 	enum host_imex_conn conn[HOST_IMEX_NODES_MAX]; /* by peer index */
 };
 
@@ -222,28 +219,28 @@ struct host_imex_domain_status {
 enum nv_err host_imex_q_parse(const char *text, size_t len, enum host_imex_daemon *out);
 /* `nvidia-imex-ctl -N -j`: bounded JSON; unknown words map to UNKNOWN, an
  * index outside the table or a wrong type is NV_E_PARSE. */
-enum nv_err host_imex_nodes_parse(const char *text, size_t len,
-				   struct host_imex_domain_status *out, char *why, size_t whysz);
+enum nv_err host_imex_nodes_parse(const char *text, size_t len, struct host_imex_domain_status *out,
+                                  char *why, size_t whysz);
 /* Of the nodes other than self_host, how many are READY and how many the
  * self node's row shows CONNECTED. */
 void host_imex_domain_count(const struct host_imex_domain_status *s, const char *self_host,
-			     unsigned *peers_ready, unsigned *peers_connected);
+                            unsigned *peers_ready, unsigned *peers_connected);
 
 /* ---- channels ---- */
 
 /* The major of a character device by its full name in /proc/devices
  * ("nvidia-caps-imex-channels"); NV_E_NOT_FOUND when absent. */
 enum nv_err host_proc_devices_major(const char *text, size_t len, const char *name,
-				     unsigned *major);
+                                    unsigned *major);
 
 /* ---- running tools ---- */
 
 struct host_run_result {
-	int exit_code;       /* -1 when killed by a signal */
-	int term_signal;     /* the signal, or 0 */
-	bool timed_out;      /* killed at the deadline */
-	bool truncated;      /* output beyond the cap was dropped */
-	struct buf out;      /* stdout and stderr, capped; caller clears */
+	int exit_code;   /* -1 when killed by a signal */
+	int term_signal; /* the signal, or 0 */
+	bool timed_out;  /* killed at the deadline */
+	bool truncated;  /* output beyond the cap was dropped */
+	struct buf out;  /* stdout and stderr, capped; caller clears */
 };
 
 /* ---- the host and its ops ---- */
@@ -257,18 +254,18 @@ struct host_ops {
 	const char *name;
 	/* Opens NVML if needed and fills up to cap GPUs, and the NVML part of
 	 * drv (may be NULL). NV_E_UNSUPPORTED when NVML cannot be loaded. */
-	enum nv_err (*nvml_read)(struct host *h, struct host_gpu *gpus, size_t cap,
-				 size_t *n, struct host_driver_info *drv, char *why, size_t whysz);
+	enum nv_err (*nvml_read)(struct host *h, struct host_gpu *gpus, size_t cap, size_t *n,
+	                         struct host_driver_info *drv, char *why, size_t whysz);
 	/* Runs argv[0] with argv, no shell; output capped at cap bytes.
 	 * NV_OK when it ran (check exit_code), NV_E_TIMEOUT when killed at the
 	 * deadline, NV_E_IO when it could not start. */
-	enum nv_err (*run)(struct host *h, const char *const *argv, int64_t timeout_ms,
-			   size_t cap, struct host_run_result *res);
+	enum nv_err (*run)(struct host *h, const char *const *argv, int64_t timeout_ms, size_t cap,
+	                   struct host_run_result *res);
 	/* Starts argv detached (own session, output to log_path) and returns its pid. */
 	enum nv_err (*spawn)(struct host *h, const char *const *argv, const char *log_path,
-			     pid_t *pid);
-	enum nv_err (*mknod_chr)(struct host *h, const char *path, unsigned major,
-				 unsigned minor, unsigned mode);
+	                     pid_t *pid);
+	enum nv_err (*mknod_chr)(struct host *h, const char *path, unsigned major, unsigned minor,
+	                         unsigned mode);
 };
 
 extern const struct host_ops host_real_ops;
@@ -276,45 +273,42 @@ extern const struct host_ops host_real_ops;
 /* Where things are. Every path is inside host_root; tools are absolute
  * paths run as they are (in a container: the host's, through the mount). */
 struct host_cfg {
-	const char *host_root;       /* "/" on a tray, "/host" in a pod; default "/" */
-	const char *nvml_path;       /* default "libnvidia-ml.so.1" */
-	const char *systemctl;       /* default "/usr/bin/systemctl" */
-	const char *modprobe;        /* default "/usr/sbin/modprobe" */
-	const char *modinfo;         /* default "/usr/sbin/modinfo" */
-	const char *imex_bin;        /* default "/usr/bin/nvidia-imex" */
-	const char *imex_ctl;        /* default "/usr/bin/nvidia-imex-ctl" */
-	const char *imex_dir;        /* in host root; default "/etc/nvidia-imex" */
-	const char *state_dir;       /* in host root; default "/run/nvl72-agent" */
+	const char *host_root;        /* "/" on a tray, "/host" in a pod; default "/" */
+	const char *nvml_path;        /* default "libnvidia-ml.so.1" */
+	const char *systemctl;        /* default "/usr/bin/systemctl" */
+	const char *modprobe;         /* default "/usr/sbin/modprobe" */
+	const char *modinfo;          /* default "/usr/sbin/modinfo" */
+	const char *imex_bin;         /* default "/usr/bin/nvidia-imex" */
+	const char *imex_ctl;         /* default "/usr/bin/nvidia-imex-ctl" */
+	const char *imex_dir;         /* in host root; default "/etc/nvidia-imex" */
+	const char *state_dir;        /* in host root; default "/run/nvl72-agent" */
 	const char *const *installer; /* argv; "{version}" is replaced; NULL: none */
-	const char *validation_cmd;  /* validation command; NULL or "": none */
-	int64_t tool_timeout_ms;     /* systemctl, modprobe, imex-ctl; default 5000 */
-	int64_t install_timeout_ms;  /* default 30 min */
+	const char *validation_cmd;   /* validation command; NULL or "": none */
+	int64_t tool_timeout_ms;      /* systemctl, modprobe, imex-ctl; default 5000 */
+	int64_t install_timeout_ms;   /* default 30 min */
 };
 
 struct host {
 	struct host_cfg cfg;
 	const struct host_ops *ops;
-	void *nvml;                  /* the real backend's NVML state */
-	char err[HOST_ERRMSG_LEN];  /* the last failure, for conditions */
-	pid_t val_pid;               /* the validation run this process started, 0: none */
-	int64_t val_deadline_ms;     /* its deadline on the monotonic clock */
+	void *nvml;                /* the real backend's NVML state */
+	char err[HOST_ERRMSG_LEN]; /* the last failure, for conditions */
+	pid_t val_pid;             /* the validation run this process started, 0: none */
+	int64_t val_deadline_ms;   /* its deadline on the monotonic clock */
 };
 
 /* Copies cfg (strings are borrowed and must outlive h) filling defaults;
  * ops NULL is host_real_ops. host_clear closes NVML (h NULL does nothing). */
-void host_init(struct host *h, const struct host_cfg *cfg,
-		     const struct host_ops *ops);
+void host_init(struct host *h, const struct host_cfg *cfg, const struct host_ops *ops);
 void host_clear(struct host *h);
 /* host_root + path into out; NV_E_TOO_LARGE when it does not fit. */
-enum nv_err host_path(const struct host *h, const char *path, char *out,
-			    size_t outsz);
+enum nv_err host_path(const struct host *h, const char *path, char *out, size_t outsz);
 /* Reads a host file, at most max bytes (more is NV_E_TOO_LARGE). */
-enum nv_err host_read(const struct host *h, const char *path, size_t max,
-			    struct buf *out);
+enum nv_err host_read(const struct host *h, const char *path, size_t max, struct buf *out);
 /* Writes a host file atomically: temp in the same folder, fsync, rename,
  * fsync of the folder. Creates missing folders (0755). */
-enum nv_err host_write_atomic(const struct host *h, const char *path,
-				    const char *data, size_t len, unsigned mode);
+enum nv_err host_write_atomic(const struct host *h, const char *path, const char *data, size_t len,
+                              unsigned mode);
 
 /* Driver: the proc and sys files, then NVML when it loads. Not loaded is
  * NV_OK with loaded false. */
@@ -322,16 +316,15 @@ enum nv_err host_driver_read(struct host *h, struct host_driver_info *out);
 enum nv_err host_params_read(struct host *h, struct host_driver_params *out);
 /* What is on disk (`modinfo -F version nvidia`); "" when none. */
 enum nv_err host_driver_ondisk(struct host *h, char *out, size_t outsz);
-enum nv_err host_gpus_read(struct host *h, struct host_gpu *gpus, size_t cap,
-				 size_t *n);
+enum nv_err host_gpus_read(struct host *h, struct host_gpu *gpus, size_t cap, size_t *n);
 
 /* What kind of host this is, as NVIDIA's own components decide it: host
  * Fabric Manager belongs only where NVSwitches are local (HGX), never on
  * an NVL72 compute tray, where both tests are false. */
 struct host_kind {
-	bool local_nvswitch;    /* /proc/driver/nvidia-nvswitch/devices/ not empty */
-	bool switch_via_cx;     /* an InfiniBand device's VPD names SW_MNG */
-	bool driver_container;  /* the GPU Operator's driver container is ready */
+	bool local_nvswitch;   /* /proc/driver/nvidia-nvswitch/devices/ not empty */
+	bool switch_via_cx;    /* an InfiniBand device's VPD names SW_MNG */
+	bool driver_container; /* the GPU Operator's driver container is ready */
 };
 enum nv_err host_kind_read(struct host *h, struct host_kind *out);
 bool host_kind_wants_fm(const struct host_kind *k);
@@ -341,9 +334,9 @@ bool host_kind_wants_fm(const struct host_kind *k);
 enum host_unit_active {
 	HOST_UNIT_UNKNOWN = 0,
 	HOST_UNIT_ACTIVE,
-	HOST_UNIT_INACTIVE,       /* also "failed" */
+	HOST_UNIT_INACTIVE, /* also "failed" */
 	HOST_UNIT_ACTIVATING,
-	HOST_UNIT_NOT_FOUND,      /* no such unit on this host */
+	HOST_UNIT_NOT_FOUND, /* no such unit on this host */
 };
 
 struct host_unit_state {
@@ -360,41 +353,40 @@ enum host_unit_want {
 
 /* `systemctl show -p LoadState,ActiveState,UnitFileState`: KEY=value lines. */
 enum nv_err host_unit_show_parse(const char *text, size_t len, struct host_unit_state *out);
-enum nv_err host_unit_query(struct host *h, const char *unit,
-				  struct host_unit_state *out);
+enum nv_err host_unit_query(struct host *h, const char *unit, struct host_unit_state *out);
 /* Brings the unit to want when allowed; else NV_E_STATE when it differs
  * (the caller turns that into a blocking condition). *changed tells
  * whether anything was done. A unit that does not exist is fine for
  * STOPPED and MASKED. */
-enum nv_err host_unit_reconcile(struct host *h, const char *unit,
-				      enum host_unit_want want, bool allowed, bool *changed);
+enum nv_err host_unit_reconcile(struct host *h, const char *unit, enum host_unit_want want,
+                                bool allowed, bool *changed);
 enum nv_err host_unit_action(struct host *h, const char *verb, const char *unit);
 
 /* ---- IMEX on the host ---- */
 
 struct host_imex_apply {
-	bool changed;          /* the files' content changed */
-	bool restarted;        /* the daemon was (re)started */
-	char hash[65];         /* sha256 of config.cfg + nodes_config.cfg */
-	char nodes_hash[65];   /* sha256 of nodes_config.cfg: equal on all members */
-	pid_t pid;             /* process mode: the daemon's pid */
+	bool changed;        /* the files' content changed */
+	bool restarted;      /* the daemon was (re)started */
+	char hash[65];       /* sha256 of config.cfg + nodes_config.cfg */
+	char nodes_hash[65]; /* sha256 of nodes_config.cfg: equal on all members */
+	pid_t pid;           /* process mode: the daemon's pid */
 };
 
 /* Writes both files when their content differs, then makes the daemon run
  * with exactly those files: restarts it when the hash it was started with
  * differs (so a crash between the write and the restart is repaired). */
 enum nv_err host_imex_apply(struct host *h, const struct host_imex_cfg *c,
-				  struct host_imex_apply *out);
+                            struct host_imex_apply *out);
 /* Stops the daemon of either mode; nothing running is NV_OK. */
 enum nv_err host_imex_stop(struct host *h, enum host_imex_mode mode);
 /* Process mode: the daemon's pid from the state dir when it is alive. */
 enum nv_err host_imex_pid(struct host *h, pid_t *pid, char hash[65]);
 
 struct host_imex_status {
-	enum host_imex_daemon daemon;     /* from -q */
-	bool nodes_ok;                     /* -N -j answered and parsed */
+	enum host_imex_daemon daemon; /* from -q */
+	bool nodes_ok;                /* -N -j answered and parsed */
 	struct host_imex_domain_status dom;
-	char err[HOST_ERRMSG_LEN];        /* why a query failed ("timed out after 2000 ms") */
+	char err[HOST_ERRMSG_LEN]; /* why a query failed ("timed out after 2000 ms") */
 };
 /* Both queries under the tool timeout; a hung ctl is killed and reported
  * as NV_E_TIMEOUT with what was learned so far in out. */
@@ -402,25 +394,24 @@ enum nv_err host_imex_status(struct host *h, struct host_imex_status *out);
 
 /* Creates /dev/nvidia-caps-imex-channels/channel0..count-1 with the major
  * from /proc/devices; a node with the wrong major is replaced. */
-enum nv_err host_channels_ensure(struct host *h, unsigned count,
-				       unsigned *created);
+enum nv_err host_channels_ensure(struct host *h, unsigned count, unsigned *created);
 
 /* ---- driver change ---- */
 
 enum host_drv_phase {
-	HOST_DRV_DONE = 0,          /* loaded == target */
+	HOST_DRV_DONE = 0, /* loaded == target */
 	HOST_DRV_STOPPING_HOLDERS,
 	HOST_DRV_INSTALLING,        /* the installer ran in this step */
 	HOST_DRV_INSTALLER_RUNNING, /* one from an earlier agent is still running */
 	HOST_DRV_RELOADING,
-	HOST_DRV_REBOOT_REQUIRED,   /* installed; the running module is in use */
+	HOST_DRV_REBOOT_REQUIRED, /* installed; the running module is in use */
 	HOST_DRV_FAILED,
 };
 const char *host_drv_phase_name(enum host_drv_phase p);
 
 struct host_drv_step {
-	enum host_drv_phase phase;  /* what this call did or found */
-	bool finished;               /* DONE, REBOOT_REQUIRED or FAILED */
+	enum host_drv_phase phase; /* what this call did or found */
+	bool finished;             /* DONE, REBOOT_REQUIRED or FAILED */
 	char loaded[HOST_VERSION_LEN];
 	char ondisk[HOST_VERSION_LEN];
 	char detail[HOST_ERRMSG_LEN];
@@ -429,8 +420,8 @@ struct host_drv_step {
 /* One idempotent step towards target, chosen from the host alone: loaded
  * and on-disk versions, a live installer from an earlier run, module use
  * counts. Call again until finished; safe to resume after kill -9. */
-enum nv_err host_driver_step(struct host *h, const char *target,
-				   enum host_imex_mode imex_mode, struct host_drv_step *out);
+enum nv_err host_driver_step(struct host *h, const char *target, enum host_imex_mode imex_mode,
+                             struct host_drv_step *out);
 
 /* ---- validation runs ---- */
 
@@ -467,10 +458,10 @@ struct host_val_result {
 	char id[HOST_VALIDATION_ID_LEN];
 	enum host_val_phase phase;
 	bool has_busbw;
-	double busbw_gbps;                /* rounded to 0.01 */
+	double busbw_gbps; /* rounded to 0.01 */
 	char transport[HOST_VALIDATION_TRANSPORT_LEN];
-	int64_t start_ms;                 /* wall clock; 0: unknown */
-	int64_t end_ms;                   /* wall clock; 0: still running */
+	int64_t start_ms; /* wall clock; 0: unknown */
+	int64_t end_ms;   /* wall clock; 0: still running */
 	char message[HOST_ERRMSG_LEN];
 };
 
@@ -480,14 +471,13 @@ struct host_val_result {
  * a transport or the bytes themselves (a NUL) are not what the contract
  * says; nccl-tests' "# Out of bounds values : N FAILED" is an error too. */
 enum nv_err host_validation_output_parse(const char *text, size_t len, double *busbw_gbps,
-					  char *transport, size_t transportsz, char *why,
-					  size_t whysz);
+                                         char *transport, size_t transportsz, char *why,
+                                         size_t whysz);
 
 /* The record of the last run in the state dir (`validation.state`:
  * key=value lines, with the pid and start time of a run in flight). */
-enum nv_err host_validation_state_parse(const char *text, size_t len,
-					 struct host_val_result *out, long long *pid,
-					 unsigned long long *pid_start);
+enum nv_err host_validation_state_parse(const char *text, size_t len, struct host_val_result *out,
+                                        long long *pid, unsigned long long *pid_start);
 
 /* One step of validation runs, decided from the state file: finishes or
  * times out the run this process started, reports a run left by a killed
@@ -498,8 +488,8 @@ enum nv_err host_validation_state_parse(const char *text, size_t len,
  * /run) so that a finished id is never run again. *out is the record after
  * the step; phase NONE when there is none. */
 enum nv_err host_validation_step(struct host *h, const struct host_val_request *req,
-				       const struct host_val_result *reported,
-				       struct host_val_result *out);
+                                 const struct host_val_result *reported,
+                                 struct host_val_result *out);
 
 /* ---- one observation of the whole host ---- */
 
@@ -515,26 +505,25 @@ struct host_obs_part {
 struct host_obs {
 	struct host_driver_info driver;
 	struct host_obs_part driver_part;
-	unsigned imex_channel_count;       /* from the module parameters; 0 if unknown */
+	unsigned imex_channel_count; /* from the module parameters; 0 if unknown */
 	size_t n_gpus;
 	struct host_gpu gpus[HOST_GPU_MAX];
 	struct host_obs_part gpus_part;
-	enum host_fabric_state fabric;    /* worst of the GPUs */
-	enum host_health_summary health;  /* worst of the GPUs */
+	enum host_fabric_state fabric;   /* worst of the GPUs */
+	enum host_health_summary health; /* worst of the GPUs */
 	bool has_clique;
 	char clique[HOST_CLIQUE_LEN];
 	struct host_obs_part clique_part; /* NV_E_STATE / NV_E_CONFLICT and the GPU */
 	struct host_kind kind;
-	struct host_unit_state fm;        /* host Fabric Manager */
-	struct host_obs_part fm_part;     /* NV_E_STATE when it runs where it must not */
-	bool imex_read;                    /* IMEX was queried (mode not OFF) */
+	struct host_unit_state fm;    /* host Fabric Manager */
+	struct host_obs_part fm_part; /* NV_E_STATE when it runs where it must not */
+	bool imex_read;               /* IMEX was queried (mode not OFF) */
 	struct host_imex_status imex;
 	struct host_obs_part imex_part;
 };
 
 /* Reads the host once. imex_mode OFF skips the IMEX queries. Always NV_OK
  * unless an argument is bad; look at the parts. */
-enum nv_err host_observe(struct host *h, enum host_imex_mode imex_mode,
-			       struct host_obs *out);
+enum nv_err host_observe(struct host *h, enum host_imex_mode imex_mode, struct host_obs *out);
 
 #endif

@@ -27,8 +27,8 @@ struct jx_err {
 
 /* Bounds for jx_loadb. Zero means the default given below. */
 struct jx_limits {
-	size_t max_bytes;  /* default 16 MiB */
-	int max_depth;     /* default 64 nested arrays/objects */
+	size_t max_bytes; /* default 16 MiB */
+	int max_depth;    /* default 64 nested arrays/objects */
 };
 
 #define JX_DEFAULT_MAX_BYTES ((size_t)16 << 20)
@@ -37,8 +37,8 @@ struct jx_limits {
 /* Parses exactly one JSON value from data[0..len). NV_E_TOO_LARGE when the
  * input or its nesting exceeds the limits (lim may be NULL), NV_E_PARSE on
  * malformed input. *out is a new reference, set only on success. */
-enum nv_err jx_loadb(const char *data, size_t len, const struct jx_limits *lim,
-		     json_t **out, struct jx_err *e);
+enum nv_err jx_loadb(const char *data, size_t len, const struct jx_limits *lim, json_t **out,
+                     struct jx_err *e);
 
 /* Nesting depth of the JSON text in data, not counting brackets inside
  * strings; stops counting past limit (returns limit + 1). */
@@ -53,16 +53,12 @@ json_t *jx_path(const json_t *root, const char *path);
  * NV_E_INVAL when present with the wrong type; e names the path either way.
  * Every value returned (strings, objects, arrays) is borrowed from root;
  * *out is set only on NV_OK. */
-enum nv_err jx_get_str(const json_t *root, const char *path, const char **out,
-		       struct jx_err *e);
-enum nv_err jx_get_int(const json_t *root, const char *path, int64_t min,
-		       int64_t max, int64_t *out, struct jx_err *e);
-enum nv_err jx_get_bool(const json_t *root, const char *path, bool *out,
-			struct jx_err *e);
-enum nv_err jx_get_obj(const json_t *root, const char *path, json_t **out,
-		       struct jx_err *e);
-enum nv_err jx_get_arr(const json_t *root, const char *path, json_t **out,
-		       struct jx_err *e);
+enum nv_err jx_get_str(const json_t *root, const char *path, const char **out, struct jx_err *e);
+enum nv_err jx_get_int(const json_t *root, const char *path, int64_t min, int64_t max, int64_t *out,
+                       struct jx_err *e);
+enum nv_err jx_get_bool(const json_t *root, const char *path, bool *out, struct jx_err *e);
+enum nv_err jx_get_obj(const json_t *root, const char *path, json_t **out, struct jx_err *e);
+enum nv_err jx_get_arr(const json_t *root, const char *path, json_t **out, struct jx_err *e);
 /* Returns the string at path (borrowed from root), or def when absent or
  * not a string. */
 const char *jx_str_or(const json_t *root, const char *path, const char *def);

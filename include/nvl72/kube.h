@@ -45,12 +45,12 @@
 /* What the apiserver (or the client, when no response came) said about a
  * failed call. Every verb fills it when given one; it is zeroed first. */
 struct kube_status {
-	long http_code;         /* 0 when no HTTP response was received */
-	char reason[64];        /* Status.reason: "Conflict", "Expired", ... */
-	char message[512];      /* Status.message, or a local explanation */
-	char causes[512];       /* details.causes as "field: message; ..." */
-	int retry_after_s;      /* Retry-After / retryAfterSeconds; -1 if none */
-	int attempts;           /* HTTP exchanges made, retries included */
+	long http_code;    /* 0 when no HTTP response was received */
+	char reason[64];   /* Status.reason: "Conflict", "Expired", ... */
+	char message[512]; /* Status.message, or a local explanation */
+	char causes[512];  /* details.causes as "field: message; ..." */
+	int retry_after_s; /* Retry-After / retryAfterSeconds; -1 if none */
+	int attempts;      /* HTTP exchanges made, retries included */
 };
 
 /* A stop signal shared by threads: set once, observed by every wait in
@@ -71,22 +71,21 @@ bool kube_stop_sleep(struct kube_stop *s, int64_t ms);
 struct kube_config;
 
 struct kube_config_opts {
-	const char *kubeconfig;  /* --kubeconfig; wins over everything */
-	const char *context;     /* explicit context; else current-context */
-	bool no_in_cluster;      /* skip the in-cluster step of the search */
+	const char *kubeconfig; /* --kubeconfig; wins over everything */
+	const char *context;    /* explicit context; else current-context */
+	bool no_in_cluster;     /* skip the in-cluster step of the search */
 };
 
 /* Finds and loads the configuration: --kubeconfig, then $KUBECONFIG (a
  * ':'-separated list merged first-wins), then in-cluster, then
  * $HOME/.kube/config. Errors name the file and field in st->message.
  * *out is the caller's, to kube_config_free or to hand to kube_client_new. */
-enum nv_err kube_config_load(const struct kube_config_opts *o,
-			     struct kube_config **out, struct kube_status *st);
+enum nv_err kube_config_load(const struct kube_config_opts *o, struct kube_config **out,
+                             struct kube_status *st);
 /* Parses one kubeconfig document held in memory; relative paths resolve
  * against dir (may be NULL for the working directory). */
-enum nv_err kube_config_parse(const char *data, size_t len, const char *dir,
-			      const char *context, struct kube_config **out,
-			      struct kube_status *st);
+enum nv_err kube_config_parse(const char *data, size_t len, const char *dir, const char *context,
+                              struct kube_config **out, struct kube_status *st);
 /* The service-account configuration of a pod. */
 enum nv_err kube_config_in_cluster(struct kube_config **out, struct kube_status *st);
 void kube_config_free(struct kube_config *c);
@@ -100,20 +99,20 @@ const char *kube_config_namespace(const struct kube_config *c);
 struct kube_client;
 
 struct kube_client_opts {
-	const char *component;     /* "nvl72-operator" (default) or "nvl72-agent" */
-	int64_t timeout_ms;        /* per request, not watches; default 30000 */
+	const char *component;      /* "nvl72-operator" (default) or "nvl72-agent" */
+	int64_t timeout_ms;         /* per request, not watches; default 30000 */
 	int64_t connect_timeout_ms; /* default 30000 */
-	size_t max_body;           /* response cap, default 64 MiB */
-	int max_retries;           /* 429 / retryable 5xx / transport; default 10 */
-	int64_t token_file_ttl_ms; /* token file cache, default 50000 */
-	int64_t backoff_base_ms;   /* first retry wait, default 200 */
-	int64_t backoff_max_ms;    /* cap, default 10000 */
+	size_t max_body;            /* response cap, default 64 MiB */
+	int max_retries;            /* 429 / retryable 5xx / transport; default 10 */
+	int64_t token_file_ttl_ms;  /* token file cache, default 50000 */
+	int64_t backoff_base_ms;    /* first retry wait, default 200 */
+	int64_t backoff_max_ms;     /* cap, default 10000 */
 };
 
 /* Takes ownership of cfg on every path. Starts the transport thread; the
  * call itself sends no request. */
 enum nv_err kube_client_new(struct kube_config *cfg, const struct kube_client_opts *o,
-			    struct kube_client **out, struct kube_status *st);
+                            struct kube_client **out, struct kube_status *st);
 void kube_client_free(struct kube_client *c);
 
 /* Counters of the shared transport, for tests and metrics; a snapshot,
@@ -134,7 +133,7 @@ const char *kube_client_namespace(const struct kube_client *c);
 struct kube_res {
 	const char *group;
 	const char *version;
-	const char *resource;   /* plural, lower case: "configmaps" */
+	const char *resource; /* plural, lower case: "configmaps" */
 	const char *kind;
 	bool namespaced;
 };
@@ -161,68 +160,66 @@ struct kube_raw_req {
 	bool no_retry;          /* one attempt (the 401 re-read still applies) */
 	struct kube_stop *stop; /* aborts the exchange and its retries; may be NULL */
 };
-enum nv_err kube_request(struct kube_client *c, const struct kube_raw_req *r,
-			 json_t **out, struct kube_status *st);
+enum nv_err kube_request(struct kube_client *c, const struct kube_raw_req *r, json_t **out,
+                         struct kube_status *st);
 
 /* ---- verbs: objects are json_t, unknown fields survive ---- */
 
 enum nv_err kube_get(struct kube_client *c, const struct kube_res *r, const char *ns,
-		     const char *name, json_t **out, struct kube_status *st);
+                     const char *name, json_t **out, struct kube_status *st);
 
 struct kube_list_opts {
 	const char *label_selector;
 	const char *field_selector;
-	const char *resource_version;        /* NULL: a consistent read */
-	const char *resource_version_match;  /* "NotOlderThan" / "Exact" */
-	int64_t limit;                       /* page size; 0: no limit */
+	const char *resource_version;       /* NULL: a consistent read */
+	const char *resource_version_match; /* "NotOlderThan" / "Exact" */
+	int64_t limit;                      /* page size; 0: no limit */
 	const char *continue_token;
-	struct kube_stop *stop;              /* aborts paging; may be NULL */
+	struct kube_stop *stop; /* aborts paging; may be NULL */
 };
 /* One page, as the apiserver returns it (a *List object). */
 enum nv_err kube_list(struct kube_client *c, const struct kube_res *r, const char *ns,
-		      const struct kube_list_opts *o, json_t **out, struct kube_status *st);
+                      const struct kube_list_opts *o, json_t **out, struct kube_status *st);
 /* Every page (o->limit defaults to 500), merged into one list object whose
  * metadata.resourceVersion is that of the last page. One request per page,
  * plus one full list when a continue token expires (410). */
-enum nv_err kube_list_all(struct kube_client *c, const struct kube_res *r,
-			  const char *ns, const struct kube_list_opts *o,
-			  json_t **out, struct kube_status *st);
+enum nv_err kube_list_all(struct kube_client *c, const struct kube_res *r, const char *ns,
+                          const struct kube_list_opts *o, json_t **out, struct kube_status *st);
 
 enum nv_err kube_create(struct kube_client *c, const struct kube_res *r, const char *ns,
-			const json_t *obj, json_t **out, struct kube_status *st);
+                        const json_t *obj, json_t **out, struct kube_status *st);
 /* PUT with obj's metadata.resourceVersion: a stale one fails with
  * NV_E_CONFLICT. subresource is NULL or "status". */
 enum nv_err kube_update(struct kube_client *c, const struct kube_res *r, const char *ns,
-			const json_t *obj, const char *subresource, json_t **out,
-			struct kube_status *st);
+                        const json_t *obj, const char *subresource, json_t **out,
+                        struct kube_status *st);
 
 enum kube_patch_type {
-	KUBE_PATCH_MERGE = 0,   /* application/merge-patch+json */
-	KUBE_PATCH_JSON,        /* application/json-patch+json */
-	KUBE_PATCH_APPLY,       /* server-side apply */
+	KUBE_PATCH_MERGE = 0, /* application/merge-patch+json */
+	KUBE_PATCH_JSON,      /* application/json-patch+json */
+	KUBE_PATCH_APPLY,     /* server-side apply */
 };
 struct kube_patch_opts {
 	enum kube_patch_type type;
-	const char *field_manager;  /* required for apply */
-	bool force;                 /* apply: take fields from other managers */
-	const char *subresource;    /* NULL or "status" */
+	const char *field_manager; /* required for apply */
+	bool force;                /* apply: take fields from other managers */
+	const char *subresource;   /* NULL or "status" */
 };
 enum nv_err kube_patch(struct kube_client *c, const struct kube_res *r, const char *ns,
-		       const char *name, const struct kube_patch_opts *o,
-		       const json_t *patch, json_t **out, struct kube_status *st);
+                       const char *name, const struct kube_patch_opts *o, const json_t *patch,
+                       json_t **out, struct kube_status *st);
 
 struct kube_delete_opts {
-	const char *propagation;      /* "Background", "Foreground", "Orphan" */
-	int64_t grace_period_s;       /* < 0: not sent */
+	const char *propagation; /* "Background", "Foreground", "Orphan" */
+	int64_t grace_period_s;  /* < 0: not sent */
 	const char *precondition_uid;
 	const char *precondition_rv;
 };
 enum nv_err kube_delete(struct kube_client *c, const struct kube_res *r, const char *ns,
-			const char *name, const struct kube_delete_opts *o,
-			struct kube_status *st);
+                        const char *name, const struct kube_delete_opts *o, struct kube_status *st);
 /* POST pods/<name>/eviction (policy/v1); 429 means a PDB forbids it now. */
 enum nv_err kube_evict(struct kube_client *c, const char *ns, const char *pod,
-		       const struct kube_delete_opts *o, struct kube_status *st);
+                       const struct kube_delete_opts *o, struct kube_status *st);
 
 /* ---- watch: one stream ---- */
 
@@ -238,11 +235,11 @@ const char *kube_event_type_name(enum kube_event_type t);
 struct kube_watch_opts {
 	const char *label_selector;
 	const char *field_selector;
-	const char *resource_version;   /* start after this RV */
-	int timeout_s;                  /* server side; default random 300..600 */
-	bool no_bookmarks;              /* bookmarks are requested by default */
-	size_t max_event;               /* one event's cap, default 8 MiB */
-	struct kube_stop *stop;         /* ends the stream early; may be NULL */
+	const char *resource_version; /* start after this RV */
+	int timeout_s;                /* server side; default random 300..600 */
+	bool no_bookmarks;            /* bookmarks are requested by default */
+	size_t max_event;             /* one event's cap, default 8 MiB */
+	struct kube_stop *stop;       /* ends the stream early; may be NULL */
 };
 
 /* Called for each event with a borrowed object, valid for the call
@@ -250,8 +247,7 @@ struct kube_watch_opts {
  * event at a time. Returning non-NV_OK ends the stream with that error. A
  * slow callback slows only its own stream (it is paused past 1 MiB
  * unread), never the other transfers of the client. */
-typedef enum nv_err (*kube_watch_fn)(void *ud, enum kube_event_type type,
-				     json_t *object);
+typedef enum nv_err (*kube_watch_fn)(void *ud, enum kube_event_type type, json_t *object);
 
 /* Runs one watch request until the server ends it, stop is set, or an
  * error. ERROR events end it with the mapped error (410 => NV_E_GONE) and
@@ -262,8 +258,8 @@ typedef enum nv_err (*kube_watch_fn)(void *ud, enum kube_event_type type,
  * timeoutSeconds, at most 600 s by default; a stream silent for 700 s is
  * dropped), or until stop. */
 enum nv_err kube_watch(struct kube_client *c, const struct kube_res *r, const char *ns,
-		       const struct kube_watch_opts *o, kube_watch_fn fn, void *ud,
-		       char **last_rv, struct kube_status *st);
+                       const struct kube_watch_opts *o, kube_watch_fn fn, void *ud, char **last_rv,
+                       struct kube_status *st);
 
 /* ---- helpers ---- */
 

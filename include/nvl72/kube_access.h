@@ -18,7 +18,7 @@
 struct kube_access;
 
 /* Defaults used when the matching argument is 0. */
-#define KUBE_ACCESS_TTL_MS_DEFAULT 10000 /* an allowed answer */
+#define KUBE_ACCESS_TTL_MS_DEFAULT 10000     /* an allowed answer */
 #define KUBE_ACCESS_DENY_TTL_MS_DEFAULT 2000 /* a refused one: RBAC grants show soon */
 #define KUBE_ACCESS_ENTRIES_DEFAULT 256
 

@@ -62,24 +62,24 @@ void kube_index_node_name(const json_t *obj, const char *arg, struct kube_index_
 
 struct kube_informer_opts {
 	const struct kube_res *res;
-	const char *ns;               /* NULL or "": all namespaces */
+	const char *ns; /* NULL or "": all namespaces */
 	const char *label_selector;
 	const char *field_selector;
-	int watch_timeout_s;          /* 0: random 300..600 */
-	int64_t page_size;            /* 0: 500 */
-	int64_t backoff_initial_ms;   /* 0: 800 */
-	int64_t backoff_max_ms;       /* 0: 30000 */
+	int watch_timeout_s;        /* 0: random 300..600 */
+	int64_t page_size;          /* 0: 500 */
+	int64_t backoff_initial_ms; /* 0: 800 */
+	int64_t backoff_max_ms;     /* 0: 30000 */
 };
 
 /* Sends no request: the first list happens on the thread kube_informer_start
  * creates. The options' strings are copied; o->res is borrowed and must
  * outlive the informer. */
 enum nv_err kube_informer_new(struct kube_client *c, const struct kube_informer_opts *o,
-			      struct kube_informer **out);
+                              struct kube_informer **out);
 /* Before start only (NV_E_STATE after it). name is how
  * kube_informer_by_index finds it; name and arg are copied. */
-enum nv_err kube_informer_add_index(struct kube_informer *inf, const char *name,
-				    kube_index_fn fn, const char *arg);
+enum nv_err kube_informer_add_index(struct kube_informer *inf, const char *name, kube_index_fn fn,
+                                    const char *arg);
 enum nv_err kube_informer_add_handler(struct kube_informer *inf, const struct kube_handler *h);
 /* Starts the list+watch thread. */
 enum nv_err kube_informer_start(struct kube_informer *inf);
@@ -99,17 +99,16 @@ void kube_informer_free(struct kube_informer *inf);
 json_t *kube_informer_get(struct kube_informer *inf, const char *key);
 /* A new array of every object, or of those whose index name has value. */
 json_t *kube_informer_list(struct kube_informer *inf);
-json_t *kube_informer_by_index(struct kube_informer *inf, const char *index,
-			       const char *value);
+json_t *kube_informer_by_index(struct kube_informer *inf, const char *index, const char *value);
 /* The resourceVersion the cache reflects, copied into out. */
 void kube_informer_last_rv(struct kube_informer *inf, char *out, size_t outsz);
 
 struct kube_informer_stats {
-	uint64_t lists;          /* full lists (initial + relists) */
-	uint64_t watches;        /* watch requests started */
-	uint64_t gone;           /* 410 answers that forced a relist */
+	uint64_t lists;   /* full lists (initial + relists) */
+	uint64_t watches; /* watch requests started */
+	uint64_t gone;    /* 410 answers that forced a relist */
 	uint64_t bookmarks;
-	uint64_t events;         /* watch events applied */
+	uint64_t events; /* watch events applied */
 };
 void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *out);
 
@@ -118,8 +117,8 @@ void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *
 struct kube_workqueue;
 
 struct kube_workqueue_opts {
-	int64_t base_delay_ms;   /* per-item backoff start, default 5 */
-	int64_t max_delay_ms;    /* cap, default 1000000 (1000 s) */
+	int64_t base_delay_ms; /* per-item backoff start, default 5 */
+	int64_t max_delay_ms;  /* cap, default 1000000 (1000 s) */
 };
 
 struct kube_workqueue *kube_workqueue_new(const char *name, const struct kube_workqueue_opts *o);
@@ -160,7 +159,7 @@ typedef struct kube_result (*kube_reconcile_fn)(void *ud, const char *key);
  * workers. The queue and ud are borrowed and must outlive the workers. */
 struct kube_workers;
 struct kube_workers *kube_workers_start(struct kube_workqueue *q, int n, kube_reconcile_fn fn,
-					void *ud);
+                                        void *ud);
 /* Shuts the queue down, lets in-flight reconciles finish, joins, frees;
  * blocks as long as the slowest reconcile in flight. NULL does nothing. */
 void kube_workers_stop(struct kube_workers *w);
@@ -172,16 +171,16 @@ struct kube_leader;
 struct kube_leader_opts {
 	const char *ns;
 	const char *name;
-	const char *identity;          /* default <hostname>_<random> */
-	int64_t lease_ms;              /* default 15000 */
-	int64_t renew_deadline_ms;     /* default 10000 */
-	int64_t retry_ms;              /* default 2000 */
-	bool no_release_on_stop;       /* we release by default */
+	const char *identity;      /* default <hostname>_<random> */
+	int64_t lease_ms;          /* default 15000 */
+	int64_t renew_deadline_ms; /* default 10000 */
+	int64_t retry_ms;          /* default 2000 */
+	bool no_release_on_stop;   /* we release by default */
 	/* The callbacks run on the thread of kube_leader_run, inside the loop
 	 * that renews: they must return quickly (start work elsewhere), or
 	 * the renewal waits. identity is borrowed for the call. */
-	void (*on_started)(void *ud);  /* became leader */
-	void (*on_stopped)(void *ud);  /* lost or released */
+	void (*on_started)(void *ud); /* became leader */
+	void (*on_stopped)(void *ud); /* lost or released */
 	void (*on_new_leader)(void *ud, const char *identity);
 	void *ud;
 };
@@ -189,7 +188,7 @@ struct kube_leader_opts {
 /* NV_E_CONFIG when the durations break lease > renew deadline > 1.2 x
  * retry. Sends no request; the strings of o are copied. */
 enum nv_err kube_leader_new(struct kube_client *c, const struct kube_leader_opts *o,
-			    struct kube_leader **out);
+                            struct kube_leader **out);
 void kube_leader_free(struct kube_leader *le);
 /* Campaigns, then renews, until stop is set (NV_OK, lease released) or
  * leadership is lost (NV_E_STATE: stop all work at once and exit). Blocks
@@ -209,7 +208,7 @@ struct kube_recorder;
  * reportingInstance (default controller-hostname). A thread writes the
  * events; a full queue (1000) drops, never blocks. */
 struct kube_recorder *kube_recorder_new(struct kube_client *c, const char *controller,
-					const char *instance);
+                                        const char *instance);
 /* Flushes what is queued (up to 5 s), then joins the thread, which writes
  * the series still counted locally first, and frees. NULL does nothing. */
 void kube_recorder_free(struct kube_recorder *r);
@@ -218,8 +217,8 @@ void kube_recorder_free(struct kube_recorder *r);
  * update one Event's series instead of creating new ones. From any thread;
  * never blocks on the network: what it needs of regarding is copied. */
 void kube_recorder_eventf(struct kube_recorder *r, const json_t *regarding, const char *type,
-			  const char *reason, const char *action, const char *fmt, ...)
-	__attribute__((format(printf, 6, 7)));
+                          const char *reason, const char *action, const char *fmt, ...)
+        __attribute__((format(printf, 6, 7)));
 /* Blocks until the queue is empty or timeout; true when drained. */
 bool kube_recorder_flush(struct kube_recorder *r, int64_t timeout_ms);
 
@@ -239,9 +238,8 @@ void kube_recorder_stats(struct kube_recorder *r, struct kube_recorder_stats *ou
  * lastTransitionTime changes only when status changes; reason, message
  * and observedGeneration are updated in place. Returns true when anything
  * changed, so callers skip no-op status writes. now_ms is wall time. */
-bool kube_condition_set(json_t *obj, const char *type, const char *status,
-			const char *reason, const char *message, int64_t observed_generation,
-			int64_t now_ms);
+bool kube_condition_set(json_t *obj, const char *type, const char *status, const char *reason,
+                        const char *message, int64_t observed_generation, int64_t now_ms);
 /* The condition object of that type (borrowed from obj) or NULL. */
 json_t *kube_condition_find(const json_t *obj, const char *type);
 bool kube_condition_is_true(const json_t *obj, const char *type);

@@ -46,18 +46,18 @@ bool log_enabled(enum log_level lvl, const char *comp);
  * the caller (err="%s"). Control characters in msg and kv are escaped so an
  * event is always one line; the JSON format turns the pairs into fields.
  * Secrets never go in either. Safe to call from any thread. */
-void log_write(enum log_level lvl, const char *comp, const char *msg,
-	       const char *kv, ...) __attribute__((format(printf, 4, 5)));
+void log_write(enum log_level lvl, const char *comp, const char *msg, const char *kv, ...)
+        __attribute__((format(printf, 4, 5)));
 
-#define LOG_AT(lvl, comp, ...)                        \
-	do {                                          \
-		if (log_enabled((lvl), (comp)))       \
-			log_write((lvl), (comp), __VA_ARGS__); \
+#define LOG_AT(lvl, comp, ...)                                                                     \
+	do {                                                                                       \
+		if (log_enabled((lvl), (comp)))                                                    \
+			log_write((lvl), (comp), __VA_ARGS__);                                     \
 	} while (0)
 
 #define log_error(comp, ...) LOG_AT(LOG_LVL_ERROR, comp, __VA_ARGS__)
-#define log_warn(comp, ...)  LOG_AT(LOG_LVL_WARN, comp, __VA_ARGS__)
-#define log_info(comp, ...)  LOG_AT(LOG_LVL_INFO, comp, __VA_ARGS__)
+#define log_warn(comp, ...) LOG_AT(LOG_LVL_WARN, comp, __VA_ARGS__)
+#define log_info(comp, ...) LOG_AT(LOG_LVL_INFO, comp, __VA_ARGS__)
 #define log_debug(comp, ...) LOG_AT(LOG_LVL_DEBUG, comp, __VA_ARGS__)
 
 #endif

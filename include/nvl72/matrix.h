@@ -38,12 +38,10 @@ struct matrix_version {
 
 enum nv_err matrix_version_parse(const char *s, struct matrix_version *out);
 /* <0, 0, >0 like strcmp. */
-int matrix_version_cmp(const struct matrix_version *a,
-		       const struct matrix_version *b);
+int matrix_version_cmp(const struct matrix_version *a, const struct matrix_version *b);
 /* The same order on two strings that need not be valid versions. */
 int matrix_version_cmp_str(const char *a, const char *b);
-bool matrix_version_eq(const struct matrix_version *a,
-		       const struct matrix_version *b);
+bool matrix_version_eq(const struct matrix_version *a, const struct matrix_version *b);
 
 /* A driver version: two or three numeric components whose first is the
  * branch (580.173.02 -> 580, 615.23 -> 615). */
@@ -78,10 +76,8 @@ struct matrix_range {
 /* ">=2.25.2, <2.29", "13.0" (exactly), "*" (anything). */
 enum nv_err matrix_range_parse(const char *s, struct matrix_range *out);
 /* The inclusive [min, max] of the CRD's {min, max} objects. */
-enum nv_err matrix_range_set_inclusive(struct matrix_range *r, const char *min,
-				       const char *max);
-bool matrix_range_contains(const struct matrix_range *r,
-			   const struct matrix_version *v);
+enum nv_err matrix_range_set_inclusive(struct matrix_range *r, const char *min, const char *max);
+bool matrix_range_contains(const struct matrix_range *r, const struct matrix_version *v);
 /* ">=12.8, <=13.0"; truncated to cap. */
 void matrix_range_format(const struct matrix_range *r, char *out, size_t cap);
 
@@ -140,11 +136,9 @@ struct matrix_tuple {
 
 bool matrix_tuple_eq(const struct matrix_tuple *a, const struct matrix_tuple *b);
 /* Bitmask of the components whose value differs. */
-uint32_t matrix_tuple_diff(const struct matrix_tuple *a,
-			   const struct matrix_tuple *b);
+uint32_t matrix_tuple_diff(const struct matrix_tuple *a, const struct matrix_tuple *b);
 /* Whether some component present in both goes to a lower version. */
-bool matrix_tuple_is_downgrade(const struct matrix_tuple *from,
-			       const struct matrix_tuple *to);
+bool matrix_tuple_is_downgrade(const struct matrix_tuple *from, const struct matrix_tuple *to);
 
 /* The validation gate of a stack (NCCL floor, fabric and IMEX checks). */
 struct matrix_gate {
@@ -233,26 +227,22 @@ struct matrix {
 	struct matrix_transition *transitions; /* ntransitions */
 };
 
-struct matrix *matrix_new(const char *name, enum matrix_platform platform,
-			  enum matrix_tier tier);
+struct matrix *matrix_new(const char *name, enum matrix_platform platform, enum matrix_tier tier);
 void matrix_free(struct matrix *m);
 /* Copies s in. NV_E_EXISTS for a duplicate name, NV_E_TOO_LARGE past
  * MATRIX_STACKS_MAX. */
 enum nv_err matrix_stack_add(struct matrix *m, const struct matrix_stack *s);
 /* NV_E_NOT_FOUND for bad stack indices, NV_E_EXISTS for a repeated pair. */
-enum nv_err matrix_transition_add(struct matrix *m,
-				  const struct matrix_transition *t);
+enum nv_err matrix_transition_add(struct matrix *m, const struct matrix_transition *t);
 
-const struct matrix_stack *matrix_stack_find(const struct matrix *m,
-					     const char *name);
+const struct matrix_stack *matrix_stack_find(const struct matrix *m, const char *name);
 /* Index of the stack named name, or -1. */
 int matrix_stack_index(const struct matrix *m, const char *name);
 /* The first stack whose tuple equals t, or NULL. */
 const struct matrix_stack *matrix_stack_find_tuple(const struct matrix *m,
-						   const struct matrix_tuple *t);
-const struct matrix_transition *matrix_transition_find(const struct matrix *m,
-						       unsigned from,
-						       unsigned to);
+                                                   const struct matrix_tuple *t);
+const struct matrix_transition *matrix_transition_find(const struct matrix *m, unsigned from,
+                                                       unsigned to);
 
 /* Why a verdict is what it is. */
 enum matrix_reason {
@@ -262,7 +252,7 @@ enum matrix_reason {
 	MATRIX_R_UNLISTED,         /* no edge: fail closed */
 	MATRIX_R_REVERSE_UNLISTED, /* only the forward edge is listed */
 	MATRIX_R_BAD_STEPS,        /* an intermediate tuple is not a stack,
-				    * or the steps do not reach the target */
+	                            * or the steps do not reach the target */
 };
 
 const char *matrix_reason_name(enum matrix_reason r);
@@ -270,7 +260,7 @@ const char *matrix_reason_name(enum matrix_reason r);
 struct matrix_verdict_info {
 	enum matrix_verdict verdict;
 	enum matrix_reason reason;
-	bool downgrade;                        /* some component goes down */
+	bool downgrade;                       /* some component goes down */
 	const struct matrix_transition *edge; /* NULL when not listed */
 };
 
@@ -279,9 +269,8 @@ struct matrix_verdict_info {
  * forward edge; a listed edge whose steps do not hold is blocked. out may
  * be NULL; when given it is always filled, and its edge is borrowed from
  * m. */
-enum matrix_verdict matrix_verdict_get(const struct matrix *m, const char *from,
-				       const char *to,
-				       struct matrix_verdict_info *out);
+enum matrix_verdict matrix_verdict_get(const struct matrix *m, const char *from, const char *to,
+                                       struct matrix_verdict_info *out);
 
 /* ---- plans ------------------------------------------------------------ */
 
@@ -305,14 +294,14 @@ struct matrix_plan_step {
 struct matrix_plan {
 	enum matrix_verdict verdict; /* worst of its edges */
 	enum matrix_reason reason;
-	bool reversible;             /* every edge is */
+	bool reversible; /* every edge is */
 	unsigned from;
 	unsigned to;
 	unsigned nhops;
 	unsigned hops[MATRIX_PLAN_HOPS_MAX]; /* transitions[] indices */
 	unsigned nsteps;
 	struct matrix_plan_step steps[MATRIX_PLAN_STEPS_MAX];
-	uint32_t layers;             /* MATRIX_BIT(matrix_layer) touched */
+	uint32_t layers; /* MATRIX_BIT(matrix_layer) touched */
 	bool needs_drain;
 	bool needs_fabric_restart;
 	char problem[MATRIX_PROBLEM_LEN]; /* why it is blocked, if it is */
@@ -321,9 +310,8 @@ struct matrix_plan {
 /* Plans the move from -> to as ordered component steps. Every tuple between
  * steps must be a stack of m. The plan is filled even when blocked, with
  * the reason and a problem text; NV_E_NOT_FOUND when a stack is unknown. */
-enum nv_err matrix_plan_build(const struct matrix *m, const char *from,
-			      const char *to, unsigned flags,
-			      struct matrix_plan *out);
+enum nv_err matrix_plan_build(const struct matrix *m, const char *from, const char *to,
+                              unsigned flags, struct matrix_plan *out);
 
 #define MATRIX_TRAYS_MAX 18
 
@@ -344,10 +332,9 @@ struct matrix_tray_plan {
 /* tray_stacks[i] is the stack tray i + 1 runs (NULL or "" when unknown).
  * NV_E_NOT_FOUND when target is not a stack; NV_E_INVAL when ntrays is 0 or
  * above MATRIX_TRAYS_MAX. Blocked groups make the whole plan blocked. */
-enum nv_err matrix_plan_trays(const struct matrix *m,
-			      const char *const *tray_stacks, unsigned ntrays,
-			      const char *target, unsigned flags,
-			      struct matrix_tray_plan *out);
+enum nv_err matrix_plan_trays(const struct matrix *m, const char *const *tray_stacks,
+                              unsigned ntrays, const char *target, unsigned flags,
+                              struct matrix_tray_plan *out);
 
 /* ---- workloads and CVEs ----------------------------------------------- */
 
@@ -361,15 +348,13 @@ struct matrix_workload_check {
 /* Checks the CUDA and NCCL versions a container brings (either may be
  * NULL: not used) against the stack's ranges. A stack without a range for
  * a used library fails closed. NV_E_PARSE for a malformed version. */
-enum nv_err matrix_stack_check_workload(const struct matrix_stack *s,
-					const char *cuda, const char *nccl,
-					struct matrix_workload_check *out);
+enum nv_err matrix_stack_check_workload(const struct matrix_stack *s, const char *cuda,
+                                        const char *nccl, struct matrix_workload_check *out);
 
 bool matrix_stack_fixes(const struct matrix_stack *s, const char *cve);
 bool matrix_stack_is_affected(const struct matrix_stack *s, const char *cve);
 /* Indices of the stacks that fix cve, at most cap; returns how many fix it
  * (may exceed cap). */
-unsigned matrix_cve_fixed_by(const struct matrix *m, const char *cve,
-			     unsigned *idx, unsigned cap);
+unsigned matrix_cve_fixed_by(const struct matrix *m, const char *cve, unsigned *idx, unsigned cap);
 
 #endif

@@ -57,7 +57,7 @@ bool oob_component_is_oob(enum matrix_component c);
 bool oob_component_target_ok(enum matrix_component c, enum oob_target_kind k);
 /* NV_E_INVAL with why when (c, t) is not an out-of-band update target. */
 enum nv_err oob_target_check(enum matrix_component c, const struct oob_target *t, char *why,
-			     size_t whysz);
+                             size_t whysz);
 /* "switch-3", "compute-12". */
 void oob_target_name(const struct oob_target *t, char *out, size_t outsz);
 
@@ -72,12 +72,12 @@ struct oob_op {
 };
 
 struct oob_config {
-	char backend[16];         /* "sim" (the only one so far) */
-	char sim_root[512];       /* sim: the rack folder simctl created */
-	long sim_delay_ms;        /* sim: time an update stays in progress */
-	long poll_interval_ms;    /* oob_op_wait: first interval */
+	char backend[16];      /* "sim" (the only one so far) */
+	char sim_root[512];    /* sim: the rack folder simctl created */
+	long sim_delay_ms;     /* sim: time an update stays in progress */
+	long poll_interval_ms; /* oob_op_wait: first interval */
 	long poll_max_interval_ms;
-	long op_deadline_ms;      /* oob_op_wait: in all */
+	long op_deadline_ms; /* oob_op_wait: in all */
 };
 
 /* Defaults: backend "sim", delay 2 s, poll 1 s up to 10 s, deadline 1 h
@@ -92,12 +92,12 @@ struct oob_backend_ops {
 	enum nv_err (*open)(const struct oob_config *c, void **state, struct fabric_status *st);
 	void (*close)(void *state);
 	enum nv_err (*update)(void *state, enum matrix_component comp, const struct oob_target *t,
-			      const char *version, struct oob_op *op, struct fabric_status *st);
+	                      const char *version, struct oob_op *op, struct fabric_status *st);
 	/* The version the target runs now; NV_E_NOT_FOUND when it is unknown. */
 	enum nv_err (*version)(void *state, enum matrix_component comp, const struct oob_target *t,
-			       char *out, size_t outsz, struct fabric_status *st);
+	                       char *out, size_t outsz, struct fabric_status *st);
 	enum nv_err (*poll)(void *state, const char *op_id, struct oob_op *op,
-			    struct fabric_status *st);
+	                    struct fabric_status *st);
 };
 
 /* The compiled-in implementations, by name; NULL when unknown. */
@@ -108,25 +108,25 @@ const char *oob_backend_names(void);
 struct oob_backend;
 
 enum nv_err oob_backend_new(const struct oob_config *c, struct oob_backend **out,
-			    struct fabric_status *st);
+                            struct fabric_status *st);
 void oob_backend_free(struct oob_backend *b);
 const char *oob_backend_name(const struct oob_backend *b);
 
 /* Starts moving comp on target t to version (checked with
  * oob_target_check first). */
 enum nv_err oob_update(struct oob_backend *b, enum matrix_component comp,
-		       const struct oob_target *t, const char *version, struct oob_op *op,
-		       struct fabric_status *st);
+                       const struct oob_target *t, const char *version, struct oob_op *op,
+                       struct fabric_status *st);
 enum nv_err oob_version(struct oob_backend *b, enum matrix_component comp,
-			const struct oob_target *t, char *out, size_t outsz,
-			struct fabric_status *st);
+                        const struct oob_target *t, char *out, size_t outsz,
+                        struct fabric_status *st);
 enum nv_err oob_op_poll(struct oob_backend *b, const char *op_id, struct oob_op *op,
-			struct fabric_status *st);
+                        struct fabric_status *st);
 /* As fabric_op_wait: NV_OK when COMPLETED, NV_E_STATE when FAILED,
  * NV_E_CANCELLED when stop turned true, NV_E_TIMEOUT at the deadline.
  * Blocks up to op_deadline_ms (default 1 h), looking at stop every 50 ms. */
 enum nv_err oob_op_wait(struct oob_backend *b, struct oob_op *op, const volatile bool *stop,
-			struct fabric_status *st);
+                        struct fabric_status *st);
 
 /* The production backend is not written yet. It would update switch trays
  * and compute-tray firmware through their BMCs' Redfish service (the path

@@ -68,7 +68,7 @@ struct op_config {
 	int64_t lease_ms;
 	int64_t renew_deadline_ms;
 	int64_t retry_ms;
-	const char *metrics_addr; /* "[host]:port"; "0" turns it off */
+	const char *metrics_addr;   /* "[host]:port"; "0" turns it off */
 	bool metrics_require_token; /* /metrics only for tokens allowed "get" on it */
 	const char *probe_addr;
 	const char *dashboard_addr;
@@ -76,24 +76,24 @@ struct op_config {
 	const char *webhook_service;
 	const char *webhook_secret;
 	const char *webhook_configuration;
-	const char *agent_lease_ns;   /* agents' heartbeat Leases; "": as the election */
-	int64_t heartbeat_timeout_ms; /* 0: never stale */
+	const char *agent_lease_ns;      /* agents' heartbeat Leases; "": as the election */
+	int64_t heartbeat_timeout_ms;    /* 0: never stale */
 	int64_t domain_replace_grace_ms; /* a failed domain member waits this long */
-	int rack_workers;      /* workers of each controller */
+	int rack_workers;                /* workers of each controller */
 	int domain_workers;
 	int partition_workers;
 	int upgrade_workers;
 	int64_t cache_sync_timeout_ms;
 	int64_t shutdown_timeout_ms;
-	const char *fabric_backend;     /* none | nmx-m | sim */
-	const char *fabric_endpoint;    /* NMX-M base URL */
-	const char *fabric_secret;      /* "namespace/name" of the credentials, "" none */
-	const char *fabric_sim_root;    /* sim: the rack folder of simctl */
-	int64_t fabric_sim_delay_ms;    /* sim: how long a change runs */
-	int64_t fabric_poll_ms;         /* look at a running change this often */
-	const char *oob_backend;        /* none | sim: switch-tray and firmware updates */
-	const char *oob_sim_root;       /* sim: the rack folder of simctl */
-	int64_t oob_sim_delay_ms;       /* sim: how long an update runs */
+	const char *fabric_backend;           /* none | nmx-m | sim */
+	const char *fabric_endpoint;          /* NMX-M base URL */
+	const char *fabric_secret;            /* "namespace/name" of the credentials, "" none */
+	const char *fabric_sim_root;          /* sim: the rack folder of simctl */
+	int64_t fabric_sim_delay_ms;          /* sim: how long a change runs */
+	int64_t fabric_poll_ms;               /* look at a running change this often */
+	const char *oob_backend;              /* none | sim: switch-tray and firmware updates */
+	const char *oob_sim_root;             /* sim: the rack folder of simctl */
+	int64_t oob_sim_delay_ms;             /* sim: how long an update runs */
 	const char *log_level;                /* error | warn | info | debug */
 	const char *log_debug;                /* components with debug on, "" none */
 	const char *log_format;               /* text | json */
@@ -128,8 +128,8 @@ extern const size_t op_nflags;
  * into it (strings point into argv, the environment or the table). Stops
  * at --help, --help-markdown or --version, which it returns in action;
  * otherwise checks the rules across flags. Errors name the flag in err. */
-enum nv_err op_flags_parse(int argc, char **argv, struct op_config *cfg,
-                           enum flags_action *action, char *err, size_t errsz);
+enum nv_err op_flags_parse(int argc, char **argv, struct op_config *cfg, enum flags_action *action,
+                           char *err, size_t errsz);
 /* The Markdown table of docs/operator.md's generated section, into a new
  * string the caller frees. */
 char *op_flags_markdown(void);

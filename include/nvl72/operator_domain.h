@@ -28,16 +28,16 @@
 
 /* One ComputeTray as the placement sees it. Strings are borrowed. */
 struct op_domain_cand {
-	const char *tray;   /* ComputeTray name */
-	const char *node;   /* spec.node */
-	const char *rack;   /* spec.rack */
-	int index;          /* spec.index, 1..18 */
-	const char *clique; /* status.fabric.cliqueID, "" when unknown */
-	const char *ip;     /* status.imex.address, else the Node's InternalIP, else "" */
-	const char *owner;  /* the domain annotation, "" when free */
-	bool healthy;       /* tray and Node Ready: may be picked */
-	bool selected;      /* matches the domain's rack/partition selector */
-	bool imex_ready;    /* daemon Ready, domain Up, status current */
+	const char *tray;        /* ComputeTray name */
+	const char *node;        /* spec.node */
+	const char *rack;        /* spec.rack */
+	int index;               /* spec.index, 1..18 */
+	const char *clique;      /* status.fabric.cliqueID, "" when unknown */
+	const char *ip;          /* status.imex.address, else the Node's InternalIP, else "" */
+	const char *owner;       /* the domain annotation, "" when free */
+	bool healthy;            /* tray and Node Ready: may be picked */
+	bool selected;           /* matches the domain's rack/partition selector */
+	bool imex_ready;         /* daemon Ready, domain Up, status current */
 	const char *failure;     /* why a member has failed (op_domain_member_failure), or NULL */
 	int64_t failed_since_ms; /* when that failure was first seen */
 };
@@ -56,7 +56,7 @@ struct op_domain_plan {
 	/* Failed members replaced by spares this pass (candidate indexes). */
 	unsigned nreplaced;
 	unsigned replaced_from[API_COMPUTE_TRAYS], replaced_to[API_COMPUTE_TRAYS];
-	unsigned nunreplaced;  /* failed members past their grace with no spare */
+	unsigned nunreplaced;                   /* failed members past their grace with no spare */
 	unsigned unreplaced[API_COMPUTE_TRAYS]; /* their candidate indexes */
 	int64_t next_check_ms; /* wall time a failed member's grace ends; 0: none */
 };
@@ -143,8 +143,9 @@ json_t *op_domain_tray_release_patch(const json_t *tray, const char *key);
 json_t *op_domain_node_patch(const json_t *node, const char *key, bool member);
 
 /* Writes status.status, nodes (with reason and failedSince of a failed
- * member, and replacement NoSpare when its grace ran out with no spare), rack, cliqueID, nodeSelector, the Placed and Ready conditions and
- * observedGeneration into obj, a private copy of the ComputeDomain. */
+ * member, and replacement NoSpare when its grace ran out with no spare), rack, cliqueID,
+ * nodeSelector, the Placed and Ready conditions and observedGeneration into obj, a private copy of
+ * the ComputeDomain. */
 void op_domain_status_apply(json_t *obj, const char *key, const struct op_domain_cand *c,
                             const struct op_domain_plan *p, int64_t now_ms);
 

@@ -105,8 +105,7 @@ void op_part_decide(const struct op_part_in *in, struct op_part_decision *d);
  * poll_ms; any other error gives phase Failed (a delete stays Deleting)
  * with the backend's answer and retry set. */
 void op_part_requested(struct op_part_decision *d, const char *backend, enum nv_err rc,
-                       const struct fabric_op *op, const struct fabric_status *st,
-                       int64_t poll_ms);
+                       const struct fabric_op *op, const struct fabric_status *st, int64_t poll_ms);
 
 /* Writes status (observedGeneration, phase, trayCount, cliqueID, backend,
  * trays, lastTransitionTime, message, and the Ready, FabricConverged and

@@ -135,7 +135,6 @@ json_t *op_rack_status_patch(const json_t *rack, const json_t *want);
 json_t *op_node_labels_patch(const json_t *node, const char *rack, int index, const char *clique,
                              const char *partition);
 
-
 /* "<rack>-tNN" into out (64 bytes). */
 void op_tray_name(const char *rack, int index, char out[64]);
 

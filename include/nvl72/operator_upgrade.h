@@ -41,16 +41,15 @@ bool op_window_open(const struct api_window *w, int64_t t_ms);
  * and freezes. The window's name goes to window (cap bytes; "" when none
  * applies) and a freeze that pushed the start out to freeze. -1 when no
  * start exists within OP_WINDOW_HORIZON_MS. */
-int64_t op_window_next(const struct api_rack *r, uint32_t layers, int64_t now_ms,
-                       bool skip_windows, char *window, size_t cap, char *freeze,
-                       size_t fcap);
+int64_t op_window_next(const struct api_rack *r, uint32_t layers, int64_t now_ms, bool skip_windows,
+                       char *window, size_t cap, char *freeze, size_t fcap);
 
 /* ---- the engine ------------------------------------------------------- */
 
 /* One compute tray of the rack as the engine sees it, from its ComputeTray
  * (spec and status) and its Node. Strings are borrowed; "" when unknown. */
 struct op_upgrade_tray {
-	int index;                 /* 1..18 */
+	int index; /* 1..18 */
 	const char *node;
 	bool present;              /* the ComputeTray exists */
 	bool available;            /* tray and Node Ready, not cordoned by anyone */
@@ -65,23 +64,23 @@ struct op_upgrade_tray {
 	const char *maint_upgrade; /* spec.maintenance.upgrade.name */
 	const char *validation_id; /* status.validation.id */
 	const char *validation_phase;
-	int validation_busbw;      /* status.validation.busBandwidthGbps */
+	int validation_busbw; /* status.validation.busBandwidthGbps */
 	const char *validation_transport;
 	const char *validation_message;
 };
 
 struct op_upgrade_in {
 	const struct api_rack_upgrade *u;
-	const struct api_rack *rack;      /* NULL: the rack does not exist */
-	const char *rack_stack;           /* the stack the rack runs now */
-	const struct matrix *m;           /* NULL: the target matrix is missing */
+	const struct api_rack *rack;         /* NULL: the rack does not exist */
+	const char *rack_stack;              /* the stack the rack runs now */
+	const struct matrix *m;              /* NULL: the target matrix is missing */
 	const struct op_upgrade_tray *trays; /* the rack's trays, any order */
 	unsigned ntrays;
 	const struct api_upgrade_approval *const *approvals; /* naming this upgrade */
 	unsigned napprovals;
 	const struct api_rack_partition *const *partitions; /* of this rack */
 	unsigned npartitions;
-	bool oob_backend;                 /* an out-of-band backend is configured */
+	bool oob_backend; /* an out-of-band backend is configured */
 	int64_t now_ms;
 };
 
@@ -101,11 +100,11 @@ const char *op_upgrade_act_name(enum op_upgrade_act a);
 /* What one pass found and asks for. */
 struct op_upgrade_out {
 	enum op_upgrade_act act;
-	int step;                   /* the status step the action belongs to */
-	uint32_t trays;             /* bit i = tray index i */
-	uint32_t components;        /* APPLY: the step's components */
+	int step;                        /* the status step the action belongs to */
+	uint32_t trays;                  /* bit i = tray index i */
+	uint32_t components;             /* APPLY: the step's components */
 	char driver[MATRIX_VERSION_LEN]; /* APPLY: the driver version to set */
-	int plan_step;              /* APPLY, OOB: the plan step, from 0 */
+	int plan_step;                   /* APPLY, OOB: the plan step, from 0 */
 	/* OOB: the version each of the step's components moves to. */
 	char versions[MATRIX_C__COUNT][MATRIX_VERSION_LEN];
 	char validation_id[64];     /* VALIDATE */
@@ -132,8 +131,8 @@ void op_upgrade_eval(const struct op_upgrade_in *in, struct api_rack_upgrade_sta
 
 /* Records the end of a step whose outcome only the caller knows (a drain
  * done, a release made): phase Succeeded or Failed with a message. */
-void op_upgrade_step_finish(struct api_rack_upgrade_status *st, int step,
-                            enum api_step_phase phase, const char *message, int64_t now_ms);
+void op_upgrade_step_finish(struct api_rack_upgrade_status *st, int step, enum api_step_phase phase,
+                            const char *message, int64_t now_ms);
 
 /* ---- out-of-band steps ------------------------------------------------ */
 
@@ -141,12 +140,12 @@ struct oob_backend;
 
 /* What one pass over an out-of-band step did. */
 struct op_upgrade_oob_result {
-	bool recorded;     /* operations started: write the status before polling them */
-	bool done;         /* every target runs every component's version */
-	bool failed;       /* an operation failed: message says which and why */
-	unsigned started;  /* operations started in this pass */
-	unsigned running;  /* targets with an operation in progress */
-	unsigned targets;  /* targets of the step */
+	bool recorded;    /* operations started: write the status before polling them */
+	bool done;        /* every target runs every component's version */
+	bool failed;      /* an operation failed: message says which and why */
+	unsigned started; /* operations started in this pass */
+	unsigned running; /* targets with an operation in progress */
+	unsigned targets; /* targets of the step */
 	char message[512];
 };
 

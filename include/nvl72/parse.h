@@ -24,8 +24,7 @@ enum nv_err parse_bool(const char *s, bool *out);
 /* Durations in Go's style: "90s", "1h30m", "250ms", "7d" (days are ours). */
 enum nv_err parse_duration_ms(const char *s, int64_t *out_ms);
 /* Same as above but on the first len bytes of s (not NUL-terminated). */
-enum nv_err parse_i64_n(const char *s, size_t len, int64_t min, int64_t max,
-			int64_t *out);
+enum nv_err parse_i64_n(const char *s, size_t len, int64_t min, int64_t max, int64_t *out);
 
 /* A listen address: "host:port", ":port" (every address) or "[v6]:port",
  * the host copied without brackets into host (hostsz bytes, "" for every

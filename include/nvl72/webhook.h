@@ -34,12 +34,7 @@ struct web_server;
 
 /* ---- what the webhook reads: the operator's caches ------------------- */
 
-enum webhook_kind {
-	WEBHOOK_RACKS = 0,
-	WEBHOOK_PARTITIONS,
-	WEBHOOK_MATRICES,
-	WEBHOOK__KINDS
-};
+enum webhook_kind { WEBHOOK_RACKS = 0, WEBHOOK_PARTITIONS, WEBHOOK_MATRICES, WEBHOOK__KINDS };
 
 /* The read side of the caches the rules are judged against. list returns
  * a new reference to an array of every object of kind (the objects are
@@ -79,8 +74,8 @@ extern const struct webhook_cache_ops webhook_informer_cache;
 
 struct webhook_config {
 	const struct webhook_cache_ops *cache; /* required */
-	void *cache_arg;                          /* borrowed */
-	size_t review_max;                        /* 0: WEBHOOK_REVIEW_MAX_DEFAULT */
+	void *cache_arg;                       /* borrowed */
+	size_t review_max;                     /* 0: WEBHOOK_REVIEW_MAX_DEFAULT */
 	/* Judge upgrades on direct edges only. By default a plan may follow
 	 * several listed edges, as the upgrade reconciler does. */
 	bool single_hop;
@@ -109,9 +104,8 @@ enum webhook_mode {
  * AdmissionReview. Fills *http_status and out with the response review, or
  * with a short JSON error and 400/415 when the review itself is unusable.
  * Returns an error only for a response that does not fit out's cap. */
-enum nv_err webhook_review(struct webhook *w, enum webhook_mode mode,
-                              const char *content_type, const char *body, size_t len,
-                              int *http_status, struct buf *out);
+enum nv_err webhook_review(struct webhook *w, enum webhook_mode mode, const char *content_type,
+                           const char *body, size_t len, int *http_status, struct buf *out);
 
 /* ---- serving certificate ---------------------------------------------- */
 
@@ -133,8 +127,7 @@ struct webhook_cert_config {
 
 struct webhook_cert;
 
-enum nv_err webhook_cert_new(const struct webhook_cert_config *cfg,
-                                struct webhook_cert **out);
+enum nv_err webhook_cert_new(const struct webhook_cert_config *cfg, struct webhook_cert **out);
 /* Stops the resync thread (waiting for a sync in flight), wipes the key
  * and frees; NULL does nothing. */
 void webhook_cert_free(struct webhook_cert *c);

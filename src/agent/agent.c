@@ -28,7 +28,7 @@
 #define VALIDATION_POLL_MS 1000 /* while a validation run is in flight */
 
 static const struct kube_res RES_TRAYS = {"nvl72.io", "v1alpha1", "computetrays", "ComputeTray",
-					  false};
+                                          false};
 
 struct agent_metrics {
 	struct metrics_registry *reg;
@@ -77,28 +77,27 @@ static enum nv_err tray_lookup(struct agent *a, char *why, size_t whysz)
 		if (rc == NV_OK) {
 			str_copy(a->tray, sizeof(a->tray), a->cfg->tray);
 			str_copy(a->tray_uid, sizeof(a->tray_uid),
-				 jx_str_or(list, "metadata.uid", ""));
+			         jx_str_or(list, "metadata.uid", ""));
 		} else
 			snprintf(why, whysz, "ComputeTray %s: %s %s", a->cfg->tray, nv_err_str(rc),
-				 st.message);
+			         st.message);
 		json_decref(list);
 		return rc;
 	}
 	rc = kube_list_all(a->c, &RES_TRAYS, NULL, &(struct kube_list_opts){.stop = a->stop}, &list,
-			   &st);
+	                   &st);
 	if (rc != NV_OK) {
 		snprintf(why, whysz, "listing ComputeTrays: %s %s", nv_err_str(rc), st.message);
 		return rc;
 	}
-	json_array_foreach(jx_path(list, "items"), i, it)
-	{
+	json_array_foreach(jx_path(list, "items"), i, it) {
 		if (strcmp(jx_str_or(it, "spec.node", ""), a->cfg->node_name) != 0)
 			continue;
 		n++;
 		if (found == NULL) {
 			found = kube_obj_name(it);
 			str_copy(a->tray_uid, sizeof(a->tray_uid),
-				 jx_str_or(it, "metadata.uid", ""));
+			         jx_str_or(it, "metadata.uid", ""));
 		}
 	}
 	if (n == 1)
@@ -107,7 +106,7 @@ static enum nv_err tray_lookup(struct agent *a, char *why, size_t whysz)
 		snprintf(why, whysz, "no ComputeTray has spec.node=%s", a->cfg->node_name);
 	else
 		snprintf(why, whysz, "%zu ComputeTrays have spec.node=%s; name one with --tray", n,
-			 a->cfg->node_name);
+		         a->cfg->node_name);
 	json_decref(list);
 	return n == 1 ? NV_OK : n == 0 ? NV_E_NOT_FOUND : NV_E_CONFLICT;
 }
@@ -127,7 +126,7 @@ static enum nv_err tray_find(struct agent *a, char *why, size_t whysz)
 		if (time_mono_ms() >= deadline)
 			return rc;
 		log_warn("agent", "waiting for this node's ComputeTray", "node=%s err=\"%s\"",
-			 a->cfg->node_name, why);
+		         a->cfg->node_name, why);
 		if (kube_stop_sleep(a->stop, TRAY_POLL_MS))
 			return NV_E_CANCELLED;
 	}
@@ -143,33 +142,33 @@ static void metrics_init(struct agent_metrics *m)
 	m->reg = metrics_registry_new();
 	(void)metrics_std_register(m->reg, &m->std);
 	(void)metrics_family_register(
-		m->reg,
-		&(struct metrics_desc){"nvl72_agent_status_writes_total",
-				       "Status writes of the tray's ComputeTray.", METRICS_COUNTER,
-				       NULL, NULL, 0, 0},
-		&m->writes);
+	        m->reg,
+	        &(struct metrics_desc){"nvl72_agent_status_writes_total",
+	                               "Status writes of the tray's ComputeTray.", METRICS_COUNTER,
+	                               NULL, NULL, 0, 0},
+	        &m->writes);
 	(void)metrics_family_register(
-		m->reg,
-		&(struct metrics_desc){"nvl72_agent_status_unchanged_total",
-				       "Passes whose status equalled the stored one (no write).",
-				       METRICS_COUNTER, NULL, NULL, 0, 0},
-		&m->unchanged);
+	        m->reg,
+	        &(struct metrics_desc){"nvl72_agent_status_unchanged_total",
+	                               "Passes whose status equalled the stored one (no write).",
+	                               METRICS_COUNTER, NULL, NULL, 0, 0},
+	        &m->unchanged);
 	(void)metrics_family_register(m->reg,
-				      &(struct metrics_desc){"nvl72_agent_reconcile_total",
-							     "Agent passes by result.",
-							     METRICS_COUNTER, result, NULL, 0, 0},
-				      &m->reconciles);
+	                              &(struct metrics_desc){"nvl72_agent_reconcile_total",
+	                                                     "Agent passes by result.",
+	                                                     METRICS_COUNTER, result, NULL, 0, 0},
+	                              &m->reconciles);
 	(void)metrics_family_register(m->reg,
-				      &(struct metrics_desc){"nvl72_agent_lease_renewals_total",
-							     "Heartbeat Lease renewals by result.",
-							     METRICS_COUNTER, result, NULL, 0, 0},
-				      &m->renewals);
+	                              &(struct metrics_desc){"nvl72_agent_lease_renewals_total",
+	                                                     "Heartbeat Lease renewals by result.",
+	                                                     METRICS_COUNTER, result, NULL, 0, 0},
+	                              &m->renewals);
 	(void)metrics_family_register(m->reg,
-				      &(struct metrics_desc){"nvl72_agent_host_observe_seconds",
-							     "Time to read the whole host once.",
-							     METRICS_HISTOGRAM, NULL, obs_buckets,
-							     ARRAY_LEN(obs_buckets), 0},
-				      &m->observe_s);
+	                              &(struct metrics_desc){"nvl72_agent_host_observe_seconds",
+	                                                     "Time to read the whole host once.",
+	                                                     METRICS_HISTOGRAM, NULL, obs_buckets,
+	                                                     ARRAY_LEN(obs_buckets), 0},
+	                              &m->observe_s);
 	(void)metrics_family_touch(m->writes, NULL);
 	(void)metrics_family_touch(m->unchanged, NULL);
 	for (int i = 0; i < 2; i++) {
@@ -184,18 +183,18 @@ static void metrics_init(struct agent_metrics *m)
 static json_t *lease_new(struct agent *a, const char *now, const char *uid)
 {
 	json_t *l =
-		json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s}},s:{s:s,s:I,s:s,s:s}}", "apiVersion",
-			  "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name", a->tray,
-			  "namespace", a->lease_ns, "labels", "app.kubernetes.io/component",
-			  "agent", "nvl72.io/tray", a->tray, "spec", "holderIdentity", a->identity,
-			  "leaseDurationSeconds", (json_int_t)(a->cfg->lease_duration_ms / 1000),
-			  "acquireTime", now, "renewTime", now);
+	        json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s}},s:{s:s,s:I,s:s,s:s}}", "apiVersion",
+	                  "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name", a->tray,
+	                  "namespace", a->lease_ns, "labels", "app.kubernetes.io/component",
+	                  "agent", "nvl72.io/tray", a->tray, "spec", "holderIdentity", a->identity,
+	                  "leaseDurationSeconds", (json_int_t)(a->cfg->lease_duration_ms / 1000),
+	                  "acquireTime", now, "renewTime", now);
 
 	/* Owned by the tray, so the Lease goes when the tray does. */
 	if (l != NULL && uid != NULL && uid[0] != '\0')
 		jx_set_take(l, "metadata.ownerReferences",
-			    json_pack("[{s:s,s:s,s:s,s:s}]", "apiVersion", API_VERSION, "kind",
-				      "ComputeTray", "name", a->tray, "uid", uid));
+		            json_pack("[{s:s,s:s,s:s,s:s}]", "apiVersion", API_VERSION, "kind",
+		                      "ComputeTray", "name", a->tray, "uid", uid));
 	return l;
 }
 
@@ -209,10 +208,10 @@ static void lease_renew(struct agent *a)
 
 	kube_format_micro(time_wall_ms() * 1000, now);
 	patch = json_pack("{s:{s:s,s:I,s:s}}", "spec", "holderIdentity", a->identity,
-			  "leaseDurationSeconds", (json_int_t)(a->cfg->lease_duration_ms / 1000),
-			  "renewTime", now);
+	                  "leaseDurationSeconds", (json_int_t)(a->cfg->lease_duration_ms / 1000),
+	                  "renewTime", now);
 	rc = kube_patch(a->c, &KUBE_RES_LEASES, a->lease_ns, a->tray,
-			&(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, patch, NULL, &st);
+	                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, patch, NULL, &st);
 	json_decref(patch);
 	if (rc == NV_E_NOT_FOUND) {
 		l = lease_new(a, now, a->tray_uid);
@@ -231,7 +230,7 @@ static void lease_renew(struct agent *a)
 	pthread_mutex_unlock(&a->mu);
 	if (rc != NV_OK)
 		log_warn("agent", "heartbeat Lease renewal failed", "lease=%s err=%s msg=\"%s\"",
-			 a->lease_ref, nv_err_name(rc), st.message);
+		         a->lease_ref, nv_err_name(rc), st.message);
 }
 
 static void *heartbeat_main(void *arg)
@@ -294,8 +293,7 @@ static void pass_units(struct agent *a, struct pass *p)
 	if (host_kind_read(&a->host, &kind) == NV_OK && host_kind_wants_fm(&kind))
 		return;
 	a->host.err[0] = '\0';
-	rc = host_unit_reconcile(&a->host, FM_UNIT, HOST_UNIT_WANT_MASKED, allowed,
-				       &changed);
+	rc = host_unit_reconcile(&a->host, FM_UNIT, HOST_UNIT_WANT_MASKED, allowed, &changed);
 	p->rep.fm_err = rc;
 	str_copy(p->rep.fm_why, sizeof(p->rep.fm_why), a->host.err);
 	if (changed) {
@@ -305,12 +303,12 @@ static void pass_units(struct agent *a, struct pass *p)
 	/* A host IMEX unit would fight the daemon the agent supervises. */
 	if (p->spec.has_imex && p->spec.imex.mode == HOST_IMEX_PROCESS) {
 		changed = false;
-		rc = host_unit_reconcile(&a->host, IMEX_UNIT, HOST_UNIT_WANT_STOPPED,
-					       allowed, &changed);
+		rc = host_unit_reconcile(&a->host, IMEX_UNIT, HOST_UNIT_WANT_STOPPED, allowed,
+		                         &changed);
 		if (rc != NV_OK && p->rep.fm_err == NV_OK) {
 			p->rep.fm_err = rc;
 			snprintf(p->rep.fm_why, sizeof(p->rep.fm_why), "%s: %.200s", IMEX_UNIT,
-				 a->host.err);
+			         a->host.err);
 		}
 		p->host_changed |= changed;
 	}
@@ -329,8 +327,8 @@ static void drv_event(struct agent *a, const json_t *tray, const struct agent_dr
 	if (!fresh)
 		return;
 	kube_recorder_eventf(a->rec, tray,
-			     d->phase == HOST_DRV_FAILED || d->err != NV_OK ? "Warning" : "Normal",
-			     host_drv_phase_name(d->phase), "DriverChange", "%s", d->detail);
+	                     d->phase == HOST_DRV_FAILED || d->err != NV_OK ? "Warning" : "Normal",
+	                     host_drv_phase_name(d->phase), "DriverChange", "%s", d->detail);
 }
 
 /* The target is loaded. The change's last step (check NVML agrees, bring
@@ -350,7 +348,7 @@ static bool driver_finish(struct agent *a, const json_t *tray, struct pass *p)
 	a->drv_settled = true;
 	pthread_mutex_unlock(&a->mu);
 	pending = last >= 0 && last != HOST_DRV_DONE && last != HOST_DRV_FAILED &&
-		  last != HOST_DRV_REBOOT_REQUIRED;
+	          last != HOST_DRV_REBOOT_REQUIRED;
 	if (!first && !pending)
 		return false;
 	d->err = host_driver_step(&a->host, p->spec.driver_version, mode, &step);
@@ -411,15 +409,15 @@ static bool pass_driver(struct agent *a, const json_t *tray, struct pass *p)
 	    strcmp(p->rep.ondisk, p->spec.driver_version) != 0) {
 		d->phase = HOST_DRV_INSTALLING;
 		snprintf(d->detail, sizeof(d->detail), "running the installer for %s",
-			 p->spec.driver_version);
+		         p->spec.driver_version);
 		(void)status_sync(a, tray, p);
 	}
 	d->err = host_driver_step(&a->host, p->spec.driver_version, mode, &step);
 	d->phase = step.phase;
 	str_copy(d->detail, sizeof(d->detail), step.detail[0] ? step.detail : a->host.err);
 	log_info("agent", "driver step", "tray=%s target=%s phase=%s err=%s detail=\"%s\"", a->tray,
-		 p->spec.driver_version, host_drv_phase_name(step.phase), nv_err_name(d->err),
-		 d->detail);
+	         p->spec.driver_version, host_drv_phase_name(step.phase), nv_err_name(d->err),
+	         d->detail);
 	drv_event(a, tray, d);
 	p->host_changed = true;
 	if (step.phase == HOST_DRV_DONE && d->err == NV_OK) {
@@ -435,11 +433,11 @@ static void channels_scan(struct agent *a, struct pass *p)
 		char rel[96], full[1024];
 		struct stat sb;
 		snprintf(rel, sizeof(rel), "/dev/nvidia-caps-imex-channels/channel%u",
-			 p->spec.channel_ids[i]);
-		if (host_path(&a->host, rel, full, sizeof(full)) == NV_OK &&
-		    stat(full, &sb) == 0 && S_ISCHR(sb.st_mode))
+		         p->spec.channel_ids[i]);
+		if (host_path(&a->host, rel, full, sizeof(full)) == NV_OK && stat(full, &sb) == 0 &&
+		    S_ISCHR(sb.st_mode))
 			p->rep.channels_created[p->rep.n_channels_created++] =
-				p->spec.channel_ids[i];
+			        p->spec.channel_ids[i];
 	}
 }
 
@@ -463,11 +461,11 @@ static void pass_imex(struct agent *a, const json_t *tray, struct pass *p)
 	if (ap.restarted) {
 		p->host_changed = true;
 		log_info("agent", "IMEX daemon (re)started",
-			 "tray=%s domain=%s changed=%d hash=%.12s", a->tray, p->spec.imex.domain,
-			 ap.changed, ap.nodes_hash);
+		         "tray=%s domain=%s changed=%d hash=%.12s", a->tray, p->spec.imex.domain,
+		         ap.changed, ap.nodes_hash);
 		kube_recorder_eventf(a->rec, tray, "Normal", "IMEXRestarted", "ApplyIMEX",
-				     "domain %s, %zu peers, peer list %.12s", p->spec.imex.domain,
-				     p->spec.imex.n_peers, ap.nodes_hash);
+		                     "domain %s, %zu peers, peer list %.12s", p->spec.imex.domain,
+		                     p->spec.imex.n_peers, ap.nodes_hash);
 	}
 	for (size_t i = 0; i < p->spec.n_channel_ids; i++)
 		if (p->spec.channel_ids[i] + 1 > top)
@@ -491,7 +489,7 @@ static void pass_validation(struct agent *a, const json_t *tray, struct pass *p)
 	struct host_val_result reported, *v = &p->rep.validation;
 	enum host_val_phase before;
 	const struct host_val_request *req =
-		p->spec.has_validation && !p->rep.drv.active ? &p->spec.validation : NULL;
+	        p->spec.has_validation && !p->rep.drv.active ? &p->spec.validation : NULL;
 
 	agent_validation_from_status(jx_path(tray, "status"), &reported);
 	before = reported.phase;
@@ -500,10 +498,10 @@ static void pass_validation(struct agent *a, const json_t *tray, struct pass *p)
 		return;
 	if (v->phase == HOST_VAL_SUCCEEDED)
 		kube_recorder_eventf(a->rec, tray, "Normal", "ValidationSucceeded", "Validate",
-				     "%s: %s", v->id, v->message);
+		                     "%s: %s", v->id, v->message);
 	else if (v->phase == HOST_VAL_FAILED)
 		kube_recorder_eventf(a->rec, tray, "Warning", "ValidationFailed", "Validate",
-				     "%s: %s", v->id, v->message);
+		                     "%s: %s", v->id, v->message);
 }
 
 static void observe(struct agent *a, struct pass *p)
@@ -545,13 +543,13 @@ static enum nv_err status_sync(struct agent *a, const json_t *tray, struct pass 
 	diff = jx_merge_patch_diff(json_is_object(base) ? base : NULL, want);
 	patch = json_pack("{s:o}", "status", diff);
 	rc = kube_patch(
-		a->c, &RES_TRAYS, NULL, a->tray,
-		&(struct kube_patch_opts){.type = KUBE_PATCH_MERGE, .subresource = "status"}, patch,
-		&out, &st);
+	        a->c, &RES_TRAYS, NULL, a->tray,
+	        &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE, .subresource = "status"}, patch,
+	        &out, &st);
 	json_decref(patch);
 	if (rc != NV_OK) {
 		log_warn("agent", "status write failed", "tray=%s err=%s msg=\"%s\"", a->tray,
-			 nv_err_name(rc), st.message);
+		         nv_err_name(rc), st.message);
 		goto out;
 	}
 	(void)metrics_counter_inc(a->m.writes, NULL);
@@ -572,8 +570,8 @@ static bool all_ready(const struct pass *p)
 {
 	return p->obs.clique_part.err == NV_OK && p->obs.has_clique &&
 	       (!p->spec.has_imex ||
-		(p->obs.imex_part.err == NV_OK && p->obs.imex.daemon == HOST_IMEXD_READY &&
-		 p->obs.imex.nodes_ok && p->obs.imex.dom.domain == HOST_IMEX_DOMAIN_UP));
+	        (p->obs.imex_part.err == NV_OK && p->obs.imex.daemon == HOST_IMEXD_READY &&
+	         p->obs.imex.nodes_ok && p->obs.imex.dom.domain == HOST_IMEX_DOMAIN_UP));
 }
 
 static struct kube_result reconcile(void *ud, const char *key)
@@ -613,12 +611,12 @@ static struct kube_result reconcile(void *ud, const char *key)
 	    p->rep.drv.phase != HOST_DRV_REBOOT_REQUIRED && p->rep.drv.phase != HOST_DRV_FAILED)
 		res.requeue_after_ms = STEP_REQUEUE_MS;
 	else if (p->rep.validation.phase == HOST_VAL_RUNNING &&
-		 a->cfg->resync_ms > VALIDATION_POLL_MS)
+	         a->cfg->resync_ms > VALIDATION_POLL_MS)
 		res.requeue_after_ms = VALIDATION_POLL_MS;
 	else if (!all_ready(p) && a->cfg->resync_ms > SETTLE_REQUEUE_MS)
 		res.requeue_after_ms = SETTLE_REQUEUE_MS;
 	(void)metrics_counter_inc(a->m.reconciles,
-				  (const char *const[]){res.err == NV_OK ? "success" : "error"});
+	                          (const char *const[]){res.err == NV_OK ? "success" : "error"});
 	pthread_mutex_lock(&a->mu);
 	a->stats.reconciles++;
 	pthread_mutex_unlock(&a->mu);
@@ -663,10 +661,10 @@ static enum nv_err web_start(struct agent *a)
 	if (rc != NV_OK || port < 0)
 		return rc;
 	rc = web_server_new(&(struct web_config){.name = "agent",
-						 .bind_addr = addr[0] ? addr : NULL,
-						 .port = port,
-						 .metrics = a->m.reg},
-			    &a->web);
+	                                         .bind_addr = addr[0] ? addr : NULL,
+	                                         .port = port,
+	                                         .metrics = a->m.reg},
+	                    &a->web);
 	if (rc == NV_OK)
 		rc = web_check_add(a->web, WEB_PROBE_LIVE, "heartbeat", check_heartbeat, a);
 	if (rc == NV_OK)
@@ -675,12 +673,12 @@ static enum nv_err web_start(struct agent *a)
 		rc = web_server_start(a->web);
 	if (rc == NV_OK)
 		log_info("agent", "serving metrics and probes", "addr=%s port=%d", addr,
-			 web_server_port(a->web));
+		         web_server_port(a->web));
 	return rc;
 }
 
 enum nv_err agent_new(const struct agent_config *cfg, struct kube_client *client,
-		      struct kube_stop *stop, struct agent **out, char *why, size_t whysz)
+                      struct kube_stop *stop, struct agent **out, char *why, size_t whysz)
 {
 	struct agent *a = xcalloc(1, sizeof(*a));
 	struct host_cfg hc = {0};
@@ -699,10 +697,10 @@ enum nv_err agent_new(const struct agent_config *cfg, struct kube_client *client
 		return rc;
 	}
 	str_copy(a->lease_ns, sizeof(a->lease_ns),
-		 cfg->lease_namespace[0] ? cfg->lease_namespace : kube_client_namespace(client));
+	         cfg->lease_namespace[0] ? cfg->lease_namespace : kube_client_namespace(client));
 	snprintf(a->lease_ref, sizeof(a->lease_ref), "%s/%s", a->lease_ns, a->tray);
 	snprintf(a->identity, sizeof(a->identity), "nvl72-agent/%s",
-		 cfg->node_name[0] ? cfg->node_name : a->tray);
+	         cfg->node_name[0] ? cfg->node_name : a->tray);
 	hc.host_root = cfg->host_root;
 	hc.nvml_path = cfg->nvml_path;
 	hc.systemctl = cfg->systemctl;
@@ -718,7 +716,7 @@ enum nv_err agent_new(const struct agent_config *cfg, struct kube_client *client
 	hc.install_timeout_ms = cfg->install_timeout_ms;
 	host_init(&a->host, &hc, NULL);
 	log_info("agent", "owning ComputeTray", "tray=%s node=%s lease=%s", a->tray, cfg->node_name,
-		 a->lease_ref);
+	         a->lease_ref);
 	*out = a;
 	return NV_OK;
 }
@@ -735,11 +733,11 @@ static enum nv_err informer_start(struct agent *a)
 
 	snprintf(sel, sizeof(sel), "metadata.name=%s", a->tray);
 	rc = kube_informer_new(
-		a->c, &(struct kube_informer_opts){.res = &RES_TRAYS, .field_selector = sel},
-		&a->inf);
+	        a->c, &(struct kube_informer_opts){.res = &RES_TRAYS, .field_selector = sel},
+	        &a->inf);
 	if (rc == NV_OK)
 		rc = kube_informer_add_handler(
-			a->inf, &(struct kube_handler){on_add, on_update, on_delete, a});
+		        a->inf, &(struct kube_handler){on_add, on_update, on_delete, a});
 	if (rc == NV_OK)
 		rc = kube_informer_start(a->inf);
 	return rc;
@@ -759,7 +757,7 @@ enum nv_err agent_run(struct agent *a)
 	rc = web_start(a);
 	if (rc != NV_OK) {
 		log_error("agent", "metrics server did not start", "addr=%s err=%s",
-			  a->cfg->metrics_bind, nv_err_name(rc));
+		          a->cfg->metrics_bind, nv_err_name(rc));
 		goto out;
 	}
 	while (!kube_informer_wait_synced(a->inf, 200))

@@ -16,77 +16,75 @@
 #define SEC(x) ((int64_t)(x)*1000)
 
 static const struct flag opts[] = {
-	{"kubeconfig", S(kubeconfig), &flag_string, "", 0, 0, NULL,
-	 "kubeconfig file; otherwise $KUBECONFIG, the pod's service account, then ~/.kube/config"},
-	{"context", S(context), &flag_string, "", 0, 0, NULL,
-	 "kubeconfig context (default: the current one)"},
-	{"node-name", S(node_name), &flag_string, "", 0, 0, "NODE_NAME",
-	 "Kubernetes Node this agent runs on; its tray is the ComputeTray whose spec.node is this"},
-	{"node-ip", S(node_ip), &flag_string, "", 0, 0, "NODE_IP",
-	 "this tray's address on the IMEX network: the IMEX bind address and status.imex.address"},
-	{"tray", S(tray), &flag_string, "", 0, 0, "NVL72_TRAY",
-	 "name of the ComputeTray to own; skips the search by --node-name"},
-	{"lease-namespace", S(lease_namespace), &flag_string, "", 0, 0, "POD_NAMESPACE",
-	 "namespace of the heartbeat Lease (named like the tray); default: the client's namespace"},
-	{"host-root", S(host_root), &flag_string, "/", 0, 0, "NVL72_HOST_ROOT",
-	 "where the host's root file system is mounted; every host path is taken under it"},
-	{"nvml-path", S(nvml_path), &flag_string, "libnvidia-ml.so.1", 0, 0, NULL,
-	 "NVML library opened with dlopen"},
-	{"systemctl", S(systemctl), &flag_string, "/usr/bin/systemctl", 0, 0, NULL,
-	 "host systemctl"},
-	{"modprobe", S(modprobe), &flag_string, "/usr/sbin/modprobe", 0, 0, NULL,
-	 "host modprobe"},
-	{"modinfo", S(modinfo), &flag_string, "/usr/sbin/modinfo", 0, 0, NULL,
-	 "host modinfo"},
-	{"imex-bin", S(imex_bin), &flag_string, "/usr/bin/nvidia-imex", 0, 0, NULL,
-	 "IMEX daemon, started by the agent in process mode"},
-	{"imex-ctl", S(imex_ctl), &flag_string, "/usr/bin/nvidia-imex-ctl", 0, 0, NULL,
-	 "IMEX status tool, run under --tool-timeout"},
-	{"imex-dir", S(imex_dir), &flag_string, "/etc/nvidia-imex", 0, 0, NULL,
-	 "IMEX configuration folder on the host (under --host-root)"},
-	{"state-dir", S(state_dir), &flag_string, "/run/nvl72-agent", 0, 0, NULL,
-	 "the agent's state on the host (under --host-root): daemon and installer pid files, the "
-	 "record of the last validation run"},
-	{"installer-arg", S(installer), &flag_args, "", 0, AGENT_INSTALLER_ARGS_MAX, NULL,
-	 "one argument of the driver installer command, repeated in order; {version} is replaced "
-	 "by the target; none: the agent never installs a driver"},
-	{"validation-command", S(validation_cmd), &flag_string, "", 0, 0, NULL,
-	 "validation command run once per new spec.validation.id, with spec.validation.args as "
-	 "its arguments; it prints a line busbw_gbps=GBPS (or nccl-tests' \"# Avg bus bandwidth\" "
-	 "line) and optionally transport=NAME; empty: every run is reported Failed"},
-	{"tool-timeout", S(tool_timeout_ms), &flag_duration, "5s", MS(100), SEC(600), NULL,
-	 "deadline of one host tool run (systemctl, modprobe, nvidia-imex-ctl)"},
-	{"install-timeout", S(install_timeout_ms), &flag_duration, "30m", SEC(10), SEC(24 * 3600),
-	 NULL, "deadline of one driver installer run"},
-	{"resync-period", S(resync_ms), &flag_duration, "10s", SEC(1), SEC(3600), NULL,
-	 "how often the host is observed again when nothing else triggers a pass"},
-	{"heartbeat-period", S(heartbeat_ms), &flag_duration, "5s", SEC(1), SEC(300), NULL,
-	 "how often the heartbeat Lease is renewed"},
-	{"lease-duration", S(lease_duration_ms), &flag_duration, "20s", SEC(3), SEC(3600), NULL,
-	 "leaseDurationSeconds written into the heartbeat Lease; more than --heartbeat-period"},
-	{"tray-wait", S(tray_wait_ms), &flag_duration, "2m", 0, SEC(3600), NULL,
-	 "how long to wait for this node's ComputeTray to exist before exiting with an error"},
-	{"host-fm-policy", S(fm_policy), FLAG_ENUM("mask|report"), "mask", 0, 0, NULL,
-	 "a host Fabric Manager (or host nvidia-imex unit) that must not run: mask = stop, "
-	 "disable and mask it; report = only a blocking condition"},
-	{"metrics-bind-address", S(metrics_bind), &flag_string, "", 0, 0, NULL,
-	 "ADDR:PORT serving /metrics, /healthz and /readyz over HTTP; empty: off"},
-	{"log-level", S(log_level), FLAG_ENUM("error|warn|info|debug"), "info", 0, 0,
-	 "NVL72_LOG_LEVEL", "log level"},
-	{"log-format", S(log_format), FLAG_ENUM("text|json"), "text", 0, 0, NULL,
-	 "log line format"},
-	{"log-debug", S(log_debug), &flag_string, "", 0, 0, NULL,
-	 "components with debug logs on, comma-separated (agent,kube) or *"},
+        {"kubeconfig", S(kubeconfig), &flag_string, "", 0, 0, NULL,
+         "kubeconfig file; otherwise $KUBECONFIG, the pod's service account, then ~/.kube/config"},
+        {"context", S(context), &flag_string, "", 0, 0, NULL,
+         "kubeconfig context (default: the current one)"},
+        {"node-name", S(node_name), &flag_string, "", 0, 0, "NODE_NAME",
+         "Kubernetes Node this agent runs on; its tray is the ComputeTray whose spec.node is this"},
+        {"node-ip", S(node_ip), &flag_string, "", 0, 0, "NODE_IP",
+         "this tray's address on the IMEX network: the IMEX bind address and status.imex.address"},
+        {"tray", S(tray), &flag_string, "", 0, 0, "NVL72_TRAY",
+         "name of the ComputeTray to own; skips the search by --node-name"},
+        {"lease-namespace", S(lease_namespace), &flag_string, "", 0, 0, "POD_NAMESPACE",
+         "namespace of the heartbeat Lease (named like the tray); default: the client's namespace"},
+        {"host-root", S(host_root), &flag_string, "/", 0, 0, "NVL72_HOST_ROOT",
+         "where the host's root file system is mounted; every host path is taken under it"},
+        {"nvml-path", S(nvml_path), &flag_string, "libnvidia-ml.so.1", 0, 0, NULL,
+         "NVML library opened with dlopen"},
+        {"systemctl", S(systemctl), &flag_string, "/usr/bin/systemctl", 0, 0, NULL,
+         "host systemctl"},
+        {"modprobe", S(modprobe), &flag_string, "/usr/sbin/modprobe", 0, 0, NULL, "host modprobe"},
+        {"modinfo", S(modinfo), &flag_string, "/usr/sbin/modinfo", 0, 0, NULL, "host modinfo"},
+        {"imex-bin", S(imex_bin), &flag_string, "/usr/bin/nvidia-imex", 0, 0, NULL,
+         "IMEX daemon, started by the agent in process mode"},
+        {"imex-ctl", S(imex_ctl), &flag_string, "/usr/bin/nvidia-imex-ctl", 0, 0, NULL,
+         "IMEX status tool, run under --tool-timeout"},
+        {"imex-dir", S(imex_dir), &flag_string, "/etc/nvidia-imex", 0, 0, NULL,
+         "IMEX configuration folder on the host (under --host-root)"},
+        {"state-dir", S(state_dir), &flag_string, "/run/nvl72-agent", 0, 0, NULL,
+         "the agent's state on the host (under --host-root): daemon and installer pid files, the "
+         "record of the last validation run"},
+        {"installer-arg", S(installer), &flag_args, "", 0, AGENT_INSTALLER_ARGS_MAX, NULL,
+         "one argument of the driver installer command, repeated in order; {version} is replaced "
+         "by the target; none: the agent never installs a driver"},
+        {"validation-command", S(validation_cmd), &flag_string, "", 0, 0, NULL,
+         "validation command run once per new spec.validation.id, with spec.validation.args as "
+         "its arguments; it prints a line busbw_gbps=GBPS (or nccl-tests' \"# Avg bus bandwidth\" "
+         "line) and optionally transport=NAME; empty: every run is reported Failed"},
+        {"tool-timeout", S(tool_timeout_ms), &flag_duration, "5s", MS(100), SEC(600), NULL,
+         "deadline of one host tool run (systemctl, modprobe, nvidia-imex-ctl)"},
+        {"install-timeout", S(install_timeout_ms), &flag_duration, "30m", SEC(10), SEC(24 * 3600),
+         NULL, "deadline of one driver installer run"},
+        {"resync-period", S(resync_ms), &flag_duration, "10s", SEC(1), SEC(3600), NULL,
+         "how often the host is observed again when nothing else triggers a pass"},
+        {"heartbeat-period", S(heartbeat_ms), &flag_duration, "5s", SEC(1), SEC(300), NULL,
+         "how often the heartbeat Lease is renewed"},
+        {"lease-duration", S(lease_duration_ms), &flag_duration, "20s", SEC(3), SEC(3600), NULL,
+         "leaseDurationSeconds written into the heartbeat Lease; more than --heartbeat-period"},
+        {"tray-wait", S(tray_wait_ms), &flag_duration, "2m", 0, SEC(3600), NULL,
+         "how long to wait for this node's ComputeTray to exist before exiting with an error"},
+        {"host-fm-policy", S(fm_policy), FLAG_ENUM("mask|report"), "mask", 0, 0, NULL,
+         "a host Fabric Manager (or host nvidia-imex unit) that must not run: mask = stop, "
+         "disable and mask it; report = only a blocking condition"},
+        {"metrics-bind-address", S(metrics_bind), &flag_string, "", 0, 0, NULL,
+         "ADDR:PORT serving /metrics, /healthz and /readyz over HTTP; empty: off"},
+        {"log-level", S(log_level), FLAG_ENUM("error|warn|info|debug"), "info", 0, 0,
+         "NVL72_LOG_LEVEL", "log level"},
+        {"log-format", S(log_format), FLAG_ENUM("text|json"), "text", 0, 0, NULL,
+         "log line format"},
+        {"log-debug", S(log_debug), &flag_string, "", 0, 0, NULL,
+         "components with debug logs on, comma-separated (agent,kube) or *"},
 };
 
 static const struct flag_style agent_style = {
-	.layout = FLAG_LAYOUT_METAVAR,
-	.units = FLAG_UNITS_LARGEST,
-	.upper = true,
-	.md_head = "| flag | type | default | bounds | environment | meaning |\n"
-		   "|---|---|---|---|---|---|\n",
-	.md_range_sep = " to ",
-	.md_no_default = "",
+        .layout = FLAG_LAYOUT_METAVAR,
+        .units = FLAG_UNITS_LARGEST,
+        .upper = true,
+        .md_head = "| flag | type | default | bounds | environment | meaning |\n"
+                   "|---|---|---|---|---|---|\n",
+        .md_range_sep = " to ",
+        .md_no_default = "",
 };
 
 static const struct flag_set agent_set = {opts, ARRAY_LEN(opts), true, &agent_style};
@@ -119,15 +117,15 @@ static enum nv_err check_run(const struct agent_config *c, char *err, size_t err
 
 	if (agent_config_metrics_addr(c, host, sizeof(host), &port) != NV_OK) {
 		snprintf(err, errsz, "--metrics-bind-address: expected ADDR:PORT, got \"%s\"",
-			 c->metrics_bind);
+		         c->metrics_bind);
 		return NV_E_CONFIG;
 	}
 	return NV_OK;
 }
 
 enum nv_err agent_config_parse(struct agent_config *c, int argc, char *const *argv,
-			       char *const *envp, enum agent_config_action *action, char *err,
-			       size_t errsz)
+                               char *const *envp, enum agent_config_action *action, char *err,
+                               size_t errsz)
 {
 	enum flags_action act;
 	enum nv_err rc = flags_parse(&agent_set, c, argc, argv, envp, &act, err, errsz);
@@ -142,7 +140,7 @@ enum nv_err agent_config_parse(struct agent_config *c, int argc, char *const *ar
 }
 
 enum nv_err agent_config_metrics_addr(const struct agent_config *c, char *host, size_t hostsz,
-				      int *port)
+                                      int *port)
 {
 	char h[256];
 	int p;
@@ -170,10 +168,10 @@ enum agent_fm_policy agent_config_fm_policy(const struct agent_config *c)
 enum nv_err agent_config_usage(struct buf *out)
 {
 	enum nv_err rc = buf_append_str(out, "usage: nvl72-agent [FLAGS]\n\n"
-					     "Owns this tray's ComputeTray: makes the host match "
-					     "its spec and reports the host in\n"
-					     "its status, with a heartbeat Lease. A flag wins over "
-					     "its environment variable.\n\n");
+	                                     "Owns this tray's ComputeTray: makes the host match "
+	                                     "its spec and reports the host in\n"
+	                                     "its status, with a heartbeat Lease. A flag wins over "
+	                                     "its environment variable.\n\n");
 
 	if (rc == NV_OK)
 		rc = flags_help(&agent_set, out);

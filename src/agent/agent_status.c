@@ -73,7 +73,7 @@ static json_t *tray_without(const json_t *tray, unsigned parts)
 }
 
 static void imex_from_api(const struct api_compute_tray *t, const char *node_ip,
-			  struct agent_spec *s)
+                          struct agent_spec *s)
 {
 	struct host_imex_cfg *c = &s->imex;
 
@@ -101,12 +101,12 @@ static void validation_from_api(const struct api_compute_tray *t, struct agent_s
 	r->timeout_ms = (int64_t)t->validation_timeout_s * 1000;
 	for (unsigned i = 0; i < t->nvalidation_args; i++)
 		(void)str_copy(r->args[r->n_args++], HOST_VALIDATION_ARG_LEN,
-			       t->validation_args[i]);
+		               t->validation_args[i]);
 	s->has_validation = true;
 }
 
 static void spec_from_api(const struct api_compute_tray *t, const char *node_ip,
-			  struct agent_spec *s)
+                          struct agent_spec *s)
 {
 	s->generation = t->meta.generation;
 	(void)str_copy(s->name, sizeof(s->name), t->meta.name);
@@ -119,9 +119,9 @@ static void spec_from_api(const struct api_compute_tray *t, const char *node_ip,
 	if (t->has_driver) {
 		s->has_driver = true;
 		(void)str_copy(s->driver_version, sizeof(s->driver_version),
-			       t->driver.version.text);
+		               t->driver.version.text);
 		s->activation = t->activation == API_ACTIVATE_REBOOT ? AGENT_ACTIVATE_REBOOT
-								     : AGENT_ACTIVATE_RELOAD;
+		                                                     : AGENT_ACTIVATE_RELOAD;
 	}
 	if (t->has_imex)
 		imex_from_api(t, node_ip, s);
@@ -130,7 +130,7 @@ static void spec_from_api(const struct api_compute_tray *t, const char *node_ip,
 }
 
 enum nv_err agent_spec_parse(const json_t *tray, const char *node_ip, struct agent_spec *out,
-			     char *err, size_t errsz)
+                             char *err, size_t errsz)
 {
 	struct api_errors *errs = xcalloc(1, sizeof(*errs));
 	struct api_compute_tray *t = NULL;
@@ -198,14 +198,14 @@ static json_t *driver_json(const struct agent_report *r)
 	set_str(o, "onDiskVersion", r->ondisk);
 	if (d->cuda_version > 0) {
 		snprintf(buf, sizeof(buf), "%d.%d", d->cuda_version / 1000,
-			 (d->cuda_version % 1000) / 10);
+		         (d->cuda_version % 1000) / 10);
 		set_str(o, "cudaVersion", buf);
 	}
 	if (d->loaded && r->params != NULL && r->params->n > 0) {
 		json_t *p = json_object();
 		for (size_t i = 0; i < r->params->n && i < 64; i++)
 			json_object_set_new(p, r->params->p[i].name,
-					    json_string(r->params->p[i].value));
+			                    json_string(r->params->p[i].value));
 		json_object_set_new(o, "parameters", p);
 	}
 	return o;
@@ -214,12 +214,12 @@ static json_t *driver_json(const struct agent_report *r)
 static const char *nvml_status_name(int st)
 {
 	static const char *const names[] = {
-		[0] = "Success",          [1] = "Uninitialized",     [2] = "InvalidArgument",
-		[3] = "NotSupported",     [4] = "NoPermission",      [5] = "AlreadyInitialized",
-		[6] = "NotFound",         [7] = "InsufficientSize",  [8] = "InsufficientPower",
-		[9] = "DriverNotLoaded",  [10] = "Timeout",          [11] = "IrqIssue",
-		[12] = "LibraryNotFound", [13] = "FunctionNotFound", [14] = "CorruptedInforom",
-		[15] = "GpuIsLost",
+	        [0] = "Success",          [1] = "Uninitialized",     [2] = "InvalidArgument",
+	        [3] = "NotSupported",     [4] = "NoPermission",      [5] = "AlreadyInitialized",
+	        [6] = "NotFound",         [7] = "InsufficientSize",  [8] = "InsufficientPower",
+	        [9] = "DriverNotLoaded",  [10] = "Timeout",          [11] = "IrqIssue",
+	        [12] = "LibraryNotFound", [13] = "FunctionNotFound", [14] = "CorruptedInforom",
+	        [15] = "GpuIsLost",
 	};
 	return st >= 0 && (size_t)st < ARRAY_LEN(names) ? names[st] : "Unknown";
 }
@@ -227,14 +227,14 @@ static const char *nvml_status_name(int st)
 static json_t *health_json(const struct host_fabric_health *h)
 {
 	static const char *const incorrect[] = {"NotSupported",
-						"None",
-						"SystemGUID",
-						"ChassisSerial",
-						"NoPartition",
-						"InsufficientNVLinks",
-						"IncompatibleGPUFirmware",
-						"InvalidLocation",
-						"GPUStateInvalid"};
+	                                        "None",
+	                                        "SystemGUID",
+	                                        "ChassisSerial",
+	                                        "NoPartition",
+	                                        "InsufficientNVLinks",
+	                                        "IncompatibleGPUFirmware",
+	                                        "InvalidLocation",
+	                                        "GPUStateInvalid"};
 	static const char *const partition[] = {"NotSupported", "Assigned", "NotAssigned"};
 	json_t *o = json_object();
 
@@ -242,7 +242,7 @@ static json_t *health_json(const struct host_fabric_health *h)
 	json_object_set_new(o, "routeRecoveryInProgress", json_boolean(h->route_recovery == 1));
 	json_object_set_new(o, "routeUnhealthy", json_boolean(h->route_unhealthy == 1));
 	json_object_set_new(o, "accessTimeoutRecoveryInProgress",
-			    json_boolean(h->access_timeout == 1));
+	                    json_boolean(h->access_timeout == 1));
 	if (h->incorrect_config < ARRAY_LEN(incorrect))
 		set_str(o, "incorrectConfiguration", incorrect[h->incorrect_config]);
 	if (h->partition < ARRAY_LEN(partition))
@@ -310,16 +310,16 @@ static json_t *fabric_json(const struct host_obs *obs)
 static const char *daemon_state_name(enum host_imex_daemon d)
 {
 	static const char *const names[] = {
-		[HOST_IMEXD_UNKNOWN] = "Unknown",
-		[HOST_IMEXD_INITIALIZING] = "Initializing",
-		[HOST_IMEXD_STARTING_AUTH_SERVER] = "StartingAuthServer",
-		[HOST_IMEXD_WAITING_FOR_PEERS] = "WaitingForPeers",
-		[HOST_IMEXD_WAITING_FOR_RECOVERY] = "WaitingForRecovery",
-		[HOST_IMEXD_INIT_GPU] = "InitGPU",
-		[HOST_IMEXD_READY] = "Ready",
-		[HOST_IMEXD_SHUTTING_DOWN] = "ShuttingDown",
-		[HOST_IMEXD_UNAVAILABLE] = "Unavailable",
-		[HOST_IMEXD_NOT_RUNNING] = "NotRunning",
+	        [HOST_IMEXD_UNKNOWN] = "Unknown",
+	        [HOST_IMEXD_INITIALIZING] = "Initializing",
+	        [HOST_IMEXD_STARTING_AUTH_SERVER] = "StartingAuthServer",
+	        [HOST_IMEXD_WAITING_FOR_PEERS] = "WaitingForPeers",
+	        [HOST_IMEXD_WAITING_FOR_RECOVERY] = "WaitingForRecovery",
+	        [HOST_IMEXD_INIT_GPU] = "InitGPU",
+	        [HOST_IMEXD_READY] = "Ready",
+	        [HOST_IMEXD_SHUTTING_DOWN] = "ShuttingDown",
+	        [HOST_IMEXD_UNAVAILABLE] = "Unavailable",
+	        [HOST_IMEXD_NOT_RUNNING] = "NotRunning",
 	};
 	return (size_t)d < ARRAY_LEN(names) ? names[d] : "Unknown";
 }
@@ -418,7 +418,7 @@ struct cond {
 };
 
 static void cond_set(struct cond *c, const char *status, const char *reason, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+        __attribute__((format(printf, 4, 5)));
 static void cond_set(struct cond *c, const char *status, const char *reason, const char *fmt, ...)
 {
 	va_list ap;
@@ -437,18 +437,18 @@ static void cond_driver(const struct agent_report *r, struct cond *c)
 
 	if (dr->active && dr->waiting_maintenance)
 		cond_set(c, "False", "WaitingForMaintenance",
-			 "spec.driver.version %s is not loaded (%s); the change starts when "
-			 "spec.maintenance.state is Drained or Upgrading",
-			 r->spec->driver_version, d->version[0] ? d->version : "none");
+		         "spec.driver.version %s is not loaded (%s); the change starts when "
+		         "spec.maintenance.state is Drained or Upgrading",
+		         r->spec->driver_version, d->version[0] ? d->version : "none");
 	else if (dr->active && dr->phase == HOST_DRV_REBOOT_REQUIRED)
 		cond_set(c, "False", "RebootRequired", "%s is installed: %s",
-			 r->spec->driver_version, dr->detail);
+		         r->spec->driver_version, dr->detail);
 	else if (dr->active && (dr->phase == HOST_DRV_FAILED || dr->err != NV_OK))
 		cond_set(c, "False", "ChangeFailed", "changing to %s: %s", r->spec->driver_version,
-			 dr->detail[0] ? dr->detail : nv_err_str(dr->err));
+		         dr->detail[0] ? dr->detail : nv_err_str(dr->err));
 	else if (dr->active)
 		cond_set(c, "False", host_drv_phase_name(dr->phase), "changing to %s: %s",
-			 r->spec->driver_version, dr->detail);
+		         r->spec->driver_version, dr->detail);
 	else if (r->obs->driver_part.err != NV_OK)
 		cond_set(c, "False", "DriverReadError", "%s", r->obs->driver_part.why);
 	else if (!d->loaded)
@@ -471,10 +471,10 @@ static void cond_fabric(const struct agent_report *r, struct cond *c)
 		cond_set(c, "False", "CliqueMismatch", "%s", o->clique_part.why);
 	else if (o->clique_part.err != NV_OK)
 		cond_set(c, "False",
-			 o->fabric == HOST_FABRIC_IN_PROGRESS   ? "InProgress"
-			 : o->fabric == HOST_FABRIC_NOT_STARTED ? "NotStarted"
-								 : "RegistrationFailed",
-			 "%s", o->clique_part.why);
+		         o->fabric == HOST_FABRIC_IN_PROGRESS   ? "InProgress"
+		         : o->fabric == HOST_FABRIC_NOT_STARTED ? "NotStarted"
+		                                                : "RegistrationFailed",
+		         "%s", o->clique_part.why);
 	else if (!o->has_clique)
 		cond_set(c, "False", "NoClique", "no GPU reports an NVLink fabric");
 	else
@@ -495,15 +495,15 @@ static void cond_health(const struct agent_report *r, struct cond *c)
 		const struct host_gpu *g = &o->gpus[i];
 		size_t n = strlen(msg);
 		bool bad = g->health_summary == HOST_HEALTH_UNHEALTHY ||
-			   g->health_summary == HOST_HEALTH_LIMITED_CAPACITY ||
-			   (g->has_health && host_health_has_fault(&g->health));
+		           g->health_summary == HOST_HEALTH_LIMITED_CAPACITY ||
+		           (g->has_health && host_health_has_fault(&g->health));
 		if (!bad)
 			continue;
 		fault = true;
 		host_health_describe(&g->health, what, sizeof(what));
 		snprintf(msg + n, sizeof(msg) - n, "%sGPU %u: %s%s%s%s", n ? "; " : "", g->index,
-			 host_health_summary_name(g->health_summary), what[0] ? " (" : "", what,
-			 what[0] ? ")" : "");
+		         host_health_summary_name(g->health_summary), what[0] ? " (" : "", what,
+		         what[0] ? ")" : "");
 	}
 	if (o->health == HOST_HEALTH_UNHEALTHY)
 		cond_set(c, "False", "Unhealthy", "%s", msg);
@@ -526,7 +526,7 @@ static void imex_down_peers(const struct host_imex_domain_status *d, char *out, 
 		if (d->nodes[i].status == HOST_IMEXD_READY)
 			continue;
 		snprintf(out + n, outsz - n, "%s%s (node %u) %s", n ? "; " : "", d->nodes[i].host,
-			 d->nodes[i].index, daemon_state_name(d->nodes[i].status));
+		         d->nodes[i].index, daemon_state_name(d->nodes[i].status));
 	}
 }
 
@@ -545,31 +545,31 @@ static void cond_imex(const struct agent_report *r, struct cond *c)
 		cond_set(c, "False", "DriverChanging", "IMEX waits for the driver change to end");
 	} else if (r->imex_apply_err != NV_OK) {
 		cond_set(c, "False",
-			 r->imex_apply_err == NV_E_CONFIG ? "ConfigInvalid" : "ApplyFailed", "%s",
-			 r->imex_apply_why);
+		         r->imex_apply_err == NV_E_CONFIG ? "ConfigInvalid" : "ApplyFailed", "%s",
+		         r->imex_apply_why);
 	} else if (r->obs->imex_part.err == NV_E_TIMEOUT) {
 		cond_set(c, "False", "StatusTimeout", "%s", st->err);
 	} else if (r->obs->imex_part.err != NV_OK) {
 		cond_set(c, "False", "StatusError", "%s",
-			 st->err[0] ? st->err : r->obs->imex_part.why);
+		         st->err[0] ? st->err : r->obs->imex_part.why);
 	} else if (st->daemon != HOST_IMEXD_READY) {
 		cond_set(c, "False", "DaemonNotReady", "the IMEX daemon is %s",
-			 daemon_state_name(st->daemon));
+		         daemon_state_name(st->daemon));
 	} else if (!st->nodes_ok) {
 		cond_set(c, "False", "StatusError", "%s", st->err);
 	} else if (st->dom.domain != HOST_IMEX_DOMAIN_UP) {
 		imex_down_peers(&st->dom, peers, sizeof(peers));
 		cond_set(c, "False",
-			 st->dom.domain == HOST_IMEX_DOMAIN_DEGRADED ? "DomainDegraded"
-			 : st->dom.domain == HOST_IMEX_DOMAIN_DOWN   ? "DomainDown"
-								      : "DomainUnknown",
-			 "%s", peers);
+		         st->dom.domain == HOST_IMEX_DOMAIN_DEGRADED ? "DomainDegraded"
+		         : st->dom.domain == HOST_IMEX_DOMAIN_DOWN   ? "DomainDown"
+		                                                     : "DomainUnknown",
+		         "%s", peers);
 	} else if (r->channels_err != NV_OK) {
 		cond_set(c, "False", "ChannelsFailed", "%s", r->channels_why);
 	} else {
 		imex_counts(r, &conn, &ready);
 		cond_set(c, "True", "DomainUp", "%u of %zu peers connected", conn,
-			 r->spec->imex.n_peers);
+		         r->spec->imex.n_peers);
 	}
 }
 
@@ -579,7 +579,7 @@ static void cond_fm(const struct agent_report *r, struct cond *c)
 
 	if (r->fm_err == NV_E_STATE || r->obs->fm_part.err == NV_E_STATE)
 		cond_set(c, "False", "Running", "%s",
-			 r->fm_why[0] ? r->fm_why : r->obs->fm_part.why);
+		         r->fm_why[0] ? r->fm_why : r->obs->fm_part.why);
 	else if (r->obs->fm_part.err != NV_OK)
 		cond_set(c, "Unknown", "QueryFailed", "%s", r->obs->fm_part.why);
 	else if (strcmp(state, "Active") == 0)
@@ -591,8 +591,8 @@ static void cond_fm(const struct agent_report *r, struct cond *c)
 static void conds_compute(const struct agent_report *r, struct cond c[C__N])
 {
 	static const char *const types[C__N] = {"DriverReady",          "FabricReady",
-						"FabricHealthy",        "IMEXReady",
-						"HostFabricManagerOff", "HeartbeatCurrent"};
+	                                        "FabricHealthy",        "IMEXReady",
+	                                        "HostFabricManagerOff", "HeartbeatCurrent"};
 
 	memset(c, 0, sizeof(struct cond) * C__N);
 	for (int i = 0; i < C__N; i++)
@@ -603,15 +603,15 @@ static void conds_compute(const struct agent_report *r, struct cond c[C__N])
 	cond_imex(r, &c[C_IMEX]);
 	cond_fm(r, &c[C_FM]);
 	cond_set(&c[C_HEARTBEAT], "True", "LeaseRenewed", "heartbeat Lease %s",
-		 r->lease ? r->lease : "");
+	         r->lease ? r->lease : "");
 }
 
 /* Ready: every other condition but the heartbeat is True. */
 static void cond_ready(const struct cond c[C__N], struct cond *ready)
 {
 	static const char *const reasons[C__N] = {"DriverNotReady",           "FabricNotReady",
-						  "FabricUnhealthy",          "IMEXNotReady",
-						  "HostFabricManagerRunning", "NoHeartbeat"};
+	                                          "FabricUnhealthy",          "IMEXNotReady",
+	                                          "HostFabricManagerRunning", "NoHeartbeat"};
 	const char *reason = NULL;
 	char msg[512] = "";
 
@@ -623,7 +623,7 @@ static void cond_ready(const struct cond c[C__N], struct cond *ready)
 		if (reason == NULL)
 			reason = reasons[i];
 		snprintf(msg + n, sizeof(msg) - n, "%s%.63s: %.160s", n ? "; " : "", c[i].reason,
-			 c[i].msg);
+		         c[i].msg);
 	}
 	if (reason == NULL)
 		cond_set(ready, "True", "AllReady", "%s", "");
@@ -687,10 +687,10 @@ static json_t *conditions_json(const struct agent_report *r, const json_t *old, 
 	conds_compute(r, c);
 	cond_ready(c, &ready);
 	kube_condition_set(tmp, ready.type, ready.status, ready.reason, ready.msg,
-			   r->spec->generation, now_ms);
+	                   r->spec->generation, now_ms);
 	for (int i = 0; i < C__N; i++)
 		kube_condition_set(tmp, c[i].type, c[i].status, c[i].reason, c[i].msg,
-				   r->spec->generation, now_ms);
+		                   r->spec->generation, now_ms);
 	out = json_incref(jx_path(tmp, "status.conditions"));
 	json_decref(tmp);
 	return out;
@@ -706,7 +706,7 @@ static json_t *maintenance_json(const struct agent_report *r)
 		set_int(o, "upgradeStep", r->spec->upgrade_step);
 	if (r->drv.active)
 		set_str(o, "message",
-			r->drv.detail[0] ? r->drv.detail : host_drv_phase_name(r->drv.phase));
+		        r->drv.detail[0] ? r->drv.detail : host_drv_phase_name(r->drv.phase));
 	return o;
 }
 

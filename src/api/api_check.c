@@ -15,8 +15,8 @@ static enum nv_err result(const struct api_errors *errs, unsigned before)
 	return errs->n + errs->dropped == before ? NV_OK : NV_E_INVALID_OBJECT;
 }
 
-static void node_check(const struct api_rack *r, unsigned i,
-		       const struct api_rack *o, struct api_errors *errs)
+static void node_check(const struct api_rack *r, unsigned i, const struct api_rack *o,
+                       struct api_errors *errs)
 {
 	const struct api_rack_compute_tray *t = api_rack_tray_by_node(o, r->compute[i].node);
 	if (t == NULL)
@@ -24,26 +24,25 @@ static void node_check(const struct api_rack *r, unsigned i,
 	char path[64];
 	snprintf(path, sizeof(path), "spec.computeTrays[%u].node", i);
 	api_errors_add(errs, path, "node \"%s\" is already tray %d of rack \"%s\"",
-		       r->compute[i].node, t->index, o->meta.name);
+	               r->compute[i].node, t->index, o->meta.name);
 }
 
-static void oob_check(const struct api_rack *r, unsigned i,
-		      const struct api_rack *o, struct api_errors *errs)
+static void oob_check(const struct api_rack *r, unsigned i, const struct api_rack *o,
+                      struct api_errors *errs)
 {
 	for (unsigned k = 0; k < o->nswitch; k++) {
 		if (strcmp(o->switches[k].oob_address, r->switches[i].oob_address) != 0)
 			continue;
 		char path[64];
 		snprintf(path, sizeof(path), "spec.switchTrays[%u].oobAddress", i);
-		api_errors_add(errs, path, "address \"%s\" is already switch tray %d of rack \"%s\"",
-			       r->switches[i].oob_address, o->switches[k].index,
-			       o->meta.name);
+		api_errors_add(errs, path,
+		               "address \"%s\" is already switch tray %d of rack \"%s\"",
+		               r->switches[i].oob_address, o->switches[k].index, o->meta.name);
 	}
 }
 
-enum nv_err api_rack_check_unique(const struct api_rack *r,
-				  const struct api_rack *const *others,
-				  unsigned n, struct api_errors *errs)
+enum nv_err api_rack_check_unique(const struct api_rack *r, const struct api_rack *const *others,
+                                  unsigned n, struct api_errors *errs)
 {
 	unsigned before = errs->n + errs->dropped;
 	for (unsigned k = 0; k < n; k++) {
@@ -57,41 +56,41 @@ enum nv_err api_rack_check_unique(const struct api_rack *r,
 		if (r->chassis_serial[0] != '\0' &&
 		    strcmp(r->chassis_serial, o->chassis_serial) == 0)
 			api_errors_add(errs, "spec.chassisSerial",
-				       "chassis \"%s\" is already rack \"%s\"",
-				       r->chassis_serial, o->meta.name);
+			               "chassis \"%s\" is already rack \"%s\"", r->chassis_serial,
+			               o->meta.name);
 	}
 	return result(errs, before);
 }
 
-enum nv_err api_rack_check_matrix(const struct api_rack *r,
-				  const struct matrix *m,
-				  struct api_errors *errs)
+enum nv_err api_rack_check_matrix(const struct api_rack *r, const struct matrix *m,
+                                  struct api_errors *errs)
 {
 	unsigned before = errs->n + errs->dropped;
 	if (m == NULL) {
 		api_errors_add(errs, "spec.matrix.name",
-			       "CompatibilityMatrix \"%s\" does not exist", r->matrix_name);
+		               "CompatibilityMatrix \"%s\" does not exist", r->matrix_name);
 		return NV_E_INVALID_OBJECT;
 	}
 	if (strcmp(m->name, r->matrix_name) != 0)
-		api_errors_add(errs, "spec.matrix.name", "is \"%s\", not the matrix checked (\"%s\")",
-			       r->matrix_name, m->name);
+		api_errors_add(errs, "spec.matrix.name",
+		               "is \"%s\", not the matrix checked (\"%s\")", r->matrix_name,
+		               m->name);
 	if (m->platform != r->platform)
 		api_errors_add(errs, "spec.platform",
-			       "rack is %s but CompatibilityMatrix \"%s\" is for %s",
-			       matrix_platform_name(r->platform), m->name,
-			       matrix_platform_name(m->platform));
+		               "rack is %s but CompatibilityMatrix \"%s\" is for %s",
+		               matrix_platform_name(r->platform), m->name,
+		               matrix_platform_name(m->platform));
 	if (matrix_stack_find(m, r->matrix_stack) == NULL)
 		api_errors_add(errs, "spec.matrix.stack",
-			       "stack \"%s\" is not in CompatibilityMatrix \"%s\"",
-			       r->matrix_stack, m->name);
+		               "stack \"%s\" is not in CompatibilityMatrix \"%s\"", r->matrix_stack,
+		               m->name);
 	return result(errs, before);
 }
 
 enum nv_err api_rack_partition_check(const struct api_rack_partition *p,
-				     const struct api_rack *rack,
-				     const struct api_rack_partition *const *others,
-				     unsigned n, struct api_errors *errs)
+                                     const struct api_rack *rack,
+                                     const struct api_rack_partition *const *others, unsigned n,
+                                     struct api_errors *errs)
 {
 	unsigned before = errs->n + errs->dropped;
 	if (rack == NULL)
@@ -105,15 +104,15 @@ enum nv_err api_rack_partition_check(const struct api_rack_partition *p,
 		for (int t = 1; t <= API_COMPUTE_TRAYS && both != 0; t++)
 			if (both & (1u << t))
 				api_errors_add(errs, "spec.trays",
-					       "tray %d of rack \"%s\" is already in partition \"%s\": partitions of one rack never overlap",
-					       t, p->rack, o->meta.name);
+				               "tray %d of rack \"%s\" is already in partition "
+				               "\"%s\": partitions of one rack never overlap",
+				               t, p->rack, o->meta.name);
 	}
 	return result(errs, before);
 }
 
 enum nv_err api_compute_tray_check_rack(const struct api_compute_tray *t,
-					const struct api_rack *rack,
-					struct api_errors *errs)
+                                        const struct api_rack *rack, struct api_errors *errs)
 {
 	unsigned before = errs->n + errs->dropped;
 	if (rack == NULL) {
@@ -126,51 +125,51 @@ enum nv_err api_compute_tray_check_rack(const struct api_compute_tray *t,
 			rt = &rack->compute[i];
 	if (rt == NULL)
 		api_errors_add(errs, "spec.index", "rack \"%s\" has no compute tray %d",
-			       rack->meta.name, t->index);
+		               rack->meta.name, t->index);
 	else if (strcmp(rt->node, t->node) != 0)
 		api_errors_add(errs, "spec.node",
-			       "rack \"%s\" puts node \"%s\" at tray %d, not \"%s\"",
-			       rack->meta.name, rt->node, t->index, t->node);
+		               "rack \"%s\" puts node \"%s\" at tray %d, not \"%s\"",
+		               rack->meta.name, rt->node, t->index, t->node);
 	return result(errs, before);
 }
 
-static void from_check(const struct api_rack_upgrade *u, const struct matrix *m,
-		       const char *from, unsigned flags, struct api_errors *errs)
+static void from_check(const struct api_rack_upgrade *u, const struct matrix *m, const char *from,
+                       unsigned flags, struct api_errors *errs)
 {
 	struct matrix_plan p;
 	if (from == NULL || from[0] == '\0') {
 		api_errors_add(errs, "spec.target.stack",
-			       "a tray of the rack runs no stack of the matrix: no plan can start from it");
+		               "a tray of the rack runs no stack of the matrix: no plan can start "
+		               "from it");
 		return;
 	}
 	if (matrix_plan_build(m, from, u->target_stack, flags, &p) == NV_E_NOT_FOUND) {
-		api_errors_add(errs, "spec.target.stack",
-			       "the rack runs stack \"%s\", which is not in CompatibilityMatrix \"%s\"",
-			       from, m->name);
+		api_errors_add(
+		        errs, "spec.target.stack",
+		        "the rack runs stack \"%s\", which is not in CompatibilityMatrix \"%s\"",
+		        from, m->name);
 		return;
 	}
 	if (p.verdict == MATRIX_BLOCKED)
-		api_errors_add(errs, "spec.target.stack", "no allowed move from \"%s\": %s",
-			       from, p.problem);
+		api_errors_add(errs, "spec.target.stack", "no allowed move from \"%s\": %s", from,
+		               p.problem);
 }
 
-enum nv_err api_rack_upgrade_check_matrix(const struct api_rack_upgrade *u,
-					  const struct matrix *m,
-					  const char *const *from_stacks,
-					  unsigned n, unsigned plan_flags,
-					  struct api_errors *errs)
+enum nv_err api_rack_upgrade_check_matrix(const struct api_rack_upgrade *u, const struct matrix *m,
+                                          const char *const *from_stacks, unsigned n,
+                                          unsigned plan_flags, struct api_errors *errs)
 {
 	unsigned before = errs->n + errs->dropped;
 	if (m == NULL || strcmp(m->name, u->target_matrix) != 0) {
 		api_errors_add(errs, "spec.target.matrix",
-			       "CompatibilityMatrix \"%s\" does not exist", u->target_matrix);
+		               "CompatibilityMatrix \"%s\" does not exist", u->target_matrix);
 		return NV_E_INVALID_OBJECT;
 	}
 	const struct matrix_stack *target = matrix_stack_find(m, u->target_stack);
 	if (target == NULL) {
 		api_errors_add(errs, "spec.target.stack",
-			       "stack \"%s\" is not in CompatibilityMatrix \"%s\"",
-			       u->target_stack, m->name);
+		               "stack \"%s\" is not in CompatibilityMatrix \"%s\"", u->target_stack,
+		               m->name);
 		return NV_E_INVALID_OBJECT;
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -187,31 +186,30 @@ enum nv_err api_rack_upgrade_check_matrix(const struct api_rack_upgrade *u,
 		char path[32];
 		snprintf(path, sizeof(path), "spec.cves[%u]", i);
 		api_errors_add(errs, path, "%s is not fixed by stack \"%s\"", u->cves[i],
-			       target->name);
+		               target->name);
 	}
 	return result(errs, before);
 }
 
 enum nv_err api_upgrade_approval_check(const struct api_upgrade_approval *a,
-				       const struct api_rack_upgrade *u,
-				       const struct api_rack_upgrade_status *us,
-				       struct api_errors *errs)
+                                       const struct api_rack_upgrade *u,
+                                       const struct api_rack_upgrade_status *us,
+                                       struct api_errors *errs)
 {
 	unsigned before = errs->n + errs->dropped;
 	if (u == NULL || strcmp(u->meta.name, a->upgrade) != 0) {
 		api_errors_add(errs, "spec.upgrade", "RackUpgrade \"%s\" does not exist",
-			       a->upgrade);
+		               a->upgrade);
 		return NV_E_INVALID_OBJECT;
 	}
 	if (us == NULL)
 		return NV_OK;
 	if (us->phase == API_PHASE_COMPLETED || us->phase == API_PHASE_ABORTED)
-		api_errors_add(errs, "spec.upgrade", "RackUpgrade \"%s\" is already %s",
-			       a->upgrade, api_upgrade_phase_name(us->phase));
-	if (us->required_approvals != 0 &&
-	    !(us->required_approvals & MATRIX_BIT(a->layer)))
+		api_errors_add(errs, "spec.upgrade", "RackUpgrade \"%s\" is already %s", a->upgrade,
+		               api_upgrade_phase_name(us->phase));
+	if (us->required_approvals != 0 && !(us->required_approvals & MATRIX_BIT(a->layer)))
 		api_errors_add(errs, "spec.layer",
-			       "RackUpgrade \"%s\" needs no approval for layer %s",
-			       a->upgrade, matrix_layer_name(a->layer));
+		               "RackUpgrade \"%s\" needs no approval for layer %s", a->upgrade,
+		               matrix_layer_name(a->layer));
 	return result(errs, before);
 }

@@ -18,9 +18,8 @@ static unsigned popcount(uint32_t x)
 	return n;
 }
 
-enum nv_err api_rack_partition_parse(const json_t *obj,
-				     struct api_rack_partition **out,
-				     struct api_errors *errs)
+enum nv_err api_rack_partition_parse(const json_t *obj, struct api_rack_partition **out,
+                                     struct api_errors *errs)
 {
 	struct api_ctx c;
 	struct api_rack_partition *p = xcalloc(1, sizeof(*p));
@@ -28,16 +27,18 @@ enum nv_err api_rack_partition_parse(const json_t *obj,
 	p->canary_eligible = true;
 	api_ctx_init(&c, errs);
 	const json_t *spec = api_envelope(&c, obj, "RackPartition", false, &p->meta, &meta_ok);
-	if (meta_ok && (strlen(p->meta.name) > 63 || !api_str_matches(API_S_DNS_LABEL, p->meta.name)))
-		api_fail_at(&c, "metadata.name", "metadata.name must be a DNS label: it is used as a Node label value");
+	if (meta_ok &&
+	    (strlen(p->meta.name) > 63 || !api_str_matches(API_S_DNS_LABEL, p->meta.name)))
+		api_fail_at(&c, "metadata.name",
+		            "metadata.name must be a DNS label: it is used as a Node label value");
 	if (!spec)
 		goto out;
 	size_t old = api_path_push(&c, "spec");
 	(void)api_get_string(&c, spec, "rack", true, 1, 58, API_S_DNS_LABEL, p->rack,
-			     sizeof(p->rack));
+	                     sizeof(p->rack));
 	(void)api_get_tray_set(&c, spec, "trays", true, 1, &p->trays);
-	(void)api_get_string(&c, spec, "tenant", false, 0, 63, API_S_TENANT,
-			     p->tenant, sizeof(p->tenant));
+	(void)api_get_string(&c, spec, "tenant", false, 0, 63, API_S_TENANT, p->tenant,
+	                     sizeof(p->tenant));
 	(void)api_get_bool(&c, spec, "canaryEligible", &p->canary_eligible);
 	api_path_pop(&c, old);
 out:
@@ -54,8 +55,7 @@ void api_rack_partition_free(struct api_rack_partition *p)
 	free(p);
 }
 
-static void domain_spec_parse(struct api_ctx *c, const json_t *spec,
-			      struct api_compute_domain *d)
+static void domain_spec_parse(struct api_ctx *c, const json_t *spec, struct api_compute_domain *d)
 {
 	int64_t v = 0;
 	int e = 0;
@@ -64,11 +64,10 @@ static void domain_spec_parse(struct api_ctx *c, const json_t *spec,
 		d->num_nodes = (int)v;
 	if (api_get_object(c, spec, "selector", false, &o)) {
 		size_t old = api_path_push(c, "selector");
-		(void)api_get_string(c, o, "rack", false, 0, 58, API_S_DNS_LABEL,
-				     d->rack, sizeof(d->rack));
-		(void)api_get_string(c, o, "partition", false, 0, 63,
-				     API_S_DNS_LABEL, d->partition,
-				     sizeof(d->partition));
+		(void)api_get_string(c, o, "rack", false, 0, 58, API_S_DNS_LABEL, d->rack,
+		                     sizeof(d->rack));
+		(void)api_get_string(c, o, "partition", false, 0, 63, API_S_DNS_LABEL, d->partition,
+		                     sizeof(d->partition));
 		api_path_pop(c, old);
 	}
 	if (api_get_object(c, spec, "channel", false, &o)) {
@@ -80,9 +79,8 @@ static void domain_spec_parse(struct api_ctx *c, const json_t *spec,
 	(void)api_get_bool(c, spec, "replaceFailedNodes", &d->replace_failed_nodes);
 }
 
-enum nv_err api_compute_domain_parse(const json_t *obj,
-				     struct api_compute_domain **out,
-				     struct api_errors *errs)
+enum nv_err api_compute_domain_parse(const json_t *obj, struct api_compute_domain **out,
+                                     struct api_errors *errs)
 {
 	struct api_ctx c;
 	struct api_compute_domain *d = xcalloc(1, sizeof(*d));
@@ -112,8 +110,7 @@ json_t *api_compute_domain_status_to_json(const struct api_compute_domain_status
 	json_t *nodes = json_array();
 	json_t *sel = json_object();
 	if (s->observed_generation > 0)
-		json_object_set_new(o, "observedGeneration",
-				    json_integer(s->observed_generation));
+		json_object_set_new(o, "observedGeneration", json_integer(s->observed_generation));
 	json_object_set_new(o, "status", json_string(s->ready ? "Ready" : "NotReady"));
 	for (unsigned i = 0; i < s->nnodes && i < API_COMPUTE_TRAYS; i++) {
 		const struct api_domain_node *n = &s->nodes[i];
@@ -123,8 +120,7 @@ json_t *api_compute_domain_status_to_json(const struct api_compute_domain_status
 		// An empty clique (off-fabric) is kept: DRA reports it that way.
 		json_object_set_new(x, "cliqueID", json_string(n->clique_id));
 		json_object_set_new(x, "index", json_integer(n->index));
-		json_object_set_new(x, "status",
-				    json_string(n->ready ? "Ready" : "NotReady"));
+		json_object_set_new(x, "status", json_string(n->ready ? "Ready" : "NotReady"));
 		json_array_append_new(nodes, x);
 	}
 	json_object_set_new(o, "nodes", nodes);
@@ -132,39 +128,37 @@ json_t *api_compute_domain_status_to_json(const struct api_compute_domain_status
 	api_json_set_str(o, "partition", s->partition);
 	api_json_set_str(o, "cliqueID", s->clique_id);
 	for (unsigned i = 0; i < s->nselector && i < API_NODE_SELECTOR_MAX; i++)
-		json_object_set_new(sel, s->selector[i].key,
-				    json_string(s->selector[i].value));
+		json_object_set_new(sel, s->selector[i].key, json_string(s->selector[i].value));
 	json_object_set_new(o, "nodeSelector", sel);
-	json_object_set_new(o, "conditions",
-			    api_conditions_to_json(s->conditions, s->nconditions));
+	json_object_set_new(o, "conditions", api_conditions_to_json(s->conditions, s->nconditions));
 	return o;
 }
 
 enum nv_err api_compute_domain_check(const struct api_compute_domain *d,
-				     const struct api_rack *rack,
-				     const struct api_rack_partition *partition,
-				     struct api_errors *errs)
+                                     const struct api_rack *rack,
+                                     const struct api_rack_partition *partition,
+                                     struct api_errors *errs)
 {
 	unsigned before = errs->n + errs->dropped;
 	unsigned room = API_COMPUTE_TRAYS;
 	if (d->rack[0] != '\0' && rack == NULL)
-		api_errors_add(errs, "spec.selector.rack", "rack \"%s\" does not exist",
-			       d->rack);
+		api_errors_add(errs, "spec.selector.rack", "rack \"%s\" does not exist", d->rack);
 	if (d->partition[0] != '\0') {
 		if (partition == NULL) {
 			api_errors_add(errs, "spec.selector.partition",
-				       "partition \"%s\" does not exist", d->partition);
+			               "partition \"%s\" does not exist", d->partition);
 		} else {
 			room = popcount(partition->trays);
 			if (d->rack[0] != '\0' && strcmp(partition->rack, d->rack) != 0)
-				api_errors_add(errs, "spec.selector.partition",
-					       "partition \"%s\" belongs to rack \"%s\", not \"%s\"",
-					       d->partition, partition->rack, d->rack);
+				api_errors_add(
+				        errs, "spec.selector.partition",
+				        "partition \"%s\" belongs to rack \"%s\", not \"%s\"",
+				        d->partition, partition->rack, d->rack);
 		}
 	}
 	if (d->num_nodes > 0 && (unsigned)d->num_nodes > room)
 		api_errors_add(errs, "spec.numNodes",
-			       "must be at most %u: the selected partition has %u trays",
-			       room, room);
+		               "must be at most %u: the selected partition has %u trays", room,
+		               room);
 	return errs->n + errs->dropped == before ? NV_OK : NV_E_INVALID_OBJECT;
 }

@@ -19,9 +19,8 @@ void api_errors_init(struct api_errors *e)
 	e->dropped = 0;
 }
 
-__attribute__((format(printf, 3, 0)))
-static void errors_vadd(struct api_errors *e, const char *path,
-			const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void
+errors_vadd(struct api_errors *e, const char *path, const char *fmt, va_list ap)
 {
 	if (e->n >= API_ERRORS_MAX) {
 		e->dropped++;
@@ -41,8 +40,7 @@ void api_errors_add(struct api_errors *e, const char *path, const char *fmt, ...
 	va_end(ap);
 }
 
-bool api_errors_has(const struct api_errors *e, const char *path,
-		    const char *msg)
+bool api_errors_has(const struct api_errors *e, const char *path, const char *msg)
 {
 	for (unsigned i = 0; i < e->n; i++) {
 		if (strcmp(e->list[i].path, path) != 0)
@@ -57,8 +55,7 @@ enum nv_err api_errors_format(const struct api_errors *e, struct buf *out)
 {
 	enum nv_err rc = NV_OK;
 	for (unsigned i = 0; i < e->n && rc == NV_OK; i++)
-		rc = buf_printf(out, "%s%s: %s", i ? "; " : "", e->list[i].path,
-				e->list[i].msg);
+		rc = buf_printf(out, "%s%s: %s", i ? "; " : "", e->list[i].path, e->list[i].msg);
 	if (rc == NV_OK && e->dropped > 0)
 		rc = buf_printf(out, "; and %u more", e->dropped);
 	return rc;
@@ -88,8 +85,7 @@ size_t api_path_push(struct api_ctx *c, const char *field)
 {
 	size_t old = c->len;
 	size_t room = sizeof(c->path) - c->len;
-	path_grow(c, room, snprintf(c->path + c->len, room, "%s%s",
-				    c->len ? "." : "", field));
+	path_grow(c, room, snprintf(c->path + c->len, room, "%s%s", c->len ? "." : "", field));
 	return old;
 }
 
@@ -132,14 +128,13 @@ json_t *api_conditions_to_json(const struct api_condition *c, unsigned n)
 	for (unsigned i = 0; i < n && i < API_CONDITIONS_MAX; i++) {
 		json_t *o = json_object();
 		json_object_set_new(o, "type", json_string(c[i].type));
-		json_object_set_new(o, "status",
-				    json_string(st[(unsigned)c[i].status % 3]));
+		json_object_set_new(o, "status", json_string(st[(unsigned)c[i].status % 3]));
 		if (c[i].observed_generation > 0)
 			json_object_set_new(o, "observedGeneration",
-					    json_integer(c[i].observed_generation));
+			                    json_integer(c[i].observed_generation));
 		api_json_set_time(o, "lastTransitionTime", c[i].last_transition_ms);
 		json_object_set_new(o, "reason",
-				    json_string(c[i].reason[0] ? c[i].reason : "Unknown"));
+		                    json_string(c[i].reason[0] ? c[i].reason : "Unknown"));
 		json_object_set_new(o, "message", json_string(c[i].message));
 		json_array_append_new(arr, o);
 	}
@@ -176,6 +171,6 @@ json_t *api_components_to_json(uint32_t comps)
 	for (unsigned c = 0; c < MATRIX_C__COUNT; c++)
 		if (comps & MATRIX_BIT(c))
 			json_array_append_new(
-				arr, json_string(matrix_component_name((enum matrix_component)c)));
+			        arr, json_string(matrix_component_name((enum matrix_component)c)));
 	return arr;
 }

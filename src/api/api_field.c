@@ -9,13 +9,12 @@
 #include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
 
-const char *const api_layer_names[5] = {"firmware", "fabric", "node",
-					"kubernetes", "workload"};
+const char *const api_layer_names[5] = {"firmware", "fabric", "node", "kubernetes", "workload"};
 const char *const api_platform_names[3] = {"gb200", "gb300", "vr200"};
 const char *const api_component_names[MATRIX_C__COUNT] = {
-	"nvos", "switchTrayFirmware", "nmx", "gpuFirmware", "hmcFirmware",
-	"bmcFirmware", "nicFirmware", "dpuFirmware", "driver", "doca",
-	"ncclNetPlugin", "draDriver", "kernel", "os", "kubernetes",
+        "nvos",          "switchTrayFirmware", "nmx",         "gpuFirmware", "hmcFirmware",
+        "bmcFirmware",   "nicFirmware",        "dpuFirmware", "driver",      "doca",
+        "ncclNetPlugin", "draDriver",          "kernel",      "os",          "kubernetes",
 };
 const char *const api_alloc_mode_names[2] = {"Single", "All"};
 
@@ -30,8 +29,7 @@ static bool dns_like(const char *s, size_t len, const char *extra)
 	if (len == 0 || !is_lower_alnum(s[0]) || !is_lower_alnum(s[len - 1]))
 		return false;
 	for (size_t i = 0; i < len; i++)
-		if (!is_lower_alnum(s[i]) && s[i] != '-' &&
-		    strchr(extra, s[i]) == NULL)
+		if (!is_lower_alnum(s[i]) && s[i] != '-' && strchr(extra, s[i]) == NULL)
 			return false;
 	return true;
 }
@@ -57,8 +55,8 @@ static bool chars_in(const char *s, const char *extra, bool alnum)
 }
 
 // ^d{min_first,max_first}(\.d{1,max_rest}){0,max_more}$
-static bool dotted_digits(const char *s, size_t min_first, size_t max_first,
-			  size_t max_rest, size_t max_more)
+static bool dotted_digits(const char *s, size_t min_first, size_t max_first, size_t max_rest,
+                          size_t max_more)
 {
 	size_t n = strspn(s, "0123456789");
 	if (n < min_first || n > max_first)
@@ -77,8 +75,7 @@ static bool dotted_digits(const char *s, size_t min_first, size_t max_first,
 
 static bool cve_id(const char *s)
 {
-	if (strncmp(s, "CVE-", 4) != 0 || strspn(s + 4, "0123456789") != 4 ||
-	    s[8] != '-')
+	if (strncmp(s, "CVE-", 4) != 0 || strspn(s + 4, "0123456789") != 4 || s[8] != '-')
 		return false;
 	size_t n = strspn(s + 9, "0123456789");
 	return n >= 4 && s[9 + n] == '\0';
@@ -96,8 +93,7 @@ static bool hhmm(const char *s)
 static bool edge_alnum(const char *s)
 {
 	size_t n = strlen(s);
-	return n > 0 && isalnum((unsigned char)s[0]) &&
-	       isalnum((unsigned char)s[n - 1]);
+	return n > 0 && isalnum((unsigned char)s[0]) && isalnum((unsigned char)s[n - 1]);
 }
 
 bool api_str_matches(enum api_str kind, const char *s)
@@ -142,21 +138,21 @@ bool api_str_matches(enum api_str kind, const char *s)
 }
 
 static const char *const pattern_desc[API_S__COUNT] = {
-	[API_S_DNS_LABEL] = "a DNS label (lowercase letters, digits and '-')",
-	[API_S_DNS_SUBDOMAIN] = "a DNS subdomain (lowercase letters, digits, '-' and '.')",
-	[API_S_STACK] = "a stack name (lowercase letters, digits, '-' and '.')",
-	[API_S_SERIAL] = "a serial (letters, digits, '.', '_' and '-')",
-	[API_S_HOST] = "a host name or address",
-	[API_S_VERSION] = "a version (letters, digits and . _ + ~ -)",
-	[API_S_DRIVER] = "a driver version such as 580.173.02 or 615.23",
-	[API_S_BRANCH] = "a driver branch such as R580",
-	[API_S_NUMVER] = "a numeric version such as 13.0",
-	[API_S_K8S] = "a Kubernetes version such as 1.34.2",
-	[API_S_CVE] = "a CVE id such as CVE-2025-23280",
-	[API_S_HHMM] = "a time of day as HH:MM",
-	[API_S_OS_NAME] = "an OS name (letters, digits, space, '.', '_' and '-')",
-	[API_S_TENANT] = "a tenant name (letters, digits, '-', '_' and '.')",
-	[API_S_PARAM_VALUE] = "a module parameter value (letters, digits and . _ : , / -)",
+        [API_S_DNS_LABEL] = "a DNS label (lowercase letters, digits and '-')",
+        [API_S_DNS_SUBDOMAIN] = "a DNS subdomain (lowercase letters, digits, '-' and '.')",
+        [API_S_STACK] = "a stack name (lowercase letters, digits, '-' and '.')",
+        [API_S_SERIAL] = "a serial (letters, digits, '.', '_' and '-')",
+        [API_S_HOST] = "a host name or address",
+        [API_S_VERSION] = "a version (letters, digits and . _ + ~ -)",
+        [API_S_DRIVER] = "a driver version such as 580.173.02 or 615.23",
+        [API_S_BRANCH] = "a driver branch such as R580",
+        [API_S_NUMVER] = "a numeric version such as 13.0",
+        [API_S_K8S] = "a Kubernetes version such as 1.34.2",
+        [API_S_CVE] = "a CVE id such as CVE-2025-23280",
+        [API_S_HHMM] = "a time of day as HH:MM",
+        [API_S_OS_NAME] = "an OS name (letters, digits, space, '.', '_' and '-')",
+        [API_S_TENANT] = "a tenant name (letters, digits, '-', '_' and '.')",
+        [API_S_PARAM_VALUE] = "a module parameter value (letters, digits and . _ : , / -)",
 };
 
 static const char *type_name(const json_t *v)
@@ -182,8 +178,7 @@ static const char *type_name(const json_t *v)
 
 // The member, or NULL (with an error when required). JSON null counts as
 // absent, as it does for the apiserver.
-static const json_t *member(struct api_ctx *c, const json_t *obj,
-			    const char *field, bool required)
+static const json_t *member(struct api_ctx *c, const json_t *obj, const char *field, bool required)
 {
 	const json_t *v = json_is_object(obj) ? json_object_get(obj, field) : NULL;
 	if (v != NULL && !json_is_null(v))
@@ -193,8 +188,8 @@ static const json_t *member(struct api_ctx *c, const json_t *obj,
 	return NULL;
 }
 
-bool api_get_object(struct api_ctx *c, const json_t *obj, const char *field,
-		    bool required, const json_t **out)
+bool api_get_object(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                    const json_t **out)
 {
 	const json_t *v = member(c, obj, field, required);
 	if (v == NULL)
@@ -207,9 +202,8 @@ bool api_get_object(struct api_ctx *c, const json_t *obj, const char *field,
 	return true;
 }
 
-bool api_get_array(struct api_ctx *c, const json_t *obj, const char *field,
-		   bool required, size_t min_items, size_t max_items,
-		   const json_t **out)
+bool api_get_array(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                   size_t min_items, size_t max_items, const json_t **out)
 {
 	const json_t *v = member(c, obj, field, required);
 	if (v == NULL)
@@ -221,8 +215,7 @@ bool api_get_array(struct api_ctx *c, const json_t *obj, const char *field,
 	size_t n = json_array_size(v);
 	if (n < min_items || n > max_items) {
 		if (min_items == max_items)
-			api_fail_at(c, field, "must have exactly %zu items, not %zu",
-				    min_items, n);
+			api_fail_at(c, field, "must have exactly %zu items, not %zu", min_items, n);
 		else if (n < min_items)
 			api_fail_at(c, field, "must have at least %zu items", min_items);
 		else
@@ -233,8 +226,8 @@ bool api_get_array(struct api_ctx *c, const json_t *obj, const char *field,
 	return true;
 }
 
-bool api_check_string(struct api_ctx *c, const json_t *v, size_t min_len,
-		      size_t max_len, enum api_str kind, char *out, size_t cap)
+bool api_check_string(struct api_ctx *c, const json_t *v, size_t min_len, size_t max_len,
+                      enum api_str kind, char *out, size_t cap)
 {
 	if (!json_is_string(v)) {
 		api_fail(c, "must be a string, not %s", type_name(v));
@@ -247,9 +240,8 @@ bool api_check_string(struct api_ctx *c, const json_t *v, size_t min_len,
 		return false;
 	}
 	if (len < min_len) {
-		api_fail(c, min_len == 1 ? "must not be empty"
-					 : "must be at least %zu characters",
-			 min_len);
+		api_fail(c, min_len == 1 ? "must not be empty" : "must be at least %zu characters",
+		         min_len);
 		return false;
 	}
 	if (len > max_len || len >= cap) {
@@ -264,9 +256,8 @@ bool api_check_string(struct api_ctx *c, const json_t *v, size_t min_len,
 	return true;
 }
 
-bool api_get_string(struct api_ctx *c, const json_t *obj, const char *field,
-		    bool required, size_t min_len, size_t max_len,
-		    enum api_str kind, char *out, size_t cap)
+bool api_get_string(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                    size_t min_len, size_t max_len, enum api_str kind, char *out, size_t cap)
 {
 	const json_t *v = member(c, obj, field, required);
 	if (v == NULL)
@@ -277,8 +268,7 @@ bool api_get_string(struct api_ctx *c, const json_t *obj, const char *field,
 	return ok;
 }
 
-bool api_check_int(struct api_ctx *c, const json_t *v, int64_t min,
-		   int64_t max, int64_t *out)
+bool api_check_int(struct api_ctx *c, const json_t *v, int64_t min, int64_t max, int64_t *out)
 {
 	if (!json_is_integer(v)) {
 		api_fail(c, "must be an integer, not %s", type_name(v));
@@ -286,16 +276,15 @@ bool api_check_int(struct api_ctx *c, const json_t *v, int64_t min,
 	}
 	json_int_t x = json_integer_value(v);
 	if (x < min || x > max) {
-		api_fail(c, "must be between %lld and %lld", (long long)min,
-			 (long long)max);
+		api_fail(c, "must be between %lld and %lld", (long long)min, (long long)max);
 		return false;
 	}
 	*out = (int64_t)x;
 	return true;
 }
 
-bool api_get_int(struct api_ctx *c, const json_t *obj, const char *field,
-		 bool required, int64_t min, int64_t max, int64_t *out)
+bool api_get_int(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                 int64_t min, int64_t max, int64_t *out)
 {
 	const json_t *v = member(c, obj, field, required);
 	if (v == NULL)
@@ -306,8 +295,7 @@ bool api_get_int(struct api_ctx *c, const json_t *obj, const char *field,
 	return ok;
 }
 
-bool api_get_bool(struct api_ctx *c, const json_t *obj, const char *field,
-		  bool *out)
+bool api_get_bool(struct api_ctx *c, const json_t *obj, const char *field, bool *out)
 {
 	const json_t *v = member(c, obj, field, false);
 	if (v == NULL)
@@ -320,8 +308,8 @@ bool api_get_bool(struct api_ctx *c, const json_t *obj, const char *field,
 	return true;
 }
 
-bool api_check_enum(struct api_ctx *c, const json_t *v,
-		    const char *const *names, size_t n, int *out)
+bool api_check_enum(struct api_ctx *c, const json_t *v, const char *const *names, size_t n,
+                    int *out)
 {
 	const char *s = json_string_value(v);
 	for (size_t i = 0; s != NULL && i < n; i++) {
@@ -333,14 +321,14 @@ bool api_check_enum(struct api_ctx *c, const json_t *v,
 	char list[API_MSG_LEN] = "";
 	size_t len = 0;
 	for (size_t i = 0; i < n && len + 32 < sizeof(list); i++)
-		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
-					i ? ", " : "", names[i]);
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "",
+		                        names[i]);
 	api_fail(c, "must be one of: %s", list);
 	return false;
 }
 
-bool api_get_enum(struct api_ctx *c, const json_t *obj, const char *field,
-		  bool required, const char *const *names, size_t n, int *out)
+bool api_get_enum(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                  const char *const *names, size_t n, int *out)
 {
 	const json_t *v = member(c, obj, field, required);
 	if (v == NULL)
@@ -379,8 +367,7 @@ static bool duration_parse(const char *s, int64_t *out_ms)
 	return true;
 }
 
-bool api_get_duration(struct api_ctx *c, const json_t *obj, const char *field,
-		      int64_t *out_ms)
+bool api_get_duration(struct api_ctx *c, const json_t *obj, const char *field, int64_t *out_ms)
 {
 	char s[24];
 	if (!api_get_string(c, obj, field, false, 2, 20, API_S_ANY, s, sizeof(s)))
@@ -392,8 +379,8 @@ bool api_get_duration(struct api_ctx *c, const json_t *obj, const char *field,
 	return true;
 }
 
-bool api_get_time(struct api_ctx *c, const json_t *obj, const char *field,
-		  bool required, int64_t *out_ms)
+bool api_get_time(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                  int64_t *out_ms)
 {
 	char s[65];
 	if (!api_get_string(c, obj, field, required, 1, 64, API_S_ANY, s, sizeof(s)))
@@ -405,8 +392,8 @@ bool api_get_time(struct api_ctx *c, const json_t *obj, const char *field,
 	return true;
 }
 
-const json_t *api_envelope(struct api_ctx *c, const json_t *obj, const char *kind,
-			   bool namespaced, struct api_meta *meta, bool *meta_ok)
+const json_t *api_envelope(struct api_ctx *c, const json_t *obj, const char *kind, bool namespaced,
+                           struct api_meta *meta, bool *meta_ok)
 {
 	const json_t *spec = NULL;
 	bool ok = false;
@@ -422,13 +409,13 @@ const json_t *api_envelope(struct api_ctx *c, const json_t *obj, const char *kin
 	return spec;
 }
 
-bool api_meta_parse(struct api_ctx *c, const json_t *obj, const char *kind,
-		    bool namespaced, struct api_meta *out)
+bool api_meta_parse(struct api_ctx *c, const json_t *obj, const char *kind, bool namespaced,
+                    struct api_meta *out)
 {
 	char s[64];
 	size_t errs = c->errs->n;
-	if (api_get_string(c, obj, "apiVersion", false, 0, 63, API_S_ANY, s,
-			   sizeof(s)) && strcmp(s, API_VERSION) != 0)
+	if (api_get_string(c, obj, "apiVersion", false, 0, 63, API_S_ANY, s, sizeof(s)) &&
+	    strcmp(s, API_VERSION) != 0)
 		api_fail_at(c, "apiVersion", "must be %s", API_VERSION);
 	if (api_get_string(c, obj, "kind", false, 0, 63, API_S_ANY, s, sizeof(s)) &&
 	    strcmp(s, kind) != 0)
@@ -437,24 +424,22 @@ bool api_meta_parse(struct api_ctx *c, const json_t *obj, const char *kind,
 	if (api_get_object(c, obj, "metadata", true, &md)) {
 		size_t old = api_path_push(c, "metadata");
 		// Every CRD caps names at 63: they end up in label values.
-		(void)api_get_string(c, md, "name", true, 1, 63,
-				     API_S_DNS_SUBDOMAIN, out->name, sizeof(out->name));
-		(void)api_get_string(c, md, "namespace", namespaced, 1, 63,
-				     API_S_DNS_LABEL, out->ns, sizeof(out->ns));
-		(void)api_get_string(c, md, "uid", false, 0, 63, API_S_ANY,
-				     out->uid, sizeof(out->uid));
-		(void)api_get_string(c, md, "resourceVersion", false, 0, 63,
-				     API_S_ANY, out->resource_version,
-				     sizeof(out->resource_version));
-		(void)api_get_int(c, md, "generation", false, 0, INT64_MAX,
-				  &out->generation);
+		(void)api_get_string(c, md, "name", true, 1, 63, API_S_DNS_SUBDOMAIN, out->name,
+		                     sizeof(out->name));
+		(void)api_get_string(c, md, "namespace", namespaced, 1, 63, API_S_DNS_LABEL,
+		                     out->ns, sizeof(out->ns));
+		(void)api_get_string(c, md, "uid", false, 0, 63, API_S_ANY, out->uid,
+		                     sizeof(out->uid));
+		(void)api_get_string(c, md, "resourceVersion", false, 0, 63, API_S_ANY,
+		                     out->resource_version, sizeof(out->resource_version));
+		(void)api_get_int(c, md, "generation", false, 0, INT64_MAX, &out->generation);
 		api_path_pop(c, old);
 	}
 	return c->errs->n == errs;
 }
 
-void api_each_object(struct api_ctx *c, const json_t *arr, const char *field,
-		     api_item_fn fn, void *arg)
+void api_each_object(struct api_ctx *c, const json_t *arr, const char *field, api_item_fn fn,
+                     void *arg)
 {
 	size_t old = api_path_push(c, field);
 	for (size_t i = 0; i < json_array_size(arr); i++) {
@@ -469,9 +454,8 @@ void api_each_object(struct api_ctx *c, const json_t *arr, const char *field,
 	api_path_pop(c, old);
 }
 
-bool api_get_enum_set(struct api_ctx *c, const json_t *obj, const char *field,
-		      bool required, size_t min_items, const char *const *names,
-		      size_t n, uint32_t *out)
+bool api_get_enum_set(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                      size_t min_items, const char *const *names, size_t n, uint32_t *out)
 {
 	const json_t *arr = NULL;
 	if (!api_get_array(c, obj, field, required, min_items, n, &arr))
@@ -497,8 +481,8 @@ bool api_get_enum_set(struct api_ctx *c, const json_t *obj, const char *field,
 	return ok;
 }
 
-bool api_get_tray_set(struct api_ctx *c, const json_t *obj, const char *field,
-		      bool required, size_t min_items, uint32_t *out)
+bool api_get_tray_set(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                      size_t min_items, uint32_t *out)
 {
 	const json_t *arr = NULL;
 	if (!api_get_array(c, obj, field, required, min_items, 18, &arr))

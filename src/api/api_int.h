@@ -32,10 +32,9 @@ size_t api_path_push(struct api_ctx *c, const char *field);
 size_t api_path_push_index(struct api_ctx *c, size_t i);
 void api_path_pop(struct api_ctx *c, size_t len);
 /* Records an error at the current path, or at path.field. */
-void api_fail(struct api_ctx *c, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void api_fail(struct api_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void api_fail_at(struct api_ctx *c, const char *field, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 /* The string patterns of the CRDs. */
 enum api_str {
@@ -62,60 +61,53 @@ bool api_str_matches(enum api_str kind, const char *s);
 
 /* Object and array members. A missing required member is an error; a
  * present one of the wrong type always is. true when *out was set. */
-bool api_get_object(struct api_ctx *c, const json_t *obj, const char *field,
-		    bool required, const json_t **out);
-bool api_get_array(struct api_ctx *c, const json_t *obj, const char *field,
-		   bool required, size_t min_items, size_t max_items,
-		   const json_t **out);
+bool api_get_object(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                    const json_t **out);
+bool api_get_array(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                   size_t min_items, size_t max_items, const json_t **out);
 /* A string of min_len..max_len bytes matching kind, copied into out (cap
  * bytes). Left untouched when absent or wrong. */
-bool api_get_string(struct api_ctx *c, const json_t *obj, const char *field,
-		    bool required, size_t min_len, size_t max_len,
-		    enum api_str kind, char *out, size_t cap);
+bool api_get_string(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                    size_t min_len, size_t max_len, enum api_str kind, char *out, size_t cap);
 /* Checks a string already at hand (an array item) at the current path. */
-bool api_check_string(struct api_ctx *c, const json_t *v, size_t min_len,
-		      size_t max_len, enum api_str kind, char *out, size_t cap);
-bool api_get_int(struct api_ctx *c, const json_t *obj, const char *field,
-		 bool required, int64_t min, int64_t max, int64_t *out);
-bool api_check_int(struct api_ctx *c, const json_t *v, int64_t min,
-		   int64_t max, int64_t *out);
-bool api_get_bool(struct api_ctx *c, const json_t *obj, const char *field,
-		  bool *out);
+bool api_check_string(struct api_ctx *c, const json_t *v, size_t min_len, size_t max_len,
+                      enum api_str kind, char *out, size_t cap);
+bool api_get_int(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                 int64_t min, int64_t max, int64_t *out);
+bool api_check_int(struct api_ctx *c, const json_t *v, int64_t min, int64_t max, int64_t *out);
+bool api_get_bool(struct api_ctx *c, const json_t *obj, const char *field, bool *out);
 /* One of names[0..n); *out is its index. */
-bool api_get_enum(struct api_ctx *c, const json_t *obj, const char *field,
-		  bool required, const char *const *names, size_t n, int *out);
-bool api_check_enum(struct api_ctx *c, const json_t *v,
-		    const char *const *names, size_t n, int *out);
+bool api_get_enum(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                  const char *const *names, size_t n, int *out);
+bool api_check_enum(struct api_ctx *c, const json_t *v, const char *const *names, size_t n,
+                    int *out);
 /* The CRDs' "1h30m" durations (hours, minutes, seconds, each at most five
  * digits). */
-bool api_get_duration(struct api_ctx *c, const json_t *obj, const char *field,
-		      int64_t *out_ms);
+bool api_get_duration(struct api_ctx *c, const json_t *obj, const char *field, int64_t *out_ms);
 /* An RFC 3339 date-time. */
-bool api_get_time(struct api_ctx *c, const json_t *obj, const char *field,
-		  bool required, int64_t *out_ms);
+bool api_get_time(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                  int64_t *out_ms);
 
 /* Calls fn on each item of arr (the member field), with the path at
  * field[i]; an item that is no object is an error instead. */
-typedef void (*api_item_fn)(struct api_ctx *c, const json_t *item, size_t i,
-			    void *arg);
-void api_each_object(struct api_ctx *c, const json_t *arr, const char *field,
-		     api_item_fn fn, void *arg);
+typedef void (*api_item_fn)(struct api_ctx *c, const json_t *item, size_t i, void *arg);
+void api_each_object(struct api_ctx *c, const json_t *arr, const char *field, api_item_fn fn,
+                     void *arg);
 /* A list-type=set of enum values as a bitmask (1 << index); n <= 32. */
-bool api_get_enum_set(struct api_ctx *c, const json_t *obj, const char *field,
-		      bool required, size_t min_items, const char *const *names,
-		      size_t n, uint32_t *out);
+bool api_get_enum_set(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                      size_t min_items, const char *const *names, size_t n, uint32_t *out);
 /* A set of tray indices 1..18 as a bitmask (1 << index). */
-bool api_get_tray_set(struct api_ctx *c, const json_t *obj, const char *field,
-		      bool required, size_t min_items, uint32_t *out);
+bool api_get_tray_set(struct api_ctx *c, const json_t *obj, const char *field, bool required,
+                      size_t min_items, uint32_t *out);
 
 /* apiVersion and kind (checked when present) and metadata.name. */
-bool api_meta_parse(struct api_ctx *c, const json_t *obj, const char *kind,
-		    bool namespaced, struct api_meta *out);
+bool api_meta_parse(struct api_ctx *c, const json_t *obj, const char *kind, bool namespaced,
+                    struct api_meta *out);
 /* The envelope every kind shares: an object with metadata and a spec.
  * Returns the spec, or NULL once the reason is reported; *meta_ok (may be
  * NULL) tells whether the metadata parsed. */
-const json_t *api_envelope(struct api_ctx *c, const json_t *obj, const char *kind,
-			   bool namespaced, struct api_meta *meta, bool *meta_ok);
+const json_t *api_envelope(struct api_ctx *c, const json_t *obj, const char *kind, bool namespaced,
+                           struct api_meta *meta, bool *meta_ok);
 
 /* The CRDs' enums, in the order of enum matrix_layer, matrix_platform
  * and matrix_component. */

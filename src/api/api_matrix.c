@@ -16,49 +16,43 @@ static const char *const verdict_names[] = {"blocked", "manual", "safe"};
 static const char *const flavour_names[] = {"open", "proprietary"};
 static const char *const transport_names[] = {"NVLS", "NVLink", "Net"};
 
-
-static void version_set(struct api_ctx *c, const char *field, const char *s,
-			struct matrix_tuple *t, enum matrix_component comp)
+static void version_set(struct api_ctx *c, const char *field, const char *s, struct matrix_tuple *t,
+                        enum matrix_component comp)
 {
 	if (matrix_version_parse(s, &t->version[comp]) != NV_OK) {
 		api_fail_at(c, field, "must be a version with at most %d segments",
-			    MATRIX_VERSION_SEGMENTS);
+		            MATRIX_VERSION_SEGMENTS);
 		return;
 	}
 	t->set |= MATRIX_BIT(comp);
 }
 
-static void driver_parse(struct api_ctx *c, const json_t *js,
-			 struct matrix_tuple *t)
+static void driver_parse(struct api_ctx *c, const json_t *js, struct matrix_tuple *t)
 {
 	char branch[9] = "";
 	char version[17] = "";
 	int flavour = 0;
-	bool hb = api_get_string(c, js, "branch", true, 4, 8, API_S_BRANCH,
-				 branch, sizeof(branch));
-	bool hv = api_get_string(c, js, "version", true, 5, 16, API_S_DRIVER,
-				 version, sizeof(version));
+	bool hb = api_get_string(c, js, "branch", true, 4, 8, API_S_BRANCH, branch, sizeof(branch));
+	bool hv = api_get_string(c, js, "version", true, 5, 16, API_S_DRIVER, version,
+	                         sizeof(version));
 	(void)api_get_enum(c, js, "flavour", false, flavour_names, 2, &flavour);
 	if (!hb || !hv)
 		return;
 	unsigned b = 0;
 	struct matrix_driver d;
-	if (matrix_branch_parse(branch, &b) != NV_OK ||
-	    matrix_driver_parse(version, &d) != NV_OK)
+	if (matrix_branch_parse(branch, &b) != NV_OK || matrix_driver_parse(version, &d) != NV_OK)
 		return; // the patterns above already failed
 	if (d.branch != b)
-		api_fail_at(c, "version", "driver.version must belong to driver.branch (%u.x for %s)",
-			    b, branch);
+		api_fail_at(c, "version",
+		            "driver.version must belong to driver.branch (%u.x for %s)", b, branch);
 	if (b >= 615 && flavour == 1)
 		api_fail_at(c, "flavour", "driver.flavour must be open from branch R615 on");
 	t->version[MATRIX_C_DRIVER] = d.version;
-	(void)str_copy(t->extra[MATRIX_C_DRIVER], MATRIX_EXTRA_LEN,
-				flavour_names[flavour]);
+	(void)str_copy(t->extra[MATRIX_C_DRIVER], MATRIX_EXTRA_LEN, flavour_names[flavour]);
 	t->set |= MATRIX_BIT(MATRIX_C_DRIVER);
 }
 
-static void kernel_parse(struct api_ctx *c, const json_t *js,
-			 struct matrix_tuple *t)
+static void kernel_parse(struct api_ctx *c, const json_t *js, struct matrix_tuple *t)
 {
 	static const char *const arch_names[] = {"arm64"};
 	static const char *const page_names[] = {"4k", "64k"};
@@ -67,16 +61,16 @@ static void kernel_parse(struct api_ctx *c, const json_t *js,
 	char version[17] = "";
 	(void)api_get_enum(c, js, "arch", false, arch_names, 1, &arch);
 	bool hp = api_get_enum(c, js, "pageSize", true, page_names, 2, &page);
-	bool hv = api_get_string(c, js, "version", false, 1, 16, API_S_NUMVER,
-				 version, sizeof(version));
+	bool hv = api_get_string(c, js, "version", false, 1, 16, API_S_NUMVER, version,
+	                         sizeof(version));
 	if (!hp)
 		return;
 	if (hv)
 		version_set(c, "version", version, t, MATRIX_C_KERNEL);
 	// The page size and arch are part of the kernel's identity: a 4k and a
 	// 64k kernel of one release are different tuples.
-	snprintf(t->extra[MATRIX_C_KERNEL], MATRIX_EXTRA_LEN, "%s/%s",
-		 arch_names[arch], page_names[page]);
+	snprintf(t->extra[MATRIX_C_KERNEL], MATRIX_EXTRA_LEN, "%s/%s", arch_names[arch],
+	         page_names[page]);
 	t->set |= MATRIX_BIT(MATRIX_C_KERNEL);
 }
 
@@ -84,25 +78,22 @@ static void os_parse(struct api_ctx *c, const json_t *js, struct matrix_tuple *t
 {
 	char name[33] = "";
 	char version[65] = "";
-	bool hn = api_get_string(c, js, "name", true, 1, 32, API_S_OS_NAME, name,
-				 sizeof(name));
-	bool hv = api_get_string(c, js, "version", true, 1, 64, API_S_VERSION,
-				 version, sizeof(version));
+	bool hn = api_get_string(c, js, "name", true, 1, 32, API_S_OS_NAME, name, sizeof(name));
+	bool hv = api_get_string(c, js, "version", true, 1, 64, API_S_VERSION, version,
+	                         sizeof(version));
 	if (!hn || !hv)
 		return;
 	version_set(c, "version", version, t, MATRIX_C_OS);
 	(void)str_copy(t->extra[MATRIX_C_OS], MATRIX_EXTRA_LEN, name);
 }
 
-static void components_parse(struct api_ctx *c, const json_t *js,
-			     struct matrix_tuple *t)
+static void components_parse(struct api_ctx *c, const json_t *js, struct matrix_tuple *t)
 {
 	for (unsigned i = 0; i < MATRIX_C__COUNT; i++) {
 		const char *f = api_component_names[i];
 		const json_t *sub = NULL;
 		char v[65];
-		bool req = i == MATRIX_C_DRIVER || i == MATRIX_C_KERNEL ||
-			   i == MATRIX_C_KUBERNETES;
+		bool req = i == MATRIX_C_DRIVER || i == MATRIX_C_KERNEL || i == MATRIX_C_KUBERNETES;
 		if (i == MATRIX_C_DRIVER || i == MATRIX_C_KERNEL || i == MATRIX_C_OS) {
 			if (!api_get_object(c, js, f, req, &sub))
 				continue;
@@ -117,21 +108,21 @@ static void components_parse(struct api_ctx *c, const json_t *js,
 		} else if (i == MATRIX_C_KUBERNETES) {
 			if (api_get_string(c, js, f, true, 3, 16, API_S_K8S, v, sizeof(v)))
 				version_set(c, f, v, t, (enum matrix_component)i);
-		} else if (api_get_string(c, js, f, false, 1, 64, API_S_VERSION, v,
-					  sizeof(v))) {
+		} else if (api_get_string(c, js, f, false, 1, 64, API_S_VERSION, v, sizeof(v))) {
 			version_set(c, f, v, t, (enum matrix_component)i);
 		}
 	}
 	char imex[17];
-	if (api_get_string(c, js, "imex", false, 0, 16, API_S_DRIVER, imex,
-			   sizeof(imex)) &&
+	if (api_get_string(c, js, "imex", false, 0, 16, API_S_DRIVER, imex, sizeof(imex)) &&
 	    (t->set & MATRIX_BIT(MATRIX_C_DRIVER)) &&
 	    strcmp(imex, t->version[MATRIX_C_DRIVER].text) != 0)
-		api_fail_at(c, "imex", "components.imex must equal components.driver.version: IMEX is versioned with the driver");
+		api_fail_at(c, "imex",
+		            "components.imex must equal components.driver.version: IMEX is "
+		            "versioned with the driver");
 }
 
-static void range_parse(struct api_ctx *c, const json_t *js, const char *field,
-			bool *has, struct matrix_range *r)
+static void range_parse(struct api_ctx *c, const json_t *js, const char *field, bool *has,
+                        struct matrix_range *r)
 {
 	const json_t *o = NULL;
 	if (!api_get_object(c, js, field, false, &o))
@@ -139,10 +130,8 @@ static void range_parse(struct api_ctx *c, const json_t *js, const char *field,
 	size_t old = api_path_push(c, field);
 	char min[17];
 	char max[17];
-	bool hmin = api_get_string(c, o, "min", true, 1, 16, API_S_NUMVER, min,
-				   sizeof(min));
-	bool hmax = api_get_string(c, o, "max", true, 1, 16, API_S_NUMVER, max,
-				   sizeof(max));
+	bool hmin = api_get_string(c, o, "min", true, 1, 16, API_S_NUMVER, min, sizeof(min));
+	bool hmax = api_get_string(c, o, "max", true, 1, 16, API_S_NUMVER, max, sizeof(max));
 	if (hmin && hmax) {
 		if (matrix_range_set_inclusive(r, min, max) == NV_OK)
 			*has = true;
@@ -154,7 +143,7 @@ static void range_parse(struct api_ctx *c, const json_t *js, const char *field,
 
 // A list-type=set of CVE ids.
 static void cves_parse(struct api_ctx *c, const json_t *js, const char *field,
-		       char (*out)[MATRIX_CVE_LEN], unsigned *n)
+                       char (*out)[MATRIX_CVE_LEN], unsigned *n)
 {
 	const json_t *arr = NULL;
 	if (!api_get_array(c, js, field, false, 0, MATRIX_CVES_MAX, &arr))
@@ -163,8 +152,7 @@ static void cves_parse(struct api_ctx *c, const json_t *js, const char *field,
 	for (size_t i = 0; i < json_array_size(arr); i++) {
 		size_t o2 = api_path_push_index(c, i);
 		char id[MATRIX_CVE_LEN];
-		if (api_check_string(c, json_array_get(arr, i), 1, 31, API_S_CVE, id,
-				     sizeof(id))) {
+		if (api_check_string(c, json_array_get(arr, i), 1, 31, API_S_CVE, id, sizeof(id))) {
 			bool dup = false;
 			for (unsigned k = 0; k < *n && !dup; k++)
 				dup = strcmp(out[k], id) == 0;
@@ -178,8 +166,7 @@ static void cves_parse(struct api_ctx *c, const json_t *js, const char *field,
 	api_path_pop(c, old);
 }
 
-static void gate_parse(struct api_ctx *c, const json_t *js,
-		       struct matrix_gate *g)
+static void gate_parse(struct api_ctx *c, const json_t *js, struct matrix_gate *g)
 {
 	g->fabric_completed = true;
 	g->imex_domain_up = true;
@@ -213,18 +200,15 @@ static void gate_parse(struct api_ctx *c, const json_t *js,
 	api_path_pop(c, old);
 }
 
-static void stack_parse(struct api_ctx *c, const json_t *js,
-			struct matrix_stack *s)
+static void stack_parse(struct api_ctx *c, const json_t *js, struct matrix_stack *s)
 {
 	if (!json_is_object(js)) {
 		api_fail(c, "must be an object");
 		return;
 	}
-	(void)api_get_string(c, js, "name", true, 1, 63, API_S_STACK, s->name,
-			     sizeof(s->name));
+	(void)api_get_string(c, js, "name", true, 1, 63, API_S_STACK, s->name, sizeof(s->name));
 	char notes[2049];
-	(void)api_get_string(c, js, "notes", false, 0, 2048, API_S_ANY, notes,
-			     sizeof(notes));
+	(void)api_get_string(c, js, "notes", false, 0, 2048, API_S_ANY, notes, sizeof(notes));
 	const json_t *o = NULL;
 	if (api_get_object(c, js, "components", true, &o)) {
 		size_t old = api_path_push(c, "components");
@@ -241,13 +225,12 @@ static void stack_parse(struct api_ctx *c, const json_t *js,
 	cves_parse(c, js, "openCVEs", s->open_cves, &s->nopen);
 	for (unsigned i = 0; i < s->nopen; i++)
 		if (matrix_stack_fixes(s, s->open_cves[i]))
-			api_fail_at(c, "openCVEs", "%s is also in fixedCVEs",
-				    s->open_cves[i]);
+			api_fail_at(c, "openCVEs", "%s is also in fixedCVEs", s->open_cves[i]);
 	gate_parse(c, js, &s->gate);
 }
 
 static void step_parse(struct api_ctx *c, const json_t *js, uint32_t *seen,
-		       struct matrix_step_spec *st)
+                       struct matrix_step_spec *st)
 {
 	const json_t *arr = NULL;
 	if (!json_is_object(js)) {
@@ -263,8 +246,8 @@ static void step_parse(struct api_ctx *c, const json_t *js, uint32_t *seen,
 	for (size_t i = 0; i < json_array_size(arr); i++) {
 		size_t o2 = api_path_push_index(c, i);
 		int comp = 0;
-		if (api_check_enum(c, json_array_get(arr, i), api_component_names,
-				   MATRIX_C__COUNT, &comp)) {
+		if (api_check_enum(c, json_array_get(arr, i), api_component_names, MATRIX_C__COUNT,
+		                   &comp)) {
 			uint32_t bit = MATRIX_BIT(comp);
 			if (st->components & bit)
 				api_fail(c, "duplicate value \"%s\"", api_component_names[comp]);
@@ -278,8 +261,7 @@ static void step_parse(struct api_ctx *c, const json_t *js, uint32_t *seen,
 	api_path_pop(c, old);
 }
 
-static void steps_parse(struct api_ctx *c, const json_t *js,
-			struct matrix_transition *t)
+static void steps_parse(struct api_ctx *c, const json_t *js, struct matrix_transition *t)
 {
 	const json_t *arr = NULL;
 	if (!api_get_array(c, js, "steps", false, 0, MATRIX_STEPS_MAX, &arr))
@@ -295,11 +277,10 @@ static void steps_parse(struct api_ctx *c, const json_t *js,
 }
 
 static bool stack_ref(struct api_ctx *c, const json_t *js, const char *field,
-		      const struct matrix *m, unsigned *out)
+                      const struct matrix *m, unsigned *out)
 {
 	char name[64];
-	if (!api_get_string(c, js, field, true, 1, 63, API_S_STACK, name,
-			    sizeof(name)))
+	if (!api_get_string(c, js, field, true, 1, 63, API_S_STACK, name, sizeof(name)))
 		return false;
 	int i = matrix_stack_index(m, name);
 	if (i < 0) {
@@ -311,8 +292,8 @@ static bool stack_ref(struct api_ctx *c, const json_t *js, const char *field,
 }
 
 // Fills t; true when it may be added to the matrix.
-static bool transition_parse(struct api_ctx *c, const json_t *js,
-			     const struct matrix *m, struct matrix_transition *t)
+static bool transition_parse(struct api_ctx *c, const json_t *js, const struct matrix *m,
+                             struct matrix_transition *t)
 {
 	if (!json_is_object(js)) {
 		api_fail(c, "must be an object");
@@ -327,16 +308,15 @@ static bool transition_parse(struct api_ctx *c, const json_t *js,
 	(void)api_get_bool(c, js, "reversible", &t->reversible);
 	steps_parse(c, js, t);
 	char notes[2049] = "";
-	(void)api_get_string(c, js, "notes", false, 0, 2048, API_S_ANY, notes,
-			     sizeof(notes));
+	(void)api_get_string(c, js, "notes", false, 0, 2048, API_S_ANY, notes, sizeof(notes));
 	const json_t *refs = NULL;
 	if (api_get_array(c, js, "references", false, 0, 8, &refs)) {
 		size_t old = api_path_push(c, "references");
 		for (size_t i = 0; i < json_array_size(refs); i++) {
 			char ref[513];
 			size_t o2 = api_path_push_index(c, i);
-			(void)api_check_string(c, json_array_get(refs, i), 0, 512,
-					       API_S_ANY, ref, sizeof(ref));
+			(void)api_check_string(c, json_array_get(refs, i), 0, 512, API_S_ANY, ref,
+			                       sizeof(ref));
 			api_path_pop(c, o2);
 		}
 		api_path_pop(c, old);
@@ -344,7 +324,9 @@ static bool transition_parse(struct api_ctx *c, const json_t *js,
 	if (hf && ht && t->from == t->to)
 		api_fail_at(c, "to", "a transition must connect two different stacks");
 	if (hv && t->verdict != MATRIX_BLOCKED && t->nsteps == 0)
-		api_fail_at(c, "steps", "is required: safe and manual transitions must list their ordered steps");
+		api_fail_at(
+		        c, "steps",
+		        "is required: safe and manual transitions must list their ordered steps");
 	if (hv && t->verdict == MATRIX_BLOCKED && notes[0] == '\0')
 		api_fail_at(c, "notes", "is required: a blocked transition must explain itself");
 	return c->errs->n == errs;
@@ -360,8 +342,7 @@ static void stacks_parse(struct api_ctx *c, const json_t *arr, struct matrix *m)
 		stack_parse(c, json_array_get(arr, i), s);
 		int dup = s->name[0] ? matrix_stack_index(m, s->name) : -1;
 		if (dup >= 0)
-			api_fail_at(c, "name", "duplicate stack name (also spec.stacks[%d])",
-				    dup);
+			api_fail_at(c, "name", "duplicate stack name (also spec.stacks[%d])", dup);
 		else if (s->name[0] != '\0')
 			(void)matrix_stack_add(m, s);
 		api_path_pop(c, o2);
@@ -370,8 +351,7 @@ static void stacks_parse(struct api_ctx *c, const json_t *arr, struct matrix *m)
 	free(s);
 }
 
-static void transitions_parse(struct api_ctx *c, const json_t *arr,
-			      struct matrix *m)
+static void transitions_parse(struct api_ctx *c, const json_t *arr, struct matrix *m)
 {
 	size_t old = api_path_push(c, "transitions");
 	for (size_t i = 0; i < json_array_size(arr); i++) {
@@ -379,11 +359,12 @@ static void transitions_parse(struct api_ctx *c, const json_t *arr,
 		struct matrix_transition t;
 		memset(&t, 0, sizeof(t));
 		if (transition_parse(c, json_array_get(arr, i), m, &t)) {
-			const struct matrix_transition *d =
-				matrix_transition_find(m, t.from, t.to);
+			const struct matrix_transition *d = matrix_transition_find(m, t.from, t.to);
 			if (d != NULL)
-				api_fail(c, "each (from, to) pair may appear only once (also spec.transitions[%u])",
-					 (unsigned)(d - m->transitions));
+				api_fail(c,
+				         "each (from, to) pair may appear only once (also "
+				         "spec.transitions[%u])",
+				         (unsigned)(d - m->transitions));
 			else
 				(void)matrix_transition_add(m, &t);
 		}
@@ -401,8 +382,7 @@ static void steps_check(struct api_ctx *c, const struct matrix *m)
 		const struct matrix_transition *t = &m->transitions[i];
 		if (t->verdict == MATRIX_BLOCKED)
 			continue;
-		(void)matrix_plan_build(m, m->stacks[t->from].name,
-					m->stacks[t->to].name, 0, p);
+		(void)matrix_plan_build(m, m->stacks[t->from].name, m->stacks[t->to].name, 0, p);
 		if (p->reason != MATRIX_R_BAD_STEPS)
 			continue;
 		char path[64];
@@ -412,8 +392,7 @@ static void steps_check(struct api_ctx *c, const struct matrix *m)
 	free(p);
 }
 
-enum nv_err api_matrix_parse(const json_t *obj, struct matrix **out,
-			     struct api_errors *errs)
+enum nv_err api_matrix_parse(const json_t *obj, struct matrix **out, struct api_errors *errs)
 {
 	struct api_ctx c;
 	struct api_meta meta;
@@ -430,16 +409,13 @@ enum nv_err api_matrix_parse(const json_t *obj, struct matrix **out,
 	size_t old = api_path_push(&c, "spec");
 	(void)api_get_enum(&c, spec, "platform", true, api_platform_names, 3, &platform);
 	(void)api_get_enum(&c, spec, "tier", false, tier_names, 2, &tier);
-	(void)api_get_string(&c, spec, "supersedes", false, 1, 63,
-			     API_S_DNS_SUBDOMAIN, text, sizeof(text));
-	(void)api_get_string(&c, spec, "notes", false, 0, 4096, API_S_ANY, text,
-			     sizeof(text));
-	m = matrix_new(meta.name, (enum matrix_platform)platform,
-		       (enum matrix_tier)tier);
+	(void)api_get_string(&c, spec, "supersedes", false, 1, 63, API_S_DNS_SUBDOMAIN, text,
+	                     sizeof(text));
+	(void)api_get_string(&c, spec, "notes", false, 0, 4096, API_S_ANY, text, sizeof(text));
+	m = matrix_new(meta.name, (enum matrix_platform)platform, (enum matrix_tier)tier);
 	if (api_get_array(&c, spec, "stacks", true, 1, MATRIX_STACKS_MAX, &arr))
 		stacks_parse(&c, arr, m);
-	if (api_get_array(&c, spec, "transitions", false, 0,
-			  MATRIX_TRANSITIONS_MAX, &arr))
+	if (api_get_array(&c, spec, "transitions", false, 0, MATRIX_TRANSITIONS_MAX, &arr))
 		transitions_parse(&c, arr, m);
 	api_path_pop(&c, old);
 	if (!api_ctx_failed(&c))
@@ -457,12 +433,10 @@ json_t *api_matrix_status_to_json(const struct api_matrix_status *s)
 {
 	json_t *o = json_object();
 	if (s->observed_generation > 0)
-		json_object_set_new(o, "observedGeneration",
-				    json_integer(s->observed_generation));
+		json_object_set_new(o, "observedGeneration", json_integer(s->observed_generation));
 	json_object_set_new(o, "stackCount", json_integer(s->stack_count));
 	json_object_set_new(o, "transitionCount", json_integer(s->transition_count));
 	json_object_set_new(o, "racks", json_integer(s->racks));
-	json_object_set_new(o, "conditions",
-			    api_conditions_to_json(s->conditions, s->nconditions));
+	json_object_set_new(o, "conditions", api_conditions_to_json(s->conditions, s->nconditions));
 	return o;
 }

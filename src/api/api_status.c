@@ -44,7 +44,7 @@ static json_t *rack_skew_to_json(const struct api_rack_status *s)
 		json_t *o = json_object();
 		json_t *v = json_array();
 		json_object_set_new(o, "component",
-				    json_string(matrix_component_name(k->component)));
+		                    json_string(matrix_component_name(k->component)));
 		for (unsigned j = 0; j < k->nversions && j < API_COMPUTE_TRAYS; j++)
 			json_array_append_new(v, json_string(k->versions[j]));
 		json_object_set_new(o, "versions", v);
@@ -55,8 +55,7 @@ static json_t *rack_skew_to_json(const struct api_rack_status *s)
 
 static json_t *rack_fabric_to_json(const struct api_rack_status *s)
 {
-	static const char *const health[] = {"Unknown", "Healthy", "Degraded",
-					     "Unhealthy"};
+	static const char *const health[] = {"Unknown", "Healthy", "Degraded", "Unhealthy"};
 	json_t *o = json_object();
 	json_t *cl = json_array();
 	json_object_set_new(o, "state", json_string(health[(unsigned)s->fabric % 4]));
@@ -98,8 +97,7 @@ json_t *api_rack_status_to_json(const struct api_rack_status *s)
 	json_object_set_new(m, "inFreeze", json_boolean(s->in_freeze));
 	api_json_set_time(m, "nextWindowStart", s->next_window_ms);
 	json_object_set_new(o, "maintenance", m);
-	json_object_set_new(o, "conditions",
-			    api_conditions_to_json(s->conditions, s->nconditions));
+	json_object_set_new(o, "conditions", api_conditions_to_json(s->conditions, s->nconditions));
 	return o;
 }
 
@@ -211,16 +209,15 @@ json_t *api_compute_tray_status_to_json(const struct api_compute_tray_status *s)
 	}
 	if (s->validation.phase != API_VALIDATION_NONE)
 		json_object_set_new(o, "validation", tray_validation_to_json(&s->validation));
-	json_object_set_new(o, "conditions",
-			    api_conditions_to_json(s->conditions, s->nconditions));
+	json_object_set_new(o, "conditions", api_conditions_to_json(s->conditions, s->nconditions));
 	return o;
 }
 
 json_t *api_rack_partition_status_to_json(const struct api_rack_partition_status *s)
 {
-	static const char *const phases[] = {
-		"Pending", "Draining", "Requesting", "WaitingForFabric",
-		"RefreshingIMEX", "Active", "Failed", "Deleting"};
+	static const char *const phases[] = {"Pending",          "Draining",       "Requesting",
+	                                     "WaitingForFabric", "RefreshingIMEX", "Active",
+	                                     "Failed",           "Deleting"};
 	json_t *o = json_object();
 	json_t *trays = json_array();
 	set_gen(o, s->observed_generation);
@@ -244,7 +241,6 @@ json_t *api_rack_partition_status_to_json(const struct api_rack_partition_status
 	json_object_set_new(o, "trays", trays);
 	api_json_set_time(o, "lastTransitionTime", s->last_transition_ms);
 	api_json_set_str(o, "message", s->message);
-	json_object_set_new(o, "conditions",
-			    api_conditions_to_json(s->conditions, s->nconditions));
+	json_object_set_new(o, "conditions", api_conditions_to_json(s->conditions, s->nconditions));
 	return o;
 }

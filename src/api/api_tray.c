@@ -14,8 +14,7 @@
 static const char *const flavour_names[] = {"open", "proprietary"};
 static const char *const activation_names[] = {"Reload", "Reboot"};
 static const char *const imex_mode_names[] = {"process", "host"};
-static const char *const maint_names[] = {"None", "Cordoned", "Draining",
-					  "Drained", "Upgrading"};
+static const char *const maint_names[] = {"None", "Cordoned", "Draining", "Drained", "Upgrading"};
 
 const char *api_maint_state_name(enum api_maint_state s)
 {
@@ -37,8 +36,7 @@ static bool nvreg_key(const char *k)
 	return true;
 }
 
-static void params_parse(struct api_ctx *c, const json_t *js,
-			 struct api_compute_tray *t)
+static void params_parse(struct api_ctx *c, const json_t *js, struct api_compute_tray *t)
 {
 	const char *key = NULL;
 	const json_t *v = NULL;
@@ -53,7 +51,7 @@ static void params_parse(struct api_ctx *c, const json_t *js,
 		} else {
 			struct api_driver_param *p = &t->params[t->nparams];
 			if (api_check_string(c, v, 0, 128, API_S_PARAM_VALUE, p->value,
-					     sizeof(p->value))) {
+			                     sizeof(p->value))) {
 				memcpy(p->key, key, strlen(key) + 1);
 				t->nparams++;
 			}
@@ -62,14 +60,12 @@ static void params_parse(struct api_ctx *c, const json_t *js,
 	}
 }
 
-static void driver_parse(struct api_ctx *c, const json_t *js,
-			 struct api_compute_tray *t)
+static void driver_parse(struct api_ctx *c, const json_t *js, struct api_compute_tray *t)
 {
 	char version[17];
 	int e = 0;
 	const json_t *params = NULL;
-	if (api_get_string(c, js, "version", true, 5, 16, API_S_DRIVER, version,
-			   sizeof(version))) {
+	if (api_get_string(c, js, "version", true, 5, 16, API_S_DRIVER, version, sizeof(version))) {
 		if (matrix_driver_parse(version, &t->driver) == NV_OK)
 			t->has_driver = true;
 		else
@@ -86,8 +82,7 @@ static void driver_parse(struct api_ctx *c, const json_t *js,
 	}
 }
 
-static void peers_parse(struct api_ctx *c, const json_t *js,
-			struct api_compute_tray *t)
+static void peers_parse(struct api_ctx *c, const json_t *js, struct api_compute_tray *t)
 {
 	const json_t *arr = NULL;
 	if (!api_get_array(c, js, "peers", true, 1, API_COMPUTE_TRAYS, &arr))
@@ -97,7 +92,7 @@ static void peers_parse(struct api_ctx *c, const json_t *js,
 		size_t o2 = api_path_push_index(c, i);
 		char *p = t->peers[t->npeers];
 		if (api_check_string(c, json_array_get(arr, i), 1, 253, API_S_HOST, p,
-				     sizeof(t->peers[0]))) {
+		                     sizeof(t->peers[0]))) {
 			bool dup = false;
 			for (unsigned k = 0; k < t->npeers && !dup; k++)
 				dup = strcmp(t->peers[k], p) == 0;
@@ -111,8 +106,7 @@ static void peers_parse(struct api_ctx *c, const json_t *js,
 	api_path_pop(c, old);
 }
 
-static void channels_parse(struct api_ctx *c, const json_t *js,
-			   struct api_compute_tray *t)
+static void channels_parse(struct api_ctx *c, const json_t *js, struct api_compute_tray *t)
 {
 	const json_t *ch = NULL;
 	const json_t *ids = NULL;
@@ -131,7 +125,8 @@ static void channels_parse(struct api_ctx *c, const json_t *js,
 			size_t o3 = api_path_push_index(c, i);
 			if (api_check_int(c, json_array_get(ids, i), 0, 1048575, &v)) {
 				if (v >= t->channel_count)
-					api_fail(c, "imex.channels.ids must be below imex.channels.count");
+					api_fail(c, "imex.channels.ids must be below "
+					            "imex.channels.count");
 				for (unsigned k = 0; k < t->nchannel_ids; k++)
 					if (t->channel_ids[k] == v)
 						api_fail(c, "duplicate value %lld", (long long)v);
@@ -144,16 +139,15 @@ static void channels_parse(struct api_ctx *c, const json_t *js,
 	api_path_pop(c, old);
 }
 
-static void imex_parse(struct api_ctx *c, const json_t *js,
-		       struct api_compute_tray *t)
+static void imex_parse(struct api_ctx *c, const json_t *js, struct api_compute_tray *t)
 {
 	int e = 0;
 	int64_t v = 0;
 	t->has_imex = true;
 	if (api_get_enum(c, js, "mode", false, imex_mode_names, 2, &e))
 		t->imex_mode = (enum api_imex_mode)e;
-	(void)api_get_string(c, js, "domain", true, 1, 253, API_S_ANY,
-			     t->imex_domain, sizeof(t->imex_domain));
+	(void)api_get_string(c, js, "domain", true, 1, 253, API_S_ANY, t->imex_domain,
+	                     sizeof(t->imex_domain));
 	peers_parse(c, js, t);
 	if (api_get_int(c, js, "port", false, 1024, 65535, &v))
 		t->imex_port = (int)v;
@@ -164,42 +158,40 @@ static void imex_parse(struct api_ctx *c, const json_t *js,
 	channels_parse(c, js, t);
 }
 
-static void maintenance_parse(struct api_ctx *c, const json_t *js,
-			      struct api_compute_tray *t)
+static void maintenance_parse(struct api_ctx *c, const json_t *js, struct api_compute_tray *t)
 {
 	int e = 0;
 	int64_t v = 0;
 	const json_t *up = NULL;
 	if (api_get_enum(c, js, "state", false, maint_names, 5, &e))
 		t->maint = (enum api_maint_state)e;
-	(void)api_get_string(c, js, "reason", false, 0, 512, API_S_ANY,
-			     t->maint_reason, sizeof(t->maint_reason));
-	(void)api_get_string(c, js, "requestor", false, 0, 253, API_S_ANY,
-			     t->maint_requestor, sizeof(t->maint_requestor));
+	(void)api_get_string(c, js, "reason", false, 0, 512, API_S_ANY, t->maint_reason,
+	                     sizeof(t->maint_reason));
+	(void)api_get_string(c, js, "requestor", false, 0, 253, API_S_ANY, t->maint_requestor,
+	                     sizeof(t->maint_requestor));
 	if (api_get_object(c, js, "upgrade", false, &up)) {
 		size_t old = api_path_push(c, "upgrade");
-		(void)api_get_string(c, up, "name", true, 1, 63, API_S_ANY,
-				     t->maint_upgrade, sizeof(t->maint_upgrade));
+		(void)api_get_string(c, up, "name", true, 1, 63, API_S_ANY, t->maint_upgrade,
+		                     sizeof(t->maint_upgrade));
 		if (api_get_int(c, up, "step", false, 0, 255, &v)) {
 			t->has_maint_step = true;
 			t->maint_step = (int)v;
 		}
 		(void)api_get_enum_set(c, up, "components", true, 1, api_component_names,
-				       MATRIX_C__COUNT, &t->maint_components);
+		                       MATRIX_C__COUNT, &t->maint_components);
 		api_path_pop(c, old);
 	} else if (t->maint == API_MAINT_UPGRADING) {
 		api_fail_at(c, "upgrade", "is required when maintenance.state is Upgrading");
 	}
 }
 
-static void validation_parse(struct api_ctx *c, const json_t *js,
-			     struct api_compute_tray *t)
+static void validation_parse(struct api_ctx *c, const json_t *js, struct api_compute_tray *t)
 {
 	const json_t *args = NULL;
 	int64_t v = 0;
 	t->has_validation = true;
 	(void)api_get_string(c, js, "id", true, 1, 63, API_S_TENANT, t->validation_id,
-			     sizeof(t->validation_id));
+	                     sizeof(t->validation_id));
 	if (api_get_int(c, js, "timeoutSeconds", false, 10, 86400, &v))
 		t->validation_timeout_s = (int)v;
 	if (!api_get_array(c, js, "args", false, 0, API_VALIDATION_ARGS_MAX, &args))
@@ -208,25 +200,24 @@ static void validation_parse(struct api_ctx *c, const json_t *js,
 	for (size_t i = 0; i < json_array_size(args); i++) {
 		size_t o2 = api_path_push_index(c, i);
 		if (api_check_string(c, json_array_get(args, i), 0, 255, API_S_ANY,
-				     t->validation_args[t->nvalidation_args],
-				     sizeof(t->validation_args[0])))
+		                     t->validation_args[t->nvalidation_args],
+		                     sizeof(t->validation_args[0])))
 			t->nvalidation_args++;
 		api_path_pop(c, o2);
 	}
 	api_path_pop(c, old);
 }
 
-static void spec_parse(struct api_ctx *c, const json_t *spec,
-		       struct api_compute_tray *t)
+static void spec_parse(struct api_ctx *c, const json_t *spec, struct api_compute_tray *t)
 {
 	const json_t *o = NULL;
 	int64_t v = 0;
 	(void)api_get_string(c, spec, "rack", true, 1, 58, API_S_DNS_LABEL, t->rack,
-			     sizeof(t->rack));
+	                     sizeof(t->rack));
 	if (api_get_int(c, spec, "index", true, 1, API_COMPUTE_TRAYS, &v))
 		t->index = (int)v;
-	(void)api_get_string(c, spec, "node", true, 1, 253, API_S_DNS_SUBDOMAIN,
-			     t->node, sizeof(t->node));
+	(void)api_get_string(c, spec, "node", true, 1, 253, API_S_DNS_SUBDOMAIN, t->node,
+	                     sizeof(t->node));
 	if (api_get_object(c, spec, "driver", false, &o)) {
 		size_t old = api_path_push(c, "driver");
 		driver_parse(c, o, t);
@@ -249,9 +240,8 @@ static void spec_parse(struct api_ctx *c, const json_t *spec,
 	}
 }
 
-enum nv_err api_compute_tray_parse(const json_t *obj,
-				   struct api_compute_tray **out,
-				   struct api_errors *errs)
+enum nv_err api_compute_tray_parse(const json_t *obj, struct api_compute_tray **out,
+                                   struct api_errors *errs)
 {
 	struct api_ctx c;
 	struct api_compute_tray *t = xcalloc(1, sizeof(*t));
@@ -269,10 +259,11 @@ enum nv_err api_compute_tray_parse(const json_t *obj,
 	api_path_pop(&c, old);
 	char want[80];
 	snprintf(want, sizeof(want), "%s-t%02d", t->rack, t->index);
-	if (meta_ok && t->rack[0] != '\0' && t->index > 0 &&
-	    strcmp(want, t->meta.name) != 0)
-		api_fail_at(&c, "metadata.name", "metadata.name must be <spec.rack>-t<two-digit spec.index>, for example %s",
-			    want);
+	if (meta_ok && t->rack[0] != '\0' && t->index > 0 && strcmp(want, t->meta.name) != 0)
+		api_fail_at(
+		        &c, "metadata.name",
+		        "metadata.name must be <spec.rack>-t<two-digit spec.index>, for example %s",
+		        want);
 out:
 	if (api_ctx_failed(&c)) {
 		free(t);
@@ -297,7 +288,7 @@ const char *api_validation_phase_name(enum api_validation_phase p)
 }
 
 enum nv_err api_tray_validation_parse(const json_t *tray, struct api_tray_validation *out,
-				      struct api_errors *errs)
+                                      struct api_errors *errs)
 {
 	struct api_tray_validation v;
 	struct api_ctx c;
@@ -321,18 +312,19 @@ enum nv_err api_tray_validation_parse(const json_t *tray, struct api_tray_valida
 		if (bw != NULL) {
 			if (!json_is_number(bw) || json_number_value(bw) < 0 ||
 			    json_number_value(bw) > 100000)
-				api_fail_at(&c, "busBandwidthGbps", "must be a number from 0 to 100000");
+				api_fail_at(&c, "busBandwidthGbps",
+				            "must be a number from 0 to 100000");
 			else {
 				v.has_busbw = true;
 				v.busbw_gbps = json_number_value(bw);
 			}
 		}
 		(void)api_get_string(&c, js, "transport", false, 0, 31, API_S_ANY, v.transport,
-				     sizeof(v.transport));
+		                     sizeof(v.transport));
 		(void)api_get_time(&c, js, "startTime", false, &v.start_ms);
 		(void)api_get_time(&c, js, "completionTime", false, &v.completion_ms);
 		(void)api_get_string(&c, js, "message", false, 0, 1024, API_S_ANY, v.message,
-				     sizeof(v.message));
+		                     sizeof(v.message));
 		api_path_pop(&c, o2);
 	}
 	api_path_pop(&c, old);

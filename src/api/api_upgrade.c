@@ -12,15 +12,14 @@
 static const char *const class_names[] = {"routine", "security"};
 static const char *const decision_names[] = {"Approved", "Rejected"};
 static const char *const phase_names[] = {
-	"Proposed", "Notice",    "AwaitingApproval", "Scheduled",
-	"Canary",   "Validating", "RollingOut",      "Completed",
-	"Halted",   "Paused",    "Aborted",
+        "Proposed",   "Notice",    "AwaitingApproval", "Scheduled", "Canary",  "Validating",
+        "RollingOut", "Completed", "Halted",           "Paused",    "Aborted",
 };
-static const char *const step_phase_names[] = {"Pending", "Running",
-					       "Succeeded", "Failed", "Skipped"};
+static const char *const step_phase_names[] = {"Pending", "Running", "Succeeded", "Failed",
+                                               "Skipped"};
 static const char *const action_names[] = {
-	"Cordon",   "Drain",   "Apply",    "WaitFabric", "WaitIMEX",
-	"Validate", "Soak",    "Uncordon", "RollBack",
+        "Cordon",   "Drain", "Apply",    "WaitFabric", "WaitIMEX",
+        "Validate", "Soak",  "Uncordon", "RollBack",
 };
 
 const char *api_step_action_name(enum api_step_action a)
@@ -37,8 +36,7 @@ const char *api_upgrade_phase_name(enum api_upgrade_phase p)
 	return phase_names[p];
 }
 
-static void selector_parse(struct api_ctx *c, const json_t *sel,
-			   struct api_rack_upgrade *u)
+static void selector_parse(struct api_ctx *c, const json_t *sel, struct api_rack_upgrade *u)
 {
 	const json_t *ml = NULL;
 	const char *key = NULL;
@@ -55,8 +53,7 @@ static void selector_parse(struct api_ctx *c, const json_t *sel,
 		size_t o2 = api_path_push(c, key);
 		if (strlen(key) == 0 || strlen(key) >= sizeof(l->key))
 			api_fail(c, "label keys must be 1 to 317 characters");
-		else if (api_check_string(c, v, 0, 63, API_S_ANY, l->value,
-					  sizeof(l->value))) {
+		else if (api_check_string(c, v, 0, 63, API_S_ANY, l->value, sizeof(l->value))) {
 			memcpy(l->key, key, strlen(key) + 1);
 			u->nselector++;
 		}
@@ -65,8 +62,7 @@ static void selector_parse(struct api_ctx *c, const json_t *sel,
 	api_path_pop(c, old);
 }
 
-static void cves_parse(struct api_ctx *c, const json_t *spec,
-		       struct api_rack_upgrade *u)
+static void cves_parse(struct api_ctx *c, const json_t *spec, struct api_rack_upgrade *u)
 {
 	const json_t *arr = NULL;
 	if (!api_get_array(c, spec, "cves", false, 0, API_UPGRADE_CVES_MAX, &arr))
@@ -76,7 +72,7 @@ static void cves_parse(struct api_ctx *c, const json_t *spec,
 		size_t o2 = api_path_push_index(c, i);
 		char *id = u->cves[u->ncves];
 		if (api_check_string(c, json_array_get(arr, i), 1, 31, API_S_CVE, id,
-				     MATRIX_CVE_LEN)) {
+		                     MATRIX_CVE_LEN)) {
 			bool dup = false;
 			for (unsigned k = 0; k < u->ncves && !dup; k++)
 				dup = strcmp(u->cves[k], id) == 0;
@@ -90,35 +86,33 @@ static void cves_parse(struct api_ctx *c, const json_t *spec,
 	api_path_pop(c, old);
 }
 
-static void target_parse(struct api_ctx *c, const json_t *spec,
-			 struct api_rack_upgrade *u)
+static void target_parse(struct api_ctx *c, const json_t *spec, struct api_rack_upgrade *u)
 {
 	const json_t *o = NULL;
 	if (api_get_object(c, spec, "target", true, &o)) {
 		size_t old = api_path_push(c, "target");
 		(void)api_get_string(c, o, "matrix", true, 1, 63, API_S_DNS_SUBDOMAIN,
-				     u->target_matrix, sizeof(u->target_matrix));
-		(void)api_get_string(c, o, "stack", true, 1, 63, API_S_STACK,
-				     u->target_stack, sizeof(u->target_stack));
+		                     u->target_matrix, sizeof(u->target_matrix));
+		(void)api_get_string(c, o, "stack", true, 1, 63, API_S_STACK, u->target_stack,
+		                     sizeof(u->target_stack));
 		api_path_pop(c, old);
 	}
 	if (api_get_object(c, spec, "canary", false, &o)) {
 		size_t old = api_path_push(c, "canary");
 		(void)api_get_string(c, o, "partition", false, 0, 63, API_S_DNS_LABEL,
-				     u->canary_partition, sizeof(u->canary_partition));
+		                     u->canary_partition, sizeof(u->canary_partition));
 		(void)api_get_duration(c, o, "soak", &u->canary_soak_ms);
 		api_path_pop(c, old);
 	}
 }
 
-static void upgrade_spec_parse(struct api_ctx *c, const json_t *spec,
-			       struct api_rack_upgrade *u)
+static void upgrade_spec_parse(struct api_ctx *c, const json_t *spec, struct api_rack_upgrade *u)
 {
 	const json_t *sel = NULL;
 	int64_t v = 0;
 	int e = 0;
-	(void)api_get_string(c, spec, "rack", false, 1, 58, API_S_DNS_LABEL,
-			     u->rack, sizeof(u->rack));
+	(void)api_get_string(c, spec, "rack", false, 1, 58, API_S_DNS_LABEL, u->rack,
+	                     sizeof(u->rack));
 	bool has_sel = api_get_object(c, spec, "rackSelector", false, &sel);
 	if (has_sel) {
 		size_t old = api_path_push(c, "rackSelector");
@@ -132,8 +126,8 @@ static void upgrade_spec_parse(struct api_ctx *c, const json_t *spec,
 	target_parse(c, spec, u);
 	if (api_get_enum(c, spec, "class", false, class_names, 2, &e))
 		u->cls = (enum api_upgrade_class)e;
-	(void)api_get_string(c, spec, "reason", false, 0, 2048, API_S_ANY,
-			     u->reason, sizeof(u->reason));
+	(void)api_get_string(c, spec, "reason", false, 0, 2048, API_S_ANY, u->reason,
+	                     sizeof(u->reason));
 	cves_parse(c, spec, u);
 	(void)api_get_time(c, spec, "earliestStart", false, &u->earliest_start_ms);
 	if (api_get_int(c, spec, "waveSize", false, 1, API_COMPUTE_TRAYS, &v))
@@ -149,9 +143,8 @@ static void upgrade_spec_parse(struct api_ctx *c, const json_t *spec,
 		api_fail_at(c, "force", "force is allowed only for the security class");
 }
 
-enum nv_err api_rack_upgrade_parse(const json_t *obj,
-				   struct api_rack_upgrade **out,
-				   struct api_errors *errs)
+enum nv_err api_rack_upgrade_parse(const json_t *obj, struct api_rack_upgrade **out,
+                                   struct api_errors *errs)
 {
 	struct api_ctx c;
 	struct api_rack_upgrade *u = xcalloc(1, sizeof(*u));
@@ -176,33 +169,33 @@ void api_rack_upgrade_free(struct api_rack_upgrade *u)
 }
 
 static void approval_spec_parse(struct api_ctx *c, const json_t *spec,
-				struct api_upgrade_approval *a)
+                                struct api_upgrade_approval *a)
 {
 	int e = 0;
 	const json_t *by = NULL;
-	(void)api_get_string(c, spec, "upgrade", true, 1, 63, API_S_DNS_SUBDOMAIN,
-			     a->upgrade, sizeof(a->upgrade));
+	(void)api_get_string(c, spec, "upgrade", true, 1, 63, API_S_DNS_SUBDOMAIN, a->upgrade,
+	                     sizeof(a->upgrade));
 	if (api_get_enum(c, spec, "layer", true, api_layer_names, 5, &e))
 		a->layer = (enum matrix_layer)e;
 	if (api_get_enum(c, spec, "decision", false, decision_names, 2, &e))
 		a->rejected = e == 1;
-	(void)api_get_string(c, spec, "comment", false, 0, 2048, API_S_ANY,
-			     a->comment, sizeof(a->comment));
+	(void)api_get_string(c, spec, "comment", false, 0, 2048, API_S_ANY, a->comment,
+	                     sizeof(a->comment));
 	(void)api_get_time(c, spec, "notBefore", false, &a->not_before_ms);
 	if (api_get_object(c, spec, "approvedBy", false, &by)) {
 		const json_t *groups = NULL;
 		size_t old = api_path_push(c, "approvedBy");
-		(void)api_get_string(c, by, "username", false, 0, 253, API_S_ANY,
-				     a->approved_by, sizeof(a->approved_by));
-		(void)api_get_string(c, by, "uid", false, 0, 128, API_S_ANY,
-				     a->approved_by_uid, sizeof(a->approved_by_uid));
+		(void)api_get_string(c, by, "username", false, 0, 253, API_S_ANY, a->approved_by,
+		                     sizeof(a->approved_by));
+		(void)api_get_string(c, by, "uid", false, 0, 128, API_S_ANY, a->approved_by_uid,
+		                     sizeof(a->approved_by_uid));
 		if (api_get_array(c, by, "groups", false, 0, 64, &groups)) {
 			size_t o2 = api_path_push(c, "groups");
 			for (size_t i = 0; i < json_array_size(groups); i++) {
 				char g[254];
 				size_t o3 = api_path_push_index(c, i);
-				(void)api_check_string(c, json_array_get(groups, i), 0,
-						       253, API_S_ANY, g, sizeof(g));
+				(void)api_check_string(c, json_array_get(groups, i), 0, 253,
+				                       API_S_ANY, g, sizeof(g));
 				api_path_pop(c, o3);
 			}
 			api_path_pop(c, o2);
@@ -213,9 +206,8 @@ static void approval_spec_parse(struct api_ctx *c, const json_t *spec,
 		api_fail_at(c, "comment", "a rejection must carry a comment");
 }
 
-enum nv_err api_upgrade_approval_parse(const json_t *obj,
-				       struct api_upgrade_approval **out,
-				       struct api_errors *errs)
+enum nv_err api_upgrade_approval_parse(const json_t *obj, struct api_upgrade_approval **out,
+                                       struct api_errors *errs)
 {
 	struct api_ctx c;
 	struct api_upgrade_approval *a = xcalloc(1, sizeof(*a));
@@ -263,8 +255,7 @@ static json_t *plan_to_json(const struct matrix_plan *p)
 		json_t *x = json_object();
 		json_object_set_new(x, "components", api_components_to_json(s->components));
 		json_object_set_new(x, "requiresDrain", json_boolean(s->drain));
-		json_object_set_new(x, "requiresFabricRestart",
-				    json_boolean(s->fabric_restart));
+		json_object_set_new(x, "requiresFabricRestart", json_boolean(s->fabric_restart));
 		json_object_set_new(x, "requiresReboot", json_boolean(s->reboot));
 		json_array_append_new(steps, x);
 	}
@@ -292,13 +283,11 @@ static json_t *step_to_json(const struct api_upgrade_step *s)
 	json_t *o = json_object();
 	json_object_set_new(o, "index", json_integer(s->index));
 	json_object_set_new(o, "wave", json_integer(s->wave));
-	json_object_set_new(o, "action",
-			    json_string(api_step_action_name(s->action)));
+	json_object_set_new(o, "action", json_string(api_step_action_name(s->action)));
 	if (s->components != 0)
 		json_object_set_new(o, "components", api_components_to_json(s->components));
 	json_object_set_new(o, "trays", api_tray_set_to_json(s->trays));
-	json_object_set_new(o, "phase",
-			    json_string(step_phase_names[(unsigned)s->phase % 5]));
+	json_object_set_new(o, "phase", json_string(step_phase_names[(unsigned)s->phase % 5]));
 	api_json_set_time(o, "startTime", s->start_ms);
 	api_json_set_time(o, "completionTime", s->completion_ms);
 	api_json_set_str(o, "message", s->message);
@@ -308,12 +297,12 @@ static json_t *step_to_json(const struct api_upgrade_step *s)
 		json_t *ops = json_array();
 		for (unsigned i = 0; i < s->nops && i < API_UPGRADE_STEP_OPS_MAX; i++) {
 			const struct api_upgrade_oob_op *x = &s->ops[i];
-			json_array_append_new(
-				ops, json_pack("{s:s,s:s,s:s,s:s}", "component",
-					       api_component_names[(unsigned)x->component %
-								   MATRIX_C__COUNT],
-					       "target", x->target, "id", x->id, "phase",
-					       step_phase_names[(unsigned)x->phase % 5]));
+			json_array_append_new(ops,
+			                      json_pack("{s:s,s:s,s:s,s:s}", "component",
+			                                api_component_names[(unsigned)x->component %
+			                                                    MATRIX_C__COUNT],
+			                                "target", x->target, "id", x->id, "phase",
+			                                step_phase_names[(unsigned)x->phase % 5]));
 		}
 		json_object_set_new(o, "operations", ops);
 	}
@@ -329,7 +318,7 @@ static json_t *waves_to_json(const struct api_rack_upgrade_status *s)
 		json_object_set_new(o, "index", json_integer(w->index));
 		json_object_set_new(o, "trays", api_tray_set_to_json(w->trays));
 		json_object_set_new(o, "phase",
-				    json_string(step_phase_names[(unsigned)w->phase % 5]));
+		                    json_string(step_phase_names[(unsigned)w->phase % 5]));
 		api_json_set_time(o, "startTime", w->start_ms);
 		api_json_set_time(o, "completionTime", w->completion_ms);
 		json_array_append_new(arr, o);
@@ -343,12 +332,11 @@ static json_t *approvals_to_json(const struct api_rack_upgrade_status *s)
 	for (unsigned i = 0; i < s->napprovals && i < 10; i++) {
 		const struct api_upgrade_approval_ref *a = &s->approvals[i];
 		json_t *o = json_object();
-		json_object_set_new(o, "layer",
-				    json_string(matrix_layer_name(a->layer)));
+		json_object_set_new(o, "layer", json_string(matrix_layer_name(a->layer)));
 		json_object_set_new(o, "name", json_string(a->name));
 		api_json_set_str(o, "user", a->user);
 		json_object_set_new(o, "decision",
-				    json_string(decision_names[a->rejected ? 1 : 0]));
+		                    json_string(decision_names[a->rejected ? 1 : 0]));
 		api_json_set_time(o, "time", a->time_ms);
 		json_array_append_new(arr, o);
 	}
@@ -360,8 +348,7 @@ json_t *api_rack_upgrade_status_to_json(const struct api_rack_upgrade_status *s)
 	json_t *o = json_object();
 	json_t *steps = json_array();
 	if (s->observed_generation > 0)
-		json_object_set_new(o, "observedGeneration",
-				    json_integer(s->observed_generation));
+		json_object_set_new(o, "observedGeneration", json_integer(s->observed_generation));
 	json_object_set_new(o, "phase", json_string(api_upgrade_phase_name(s->phase)));
 	api_json_set_time(o, "phaseTime", s->phase_ms);
 	api_json_set_str(o, "message", s->message);
@@ -386,22 +373,18 @@ json_t *api_rack_upgrade_status_to_json(const struct api_rack_upgrade_status *s)
 	json_object_set_new(o, "steps", steps);
 	api_json_set_time(o, "startTime", s->start_ms);
 	api_json_set_time(o, "completionTime", s->completion_ms);
-	json_object_set_new(o, "conditions",
-			    api_conditions_to_json(s->conditions, s->nconditions));
+	json_object_set_new(o, "conditions", api_conditions_to_json(s->conditions, s->nconditions));
 	return o;
 }
 
-json_t *api_upgrade_approval_status_to_json(
-	const struct api_upgrade_approval_status *s)
+json_t *api_upgrade_approval_status_to_json(const struct api_upgrade_approval_status *s)
 {
 	json_t *o = json_object();
 	if (s->observed_generation > 0)
-		json_object_set_new(o, "observedGeneration",
-				    json_integer(s->observed_generation));
+		json_object_set_new(o, "observedGeneration", json_integer(s->observed_generation));
 	json_object_set_new(o, "counted", json_boolean(s->counted));
 	api_json_set_str(o, "message", s->message);
-	json_object_set_new(o, "conditions",
-			    api_conditions_to_json(s->conditions, s->nconditions));
+	json_object_set_new(o, "conditions", api_conditions_to_json(s->conditions, s->nconditions));
 	return o;
 }
 
@@ -416,7 +399,7 @@ static void plan_step_parse(struct api_ctx *c, const json_t *item, size_t i, voi
 	struct matrix_plan *p = arg;
 	struct matrix_plan_step *s = &p->steps[i];
 	(void)api_get_enum_set(c, item, "components", false, 0, api_component_names,
-			       MATRIX_C__COUNT, &s->components);
+	                       MATRIX_C__COUNT, &s->components);
 	(void)api_get_bool(c, item, "requiresDrain", &s->drain);
 	(void)api_get_bool(c, item, "requiresFabricRestart", &s->fabric_restart);
 	(void)api_get_bool(c, item, "requiresReboot", &s->reboot);
@@ -444,9 +427,9 @@ static void evidence_parse(struct api_ctx *c, const json_t *o, struct api_gate_e
 	int64_t v = 0;
 	e->set = true;
 	(void)api_get_string(c, o, "fabricState", false, 0, 16, API_S_ANY, e->fabric_state,
-			     sizeof(e->fabric_state));
-	(void)api_get_string(c, o, "imexDomainState", false, 0, 16, API_S_ANY,
-			     e->imex_domain_state, sizeof(e->imex_domain_state));
+	                     sizeof(e->fabric_state));
+	(void)api_get_string(c, o, "imexDomainState", false, 0, 16, API_S_ANY, e->imex_domain_state,
+	                     sizeof(e->imex_domain_state));
 	if (api_get_int(c, o, "busBandwidthGBps", false, 0, 100000, &v))
 		e->busbw_gbps = (int)v;
 	if (api_get_int(c, o, "floorGBps", false, 0, 100000, &v))
@@ -454,10 +437,10 @@ static void evidence_parse(struct api_ctx *c, const json_t *o, struct api_gate_e
 	if (api_get_int(c, o, "tolerancePercent", false, 0, 50, &v))
 		e->tolerance_pct = (int)v;
 	(void)api_get_string(c, o, "transport", false, 0, 16, API_S_ANY, e->transport,
-			     sizeof(e->transport));
+	                     sizeof(e->transport));
 	(void)api_get_bool(c, o, "passed", &e->passed);
 	(void)api_get_string(c, o, "report", false, 0, 512, API_S_ANY, e->report,
-			     sizeof(e->report));
+	                     sizeof(e->report));
 }
 
 static void oob_op_parse(struct api_ctx *c, const json_t *item, size_t i, void *arg)
@@ -468,9 +451,9 @@ static void oob_op_parse(struct api_ctx *c, const json_t *item, size_t i, void *
 	if (api_get_enum(c, item, "component", true, api_component_names, MATRIX_C__COUNT, &e))
 		x->component = (enum matrix_component)e;
 	(void)api_get_string(c, item, "target", true, 1, sizeof(x->target) - 1, API_S_ANY,
-			     x->target, sizeof(x->target));
+	                     x->target, sizeof(x->target));
 	(void)api_get_string(c, item, "id", true, 1, sizeof(x->id) - 1, API_S_ANY, x->id,
-			     sizeof(x->id));
+	                     sizeof(x->id));
 	if (api_get_enum(c, item, "phase", true, step_phase_names, 5, &e))
 		x->phase = (enum api_step_phase)e;
 	if (i + 1 > st->nops)
@@ -489,17 +472,17 @@ static void step_parse(struct api_ctx *c, const json_t *item, size_t i, void *ar
 	if (api_get_int(c, item, "wave", false, 0, API_COMPUTE_TRAYS, &v))
 		st->wave = (int)v;
 	if (api_get_enum(c, item, "action", true, action_names,
-			 sizeof(action_names) / sizeof(action_names[0]), &e))
+	                 sizeof(action_names) / sizeof(action_names[0]), &e))
 		st->action = (enum api_step_action)e;
 	(void)api_get_enum_set(c, item, "components", false, 0, api_component_names,
-			       MATRIX_C__COUNT, &st->components);
+	                       MATRIX_C__COUNT, &st->components);
 	(void)api_get_tray_set(c, item, "trays", false, 0, &st->trays);
 	if (api_get_enum(c, item, "phase", true, step_phase_names, 5, &e))
 		st->phase = (enum api_step_phase)e;
 	(void)api_get_time(c, item, "startTime", false, &st->start_ms);
 	(void)api_get_time(c, item, "completionTime", false, &st->completion_ms);
 	(void)api_get_string(c, item, "message", false, 0, sizeof(st->message) - 1, API_S_ANY,
-			     st->message, sizeof(st->message));
+	                     st->message, sizeof(st->message));
 	if (api_get_object(c, item, "evidence", false, &ev)) {
 		size_t old = api_path_push(c, "evidence");
 		evidence_parse(c, ev, &st->evidence);
@@ -534,8 +517,7 @@ static void approval_ref_parse(struct api_ctx *c, const json_t *item, size_t i, 
 	if (api_get_enum(c, item, "layer", true, api_layer_names, 5, &e))
 		a->layer = (enum matrix_layer)e;
 	(void)api_get_string(c, item, "name", true, 1, 63, API_S_ANY, a->name, sizeof(a->name));
-	(void)api_get_string(c, item, "user", false, 0, 253, API_S_ANY, a->user,
-			     sizeof(a->user));
+	(void)api_get_string(c, item, "user", false, 0, 253, API_S_ANY, a->user, sizeof(a->user));
 	if (api_get_enum(c, item, "decision", false, decision_names, 2, &e))
 		a->rejected = e == 1;
 	(void)api_get_time(c, item, "time", false, &a->time_ms);
@@ -547,21 +529,20 @@ static void condition_parse(struct api_ctx *c, const json_t *item, size_t i, voi
 	struct api_condition *cd = &((struct api_condition *)arg)[i];
 	int64_t v = 0;
 	int e = 0;
-	(void)api_get_string(c, item, "type", true, 1, 63, API_S_ANY, cd->type,
-			     sizeof(cd->type));
+	(void)api_get_string(c, item, "type", true, 1, 63, API_S_ANY, cd->type, sizeof(cd->type));
 	if (api_get_enum(c, item, "status", true, st, 3, &e))
 		cd->status = (enum api_cond_status)e;
 	if (api_get_int(c, item, "observedGeneration", false, 0, INT64_MAX, &v))
 		cd->observed_generation = v;
 	(void)api_get_time(c, item, "lastTransitionTime", false, &cd->last_transition_ms);
 	(void)api_get_string(c, item, "reason", false, 0, 63, API_S_ANY, cd->reason,
-			     sizeof(cd->reason));
+	                     sizeof(cd->reason));
 	(void)api_get_string(c, item, "message", false, 0, sizeof(cd->message) - 1, API_S_ANY,
-			     cd->message, sizeof(cd->message));
+	                     cd->message, sizeof(cd->message));
 }
 
 static void status_lists_parse(struct api_ctx *c, const json_t *st,
-			       struct api_rack_upgrade_status *s)
+                               struct api_rack_upgrade_status *s)
 {
 	const json_t *arr = NULL;
 	if (api_get_array(c, st, "approvals", false, 0, 10, &arr)) {
@@ -595,9 +576,9 @@ static void status_parse(struct api_ctx *c, const json_t *st, struct api_rack_up
 		s->phase = (enum api_upgrade_phase)e;
 	(void)api_get_time(c, st, "phaseTime", false, &s->phase_ms);
 	(void)api_get_string(c, st, "message", false, 0, sizeof(s->message) - 1, API_S_ANY,
-			     s->message, sizeof(s->message));
+	                     s->message, sizeof(s->message));
 	(void)api_get_string(c, st, "fromStack", false, 0, 63, API_S_ANY, s->from_stack,
-			     sizeof(s->from_stack));
+	                     sizeof(s->from_stack));
 	if (api_get_object(c, st, "plan", false, &o)) {
 		size_t old = api_path_push(c, "plan");
 		s->has_plan = true;
@@ -607,14 +588,14 @@ static void status_parse(struct api_ctx *c, const json_t *st, struct api_rack_up
 	(void)api_get_time(c, st, "noticeStartTime", false, &s->notice_start_ms);
 	(void)api_get_time(c, st, "noticeEndTime", false, &s->notice_end_ms);
 	(void)api_get_enum_set(c, st, "requiredApprovals", false, 0, api_layer_names, 5,
-			       &s->required_approvals);
+	                       &s->required_approvals);
 	(void)api_get_time(c, st, "scheduledStart", false, &s->scheduled_start_ms);
 	(void)api_get_string(c, st, "window", false, 0, 63, API_S_ANY, s->window,
-			     sizeof(s->window));
+	                     sizeof(s->window));
 	if (api_get_object(c, st, "canary", false, &o)) {
 		size_t old = api_path_push(c, "canary");
 		(void)api_get_string(c, o, "partition", false, 0, 63, API_S_ANY,
-				     s->canary_partition, sizeof(s->canary_partition));
+		                     s->canary_partition, sizeof(s->canary_partition));
 		(void)api_get_tray_set(c, o, "trays", false, 0, &s->canary_trays);
 		api_path_pop(c, old);
 	}
@@ -623,9 +604,8 @@ static void status_parse(struct api_ctx *c, const json_t *st, struct api_rack_up
 	status_lists_parse(c, st, s);
 }
 
-enum nv_err api_rack_upgrade_status_parse(const json_t *status,
-					  struct api_rack_upgrade_status *out,
-					  struct api_errors *errs)
+enum nv_err api_rack_upgrade_status_parse(const json_t *status, struct api_rack_upgrade_status *out,
+                                          struct api_errors *errs)
 {
 	struct api_ctx c;
 	struct api_rack_upgrade_status *s = xcalloc(1, sizeof(*s));

@@ -13,8 +13,7 @@
 static void oom(size_t size)
 {
 	char line[96];
-	int n = snprintf(line, sizeof(line),
-			 "fatal: out of memory allocating %zu bytes\n", size);
+	int n = snprintf(line, sizeof(line), "fatal: out of memory allocating %zu bytes\n", size);
 	if (n > 0)
 		(void)!write(STDERR_FILENO, line, (size_t)n);
 	abort();

@@ -21,17 +21,29 @@ static struct {
 	FILE *stream;
 	char debug[LOG_DEBUG_COMPS_MAX]; /* ",kube,agent," or "*" */
 } g = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.level = LOG_LVL_INFO,
-	.format = LOG_FMT_TEXT,
+        .lock = PTHREAD_MUTEX_INITIALIZER,
+        .level = LOG_LVL_INFO,
+        .format = LOG_FMT_TEXT,
 };
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
-void log_set_level(enum log_level lvl) { g.level = lvl; }
-enum log_level log_get_level(void) { return g.level; }
-void log_set_format(enum log_format fmt) { g.format = fmt; }
-void log_set_stream(FILE *f) { g.stream = f; }
+void log_set_level(enum log_level lvl)
+{
+	g.level = lvl;
+}
+enum log_level log_get_level(void)
+{
+	return g.level;
+}
+void log_set_format(enum log_format fmt)
+{
+	g.format = fmt;
+}
+void log_set_stream(FILE *f)
+{
+	g.stream = f;
+}
 
 void log_set_debug(const char *components)
 {
@@ -139,8 +151,7 @@ static void put_json_pairs(struct buf *b, const char *kv)
 	}
 }
 
-void log_write(enum log_level lvl, const char *comp, const char *msg,
-	       const char *kv, ...)
+void log_write(enum log_level lvl, const char *comp, const char *msg, const char *kv, ...)
 {
 	char ts[TIME_RFC3339_LEN];
 	char kvtext[LOG_LINE_MAX / 2] = "";
@@ -157,7 +168,7 @@ void log_write(enum log_level lvl, const char *comp, const char *msg,
 	bool json = g.format == LOG_FMT_JSON;
 	if (json) {
 		buf_printf(&line, "{\"ts\":\"%s\",\"level\":\"%s\",\"comp\":\"", ts,
-			   log_level_name(lvl));
+		           log_level_name(lvl));
 		put_escaped(&line, comp, strlen(comp), true);
 		buf_append_str(&line, "\",\"msg\":\"");
 		put_escaped(&line, msg, strlen(msg), true);

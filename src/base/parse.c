@@ -26,8 +26,7 @@ enum nv_err parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 	return NV_OK;
 }
 
-enum nv_err parse_i64_n(const char *s, size_t len, int64_t min, int64_t max,
-			int64_t *out)
+enum nv_err parse_i64_n(const char *s, size_t len, int64_t min, int64_t max, int64_t *out)
 {
 	char tmp[32];
 	if (len == 0 || len >= sizeof(tmp))
@@ -123,7 +122,7 @@ static int64_t unit_ms(const char *u, size_t n)
 		const char *name;
 		int64_t ms;
 	} units[] = {
-		{"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000},
+	        {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000},
 	};
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
 		if (strlen(units[i].name) == n && strncmp(units[i].name, u, n) == 0)

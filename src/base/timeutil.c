@@ -88,14 +88,14 @@ enum nv_err time_parse_rfc3339(const char *s, int64_t *out_wall_ms)
 {
 	int y, mo, d, h, mi, se, ms = 0;
 	const char *p = s;
-	if (!digits(&p, 4, &y) || !expect(&p, '-') || !digits(&p, 2, &mo) ||
-	    !expect(&p, '-') || !digits(&p, 2, &d))
+	if (!digits(&p, 4, &y) || !expect(&p, '-') || !digits(&p, 2, &mo) || !expect(&p, '-') ||
+	    !digits(&p, 2, &d))
 		return NV_E_PARSE;
 	if (*p != 'T' && *p != 't')
 		return NV_E_PARSE;
 	p++;
-	if (!digits(&p, 2, &h) || !expect(&p, ':') || !digits(&p, 2, &mi) ||
-	    !expect(&p, ':') || !digits(&p, 2, &se))
+	if (!digits(&p, 2, &h) || !expect(&p, ':') || !digits(&p, 2, &mi) || !expect(&p, ':') ||
+	    !digits(&p, 2, &se))
 		return NV_E_PARSE;
 	if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
 		return NV_E_RANGE;
@@ -129,8 +129,12 @@ enum nv_err time_parse_rfc3339(const char *s, int64_t *out_wall_ms)
 	}
 	if (*p != '\0')
 		return NV_E_PARSE;
-	struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d,
-			.tm_hour = h, .tm_min = mi, .tm_sec = se};
+	struct tm tm = {.tm_year = y - 1900,
+	                .tm_mon = mo - 1,
+	                .tm_mday = d,
+	                .tm_hour = h,
+	                .tm_min = mi,
+	                .tm_sec = se};
 	time_t t = timegm(&tm);
 	if (t == (time_t)-1 && !(y == 1969 && mo == 12 && d == 31))
 		return NV_E_RANGE;

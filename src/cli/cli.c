@@ -17,9 +17,9 @@
 
 static const struct kube_res RACKS = {"nvl72.io", "v1alpha1", "racks", "Rack", false};
 static const struct kube_res UPGRADES = {"nvl72.io", "v1alpha1", "rackupgrades", "RackUpgrade",
-					 false};
+                                         false};
 static const struct kube_res APPROVALS = {"nvl72.io", "v1alpha1", "upgradeapprovals",
-					  "UpgradeApproval", false};
+                                          "UpgradeApproval", false};
 
 struct cli {
 	struct cli_args a;
@@ -32,7 +32,7 @@ struct cli {
 static int fail(struct cli *c, enum nv_err rc, const struct kube_status *st, const char *what)
 {
 	fprintf(c->err, "kubectl-nvl72: %s: %s\n", what,
-		st && st->message[0] ? st->message : nv_err_str(rc));
+	        st && st->message[0] ? st->message : nv_err_str(rc));
 	return 1;
 }
 
@@ -56,7 +56,7 @@ static int print_buf(struct cli *c, struct buf *b, enum nv_err rc)
 }
 
 static enum nv_err get_upgrade(struct cli *c, const char *name, json_t **out,
-			       struct kube_status *st)
+                               struct kube_status *st)
 {
 	enum nv_err rc = kube_get(c->kc, &UPGRADES, NULL, name, out, st);
 	if (rc == NV_E_NOT_FOUND)
@@ -84,7 +84,7 @@ static int status_one(struct cli *c, bool rack_kind, const char *name)
 	struct buf b;
 	json_t *obj = NULL, *rack = NULL;
 	enum nv_err rc = rack_kind ? kube_get(c->kc, &RACKS, NULL, name, &obj, &st)
-				   : get_upgrade(c, name, &obj, &st);
+	                           : get_upgrade(c, name, &obj, &st);
 	if (rc == NV_E_NOT_FOUND && rack_kind)
 		snprintf(st.message, sizeof(st.message), "rack \"%s\" not found", name);
 	if (rc != NV_OK)
@@ -114,16 +114,20 @@ static int status_lists(struct cli *c, bool racks_too, bool upgrades_too)
 	enum nv_err rc = kube_list_all(c->kc, &RACKS, NULL, NULL, &racks, &st);
 	if (rc != NV_OK && (racks_too || rc != NV_E_FORBIDDEN))
 		return fail(c, rc, &st, "list racks");
-	if (upgrades_too && (rc = kube_list_all(c->kc, &UPGRADES, NULL, NULL, &ups, &st)) != NV_OK) {
+	if (upgrades_too &&
+	    (rc = kube_list_all(c->kc, &UPGRADES, NULL, NULL, &ups, &st)) != NV_OK) {
 		json_decref(racks);
 		return fail(c, rc, &st, "list rackupgrades");
 	}
 	if (strcmp(c->a.output, "json") == 0) {
-		json_t *all = json_pack("{s:s,s:s,s:[]}", "apiVersion", "v1", "kind", "List", "items");
+		json_t *all =
+		        json_pack("{s:s,s:s,s:[]}", "apiVersion", "v1", "kind", "List", "items");
 		if (racks_too)
-			json_array_extend(json_object_get(all, "items"), json_object_get(racks, "items"));
+			json_array_extend(json_object_get(all, "items"),
+			                  json_object_get(racks, "items"));
 		if (upgrades_too)
-			json_array_extend(json_object_get(all, "items"), json_object_get(ups, "items"));
+			json_array_extend(json_object_get(all, "items"),
+			                  json_object_get(ups, "items"));
 		print_json(c, all);
 		json_decref(all);
 	} else {
@@ -134,7 +138,7 @@ static int status_lists(struct cli *c, bool racks_too, bool upgrades_too)
 			(void)buf_append_str(&b, "\n");
 		if (upgrades_too && rc == NV_OK)
 			rc = cli_upgrades_table(json_object_get(ups, "items"),
-						json_object_get(racks, "items"), &b);
+			                        json_object_get(racks, "items"), &b);
 		(void)print_buf(c, &b, rc);
 	}
 	json_decref(racks);
@@ -151,7 +155,7 @@ static int cmd_status(struct cli *c)
 	if (strcmp(kind, "rack") == 0 || strcmp(kind, "racks") == 0)
 		rack_kind = true;
 	else if (strcmp(kind, "upgrade") == 0 || strcmp(kind, "upgrades") == 0 ||
-		 strcmp(kind, "rackupgrade") == 0 || strcmp(kind, "rackupgrades") == 0)
+	         strcmp(kind, "rackupgrade") == 0 || strcmp(kind, "rackupgrades") == 0)
 		rack_kind = false;
 	else {
 		fprintf(c->err, "kubectl-nvl72: status: \"%s\" is not rack or upgrade\n", kind);
@@ -195,9 +199,10 @@ static bool patch_noop(int verb, const json_t *u, char *msg, size_t msgsz)
 		snprintf(msg, msgsz, "rackupgrade/%s is not paused", name);
 	else if (verb == CLI_ABORT && abort)
 		snprintf(msg, msgsz, "rackupgrade/%s is already %s", name,
-			 strcmp(phase, "Aborted") == 0 ? "aborted" : "aborting");
+		         strcmp(phase, "Aborted") == 0 ? "aborted" : "aborting");
 	else if (verb == CLI_ABORT && strcmp(phase, "Completed") == 0)
-		snprintf(msg, msgsz, "rackupgrade/%s has completed; there is nothing to abort", name);
+		snprintf(msg, msgsz, "rackupgrade/%s has completed; there is nothing to abort",
+		         name);
 	else
 		return false;
 	return true;
@@ -221,26 +226,28 @@ static int cmd_patch(struct cli *c)
 	if (kube_obj_rv(u) == NULL) {
 		json_decref(u);
 		fprintf(c->err, "kubectl-nvl72: rackupgrade/%s: no metadata.resourceVersion\n",
-			c->a.pos[0]);
+		        c->a.pos[0]);
 		return 1;
 	}
 	/* The resourceVersion makes the patch fail instead of acting on an
 	 * object that changed since it was read. */
 	patch = json_pack("{s:{s:s},s:{s:b}}", "metadata", "resourceVersion", kube_obj_rv(u),
-			  "spec", verb == CLI_ABORT ? "abort" : "paused", verb != CLI_RESUME);
+	                  "spec", verb == CLI_ABORT ? "abort" : "paused", verb != CLI_RESUME);
 	rc = kube_patch(c->kc, &UPGRADES, NULL, c->a.pos[0], &merge, patch, NULL, &st);
 	json_decref(patch);
 	json_decref(u);
 	snprintf(what, sizeof(what), "%s rackupgrade/%s", cli_verbs[verb].name, c->a.pos[0]);
 	if (rc == NV_E_CONFLICT) {
 		snprintf(st.message, sizeof(st.message),
-			 "the object changed since it was read; run the command again");
+		         "the object changed since it was read; run the command again");
 		return fail(c, rc, &st, what);
 	}
 	if (rc != NV_OK)
 		return fail(c, rc, &st, what);
 	fprintf(c->out, "rackupgrade/%s %s\n", c->a.pos[0],
-		verb == CLI_PAUSE ? "paused" : verb == CLI_RESUME ? "resumed" : "aborting");
+	        verb == CLI_PAUSE    ? "paused"
+	        : verb == CLI_RESUME ? "resumed"
+	                             : "aborting");
 	return 0;
 }
 
@@ -252,13 +259,13 @@ static void whoami(struct cli *c, char *out, size_t outsz)
 {
 	struct kube_status st;
 	json_t *body = json_pack("{s:s,s:s}", "apiVersion", "authentication.k8s.io/v1", "kind",
-				 "SelfSubjectReview");
+	                         "SelfSubjectReview");
 	json_t *resp = NULL;
 	struct kube_raw_req r = {.method = "POST",
-				 .path = "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-				 .content_type = "application/json",
-				 .body = body,
-				 .no_retry = true};
+	                         .path = "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+	                         .content_type = "application/json",
+	                         .body = body,
+	                         .no_retry = true};
 	out[0] = '\0';
 	if (kube_request(c->kc, &r, &resp, &st) == NV_OK)
 		snprintf(out, outsz, "%s", jx_str_or(resp, "status.userInfo.username", ""));
@@ -271,11 +278,11 @@ static json_t *approval_new(const struct cli_args *a)
 	char prefix[64];
 	/* generateName leaves room for the apiserver's 5-character suffix. */
 	snprintf(prefix, sizeof(prefix), "%.*s-%s-", (int)(57 - strlen(a->layer)), a->pos[0],
-		 a->layer);
-	json_t *o = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s}}", "apiVersion", "nvl72.io/v1alpha1",
-			      "kind", "UpgradeApproval", "metadata", "generateName", prefix, "spec",
-			      "upgrade", a->pos[0], "layer", a->layer, "decision",
-			      a->reject ? "Rejected" : "Approved");
+	         a->layer);
+	json_t *o = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:s,s:s}}", "apiVersion",
+	                      "nvl72.io/v1alpha1", "kind", "UpgradeApproval", "metadata",
+	                      "generateName", prefix, "spec", "upgrade", a->pos[0], "layer",
+	                      a->layer, "decision", a->reject ? "Rejected" : "Approved");
 	if (a->comment != NULL && a->comment[0] != '\0')
 		json_object_set_new(json_object_get(o, "spec"), "comment", json_string(a->comment));
 	return o;
@@ -289,9 +296,10 @@ static int cmd_approve(struct cli *c)
 	char user[256];
 	enum nv_err rc;
 	if (c->a.layer == NULL || !matrix_layer_parse(c->a.layer, &layer)) {
-		fprintf(c->err, "kubectl-nvl72: approve: --layer must be firmware, fabric, node, "
-			"kubernetes or workload%s%s\n", c->a.layer ? ", not " : "",
-			c->a.layer ? c->a.layer : "");
+		fprintf(c->err,
+		        "kubectl-nvl72: approve: --layer must be firmware, fabric, node, "
+		        "kubernetes or workload%s%s\n",
+		        c->a.layer ? ", not " : "", c->a.layer ? c->a.layer : "");
 		return 2;
 	}
 	if (c->a.reject && (c->a.comment == NULL || c->a.comment[0] == '\0')) {
@@ -308,7 +316,8 @@ static int cmd_approve(struct cli *c)
 	rc = kube_create(c->kc, &APPROVALS, NULL, obj, &created, &st);
 	json_decref(obj);
 	if (rc == NV_E_FORBIDDEN) {
-		fprintf(c->err, "kubectl-nvl72: you may not create upgradeapprovals: %s\n", st.message);
+		fprintf(c->err, "kubectl-nvl72: you may not create upgradeapprovals: %s\n",
+		        st.message);
 		return 1;
 	}
 	if (rc != NV_OK)
@@ -317,8 +326,8 @@ static int cmd_approve(struct cli *c)
 	if (user[0] == '\0')
 		whoami(c, user, sizeof(user));
 	fprintf(c->out, "upgradeapproval/%s created: %s of the %s layer of rackupgrade/%s%s%s\n",
-		kube_obj_name(created), c->a.reject ? "rejection" : "approval", c->a.layer,
-		c->a.pos[0], user[0] ? " as " : "", user);
+	        kube_obj_name(created), c->a.reject ? "rejection" : "approval", c->a.layer,
+	        c->a.pos[0], user[0] ? " as " : "", user);
 	json_decref(created);
 	return 0;
 }
@@ -348,7 +357,8 @@ static bool args_check(const struct cli_args *a, char *err, size_t errsz)
 		return false;
 	}
 	if (a->verb != CLI_STATUS && a->npos != 1) {
-		snprintf(err, errsz, "%s takes exactly one UPGRADE name (see %s --help)", name, name);
+		snprintf(err, errsz, "%s takes exactly one UPGRADE name (see %s --help)", name,
+		         name);
 		return false;
 	}
 	return true;

@@ -11,51 +11,56 @@
 #define MUTATE (B(CLI_PAUSE) | B(CLI_RESUME) | B(CLI_ABORT))
 
 const struct cli_verb cli_verbs[CLI__VERBS] = {
-	[CLI_STATUS] = {"status", NULL, "[rack|upgrade [NAME]]",
-			"Show racks and upgrades as tables, or one of them in detail.",
-			"Without arguments: every Rack (Ready, observed stack, trays ready/total, "
-			"Degraded, trays under maintenance, current upgrade) and every RackUpgrade "
-			"(phase, current step, wave, approvals pending by layer and owner). With a "
-			"kind: that table only. With a kind and a NAME: the object in detail (trays; "
-			"or approvals, steps with gate evidence and the explanation). -o json prints "
-			"the objects as the apiserver returns them."},
-	[CLI_APPROVE] = {"approve", NULL, "UPGRADE --layer LAYER",
-			 "Approve (or reject) a RackUpgrade for one layer.",
-			 "Creates an UpgradeApproval for UPGRADE and LAYER (firmware, fabric, node, "
-			 "kubernetes or workload). The admission webhook stamps the authenticated user "
-			 "into spec.approvedBy; this command never sets it. RBAC decides who may "
-			 "approve: the chart's nvl72-approver ClusterRole grants it."},
-	[CLI_PAUSE] = {"pause", NULL, "UPGRADE",
-		       "Freeze a RackUpgrade: no new step starts, nothing is lost.",
-		       "Sets spec.paused with a merge patch guarded by the object's "
-		       "resourceVersion. Says so and changes nothing when it is already paused."},
-	[CLI_RESUME] = {"resume", NULL, "UPGRADE", "Let a paused RackUpgrade continue.",
-			"Clears spec.paused with a merge patch guarded by the object's "
-			"resourceVersion. Says so and changes nothing when it is not paused."},
-	[CLI_ABORT] = {"abort", NULL, "UPGRADE",
-		       "End a RackUpgrade in a defined state; cannot be undone.",
-		       "Sets spec.abort with a merge patch guarded by the object's resourceVersion: "
-		       "the operator brings every wave to all-old or all-new and ends in Aborted. "
-		       "Says so and changes nothing when it is already aborting, aborted or "
-		       "completed."},
-	[CLI_EXPLAIN] = {"explain", "explain-block", "UPGRADE",
-			 "Say in one sentence why a RackUpgrade is waiting.",
-			 "Reads the RackUpgrade and its Rack and names what holds it: the notice "
-			 "period's end, the approvals missing and whose they are, the next window or "
-			 "the freeze, the step that runs and its message (drain waits, "
-			 "PodDisruptionBudgets), gate evidence, or why it halted."},
+        [CLI_STATUS] =
+                {"status", NULL, "[rack|upgrade [NAME]]",
+                 "Show racks and upgrades as tables, or one of them in detail.",
+                 "Without arguments: every Rack (Ready, observed stack, trays ready/total, "
+                 "Degraded, trays under maintenance, current upgrade) and every RackUpgrade "
+                 "(phase, current step, wave, approvals pending by layer and owner). With a "
+                 "kind: that table only. With a kind and a NAME: the object in detail (trays; "
+                 "or approvals, steps with gate evidence and the explanation). -o json prints "
+                 "the objects as the apiserver returns them."},
+        [CLI_APPROVE] =
+                {"approve", NULL, "UPGRADE --layer LAYER",
+                 "Approve (or reject) a RackUpgrade for one layer.",
+                 "Creates an UpgradeApproval for UPGRADE and LAYER (firmware, fabric, node, "
+                 "kubernetes or workload). The admission webhook stamps the authenticated user "
+                 "into spec.approvedBy; this command never sets it. RBAC decides who may "
+                 "approve: the chart's nvl72-approver ClusterRole grants it."},
+        [CLI_PAUSE] = {"pause", NULL, "UPGRADE",
+                       "Freeze a RackUpgrade: no new step starts, nothing is lost.",
+                       "Sets spec.paused with a merge patch guarded by the object's "
+                       "resourceVersion. Says so and changes nothing when it is already paused."},
+        [CLI_RESUME] = {"resume", NULL, "UPGRADE", "Let a paused RackUpgrade continue.",
+                        "Clears spec.paused with a merge patch guarded by the object's "
+                        "resourceVersion. Says so and changes nothing when it is not paused."},
+        [CLI_ABORT] =
+                {"abort", NULL, "UPGRADE",
+                 "End a RackUpgrade in a defined state; cannot be undone.",
+                 "Sets spec.abort with a merge patch guarded by the object's resourceVersion: "
+                 "the operator brings every wave to all-old or all-new and ends in Aborted. "
+                 "Says so and changes nothing when it is already aborting, aborted or "
+                 "completed."},
+        [CLI_EXPLAIN] =
+                {"explain", "explain-block", "UPGRADE",
+                 "Say in one sentence why a RackUpgrade is waiting.",
+                 "Reads the RackUpgrade and its Rack and names what holds it: the notice "
+                 "period's end, the approvals missing and whose they are, the next window or "
+                 "the freeze, the step that runs and its message (drain waits, "
+                 "PodDisruptionBudgets), gate evidence, or why it halted."},
 };
 
 const struct cli_flag cli_flags[] = {
-	{"kubeconfig", 0, "FILE", CLI_ALL_VERBS,
-	 "Kubeconfig file; otherwise $KUBECONFIG, then ~/.kube/config, as kubectl."},
-	{"context", 0, "NAME", CLI_ALL_VERBS, "Kubeconfig context; otherwise current-context."},
-	{"output", 'o', "FORMAT", B(CLI_STATUS), "\"json\": the objects as the apiserver returns them."},
-	{"layer", 0, "LAYER", B(CLI_APPROVE),
-	 "Layer approved: firmware, fabric, node, kubernetes or workload (required)."},
-	{"comment", 0, "TEXT", B(CLI_APPROVE), "Comment kept in the approval."},
-	{"reject", 0, NULL, B(CLI_APPROVE), "Reject instead of approve (needs --comment)."},
-	{"help", 'h', NULL, CLI_ALL_VERBS, "This help."},
+        {"kubeconfig", 0, "FILE", CLI_ALL_VERBS,
+         "Kubeconfig file; otherwise $KUBECONFIG, then ~/.kube/config, as kubectl."},
+        {"context", 0, "NAME", CLI_ALL_VERBS, "Kubeconfig context; otherwise current-context."},
+        {"output", 'o', "FORMAT", B(CLI_STATUS),
+         "\"json\": the objects as the apiserver returns them."},
+        {"layer", 0, "LAYER", B(CLI_APPROVE),
+         "Layer approved: firmware, fabric, node, kubernetes or workload (required)."},
+        {"comment", 0, "TEXT", B(CLI_APPROVE), "Comment kept in the approval."},
+        {"reject", 0, NULL, B(CLI_APPROVE), "Reject instead of approve (needs --comment)."},
+        {"help", 'h', NULL, CLI_ALL_VERBS, "This help."},
 };
 const size_t cli_nflags = sizeof(cli_flags) / sizeof(cli_flags[0]);
 
@@ -72,8 +77,8 @@ static const struct cli_flag *flag_find(const char *a, size_t len, bool shorthan
 {
 	for (size_t i = 0; i < cli_nflags; i++) {
 		if (shorthand ? (len == 1 && cli_flags[i].shorthand == a[0])
-			      : (strlen(cli_flags[i].name) == len &&
-				 strncmp(cli_flags[i].name, a, len) == 0))
+		              : (strlen(cli_flags[i].name) == len &&
+		                 strncmp(cli_flags[i].name, a, len) == 0))
 			return &cli_flags[i];
 	}
 	return NULL;
@@ -99,7 +104,7 @@ static void flag_store(struct cli_args *a, const struct cli_flag *f, const char 
 
 /* One flag at argv[*i]; takes its value from the next word when needed. */
 static enum nv_err flag_parse(int argc, char **argv, int *i, struct cli_args *a,
-			      const struct cli_flag **used, char *err, size_t errsz)
+                              const struct cli_flag **used, char *err, size_t errsz)
 {
 	const char *s = argv[*i];
 	bool shorthand = s[1] != '-';
@@ -109,7 +114,8 @@ static enum nv_err flag_parse(int argc, char **argv, int *i, struct cli_args *a,
 	const struct cli_flag *f = flag_find(name, len, shorthand);
 	const char *v = NULL;
 	if (f == NULL) {
-		snprintf(err, errsz, "unknown flag %.*s (see --help)", (int)(name - s + (long)len), s);
+		snprintf(err, errsz, "unknown flag %.*s (see --help)", (int)(name - s + (long)len),
+		         s);
 		return NV_E_INVAL;
 	}
 	if (f->arg == NULL && eq != NULL) {
@@ -157,15 +163,16 @@ enum nv_err cli_args_parse(int argc, char **argv, struct cli_args *a, char *err,
 		} else if (a->npos < 2) {
 			a->pos[a->npos++] = s;
 		} else {
-			snprintf(err, errsz, "%s: unexpected argument \"%s\"", cli_verbs[a->verb].name, s);
+			snprintf(err, errsz, "%s: unexpected argument \"%s\"",
+			         cli_verbs[a->verb].name, s);
 			return NV_E_INVAL;
 		}
 	}
 	for (size_t k = 0; k < nused && a->verb >= 0; k++)
 		// cppcheck-suppress uninitvar ; used[k] is set for every k below nused
 		if (!(used[k]->verbs & CLI_VERB_BIT(a->verb))) {
-			snprintf(err, errsz, "--%s does not apply to %s (see %s --help)", used[k]->name,
-				 cli_verbs[a->verb].name, cli_verbs[a->verb].name);
+			snprintf(err, errsz, "--%s does not apply to %s (see %s --help)",
+			         used[k]->name, cli_verbs[a->verb].name, cli_verbs[a->verb].name);
 			return NV_E_INVAL;
 		}
 	return NV_OK;
@@ -216,10 +223,12 @@ static void put_wrapped(struct buf *out, const char *text)
 void cli_help(int verb, struct buf *out)
 {
 	if (verb < 0 || verb >= CLI__VERBS) {
-		(void)buf_append_str(out, "kubectl nvl72: the human verbs of nvl72-operator.\n\n"
-				   "Usage:\n  kubectl nvl72 COMMAND [ARGS] [flags]\n\nCommands:\n");
+		(void)buf_append_str(
+		        out, "kubectl nvl72: the human verbs of nvl72-operator.\n\n"
+		             "Usage:\n  kubectl nvl72 COMMAND [ARGS] [flags]\n\nCommands:\n");
 		for (int v = 0; v < CLI__VERBS; v++)
-			(void)buf_printf(out, "  %-9s %s\n", cli_verbs[v].name, cli_verbs[v].summary);
+			(void)buf_printf(out, "  %-9s %s\n", cli_verbs[v].name,
+			                 cli_verbs[v].summary);
 		(void)buf_append_str(out, "\nFlags of every command:\n");
 		for (size_t i = 0; i < cli_nflags; i++)
 			if (cli_flags[i].verbs == CLI_ALL_VERBS) {
@@ -232,7 +241,7 @@ void cli_help(int verb, struct buf *out)
 	}
 	const struct cli_verb *v = &cli_verbs[verb];
 	(void)buf_printf(out, "%s\n\nUsage:\n  kubectl nvl72 %s %s [flags]\n", v->summary, v->name,
-			 v->args);
+	                 v->args);
 	if (v->alias)
 		(void)buf_printf(out, "  (also: kubectl nvl72 %s)\n", v->alias);
 	(void)buf_append_str(out, "\n");

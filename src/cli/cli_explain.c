@@ -44,10 +44,10 @@ static void put_step(struct buf *out, const json_t *status, const json_t *step)
 			pos = i + 1;
 	cli_trays_str(json_object_get(step, "trays"), trays, sizeof(trays));
 	(void)buf_printf(out, "step %zu of %zu (%s, trays %s", pos, json_array_size(steps),
-			 jx_str_or(step, "action", "?"), trays);
+	                 jx_str_or(step, "action", "?"), trays);
 	if (json_integer_value(json_object_get(step, "wave")) > 0)
 		(void)buf_printf(out, ", wave %lld",
-				 (long long)json_integer_value(json_object_get(step, "wave")));
+		                 (long long)json_integer_value(json_object_get(step, "wave")));
 	(void)buf_append_str(out, ")");
 }
 
@@ -55,13 +55,14 @@ static void put_step(struct buf *out, const json_t *status, const json_t *step)
  * against a floor of 800 GB/s (5% tolerance)". */
 static void put_evidence(struct buf *out, const json_t *ev)
 {
-	(void)buf_printf(out, "fabric %s, IMEX domain %s, bus bandwidth %lld GB/s against a "
-			 "floor of %lld GB/s (%lld%% tolerance)",
-			 jx_str_or(ev, "fabricState", "unknown"),
-			 jx_str_or(ev, "imexDomainState", "unknown"),
-			 (long long)json_integer_value(json_object_get(ev, "busBandwidthGBps")),
-			 (long long)json_integer_value(json_object_get(ev, "floorGBps")),
-			 (long long)json_integer_value(json_object_get(ev, "tolerancePercent")));
+	(void)buf_printf(out,
+	                 "fabric %s, IMEX domain %s, bus bandwidth %lld GB/s against a "
+	                 "floor of %lld GB/s (%lld%% tolerance)",
+	                 jx_str_or(ev, "fabricState", "unknown"),
+	                 jx_str_or(ev, "imexDomainState", "unknown"),
+	                 (long long)json_integer_value(json_object_get(ev, "busBandwidthGBps")),
+	                 (long long)json_integer_value(json_object_get(ev, "floorGBps")),
+	                 (long long)json_integer_value(json_object_get(ev, "tolerancePercent")));
 }
 
 static bool contains(const char *s, const char *needle)
@@ -105,22 +106,26 @@ static void put_step_wait(struct buf *out, const json_t *status, const json_t *s
 
 /* The approvals still missing, with who must give them. */
 static void explain_approval(struct buf *out, const char *name, const json_t *st,
-			     const json_t *rack)
+                             const json_t *rack)
 {
 	const json_t *req = json_object_get(st, "requiredApprovals");
 	const char *user = NULL;
 	for (size_t i = 0; i < json_array_size(req); i++) {
 		const char *layer = json_string_value(json_array_get(req, i));
 		if (layer != NULL && cli_approval_has(st, layer, "Rejected", &user)) {
-			(void)buf_printf(out, "%s is blocked: the %s layer's approval was "
-					 "rejected by %s", name, layer, user ? user : "its owner");
+			(void)buf_printf(out,
+			                 "%s is blocked: the %s layer's approval was "
+			                 "rejected by %s",
+			                 name, layer, user ? user : "its owner");
 			return;
 		}
 	}
 	(void)buf_printf(out, "%s is waiting for approval of ", name);
 	cli_pending_str(st, rack, true, out);
-	(void)buf_printf(out, "; an owner approves with `kubectl nvl72 approve %s --layer "
-			 "LAYER`", name);
+	(void)buf_printf(out,
+	                 "; an owner approves with `kubectl nvl72 approve %s --layer "
+	                 "LAYER`",
+	                 name);
 }
 
 /* A freeze of the rack's spec that holds now, or NULL. */
@@ -139,7 +144,7 @@ static const json_t *freeze_now(const json_t *rack, int64_t now_ms)
 }
 
 static void explain_scheduled(struct buf *out, const char *name, const json_t *u,
-			      const json_t *rack, int64_t now_ms)
+                              const json_t *rack, int64_t now_ms)
 {
 	const json_t *st = json_object_get(u, "status");
 	const json_t *f = freeze_now(rack, now_ms);
@@ -149,15 +154,14 @@ static void explain_scheduled(struct buf *out, const char *name, const json_t *u
 	int64_t t = 0;
 	if (f != NULL) {
 		(void)buf_printf(out, "%s is scheduled but rack %s is in the %s freeze until ",
-				 name, jx_str_or(rack, "metadata.name", "?"),
-				 jx_str_or(f, "name", "?"));
+		                 name, jx_str_or(rack, "metadata.name", "?"),
+		                 jx_str_or(f, "name", "?"));
 		put_when(out, jx_str_or(f, "end", "?"), now_ms);
 		if (jx_str_or(f, "reason", "")[0] != '\0') {
 			(void)buf_append_str(out, ": ");
 			put_msg(out, jx_str_or(f, "reason", ""));
 		}
-	} else if (earliest[0] != '\0' && time_parse_rfc3339(earliest, &t) == NV_OK &&
-		   t > now_ms) {
+	} else if (earliest[0] != '\0' && time_parse_rfc3339(earliest, &t) == NV_OK && t > now_ms) {
 		(void)buf_printf(out, "%s may not start before its earliest start ", name);
 		put_when(out, earliest, now_ms);
 	} else if (start[0] != '\0') {
@@ -166,27 +170,30 @@ static void explain_scheduled(struct buf *out, const char *name, const json_t *u
 		if (jx_str_or(st, "window", "")[0] != '\0')
 			(void)buf_printf(out, " in the %s window", jx_str_or(st, "window", ""));
 	} else if (next[0] != '\0') {
-		(void)buf_printf(out, "%s is waiting for the next maintenance window, which "
-				 "opens at ", name);
+		(void)buf_printf(out,
+		                 "%s is waiting for the next maintenance window, which "
+		                 "opens at ",
+		                 name);
 		put_when(out, next, now_ms);
 	} else {
-		(void)buf_printf(out, "%s is waiting for a maintenance window of rack %s "
-				 "that allows every layer of its plan", name,
-				 jx_str_or(u, "spec.rack", "?"));
+		(void)buf_printf(out,
+		                 "%s is waiting for a maintenance window of rack %s "
+		                 "that allows every layer of its plan",
+		                 name, jx_str_or(u, "spec.rack", "?"));
 	}
 }
 
 /* Canary, Validating and RollingOut: the step that holds the upgrade. */
-static void explain_running(struct buf *out, const char *name, const char *phase,
-			    const json_t *st)
+static void explain_running(struct buf *out, const char *name, const char *phase, const json_t *st)
 {
 	const json_t *step = cli_current_step(st);
 	const char *part = jx_str_or(st, "canary.partition", "");
 	if (strcmp(phase, "Canary") == 0)
 		(void)buf_printf(out, "%s is running its canary on %s%s", name,
-				 part[0] ? "partition " : "the canary trays", part);
+		                 part[0] ? "partition " : "the canary trays", part);
 	else if (strcmp(phase, "Validating") == 0)
-		(void)buf_printf(out, "%s is validating the canary against the matrix's gate", name);
+		(void)buf_printf(out, "%s is validating the canary against the matrix's gate",
+		                 name);
 	else
 		(void)buf_printf(out, "%s is rolling out in waves", name);
 	if (step == NULL) {
@@ -230,12 +237,14 @@ static void explain_halted(struct buf *out, const char *name, const json_t *st)
 			put_msg(out, jx_str_or(step, "message", ""));
 		}
 	}
-	(void)buf_printf(out, "; it holds with its evidence kept until the cause is fixed or "
-			 "`kubectl nvl72 abort %s`", name);
+	(void)buf_printf(out,
+	                 "; it holds with its evidence kept until the cause is fixed or "
+	                 "`kubectl nvl72 abort %s`",
+	                 name);
 }
 
-static void explain_notice(struct buf *out, const char *name, const json_t *st,
-			   const json_t *rack, int64_t now_ms)
+static void explain_notice(struct buf *out, const char *name, const json_t *st, const json_t *rack,
+                           int64_t now_ms)
 {
 	const char *end = jx_str_or(st, "noticeEndTime", "");
 	(void)buf_printf(out, "%s is serving its notice period", name);
@@ -250,8 +259,8 @@ static void explain_notice(struct buf *out, const char *name, const json_t *st,
 }
 
 /* The sentence for one phase; false for a phase this plugin does not know. */
-static bool explain_phase(struct buf *out, const char *name, const char *phase,
-			  const json_t *u, const json_t *rack, int64_t now_ms)
+static bool explain_phase(struct buf *out, const char *name, const char *phase, const json_t *u,
+                          const json_t *rack, int64_t now_ms)
 {
 	const json_t *st = json_object_get(u, "status");
 	const char *msg = jx_str_or(st, "message", "");
@@ -269,13 +278,15 @@ static bool explain_phase(struct buf *out, const char *name, const char *phase,
 	} else if (strcmp(phase, "Scheduled") == 0) {
 		explain_scheduled(out, name, u, rack, now_ms);
 	} else if (strcmp(phase, "Canary") == 0 || strcmp(phase, "Validating") == 0 ||
-		   strcmp(phase, "RollingOut") == 0) {
+	           strcmp(phase, "RollingOut") == 0) {
 		explain_running(out, name, phase, st);
 	} else if (strcmp(phase, "Halted") == 0) {
 		explain_halted(out, name, st);
 	} else if (strcmp(phase, "Paused") == 0) {
-		(void)buf_printf(out, "%s is paused by spec.paused and no new step starts until "
-				 "`kubectl nvl72 resume %s`", name, name);
+		(void)buf_printf(out,
+		                 "%s is paused by spec.paused and no new step starts until "
+		                 "`kubectl nvl72 resume %s`",
+		                 name, name);
 	} else if (strcmp(phase, "Completed") == 0) {
 		(void)buf_printf(out, "%s is not waiting: it completed", name);
 		if (jx_str_or(st, "completionTime", "")[0] != '\0') {
@@ -295,8 +306,7 @@ static bool explain_phase(struct buf *out, const char *name, const char *phase,
 	return true;
 }
 
-enum nv_err cli_explain(const json_t *u, const json_t *rack, int64_t now_ms,
-			struct buf *out)
+enum nv_err cli_explain(const json_t *u, const json_t *rack, int64_t now_ms, struct buf *out)
 {
 	const char *name = jx_str_or(u, "metadata.name", "");
 	const char *phase = jx_str_or(u, "status.phase", "");
@@ -305,18 +315,26 @@ enum nv_err cli_explain(const json_t *u, const json_t *rack, int64_t now_ms,
 	if (!json_is_object(u) || name[0] == '\0')
 		return NV_E_INVAL;
 	if (phase[0] == '\0') {
-		(void)buf_printf(out, "%s has no status yet: no nvl72-operator has picked it up "
-				 "(is the operator running and leading?)", name);
+		(void)buf_printf(out,
+		                 "%s has no status yet: no nvl72-operator has picked it up "
+		                 "(is the operator running and leading?)",
+		                 name);
 	} else if (abort && strcmp(phase, "Aborted") != 0 && strcmp(phase, "Completed") != 0) {
-		(void)buf_printf(out, "%s is being aborted (spec.abort is set) and the operator "
-				 "is bringing each wave to a defined state from phase %s", name, phase);
+		(void)buf_printf(out,
+		                 "%s is being aborted (spec.abort is set) and the operator "
+		                 "is bringing each wave to a defined state from phase %s",
+		                 name, phase);
 	} else if (paused && strcmp(phase, "Paused") != 0 && strcmp(phase, "Completed") != 0 &&
-		   strcmp(phase, "Aborted") != 0) {
-		(void)buf_printf(out, "%s is pausing (spec.paused is set) and the operator has "
-				 "not yet recorded it, still in phase %s", name, phase);
+	           strcmp(phase, "Aborted") != 0) {
+		(void)buf_printf(out,
+		                 "%s is pausing (spec.paused is set) and the operator has "
+		                 "not yet recorded it, still in phase %s",
+		                 name, phase);
 	} else if (!explain_phase(out, name, phase, u, rack, now_ms)) {
-		(void)buf_printf(out, "%s is in phase %s, which this version of kubectl-nvl72 "
-				 "does not know", name, phase);
+		(void)buf_printf(out,
+		                 "%s is in phase %s, which this version of kubectl-nvl72 "
+		                 "does not know",
+		                 name, phase);
 		if (jx_str_or(u, "status.message", "")[0] != '\0') {
 			(void)buf_append_str(out, ": ");
 			put_msg(out, jx_str_or(u, "status.message", ""));

@@ -25,13 +25,12 @@ const json_t *cli_rack_resp(const json_t *rack, const char *layer);
 
 /* Whether the upgrade's status holds an approval of layer with the given
  * decision ("Approved" or "Rejected"); *user receives its user. */
-bool cli_approval_has(const json_t *status, const char *layer,
-		      const char *decision, const char **user);
+bool cli_approval_has(const json_t *status, const char *layer, const char *decision,
+                      const char **user);
 
 /* The pending approval layers as "fabric (platform-fabric), ..." into out,
  * with the owner team from rack when it is known; "-" when none. */
-void cli_pending_str(const json_t *status, const json_t *rack, bool groups,
-		     struct buf *out);
+void cli_pending_str(const json_t *status, const json_t *rack, bool groups, struct buf *out);
 
 /* The number of steps in status.steps. */
 size_t cli_nsteps(const json_t *status);

@@ -31,7 +31,7 @@ void cli_trays_str(const json_t *arr, char *out, size_t outsz)
 		while (j < n && json_integer_value(json_array_get(arr, j)) == hi + 1)
 			hi = json_integer_value(json_array_get(arr, j++));
 		(void)buf_printf(&b, hi > lo ? "%s%lld-%lld" : "%s%lld", i ? "," : "",
-				 (long long)lo, (long long)hi);
+		                 (long long)lo, (long long)hi);
 		i = j;
 	}
 	(void)str_copy(out, outsz, b.len ? buf_str(&b) : "-");
@@ -61,7 +61,7 @@ const json_t *cli_rack_resp(const json_t *rack, const char *layer)
 }
 
 bool cli_approval_has(const json_t *status, const char *layer, const char *decision,
-		      const char **user)
+                      const char **user)
 {
 	const json_t *a = json_object_get(status, "approvals");
 	for (size_t i = 0; i < json_array_size(a); i++) {
@@ -76,8 +76,7 @@ bool cli_approval_has(const json_t *status, const char *layer, const char *decis
 	return false;
 }
 
-void cli_pending_str(const json_t *status, const json_t *rack, bool groups,
-		     struct buf *out)
+void cli_pending_str(const json_t *status, const json_t *rack, bool groups, struct buf *out)
 {
 	const json_t *req = json_object_get(status, "requiredApprovals");
 	size_t n = 0;
@@ -90,8 +89,8 @@ void cli_pending_str(const json_t *status, const json_t *rack, bool groups,
 		(void)buf_printf(out, "%s%s", n++ ? (groups ? " and " : ",") : "", layer);
 		if (groups && resp != NULL)
 			(void)buf_printf(out, " (owner %s, window owner %s)",
-					 jx_str_or(resp, "owner", "?"),
-					 jx_str_or(resp, "windowOwner", "?"));
+			                 jx_str_or(resp, "owner", "?"),
+			                 jx_str_or(resp, "windowOwner", "?"));
 		else if (resp != NULL)
 			(void)buf_printf(out, "=%s", jx_str_or(resp, "owner", "?"));
 	}

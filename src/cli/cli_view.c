@@ -22,12 +22,14 @@ static enum nv_err table_render(const json_t *rows, struct buf *out)
 		return NV_E_INVAL;
 	for (size_t r = 0; r < json_array_size(rows); r++)
 		for (size_t c = 0; c < ncol; c++) {
-			size_t l = strlen(json_string_value(json_array_get(json_array_get(rows, r), c)));
+			size_t l = strlen(
+			        json_string_value(json_array_get(json_array_get(rows, r), c)));
 			w[c] = l > w[c] ? l : w[c];
 		}
 	for (size_t r = 0; r < json_array_size(rows) && rc == NV_OK; r++) {
 		for (size_t c = 0; c < ncol && rc == NV_OK; c++) {
-			const char *s = json_string_value(json_array_get(json_array_get(rows, r), c));
+			const char *s =
+			        json_string_value(json_array_get(json_array_get(rows, r), c));
 			if (c + 1 < ncol)
 				rc = buf_printf(out, "%-*s   ", (int)w[c], s);
 			else
@@ -62,15 +64,15 @@ static json_t *rack_row(const json_t *r)
 	snprintf(tr, sizeof(tr), "%lld/%lld", (long long)ready, (long long)total);
 	snprintf(cord, sizeof(cord), "%zu", count_cordoned(r));
 	return json_pack("[sssssss]", jx_str_or(r, "metadata.name", "?"),
-			 cli_cond_status(r, "Ready"), jx_str_or(r, "status.stack", "-"), tr,
-			 cli_cond_status(r, "Degraded"), cord,
-			 jx_str_or(r, "status.upgrade.name", "-"));
+	                 cli_cond_status(r, "Ready"), jx_str_or(r, "status.stack", "-"), tr,
+	                 cli_cond_status(r, "Degraded"), cord,
+	                 jx_str_or(r, "status.upgrade.name", "-"));
 }
 
 enum nv_err cli_racks_table(const json_t *racks, struct buf *out)
 {
 	json_t *rows = json_pack("[[sssssss]]", "RACK", "READY", "STACK", "TRAYS", "DEGRADED",
-				 "CORDONED", "UPGRADE");
+	                         "CORDONED", "UPGRADE");
 	for (size_t i = 0; i < json_array_size(racks); i++)
 		json_array_append_new(rows, rack_row(json_array_get(racks, i)));
 	enum nv_err rc = table_render(rows, out);
@@ -100,11 +102,11 @@ static void step_cells(const json_t *st, char *step, size_t stepsz, char *wave, 
 	if (cur == NULL)
 		return;
 	snprintf(step, stepsz, "%zu/%zu %s", pos, json_array_size(steps),
-		 jx_str_or(cur, "action", "?"));
+	         jx_str_or(cur, "action", "?"));
 	if (json_integer_value(json_object_get(cur, "wave")) > 0)
 		snprintf(wave, wavesz, "%lld/%zu",
-			 (long long)json_integer_value(json_object_get(cur, "wave")),
-			 json_array_size(json_object_get(st, "waves")));
+		         (long long)json_integer_value(json_object_get(cur, "wave")),
+		         json_array_size(json_object_get(st, "waves")));
 }
 
 static json_t *upgrade_row(const json_t *u, const json_t *racks)
@@ -118,18 +120,17 @@ static json_t *upgrade_row(const json_t *u, const json_t *racks)
 	cli_pending_str(st, rack, false, &pend);
 	step_cells(st, step, sizeof(step), wave, sizeof(wave));
 	row = json_pack("[sssssss]", jx_str_or(u, "metadata.name", "?"),
-			jx_str_or(u, "spec.rack", "(selector)"),
-			jx_str_or(u, "spec.target.stack", "?"), jx_str_or(st, "phase", "-"), step,
-			wave, buf_str(&pend));
+	                jx_str_or(u, "spec.rack", "(selector)"),
+	                jx_str_or(u, "spec.target.stack", "?"), jx_str_or(st, "phase", "-"), step,
+	                wave, buf_str(&pend));
 	buf_clear(&pend);
 	return row;
 }
 
-enum nv_err cli_upgrades_table(const json_t *upgrades, const json_t *racks,
-			       struct buf *out)
+enum nv_err cli_upgrades_table(const json_t *upgrades, const json_t *racks, struct buf *out)
 {
 	json_t *rows = json_pack("[[sssssss]]", "UPGRADE", "RACK", "TARGET", "PHASE", "STEP",
-				 "WAVE", "PENDING APPROVALS");
+	                         "WAVE", "PENDING APPROVALS");
 	for (size_t i = 0; i < json_array_size(upgrades); i++)
 		json_array_append_new(rows, upgrade_row(json_array_get(upgrades, i), racks));
 	enum nv_err rc = table_render(rows, out);

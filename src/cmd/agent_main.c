@@ -66,7 +66,7 @@ static void *signal_main(void *arg)
 static int run(const struct agent_config *cfg)
 {
 	struct kube_config_opts ko = {.kubeconfig = cfg->kubeconfig[0] ? cfg->kubeconfig : NULL,
-				      .context = cfg->context[0] ? cfg->context : NULL};
+	                              .context = cfg->context[0] ? cfg->context : NULL};
 	struct kube_config *kc = NULL;
 	struct kube_client *client = NULL;
 	struct kube_status st;
@@ -80,14 +80,14 @@ static int run(const struct agent_config *cfg)
 	rc = kube_config_load(&ko, &kc, &st);
 	if (rc != NV_OK) {
 		fprintf(stderr, "nvl72-agent: cannot load a Kubernetes configuration: %s (%s)\n",
-			st.message[0] ? st.message : nv_err_str(rc), nv_err_name(rc));
+		        st.message[0] ? st.message : nv_err_str(rc), nv_err_name(rc));
 		return 1;
 	}
 	rc = kube_client_new(kc, &(struct kube_client_opts){.component = "nvl72-agent"}, &client,
-			     &st);
+	                     &st);
 	if (rc != NV_OK) {
 		fprintf(stderr, "nvl72-agent: cannot create the API client: %s (%s)\n",
-			st.message[0] ? st.message : nv_err_str(rc), nv_err_name(rc));
+		        st.message[0] ? st.message : nv_err_str(rc), nv_err_name(rc));
 		return 1;
 	}
 	/* Never freed: the signal thread may still hold it while we exit. */
@@ -103,11 +103,11 @@ static int run(const struct agent_config *cfg)
 	rc = agent_run(a);
 	agent_stats_get(a, &stats);
 	log_info("agent", "stopped",
-		 "tray=%s reconciles=%llu status_writes=%llu "
-		 "status_unchanged=%llu lease_renewals=%llu err=%s",
-		 agent_tray_name(a), (unsigned long long)stats.reconciles,
-		 (unsigned long long)stats.status_writes, (unsigned long long)stats.status_skipped,
-		 (unsigned long long)stats.lease_renewals, nv_err_name(rc));
+	         "tray=%s reconciles=%llu status_writes=%llu "
+	         "status_unchanged=%llu lease_renewals=%llu err=%s",
+	         agent_tray_name(a), (unsigned long long)stats.reconciles,
+	         (unsigned long long)stats.status_writes, (unsigned long long)stats.status_skipped,
+	         (unsigned long long)stats.lease_renewals, nv_err_name(rc));
 	agent_free(a);
 	return rc == NV_OK ? 0 : 1;
 }
@@ -129,8 +129,8 @@ int main(int argc, char **argv)
 	if (act != AGENT_CONFIG_RUN) {
 		rc = act == AGENT_CONFIG_HELP ? print_buf(agent_config_usage)
 		     : act == AGENT_CONFIG_HELP_MARKDOWN
-			     ? print_buf(agent_config_markdown)
-			     : printf("nvl72-agent %s\n", NVL72_VERSION) < 0;
+		             ? print_buf(agent_config_markdown)
+		             : printf("nvl72-agent %s\n", NVL72_VERSION) < 0;
 		agent_config_clear(&cfg);
 		return rc;
 	}

@@ -47,8 +47,8 @@ json_t *drain_cordon_patch(const json_t *node, const char *owner, bool want)
 		if (unsched)
 			return NULL; /* ours already, or someone else's: leave it */
 		return json_pack("{s:{s:s,s:{s:s}},s:{s:b}}", "metadata", "resourceVersion", rv,
-		                 "annotations", DRAIN_ANN_CORDONED_BY, owner, "spec", "unschedulable",
-		                 1);
+		                 "annotations", DRAIN_ANN_CORDONED_BY, owner, "spec",
+		                 "unschedulable", 1);
 	}
 	if (!ours)
 		return NULL;
@@ -65,8 +65,7 @@ static bool daemonset_owned(const json_t *pod)
 	json_t *r;
 	size_t i;
 
-	json_array_foreach(refs, i, r)
-	{
+	json_array_foreach(refs, i, r) {
 		if (strcmp(jx_str_or(r, "kind", ""), "DaemonSet") == 0)
 			return true;
 	}
@@ -97,8 +96,8 @@ static void decide(struct drain_pod *d, enum drain_act act, const char *why)
 
 /* Checkpoint mode. A deadline once written is kept: restarts and other
  * replicas read it back instead of granting a new one. */
-static void checkpoint_classify(struct drain_pod *d, const char *req,
-                                const struct drain_policy *p, int64_t now_ms)
+static void checkpoint_classify(struct drain_pod *d, const char *req, const struct drain_policy *p,
+                                int64_t now_ms)
 {
 	if (req && time_parse_rfc3339(req, &d->deadline_ms) != NV_OK) {
 		d->deadline_ms = 0;
@@ -193,8 +192,8 @@ void drain_plan_clear(struct drain_plan *pl)
 
 /* Prefixes st->message with what was being done, so that the error names
  * the object. */
-__attribute__((format(printf, 2, 3))) static void st_prefix(struct kube_status *st,
-                                                            const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void st_prefix(struct kube_status *st, const char *fmt,
+                                                            ...)
 {
 	char what[200], msg[sizeof(st->message)];
 	va_list ap;
@@ -263,8 +262,7 @@ static enum nv_err pods_on(struct kube_client *c, const char *node, json_t *all,
 		st_prefix(st, "node %s: list pods", node);
 		return rc;
 	}
-	json_array_foreach(json_object_get(l, "items"), i, it)
-	{
+	json_array_foreach(json_object_get(l, "items"), i, it) {
 		if (json_array_size(all) >= DRAIN_MAX_PODS) {
 			st_say(st, "");
 			snprintf(st->message, sizeof(st->message),
@@ -282,8 +280,7 @@ static enum nv_err pods_on(struct kube_client *c, const char *node, json_t *all,
 /* Writes the checkpoint request with the pod's resourceVersion. On a
  * conflict (the kubelet or the workload wrote in between) the pod is read
  * again: a request already there (another pass got in first) is kept. */
-static enum nv_err pod_ask(struct kube_client *c, const struct drain_pod *d,
-                           struct kube_status *st)
+static enum nv_err pod_ask(struct kube_client *c, const struct drain_pod *d, struct kube_status *st)
 {
 	const struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
 	const char *ns = jx_str_or(d->pod, "metadata.namespace", "");
@@ -354,16 +351,16 @@ struct pass {
 	int forced;
 	char refusal[sizeof(((struct drain_result *)0)->message)]; /* the first PDB refusal */
 	int retry_after_s;
-	bool recheck;      /* something changed under us: look again soon */
-	enum nv_err err;   /* the first API failure */
+	bool recheck;    /* something changed under us: look again soon */
+	enum nv_err err; /* the first API failure */
 	struct kube_status *st;
 };
 
-static void pass_fail(struct pass *ps, enum nv_err rc, const struct drain_pod *d,
-                      const char *what, struct kube_status *one)
+static void pass_fail(struct pass *ps, enum nv_err rc, const struct drain_pod *d, const char *what,
+                      struct kube_status *one)
 {
-	log_warn(DRAIN_COMP, "pod write failed", "pod=%s action=%s err=%s msg=\"%s\"", d->key,
-	         what, nv_err_name(rc), one->message);
+	log_warn(DRAIN_COMP, "pod write failed", "pod=%s action=%s err=%s msg=\"%s\"", d->key, what,
+	         nv_err_name(rc), one->message);
 	if (ps->err != NV_OK)
 		return;
 	ps->err = rc;
@@ -407,7 +404,8 @@ static void act_evict(struct kube_client *c, struct pass *ps, const struct drain
 		ps->res->terminating++;
 		ps->forced += force;
 		if (force)
-			log_warn(DRAIN_COMP, "pod deleted (forced, PodDisruptionBudgets not consulted)",
+			log_warn(DRAIN_COMP,
+			         "pod deleted (forced, PodDisruptionBudgets not consulted)",
 			         "pod=%s node=%s why=\"%s\"", d->key, node, d->why);
 		else
 			log_info(DRAIN_COMP, "pod evicted", "pod=%s node=%s why=\"%s\"", d->key,
@@ -433,8 +431,8 @@ static void act_evict(struct kube_client *c, struct pass *ps, const struct drain
 	}
 }
 
-__attribute__((format(printf, 2, 3))) static void msg_add(struct drain_result *res,
-                                                          const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void msg_add(struct drain_result *res, const char *fmt,
+                                                          ...)
 {
 	size_t len = strlen(res->message);
 	va_list ap;
@@ -479,8 +477,7 @@ static void pass_message(const struct pass *ps, unsigned nodes, int64_t first_de
 		        ps->forced == 1 ? "" : "s");
 }
 
-static bool args_ok(const char *const *nodes, unsigned n, const char *owner,
-                    struct kube_status *st)
+static bool args_ok(const char *const *nodes, unsigned n, const char *owner, struct kube_status *st)
 {
 	if (owner == NULL || owner[0] == '\0') {
 		st_say(st, "drain: the owner is required (e.g. rackupgrade/<name>)");
@@ -522,8 +519,9 @@ static void act_all(struct kube_client *c, struct pass *ps, const struct drain_p
 		case DRAIN_ACT_EVICT:
 			if (d->bad_deadline)
 				log_warn(DRAIN_COMP, "checkpoint deadline unreadable, evicting",
-				         "pod=%s field=metadata.annotations[%s] value=\"%s\"", d->key,
-				         DRAIN_ANN_CHECKPOINT, annotation(d->pod, DRAIN_ANN_CHECKPOINT));
+				         "pod=%s field=metadata.annotations[%s] value=\"%s\"",
+				         d->key, DRAIN_ANN_CHECKPOINT,
+				         annotation(d->pod, DRAIN_ANN_CHECKPOINT));
 			act_evict(c, ps, d, node, p->force);
 			break;
 		}
@@ -575,9 +573,11 @@ enum nv_err drain_nodes(struct kube_client *c, const char *const *nodes, unsigne
 			next = pl.first_deadline_ms;
 		res->next_check_ms = next;
 	}
-	log_debug(DRAIN_COMP, "pass", "owner=%s nodes=%u pods=%d waiting=%d held=%d evicted=%d "
-	          "blocked=%d terminating=%d done=%d", p->owner, n, res->pods, res->waiting_ack,
-	          res->held, res->evicted, res->blocked, res->terminating, res->done);
+	log_debug(DRAIN_COMP, "pass",
+	          "owner=%s nodes=%u pods=%d waiting=%d held=%d evicted=%d "
+	          "blocked=%d terminating=%d done=%d",
+	          p->owner, n, res->pods, res->waiting_ack, res->held, res->evicted, res->blocked,
+	          res->terminating, res->done);
 out:
 	drain_plan_clear(&pl);
 	json_decref(all);
@@ -586,16 +586,14 @@ out:
 
 /* Drops the checkpoint handshake from the pods that stay on node, so a
  * later drain starts with a fresh deadline. */
-static enum nv_err handshake_clear(struct kube_client *c, const char *node,
-                                   struct kube_status *st)
+static enum nv_err handshake_clear(struct kube_client *c, const char *node, struct kube_status *st)
 {
 	const struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
 	json_t *all = json_array(), *pod, *patch;
 	enum nv_err rc = pods_on(c, node, all, st);
 	size_t i;
 
-	json_array_foreach(all, i, pod)
-	{
+	json_array_foreach(all, i, pod) {
 		if (rc != NV_OK)
 			break;
 		if (annotation(pod, DRAIN_ANN_CHECKPOINT) == NULL ||

@@ -29,9 +29,9 @@ enum drain_act {
 };
 
 struct drain_pod {
-	const json_t *pod;   /* borrowed from the caller's array */
-	char key[320];       /* "namespace/name" */
-	const char *gang;    /* the nvl72.io/job label (borrowed) or NULL */
+	const json_t *pod; /* borrowed from the caller's array */
+	char key[320];     /* "namespace/name" */
+	const char *gang;  /* the nvl72.io/job label (borrowed) or NULL */
 	enum drain_act act;
 	const char *why;     /* static text: "DaemonSet", "deadline passed", ... */
 	int64_t deadline_ms; /* Checkpoint mode: the deadline (to write, for ASK) */

@@ -86,7 +86,7 @@ enum nv_err fabric_poll_next(struct fabric_poll *p, const char *id, enum fabric_
 		fabric_status_msg(st, "stopped while waiting for operation %s", id);
 		return NV_E_CANCELLED;
 	}
-	p->interval_ms = p->interval_ms * 2 > p->max_interval_ms ? p->max_interval_ms
-	                                                         : p->interval_ms * 2;
+	p->interval_ms =
+	        p->interval_ms * 2 > p->max_interval_ms ? p->max_interval_ms : p->interval_ms * 2;
 	return NV_OK;
 }

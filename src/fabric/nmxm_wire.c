@@ -234,8 +234,7 @@ static enum nv_err members_from_json(const json_t *mem, struct fabric_partition 
 		snprintf(e->msg, sizeof(e->msg), "Members: more than %d GPUs", FABRIC_GPUS_MAX);
 		return NV_E_TOO_LARGE;
 	}
-	json_array_foreach(mem, i, m)
-	{
+	json_array_foreach(mem, i, m) {
 		struct fabric_gpu *g = &p->gpus[p->n_gpus];
 		memset(g, 0, sizeof(*g));
 		if (json_is_string(m)) {
@@ -311,8 +310,7 @@ enum nv_err nmxm_parse_partition_list(const char *data, size_t len, struct fabri
 		goto out;
 	}
 	all = xcalloc(json_array_size(root) + 1, sizeof(*all));
-	json_array_foreach(root, i, item)
-	{
+	json_array_foreach(root, i, item) {
 		err = nmxm_partition_from_json(item, &all[i], e);
 		if (err != NV_OK) {
 			char inner[sizeof(e->msg) - 24];
@@ -347,8 +345,7 @@ enum nv_err nmxm_parse_chassis_id(const char *data, size_t len, const char *seri
 		err = NV_E_PARSE;
 		goto out;
 	}
-	json_array_foreach(root, i, c)
-	{
+	json_array_foreach(root, i, c) {
 		int64_t id;
 		if (strcmp(jx_str_or(c, "SerialNumber", ""), serial) != 0)
 			continue;

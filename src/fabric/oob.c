@@ -15,7 +15,7 @@
 static const void *const backends[] = {&oob_sim_ops};
 static char names[64];
 static const struct fabric_registry registry = {backends, ARRAY_LEN(backends), names,
-						sizeof(names)};
+                                                sizeof(names)};
 _Static_assert(offsetof(struct oob_backend_ops, name) == 0, "the registry reads the name");
 
 struct oob_backend {
@@ -43,8 +43,8 @@ bool oob_component_is_oob(enum matrix_component c)
 
 bool oob_component_target_ok(enum matrix_component c, enum oob_target_kind k)
 {
-	bool on_switch = c == MATRIX_C_NVOS || c == MATRIX_C_SWITCH_TRAY_FIRMWARE ||
-			 c == MATRIX_C_NMX;
+	bool on_switch =
+	        c == MATRIX_C_NVOS || c == MATRIX_C_SWITCH_TRAY_FIRMWARE || c == MATRIX_C_NMX;
 
 	if (!oob_component_is_oob(c))
 		return false;
@@ -52,7 +52,7 @@ bool oob_component_target_ok(enum matrix_component c, enum oob_target_kind k)
 }
 
 enum nv_err oob_target_check(enum matrix_component c, const struct oob_target *t, char *why,
-			     size_t whysz)
+                             size_t whysz)
 {
 	unsigned max = t->kind == OOB_SWITCH_TRAY ? OOB_SWITCH_TRAYS : OOB_COMPUTE_TRAYS;
 
@@ -66,12 +66,12 @@ enum nv_err oob_target_check(enum matrix_component c, const struct oob_target *t
 	}
 	if (!oob_component_target_ok(c, t->kind)) {
 		snprintf(why, whysz, "%s is not updated on %s trays", matrix_component_name(c),
-			 t->kind == OOB_SWITCH_TRAY ? "switch" : "compute");
+		         t->kind == OOB_SWITCH_TRAY ? "switch" : "compute");
 		return NV_E_INVAL;
 	}
 	if (t->index < 1 || t->index > max) {
 		snprintf(why, whysz, "%s tray index %u is outside 1..%u",
-			 t->kind == OOB_SWITCH_TRAY ? "switch" : "compute", t->index, max);
+		         t->kind == OOB_SWITCH_TRAY ? "switch" : "compute", t->index, max);
 		return NV_E_INVAL;
 	}
 	return NV_OK;
@@ -101,7 +101,7 @@ enum nv_err oob_config_validate(const struct oob_config *c, char *why, size_t wh
 {
 	if (oob_backend_find(c->backend) == NULL) {
 		snprintf(why, whysz, "oob backend \"%s\" is not one of: %s", c->backend,
-			 oob_backend_names());
+		         oob_backend_names());
 		return NV_E_CONFIG;
 	}
 	if (strcmp(c->backend, "sim") == 0 && c->sim_root[0] == '\0') {
@@ -117,7 +117,7 @@ enum nv_err oob_config_validate(const struct oob_config *c, char *why, size_t wh
 }
 
 enum nv_err oob_backend_new(const struct oob_config *c, struct oob_backend **out,
-			    struct fabric_status *st)
+                            struct fabric_status *st)
 {
 	struct oob_backend *b;
 	char why[FABRIC_MSG_LEN];
@@ -170,8 +170,8 @@ static bool version_ok(const char *v)
 }
 
 enum nv_err oob_update(struct oob_backend *b, enum matrix_component comp,
-		       const struct oob_target *t, const char *version, struct oob_op *op,
-		       struct fabric_status *st)
+                       const struct oob_target *t, const char *version, struct oob_op *op,
+                       struct fabric_status *st)
 {
 	char why[FABRIC_MSG_LEN];
 
@@ -188,8 +188,8 @@ enum nv_err oob_update(struct oob_backend *b, enum matrix_component comp,
 }
 
 enum nv_err oob_version(struct oob_backend *b, enum matrix_component comp,
-			const struct oob_target *t, char *out, size_t outsz,
-			struct fabric_status *st)
+                        const struct oob_target *t, char *out, size_t outsz,
+                        struct fabric_status *st)
 {
 	char why[FABRIC_MSG_LEN];
 
@@ -202,14 +202,14 @@ enum nv_err oob_version(struct oob_backend *b, enum matrix_component comp,
 }
 
 enum nv_err oob_op_poll(struct oob_backend *b, const char *op_id, struct oob_op *op,
-			struct fabric_status *st)
+                        struct fabric_status *st)
 {
 	fabric_status_reset(st);
 	return b->ops->poll(b->state, op_id, op, st);
 }
 
 enum nv_err oob_op_wait(struct oob_backend *b, struct oob_op *op, const volatile bool *stop,
-			struct fabric_status *st)
+                        struct fabric_status *st)
 {
 	struct fabric_poll pl;
 	char id[FABRIC_ID_LEN];

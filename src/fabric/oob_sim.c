@@ -122,7 +122,7 @@ static enum nv_err table_set(struct table *t, const char *key, const char *val)
 }
 
 static void target_key(char *out, size_t outsz, const char *prefix, enum matrix_component c,
-		       const struct oob_target *t)
+                       const struct oob_target *t)
 {
 	char name[32];
 
@@ -137,7 +137,8 @@ static bool op_parse(const char *id, const char *v, struct oob_op *op, int64_t *
 	unsigned st, idx;
 	long long d;
 
-	if (v == NULL || sscanf(v, "%u %lld %39s %15s %u %63s", &st, &d, comp, kind, &idx, ver) != 6 ||
+	if (v == NULL ||
+	    sscanf(v, "%u %lld %39s %15s %u %63s", &st, &d, comp, kind, &idx, ver) != 6 ||
 	    st > FABRIC_OP_CANCELLED || !matrix_component_parse(comp, &op->component))
 		return false;
 	memset(op->message, 0, sizeof(op->message));
@@ -153,9 +154,9 @@ static bool op_parse(const char *id, const char *v, struct oob_op *op, int64_t *
 static void op_render(const struct oob_op *op, int64_t due, char *out, size_t outsz)
 {
 	snprintf(out, outsz, "%u %lld %s %s %u %s", (unsigned)op->state, (long long)due,
-		 matrix_component_name(op->component),
-		 op->target.kind == OOB_SWITCH_TRAY ? "switch" : "compute", op->target.index,
-		 op->version);
+	         matrix_component_name(op->component),
+	         op->target.kind == OOB_SWITCH_TRAY ? "switch" : "compute", op->target.index,
+	         op->version);
 }
 
 static void op_message(struct oob_op *op)
@@ -164,10 +165,10 @@ static void op_message(struct oob_op *op)
 
 	oob_target_name(&op->target, tname, sizeof(tname));
 	snprintf(op->message, sizeof(op->message), "%s on %s to %s: %s",
-		 matrix_component_name(op->component), tname, op->version,
-		 op->state == FABRIC_OP_COMPLETED ? "done"
-		 : op->state == FABRIC_OP_FAILED  ? "failed (injected by oob/fail.* in the sim)"
-						  : "in progress");
+	         matrix_component_name(op->component), tname, op->version,
+	         op->state == FABRIC_OP_COMPLETED ? "done"
+	         : op->state == FABRIC_OP_FAILED  ? "failed (injected by oob/fail.* in the sim)"
+	                                          : "in progress");
 }
 
 /* Ends the operations whose time has come. */
@@ -179,11 +180,13 @@ static enum nv_err settle(const struct osim *s, struct table *t)
 		struct oob_op op;
 		int64_t due;
 		char path[1100], fail[128], tname[32], val[VAL_LEN], vkey[KEY_LEN];
-		if (strncmp(t->key[i], "op.", 3) != 0 || !op_parse(t->key[i] + 3, t->val[i], &op, &due) ||
+		if (strncmp(t->key[i], "op.", 3) != 0 ||
+		    !op_parse(t->key[i] + 3, t->val[i], &op, &due) ||
 		    op.state != FABRIC_OP_IN_PROGRESS || due > now)
 			continue;
 		oob_target_name(&op.target, tname, sizeof(tname));
-		snprintf(fail, sizeof(fail), "fail.%s.%s", matrix_component_name(op.component), tname);
+		snprintf(fail, sizeof(fail), "fail.%s.%s", matrix_component_name(op.component),
+		         tname);
 		if (path_of(s, fail, path, sizeof(path)) == NV_OK && access(path, F_OK) == 0) {
 			op.state = FABRIC_OP_FAILED;
 		} else {
@@ -269,12 +272,13 @@ static void osim_close(void *state)
 
 /* An update of the same target to the same version in flight, or NULL. */
 static bool op_in_flight(const struct table *t, enum matrix_component c,
-			 const struct oob_target *tg, const char *version, struct oob_op *out)
+                         const struct oob_target *tg, const char *version, struct oob_op *out)
 {
 	for (size_t i = 0; i < t->n; i++) {
 		struct oob_op op;
 		int64_t due;
-		if (strncmp(t->key[i], "op.", 3) == 0 && op_parse(t->key[i] + 3, t->val[i], &op, &due) &&
+		if (strncmp(t->key[i], "op.", 3) == 0 &&
+		    op_parse(t->key[i] + 3, t->val[i], &op, &due) &&
 		    op.state == FABRIC_OP_IN_PROGRESS && op.component == c &&
 		    op.target.kind == tg->kind && op.target.index == tg->index &&
 		    strcmp(op.version, version) == 0) {
@@ -286,7 +290,7 @@ static bool op_in_flight(const struct table *t, enum matrix_component c,
 }
 
 static enum nv_err osim_update(void *state, enum matrix_component comp, const struct oob_target *tg,
-			       const char *version, struct oob_op *op, struct fabric_status *st)
+                               const char *version, struct oob_op *op, struct fabric_status *st)
 {
 	struct osim *s = state;
 	struct table *t = xcalloc(1, sizeof(*t));
@@ -346,8 +350,8 @@ static enum nv_err osim_update(void *state, enum matrix_component comp, const st
 }
 
 static enum nv_err osim_version(void *state, enum matrix_component comp,
-				const struct oob_target *tg, char *out, size_t outsz,
-				struct fabric_status *st)
+                                const struct oob_target *tg, char *out, size_t outsz,
+                                struct fabric_status *st)
 {
 	struct osim *s = state;
 	struct table *t = xcalloc(1, sizeof(*t));
@@ -363,8 +367,8 @@ static enum nv_err osim_version(void *state, enum matrix_component comp,
 	have = table_get(t, vkey);
 	if (have == NULL) {
 		oob_target_name(tg, tname, sizeof(tname));
-		fabric_status_msg(st, "sim: no %s version known on %s",
-				  matrix_component_name(comp), tname);
+		fabric_status_msg(st, "sim: no %s version known on %s", matrix_component_name(comp),
+		                  tname);
 		rc = NV_E_NOT_FOUND;
 	} else {
 		rc = str_copy(out, outsz, have);
@@ -375,7 +379,7 @@ static enum nv_err osim_version(void *state, enum matrix_component comp,
 }
 
 static enum nv_err osim_poll(void *state, const char *op_id, struct oob_op *op,
-			     struct fabric_status *st)
+                             struct fabric_status *st)
 {
 	struct osim *s = state;
 	struct table *t = xcalloc(1, sizeof(*t));
@@ -384,8 +388,8 @@ static enum nv_err osim_poll(void *state, const char *op_id, struct oob_op *op,
 	int64_t due;
 	enum nv_err rc;
 
-	if (strlen(op_id) + 4 > sizeof(okey) || snprintf(okey, sizeof(okey), "op.%.*s",
-							    (int)(sizeof(okey) - 4), op_id) < 0) {
+	if (strlen(op_id) + 4 > sizeof(okey) ||
+	    snprintf(okey, sizeof(okey), "op.%.*s", (int)(sizeof(okey) - 4), op_id) < 0) {
 		free(t);
 		fabric_status_msg(st, "sim: no operation %.64s", op_id);
 		return NV_E_NOT_FOUND;
@@ -409,10 +413,10 @@ static enum nv_err osim_poll(void *state, const char *op_id, struct oob_op *op,
 }
 
 const struct oob_backend_ops oob_sim_ops = {
-	.name = "sim",
-	.open = osim_open,
-	.close = osim_close,
-	.update = osim_update,
-	.version = osim_version,
-	.poll = osim_poll,
+        .name = "sim",
+        .open = osim_open,
+        .close = osim_close,
+        .update = osim_update,
+        .version = osim_version,
+        .poll = osim_poll,
 };

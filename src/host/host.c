@@ -19,8 +19,7 @@
 
 #define PROC_FILE_MAX ((size_t)64 << 10)
 
-void host_init(struct host *h, const struct host_cfg *cfg,
-		     const struct host_ops *ops)
+void host_init(struct host *h, const struct host_cfg *cfg, const struct host_ops *ops)
 {
 	memset(h, 0, sizeof(*h));
 	if (cfg != NULL)
@@ -57,8 +56,7 @@ void host_clear(struct host *h)
 	host_nvml_close(h);
 }
 
-enum nv_err host_path(const struct host *h, const char *path, char *out,
-			    size_t outsz)
+enum nv_err host_path(const struct host *h, const char *path, char *out, size_t outsz)
 {
 	const char *root = h->cfg.host_root;
 	size_t rl = strlen(root);
@@ -103,8 +101,7 @@ enum nv_err host_file_read(const char *full, size_t max, struct buf *out)
 	return rc;
 }
 
-enum nv_err host_read(const struct host *h, const char *path, size_t max,
-			    struct buf *out)
+enum nv_err host_read(const struct host *h, const char *path, size_t max, struct buf *out)
 {
 	char full[PATH_MAX_HOST];
 	enum nv_err rc = host_path(h, path, full, sizeof(full));
@@ -157,8 +154,7 @@ static void dir_fsync(const char *dir)
 	}
 }
 
-enum nv_err host_file_write_atomic(const char *full, const char *data, size_t len,
-				    unsigned mode)
+enum nv_err host_file_write_atomic(const char *full, const char *data, size_t len, unsigned mode)
 {
 	char dir[PATH_MAX_HOST], tmp[PATH_MAX_HOST + 16];
 	enum nv_err rc;
@@ -188,8 +184,8 @@ enum nv_err host_file_write_atomic(const char *full, const char *data, size_t le
 	return NV_OK;
 }
 
-enum nv_err host_write_atomic(const struct host *h, const char *path,
-				    const char *data, size_t len, unsigned mode)
+enum nv_err host_write_atomic(const struct host *h, const char *path, const char *data, size_t len,
+                              unsigned mode)
 {
 	char full[PATH_MAX_HOST];
 	enum nv_err rc = host_path(h, path, full, sizeof(full));
@@ -247,8 +243,7 @@ enum nv_err host_params_read(struct host *h, struct host_driver_params *out)
 	return rc;
 }
 
-enum nv_err host_gpus_read(struct host *h, struct host_gpu *gpus, size_t cap,
-				 size_t *n)
+enum nv_err host_gpus_read(struct host *h, struct host_gpu *gpus, size_t cap, size_t *n)
 {
 	char why[HOST_ERRMSG_LEN] = "";
 	enum nv_err rc;

@@ -34,8 +34,8 @@ static enum nv_err channel_major(struct host *h, unsigned *major)
 }
 
 /* One node: kept when right, replaced when it has the wrong type or numbers. */
-static enum nv_err channel_one(struct host *h, const char *dir, unsigned major,
-			       unsigned minor, bool *made)
+static enum nv_err channel_one(struct host *h, const char *dir, unsigned major, unsigned minor,
+                               bool *made)
 {
 	char path[PATH_MAX_HOST];
 	struct stat st;

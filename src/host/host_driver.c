@@ -20,17 +20,17 @@
 
 /* Dependents first: `modprobe -r` takes them in this order. */
 static const char *const driver_modules[] = {
-	"nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia_peermem", "gdrdrv", "nvidia",
+        "nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia_peermem", "gdrdrv", "nvidia",
 };
 
 static const char *const phase_names[] = {
-	[HOST_DRV_DONE] = "Done",
-	[HOST_DRV_STOPPING_HOLDERS] = "StoppingHolders",
-	[HOST_DRV_INSTALLING] = "Installing",
-	[HOST_DRV_INSTALLER_RUNNING] = "InstallerRunning",
-	[HOST_DRV_RELOADING] = "Reloading",
-	[HOST_DRV_REBOOT_REQUIRED] = "RebootRequired",
-	[HOST_DRV_FAILED] = "Failed",
+        [HOST_DRV_DONE] = "Done",
+        [HOST_DRV_STOPPING_HOLDERS] = "StoppingHolders",
+        [HOST_DRV_INSTALLING] = "Installing",
+        [HOST_DRV_INSTALLER_RUNNING] = "InstallerRunning",
+        [HOST_DRV_RELOADING] = "Reloading",
+        [HOST_DRV_REBOOT_REQUIRED] = "RebootRequired",
+        [HOST_DRV_FAILED] = "Failed",
 };
 
 const char *host_drv_phase_name(enum host_drv_phase p)
@@ -153,8 +153,8 @@ static bool installer_running(struct host *h, pid_t *pid)
 
 /* installer argv with "{version}" replaced; strings in store. */
 static enum nv_err installer_argv(struct host *h, const char *target,
-				  const char *argv[INSTALLER_ARGS_MAX + 1],
-				  char store[INSTALLER_ARGS_MAX][256])
+                                  const char *argv[INSTALLER_ARGS_MAX + 1],
+                                  char store[INSTALLER_ARGS_MAX][256])
 {
 	size_t i;
 
@@ -219,7 +219,7 @@ static enum nv_err install_run(struct host *h, const char *target, struct host_d
 	(void)unlink(marker);
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		snprintf(o->detail, sizeof(o->detail), "installer failed (status %d); see %.180s",
-			 WIFEXITED(status) ? WEXITSTATUS(status) : -1, logp);
+		         WIFEXITED(status) ? WEXITSTATUS(status) : -1, logp);
 		return NV_E_IO;
 	}
 	return NV_OK;
@@ -294,7 +294,7 @@ static enum nv_err step_finish(struct host *h, struct host_drv_step *o)
 	    strcmp(d.nvml_driver, o->loaded) != 0) {
 		o->phase = HOST_DRV_FAILED;
 		snprintf(o->detail, sizeof(o->detail), "NVML reports %s, the module %s",
-			 d.nvml_driver, o->loaded);
+		         d.nvml_driver, o->loaded);
 		return NV_E_STATE;
 	}
 	/* Bring back the persistence daemon we stopped; IMEX is the caller's. */
@@ -312,8 +312,8 @@ static enum nv_err step_fail(struct host_drv_step *o, enum host_drv_phase p, enu
 	return rc;
 }
 
-enum nv_err host_driver_step(struct host *h, const char *target,
-				   enum host_imex_mode imex_mode, struct host_drv_step *out)
+enum nv_err host_driver_step(struct host *h, const char *target, enum host_imex_mode imex_mode,
+                             struct host_drv_step *out)
 {
 	struct host_drv_step o = {0};
 	enum nv_err rc;
@@ -337,7 +337,8 @@ enum nv_err host_driver_step(struct host *h, const char *target,
 	rc = holders_stop(h, imex_mode, &did);
 	if (rc != NV_OK || did) {
 		o.phase = HOST_DRV_STOPPING_HOLDERS;
-		snprintf(o.detail, sizeof(o.detail), "%s", rc ? h->err : "stopped IMEX and holders");
+		snprintf(o.detail, sizeof(o.detail), "%s",
+		         rc ? h->err : "stopped IMEX and holders");
 		goto out;
 	}
 	rc = host_driver_ondisk(h, o.ondisk, sizeof(o.ondisk));

@@ -34,9 +34,10 @@ static enum nv_err spawn_attr_init(posix_spawnattr_t *a, short extra)
 	sigaddset(&def, SIGCHLD);
 	if (posix_spawnattr_init(a) != 0)
 		return NV_E_IO;
-	if (posix_spawnattr_setsigmask(a, &none) != 0 || posix_spawnattr_setsigdefault(a, &def) != 0 ||
-	    posix_spawnattr_setflags(a, (short)(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-						extra)) != 0) {
+	if (posix_spawnattr_setsigmask(a, &none) != 0 ||
+	    posix_spawnattr_setsigdefault(a, &def) != 0 ||
+	    posix_spawnattr_setflags(
+	            a, (short)(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | extra)) != 0) {
 		posix_spawnattr_destroy(a);
 		return NV_E_IO;
 	}
@@ -80,8 +81,8 @@ static void output_keep(struct host_run_result *res, const char *chunk, size_t n
 /* Reads the child's output (keeping at most the cap) until it has exited
  * and the pipe is closed, or shortly after its exit when a straggler it
  * left keeps the pipe open. false when the deadline passed first. */
-static bool run_wait(int fd, pid_t pid, int64_t deadline, struct host_run_result *res,
-		     int *status, bool *straggler)
+static bool run_wait(int fd, pid_t pid, int64_t deadline, struct host_run_result *res, int *status,
+                     bool *straggler)
 {
 	int64_t exited_at = -1;
 	bool eof = false;
@@ -111,8 +112,8 @@ static bool run_wait(int fd, pid_t pid, int64_t deadline, struct host_run_result
 	}
 }
 
-static enum nv_err real_run(struct host *h, const char *const *argv, int64_t timeout_ms,
-			    size_t cap, struct host_run_result *res)
+static enum nv_err real_run(struct host *h, const char *const *argv, int64_t timeout_ms, size_t cap,
+                            struct host_run_result *res)
 {
 	int64_t deadline = time_mono_ms() + timeout_ms;
 	int pfd[2], status = 0;
@@ -154,13 +155,14 @@ static enum nv_err real_run(struct host *h, const char *const *argv, int64_t tim
 }
 
 static enum nv_err real_spawn(struct host *h, const char *const *argv, const char *log_path,
-			      pid_t *pid)
+                              pid_t *pid)
 {
 	enum nv_err rc;
 	int fd;
 
 	(void)h;
-	fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	fd = open(log_path ? log_path : "/dev/null", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+	          0644);
 	if (fd < 0)
 		return NV_E_IO;
 	rc = spawn_with(argv, fd, POSIX_SPAWN_SETSID, pid);
@@ -168,8 +170,8 @@ static enum nv_err real_spawn(struct host *h, const char *const *argv, const cha
 	return rc;
 }
 
-static enum nv_err real_mknod_chr(struct host *h, const char *path, unsigned major,
-				  unsigned minor, unsigned mode)
+static enum nv_err real_mknod_chr(struct host *h, const char *path, unsigned major, unsigned minor,
+                                  unsigned mode)
 {
 	(void)h;
 	if (mknod(path, S_IFCHR | (mode_t)mode, makedev(major, minor)) != 0)
@@ -180,21 +182,21 @@ static enum nv_err real_mknod_chr(struct host *h, const char *path, unsigned maj
 }
 
 const struct host_ops host_real_ops = {
-	.name = "real",
-	.nvml_read = host_nvml_real_read,
-	.run = real_run,
-	.spawn = real_spawn,
-	.mknod_chr = real_mknod_chr,
+        .name = "real",
+        .nvml_read = host_nvml_real_read,
+        .run = real_run,
+        .spawn = real_spawn,
+        .mknod_chr = real_mknod_chr,
 };
 
 enum nv_err host_tool_run(struct host *h, const char *const *argv, size_t cap,
-			   struct host_run_result *res)
+                          struct host_run_result *res)
 {
 	enum nv_err rc = h->ops->run(h, argv, h->cfg.tool_timeout_ms, cap, res);
 
 	if (rc == NV_E_TIMEOUT) {
 		host_fail(h, "%s timed out after %lld ms", argv[0],
-				(long long)h->cfg.tool_timeout_ms);
+		          (long long)h->cfg.tool_timeout_ms);
 		return rc;
 	}
 	if (rc != NV_OK) {
@@ -204,7 +206,7 @@ enum nv_err host_tool_run(struct host *h, const char *const *argv, size_t cap,
 	if (res->exit_code != 0) {
 		const char *o = buf_str(&res->out);
 		host_fail(h, "%s exited with %d: %.*s", argv[0], res->exit_code,
-				(int)strcspn(o, "\n"), o);
+		          (int)strcspn(o, "\n"), o);
 		return NV_E_IO;
 	}
 	return NV_OK;

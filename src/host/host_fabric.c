@@ -10,19 +10,19 @@
 #include "nvl72/base.h"
 
 static const char *const fabric_names[] = {
-	[HOST_FABRIC_NOT_SUPPORTED] = "NotSupported",
-	[HOST_FABRIC_NOT_STARTED] = "NotStarted",
-	[HOST_FABRIC_IN_PROGRESS] = "InProgress",
-	[HOST_FABRIC_COMPLETED] = "Completed",
-	[HOST_FABRIC_UNKNOWN] = "Unknown",
+        [HOST_FABRIC_NOT_SUPPORTED] = "NotSupported",
+        [HOST_FABRIC_NOT_STARTED] = "NotStarted",
+        [HOST_FABRIC_IN_PROGRESS] = "InProgress",
+        [HOST_FABRIC_COMPLETED] = "Completed",
+        [HOST_FABRIC_UNKNOWN] = "Unknown",
 };
 
 static const char *const summary_names[] = {
-	[HOST_HEALTH_NOT_SUPPORTED] = "NotSupported",
-	[HOST_HEALTH_HEALTHY] = "Healthy",
-	[HOST_HEALTH_UNHEALTHY] = "Unhealthy",
-	[HOST_HEALTH_LIMITED_CAPACITY] = "LimitedCapacity",
-	[HOST_HEALTH_UNKNOWN] = "Unknown",
+        [HOST_HEALTH_NOT_SUPPORTED] = "NotSupported",
+        [HOST_HEALTH_HEALTHY] = "Healthy",
+        [HOST_HEALTH_UNHEALTHY] = "Unhealthy",
+        [HOST_HEALTH_LIMITED_CAPACITY] = "LimitedCapacity",
+        [HOST_HEALTH_UNKNOWN] = "Unknown",
 };
 
 const char *host_fabric_state_name(enum host_fabric_state s)
@@ -52,13 +52,9 @@ bool host_health_has_fault(const struct host_fabric_health *h)
 }
 
 static const char *const incorrect_names[] = {
-	[2] = "incorrectSysGuid",
-	[3] = "incorrectChassisSerial",
-	[4] = "noPartition",
-	[5] = "insufficientNvlinks",
-	[6] = "incompatibleGpuFirmware",
-	[7] = "invalidLocation",
-	[8] = "gpuStateInvalid",
+        [2] = "incorrectSysGuid",    [3] = "incorrectChassisSerial",  [4] = "noPartition",
+        [5] = "insufficientNvlinks", [6] = "incompatibleGpuFirmware", [7] = "invalidLocation",
+        [8] = "gpuStateInvalid",
 };
 
 static void describe_add(char *out, size_t outsz, const char *word)
@@ -83,9 +79,10 @@ void host_health_describe(const struct host_fabric_health *h, char *out, size_t 
 	if (h->access_timeout == 1)
 		describe_add(out, outsz, "accessTimeoutRecovery");
 	if (h->incorrect_config >= 2)
-		describe_add(out, outsz, h->incorrect_config < ARRAY_LEN(incorrect_names)
-						 ? incorrect_names[h->incorrect_config]
-						 : "incorrectConfiguration");
+		describe_add(out, outsz,
+		             h->incorrect_config < ARRAY_LEN(incorrect_names)
+		                     ? incorrect_names[h->incorrect_config]
+		                     : "incorrectConfiguration");
 	if (h->partition == 2)
 		describe_add(out, outsz, "partitionNotAssigned");
 }
@@ -115,9 +112,9 @@ enum host_health_summary host_tray_health_summary(const struct host_gpu *gpus, s
 {
 	/* Rank: higher is worse; NOT_SUPPORTED and UNKNOWN do not count. */
 	static const int rank[] = {
-		[HOST_HEALTH_NOT_SUPPORTED] = 0, [HOST_HEALTH_HEALTHY] = 1,
-		[HOST_HEALTH_LIMITED_CAPACITY] = 2, [HOST_HEALTH_UNHEALTHY] = 3,
-		[HOST_HEALTH_UNKNOWN] = 0,
+	        [HOST_HEALTH_NOT_SUPPORTED] = 0,    [HOST_HEALTH_HEALTHY] = 1,
+	        [HOST_HEALTH_LIMITED_CAPACITY] = 2, [HOST_HEALTH_UNHEALTHY] = 3,
+	        [HOST_HEALTH_UNKNOWN] = 0,
 	};
 	enum host_health_summary worst = HOST_HEALTH_NOT_SUPPORTED;
 
@@ -136,8 +133,7 @@ static void why_gpu(char *why, size_t whysz, const struct host_gpu *g, const cha
 }
 
 /* Whether one GPU's fabric info can name a clique; sets *usable. */
-static enum nv_err gpu_clique_check(const struct host_gpu *g, bool *usable, char *why,
-				    size_t whysz)
+static enum nv_err gpu_clique_check(const struct host_gpu *g, bool *usable, char *why, size_t whysz)
 {
 	*usable = false;
 	if (g->fabric_state == HOST_FABRIC_NOT_SUPPORTED)
@@ -155,7 +151,7 @@ static enum nv_err gpu_clique_check(const struct host_gpu *g, bool *usable, char
 }
 
 enum nv_err host_tray_clique(const struct host_gpu *gpus, size_t n, bool *has_clique,
-			      char out[HOST_CLIQUE_LEN], char *why, size_t whysz)
+                             char out[HOST_CLIQUE_LEN], char *why, size_t whysz)
 {
 	char first[HOST_CLIQUE_LEN] = "";
 	size_t with = 0;

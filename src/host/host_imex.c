@@ -53,7 +53,7 @@ static enum nv_err peers_check(const struct host_imex_cfg *c)
 }
 
 enum nv_err host_imex_render(const struct host_imex_cfg *c, const char *nodes_path,
-			      struct buf *config, struct buf *nodes)
+                             struct buf *config, struct buf *nodes)
 {
 	const char *cmd_ip = c->bind_ip[0] ? c->bind_ip : "127.0.0.1";
 	enum nv_err rc;
@@ -67,19 +67,19 @@ enum nv_err host_imex_render(const struct host_imex_cfg *c, const char *nodes_pa
 	buf_reset(config);
 	buf_reset(nodes);
 	rc = buf_printf(config,
-			"# IMEX domain %s: written by nvl72-agent, changes are overwritten.\n"
-			"DAEMONIZE=%d\n"
-			"SERVER_PORT=%u\n"
-			"IMEX_NODE_CONFIG_FILE=%s\n"
-			"IMEX_CMD_ENABLED=1\n"
-			"IMEX_CMD_BIND_INTERFACE_IP=%s\n"
-			"IMEX_CMD_PORT=%u\n"
-			"IMEX_WAIT_FOR_QUORUM=RECOVERY\n"
-			"IMEX_NODE_DISCONNECTED_GRACE_TIME=%d\n"
-			"LOG_LEVEL=4\n",
-			c->domain[0] ? c->domain : "-", c->mode == HOST_IMEX_HOST ? 1 : 0,
-			c->server_port ? c->server_port : 50000u, nodes_path, cmd_ip,
-			c->cmd_port ? c->cmd_port : 50005u, c->grace_s);
+	                "# IMEX domain %s: written by nvl72-agent, changes are overwritten.\n"
+	                "DAEMONIZE=%d\n"
+	                "SERVER_PORT=%u\n"
+	                "IMEX_NODE_CONFIG_FILE=%s\n"
+	                "IMEX_CMD_ENABLED=1\n"
+	                "IMEX_CMD_BIND_INTERFACE_IP=%s\n"
+	                "IMEX_CMD_PORT=%u\n"
+	                "IMEX_WAIT_FOR_QUORUM=RECOVERY\n"
+	                "IMEX_NODE_DISCONNECTED_GRACE_TIME=%d\n"
+	                "LOG_LEVEL=4\n",
+	                c->domain[0] ? c->domain : "-", c->mode == HOST_IMEX_HOST ? 1 : 0,
+	                c->server_port ? c->server_port : 50000u, nodes_path, cmd_ip,
+	                c->cmd_port ? c->cmd_port : 50005u, c->grace_s);
 	if (rc == NV_OK && c->bind_ip[0] != '\0')
 		rc = buf_printf(config, "BIND_INTERFACE_IP=%s\n", c->bind_ip);
 	for (size_t i = 0; rc == NV_OK && i < c->n_peers; i++)
@@ -99,7 +99,7 @@ static void imex_hash(const struct buf *config, const struct buf *nodes, char ou
 		return;
 	if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
 	    (config == NULL || (EVP_DigestUpdate(ctx, buf_str(config), config->len) == 1 &&
-				EVP_DigestUpdate(ctx, "", 1) == 1)) &&
+	                        EVP_DigestUpdate(ctx, "", 1) == 1)) &&
 	    EVP_DigestUpdate(ctx, buf_str(nodes), nodes->len) == 1 &&
 	    EVP_DigestFinal_ex(ctx, md, &mdlen) == 1) {
 		for (unsigned int i = 0; i < mdlen && i < 32; i++)
@@ -110,7 +110,7 @@ static void imex_hash(const struct buf *config, const struct buf *nodes, char ou
 
 /* Writes path (in the IMEX dir) when its content differs from want. */
 static enum nv_err imex_file_sync(struct host *h, const char *name, const struct buf *want,
-				  bool *changed)
+                                  bool *changed)
 {
 	char rel[PATH_MAX_HOST];
 	struct buf have;
@@ -216,7 +216,7 @@ static enum nv_err process_start(struct host *h, const char *hash, pid_t *out)
 }
 
 static enum nv_err process_apply(struct host *h, const char *hash, bool force,
-				 struct host_imex_apply *out)
+                                 struct host_imex_apply *out)
 {
 	char running[65];
 	pid_t pid;
@@ -227,7 +227,7 @@ static enum nv_err process_apply(struct host *h, const char *hash, bool force,
 			return NV_OK;
 		}
 		log_info("agent", "restarting nvidia-imex for a new configuration",
-			 "pid=%d hash=%.12s", (int)pid, hash);
+		         "pid=%d hash=%.12s", (int)pid, hash);
 		host_pid_stop(pid, IMEX_STOP_GRACE_MS);
 	}
 	out->restarted = true;
@@ -235,7 +235,7 @@ static enum nv_err process_apply(struct host *h, const char *hash, bool force,
 }
 
 static enum nv_err host_apply(struct host *h, const char *hash, bool force,
-			      struct host_imex_apply *out)
+                              struct host_imex_apply *out)
 {
 	char stamp[PATH_MAX_HOST];
 	struct host_unit_state us;
@@ -265,7 +265,7 @@ static enum nv_err host_apply(struct host *h, const char *hash, bool force,
 }
 
 enum nv_err host_imex_apply(struct host *h, const struct host_imex_cfg *c,
-				  struct host_imex_apply *out)
+                            struct host_imex_apply *out)
 {
 	char nodes_full[PATH_MAX_HOST], nodes_host[PATH_MAX_HOST];
 	struct host_imex_apply r = {0};
@@ -281,7 +281,7 @@ enum nv_err host_imex_apply(struct host *h, const struct host_imex_cfg *c,
 	imex_full(h, "nodes_config.cfg", nodes_full, sizeof(nodes_full));
 	snprintf(nodes_host, sizeof(nodes_host), "%s/nodes_config.cfg", h->cfg.imex_dir);
 	rc = host_imex_render(c, c->mode == HOST_IMEX_PROCESS ? nodes_full : nodes_host, &config,
-			       &nodes);
+	                      &nodes);
 	if (rc != NV_OK) {
 		host_fail(h, "IMEX config for domain %s is invalid", c->domain);
 		goto out;
@@ -334,7 +334,7 @@ enum nv_err host_imex_stop(struct host *h, enum host_imex_mode mode)
 
 /* Runs the ctl with args; NV_OK when it answered (any exit code). */
 static enum nv_err ctl_run(struct host *h, const char *a1, const char *a2,
-			   struct host_run_result *res)
+                           struct host_run_result *res)
 {
 	char cfgp[PATH_MAX_HOST];
 	const char *argv[] = {h->cfg.imex_ctl, "-c", cfgp, a1, a2, NULL};
@@ -343,8 +343,8 @@ static enum nv_err ctl_run(struct host *h, const char *a1, const char *a2,
 	imex_full(h, "config.cfg", cfgp, sizeof(cfgp));
 	rc = h->ops->run(h, argv, h->cfg.tool_timeout_ms, IMEX_OUT_MAX, res);
 	if (rc == NV_E_TIMEOUT)
-		host_fail(h, "nvidia-imex-ctl %s%s%s timed out after %lld ms", a1,
-				a2 ? " " : "", a2 ? a2 : "", (long long)h->cfg.tool_timeout_ms);
+		host_fail(h, "nvidia-imex-ctl %s%s%s timed out after %lld ms", a1, a2 ? " " : "",
+		          a2 ? a2 : "", (long long)h->cfg.tool_timeout_ms);
 	else if (rc != NV_OK)
 		host_fail(h, "nvidia-imex-ctl could not be started");
 	return rc;
@@ -369,13 +369,13 @@ enum nv_err host_imex_status(struct host *h, struct host_imex_status *out)
 	rc = ctl_run(h, "-N", "-j", &res);
 	if (rc == NV_OK && res.exit_code == 0) {
 		rc = host_imex_nodes_parse(buf_str(&res.out), res.out.len, &out->dom, out->err,
-					    sizeof(out->err));
+		                           sizeof(out->err));
 		out->nodes_ok = rc == NV_OK;
 		if (rc != NV_OK)
 			host_fail(h, "nvidia-imex-ctl -N -j: %s", out->err);
 	} else if (rc == NV_OK) {
 		snprintf(out->err, sizeof(out->err), "nvidia-imex-ctl -N -j exited with %d",
-			 res.exit_code);
+		         res.exit_code);
 	} else {
 		str_copy(out->err, sizeof(out->err), h->err);
 	}

@@ -12,21 +12,18 @@
 #define PATH_MAX_HOST 1024
 
 enum nv_err host_file_read(const char *full, size_t max, struct buf *out);
-enum nv_err host_file_write_atomic(const char *full, const char *data, size_t len,
-				    unsigned mode);
+enum nv_err host_file_write_atomic(const char *full, const char *data, size_t len, unsigned mode);
 enum nv_err host_mkdirs(const char *full, unsigned mode);
-void host_fail(struct host *h, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void host_fail(struct host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void host_nvml_close(struct host *h);
 /* The real backend's nvml_read (ops member). */
-enum nv_err host_nvml_real_read(struct host *h, struct host_gpu *gpus, size_t cap,
-				 size_t *n, struct host_driver_info *drv, char *why,
-				 size_t whysz);
+enum nv_err host_nvml_real_read(struct host *h, struct host_gpu *gpus, size_t cap, size_t *n,
+                                struct host_driver_info *drv, char *why, size_t whysz);
 
 /* Runs a configured tool through the ops with the tool timeout; a non-zero
  * exit is NV_E_IO with the first output line in h->err. */
 enum nv_err host_tool_run(struct host *h, const char *const *argv, size_t cap,
-			   struct host_run_result *res);
+                          struct host_run_result *res);
 
 /* Whether pid is alive and not a zombie (reaps it when it is our child). */
 bool host_pid_alive(pid_t pid);

@@ -79,8 +79,7 @@ static void sym(void *dl, const char *name, void *fnp, size_t fnsz)
 }
 #define SYM(l, field, name) sym((l)->dl, (name), &(l)->field, sizeof((l)->field))
 
-static enum nv_err nvml_open(struct host *h, struct nvml_lib **out, char *why,
-			     size_t whysz)
+static enum nv_err nvml_open(struct host *h, struct nvml_lib **out, char *why, size_t whysz)
 {
 	struct nvml_lib *l = h->nvml;
 
@@ -155,9 +154,9 @@ static void fabric_uuid(struct host_gpu *g, const unsigned char u[16])
 	for (size_t i = 0; i < 16; i++)
 		g->has_cluster |= u[i] != 0;
 	snprintf(g->cluster_uuid, sizeof(g->cluster_uuid),
-		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
-		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-		 u[15]);
+	         "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+	         u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+	         u[15]);
 }
 
 static enum host_fabric_state fabric_state(unsigned char s)
@@ -207,8 +206,8 @@ static void gpu_fabric_read(const struct nvml_lib *l, void *dev, struct host_gpu
 		g->health_mask = f.health_mask;
 		host_health_decode(f.health_mask, &g->health);
 		g->health_summary = f.health_summary <= HOST_HEALTH_LIMITED_CAPACITY
-					    ? (enum host_health_summary)f.health_summary
-					    : HOST_HEALTH_UNKNOWN;
+		                            ? (enum host_health_summary)f.health_summary
+		                            : HOST_HEALTH_UNKNOWN;
 	}
 }
 
@@ -224,7 +223,7 @@ static void gpu_platform_read(const struct nvml_lib *l, void *dev, struct host_g
 		return;
 	g->has_platform = true;
 	nvml_str(g->chassis_serial, sizeof(g->chassis_serial), (const char *)p.chassis_serial,
-		 sizeof(p.chassis_serial));
+	         sizeof(p.chassis_serial));
 	g->slot = p.slot;
 	g->tray_index = p.tray_index;
 	g->host_id = p.host_id;
@@ -246,8 +245,8 @@ static void driver_fill(const struct nvml_lib *l, struct host_driver_info *d)
 		d->cuda_version = 0;
 }
 
-static enum nv_err gpus_fill(const struct nvml_lib *l, struct host_gpu *gpus, size_t cap,
-			     size_t *n, char *why, size_t whysz)
+static enum nv_err gpus_fill(const struct nvml_lib *l, struct host_gpu *gpus, size_t cap, size_t *n,
+                             char *why, size_t whysz)
 {
 	unsigned int count = 0;
 	int r = l->count(&count);
@@ -287,9 +286,8 @@ static enum nv_err gpus_fill(const struct nvml_lib *l, struct host_gpu *gpus, si
 
 /* One init/shutdown per read: a driver reload between reads leaves no
  * stale handles behind. */
-enum nv_err host_nvml_real_read(struct host *h, struct host_gpu *gpus, size_t cap,
-				 size_t *n, struct host_driver_info *drv, char *why,
-				 size_t whysz)
+enum nv_err host_nvml_real_read(struct host *h, struct host_gpu *gpus, size_t cap, size_t *n,
+                                struct host_driver_info *drv, char *why, size_t whysz)
 {
 	struct nvml_lib *l;
 	enum nv_err rc;

@@ -78,14 +78,13 @@ static void observe_fm(struct host *h, struct host_obs *o)
 	if (!host_kind_wants_fm(&o->kind) &&
 	    (o->fm.active == HOST_UNIT_ACTIVE || o->fm.active == HOST_UNIT_ACTIVATING)) {
 		part_set(&o->fm_part, NV_E_STATE,
-			 "host Fabric Manager runs on a tray without local NVSwitches");
+		         "host Fabric Manager runs on a tray without local NVSwitches");
 		return;
 	}
 	part_set(&o->fm_part, NV_OK, "");
 }
 
-enum nv_err host_observe(struct host *h, enum host_imex_mode imex_mode,
-			       struct host_obs *out)
+enum nv_err host_observe(struct host *h, enum host_imex_mode imex_mode, struct host_obs *out)
 {
 	if (h == NULL || out == NULL)
 		return NV_E_INVAL;

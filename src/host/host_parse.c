@@ -35,8 +35,8 @@ static bool is_version(const char *s, size_t len)
 {
 	size_t dots = 0, digits = 0;
 
-	if (len == 0 || len >= HOST_VERSION_LEN || s[0] < '0' || s[0] > '9' ||
-	    s[len - 1] < '0' || s[len - 1] > '9')
+	if (len == 0 || len >= HOST_VERSION_LEN || s[0] < '0' || s[0] > '9' || s[len - 1] < '0' ||
+	    s[len - 1] > '9')
 		return false;
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] == '.') {
@@ -164,8 +164,8 @@ static bool is_param_name(const char *s, size_t len)
 		return false;
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		      (c >= '0' && c <= '9') || c == '_'))
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
 			return false;
 	}
 	return true;
@@ -242,8 +242,7 @@ enum nv_err host_version_cmp(const char *a, const char *b, int *out)
 	return NV_OK;
 }
 
-enum nv_err host_proc_devices_major(const char *text, size_t len, const char *name,
-				     unsigned *major)
+enum nv_err host_proc_devices_major(const char *text, size_t len, const char *name, unsigned *major)
 {
 	const char *p = text, *ls;
 	size_t ll, nlen = strlen(name);
@@ -281,35 +280,35 @@ enum nv_err host_proc_devices_major(const char *text, size_t len, const char *na
 }
 
 static const char *const imexd_names[] = {
-	[HOST_IMEXD_UNKNOWN] = "UNKNOWN",
-	[HOST_IMEXD_INITIALIZING] = "INITIALIZING",
-	[HOST_IMEXD_STARTING_AUTH_SERVER] = "STARTING_AUTH_SERVER",
-	[HOST_IMEXD_WAITING_FOR_PEERS] = "WAITING_FOR_PEERS",
-	[HOST_IMEXD_WAITING_FOR_RECOVERY] = "WAITING_FOR_RECOVERY",
-	[HOST_IMEXD_INIT_GPU] = "INIT_GPU",
-	[HOST_IMEXD_READY] = "READY",
-	[HOST_IMEXD_SHUTTING_DOWN] = "SHUTTING_DOWN",
-	[HOST_IMEXD_UNAVAILABLE] = "UNAVAILABLE",
-	[HOST_IMEXD_NOT_RUNNING] = "NOT_RUNNING",
+        [HOST_IMEXD_UNKNOWN] = "UNKNOWN",
+        [HOST_IMEXD_INITIALIZING] = "INITIALIZING",
+        [HOST_IMEXD_STARTING_AUTH_SERVER] = "STARTING_AUTH_SERVER",
+        [HOST_IMEXD_WAITING_FOR_PEERS] = "WAITING_FOR_PEERS",
+        [HOST_IMEXD_WAITING_FOR_RECOVERY] = "WAITING_FOR_RECOVERY",
+        [HOST_IMEXD_INIT_GPU] = "INIT_GPU",
+        [HOST_IMEXD_READY] = "READY",
+        [HOST_IMEXD_SHUTTING_DOWN] = "SHUTTING_DOWN",
+        [HOST_IMEXD_UNAVAILABLE] = "UNAVAILABLE",
+        [HOST_IMEXD_NOT_RUNNING] = "NOT_RUNNING",
 };
 
 static const char *const domain_names[] = {
-	[HOST_IMEX_DOMAIN_UNKNOWN] = "UNKNOWN",
-	[HOST_IMEX_DOMAIN_UP] = "UP",
-	[HOST_IMEX_DOMAIN_DOWN] = "DOWN",
-	[HOST_IMEX_DOMAIN_DEGRADED] = "DEGRADED",
+        [HOST_IMEX_DOMAIN_UNKNOWN] = "UNKNOWN",
+        [HOST_IMEX_DOMAIN_UP] = "UP",
+        [HOST_IMEX_DOMAIN_DOWN] = "DOWN",
+        [HOST_IMEX_DOMAIN_DEGRADED] = "DEGRADED",
 };
 
 static const char *const conn_names[] = {
-	[HOST_IMEX_CONN_UNKNOWN] = "UNKNOWN",
-	[HOST_IMEX_CONN_CONNECTED] = "CONNECTED",
-	[HOST_IMEX_CONN_INVALID] = "INVALID",
-	[HOST_IMEX_CONN_NEVER] = "NEVER_CONNECTED",
-	[HOST_IMEX_CONN_RECOVERING] = "RECOVERING",
-	[HOST_IMEX_CONN_DISCONNECTED] = "DISCONNECTED",
-	[HOST_IMEX_CONN_AUTHENTICATING] = "AUTHENTICATING",
-	[HOST_IMEX_CONN_VERSION_MISMATCH] = "VERSION_MISMATCH",
-	[HOST_IMEX_CONN_MAP_MISMATCH] = "MAP_MISMATCH",
+        [HOST_IMEX_CONN_UNKNOWN] = "UNKNOWN",
+        [HOST_IMEX_CONN_CONNECTED] = "CONNECTED",
+        [HOST_IMEX_CONN_INVALID] = "INVALID",
+        [HOST_IMEX_CONN_NEVER] = "NEVER_CONNECTED",
+        [HOST_IMEX_CONN_RECOVERING] = "RECOVERING",
+        [HOST_IMEX_CONN_DISCONNECTED] = "DISCONNECTED",
+        [HOST_IMEX_CONN_AUTHENTICATING] = "AUTHENTICATING",
+        [HOST_IMEX_CONN_VERSION_MISMATCH] = "VERSION_MISMATCH",
+        [HOST_IMEX_CONN_MAP_MISMATCH] = "MAP_MISMATCH",
 };
 
 const char *host_imex_daemon_name(enum host_imex_daemon s)
@@ -354,8 +353,8 @@ enum nv_err host_imex_q_parse(const char *text, size_t len, enum host_imex_daemo
 	return NV_OK;
 }
 
-__attribute__((format(printf, 3, 4))) static void why_set(char *why, size_t whysz,
-							   const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void why_set(char *why, size_t whysz, const char *fmt,
+                                                          ...)
 {
 	va_list ap;
 
@@ -378,7 +377,7 @@ static bool node_key(const char *k, unsigned *idx)
 }
 
 static enum nv_err imex_conns_parse(json_t *conns, struct host_imex_node *nd, char *why,
-				    size_t whysz)
+                                    size_t whysz)
 {
 	const char *k;
 	json_t *v;
@@ -396,15 +395,16 @@ static enum nv_err imex_conns_parse(json_t *conns, struct host_imex_node *nd, ch
 			why_set(why, whysz, "node %s: connection %.32s has no status", nd->host, k);
 			return NV_E_PARSE;
 		}
-		nd->conn[ci] = (enum host_imex_conn)word_lookup(conn_names, ARRAY_LEN(conn_names), st);
+		nd->conn[ci] =
+		        (enum host_imex_conn)word_lookup(conn_names, ARRAY_LEN(conn_names), st);
 		if (ci + 1 > nd->n_conn)
 			nd->n_conn = ci + 1;
 	}
 	return NV_OK;
 }
 
-static enum nv_err imex_node_parse(const char *key, json_t *v, struct host_imex_node *nd,
-				   char *why, size_t whysz)
+static enum nv_err imex_node_parse(const char *key, json_t *v, struct host_imex_node *nd, char *why,
+                                   size_t whysz)
 {
 	const char *st, *host;
 	json_t *conns;
@@ -440,8 +440,8 @@ static int node_cmp(const void *a, const void *b)
 	return (x->index > y->index) - (x->index < y->index);
 }
 
-enum nv_err host_imex_nodes_parse(const char *text, size_t len,
-				   struct host_imex_domain_status *out, char *why, size_t whysz)
+enum nv_err host_imex_nodes_parse(const char *text, size_t len, struct host_imex_domain_status *out,
+                                  char *why, size_t whysz)
 {
 	const struct jx_limits lim = {IMEX_JSON_MAX, 8};
 	struct host_imex_domain_status *s = NULL;
@@ -485,7 +485,7 @@ out:
 }
 
 void host_imex_domain_count(const struct host_imex_domain_status *s, const char *self_host,
-			     unsigned *peers_ready, unsigned *peers_connected)
+                            unsigned *peers_ready, unsigned *peers_connected)
 {
 	const struct host_imex_node *self = NULL;
 

@@ -27,7 +27,7 @@ static bool unit_name_ok(const char *u)
 }
 
 static void show_value(struct host_unit_state *s, const char *k, size_t kl, const char *v,
-		       size_t vl)
+                       size_t vl)
 {
 #define IS(str, lit) (str##l == sizeof(lit) - 1 && memcmp(str, lit, sizeof(lit) - 1) == 0)
 	if (IS(k, "LoadState")) {
@@ -78,11 +78,15 @@ enum nv_err host_unit_show_parse(const char *text, size_t len, struct host_unit_
 	return NV_OK;
 }
 
-enum nv_err host_unit_query(struct host *h, const char *unit,
-				  struct host_unit_state *out)
+enum nv_err host_unit_query(struct host *h, const char *unit, struct host_unit_state *out)
 {
-	const char *argv[] = {h->cfg.systemctl, "show", "-p", "LoadState,ActiveState,UnitFileState",
-			      "--", unit, NULL};
+	const char *argv[] = {h->cfg.systemctl,
+	                      "show",
+	                      "-p",
+	                      "LoadState,ActiveState,UnitFileState",
+	                      "--",
+	                      unit,
+	                      NULL};
 	struct host_run_result res;
 	enum nv_err rc;
 
@@ -130,13 +134,13 @@ static bool unit_matches(const struct host_unit_state *s, enum host_unit_want wa
 	return false;
 }
 
-enum nv_err host_unit_reconcile(struct host *h, const char *unit,
-				      enum host_unit_want want, bool allowed, bool *changed)
+enum nv_err host_unit_reconcile(struct host *h, const char *unit, enum host_unit_want want,
+                                bool allowed, bool *changed)
 {
 	static const char *const verbs[][3] = {
-		[HOST_UNIT_WANT_RUNNING] = {"unmask", "enable", "start"},
-		[HOST_UNIT_WANT_STOPPED] = {"stop", NULL, NULL},
-		[HOST_UNIT_WANT_MASKED] = {"stop", "disable", "mask"},
+	        [HOST_UNIT_WANT_RUNNING] = {"unmask", "enable", "start"},
+	        [HOST_UNIT_WANT_STOPPED] = {"stop", NULL, NULL},
+	        [HOST_UNIT_WANT_MASKED] = {"stop", "disable", "mask"},
 	};
 	struct host_unit_state s;
 	enum nv_err rc;
@@ -153,7 +157,7 @@ enum nv_err host_unit_reconcile(struct host *h, const char *unit,
 	}
 	if (!allowed) {
 		host_fail(h, "host unit %s is %s; policy does not allow changing it", unit,
-				s.active == HOST_UNIT_ACTIVE ? "running" : "not as expected");
+		          s.active == HOST_UNIT_ACTIVE ? "running" : "not as expected");
 		return NV_E_STATE;
 	}
 	for (size_t i = 0; i < 3 && verbs[want][i] != NULL; i++) {

@@ -25,10 +25,10 @@
 #define LINE_MAX_LEN 4096
 
 static const char *const phase_names[] = {
-	[HOST_VAL_NONE] = "None",
-	[HOST_VAL_RUNNING] = "Running",
-	[HOST_VAL_SUCCEEDED] = "Succeeded",
-	[HOST_VAL_FAILED] = "Failed",
+        [HOST_VAL_NONE] = "None",
+        [HOST_VAL_RUNNING] = "Running",
+        [HOST_VAL_SUCCEEDED] = "Succeeded",
+        [HOST_VAL_FAILED] = "Failed",
 };
 
 const char *host_val_phase_name(enum host_val_phase p)
@@ -117,8 +117,8 @@ static enum nv_err oob_check(const char *v, size_t n, char *why, size_t whysz)
 }
 
 enum nv_err host_validation_output_parse(const char *text, size_t len, double *busbw_gbps,
-					  char *transport, size_t transportsz, char *why,
-					  size_t whysz)
+                                         char *transport, size_t transportsz, char *why,
+                                         size_t whysz)
 {
 	bool have_kv = false, have_nccl = false;
 	double kv = 0, nccl = 0;
@@ -142,19 +142,20 @@ enum nv_err host_validation_output_parse(const char *text, size_t len, double *b
 		if (has_prefix(s, n, "busbw_gbps=", &pl)) {
 			if (busbw_parse(s + pl, n - pl, &kv) != NV_OK) {
 				snprintf(why, whysz,
-					 "line %zu: busbw_gbps \"%.*s\" is not a number from 0 to %.0f",
-					 lineno, (int)(n - pl < 40 ? n - pl : 40), s + pl,
-					 HOST_VALIDATION_BUSBW_MAX);
+				         "line %zu: busbw_gbps \"%.*s\" is not a number from 0 to "
+				         "%.0f",
+				         lineno, (int)(n - pl < 40 ? n - pl : 40), s + pl,
+				         HOST_VALIDATION_BUSBW_MAX);
 				return NV_E_PARSE;
 			}
 			have_kv = true;
 		} else if (has_prefix(s, n, "transport=", &pl)) {
 			if (!transport_ok(s + pl, n - pl)) {
 				snprintf(why, whysz,
-					 "line %zu: transport \"%.*s\" must be 1 to %d letters, "
-					 "digits, '-', '_' or '.'",
-					 lineno, (int)(n - pl < 40 ? n - pl : 40), s + pl,
-					 HOST_VALIDATION_TRANSPORT_LEN - 1);
+				         "line %zu: transport \"%.*s\" must be 1 to %d letters, "
+				         "digits, '-', '_' or '.'",
+				         lineno, (int)(n - pl < 40 ? n - pl : 40), s + pl,
+				         HOST_VALIDATION_TRANSPORT_LEN - 1);
 				return NV_E_PARSE;
 			}
 			memcpy(tr, s + pl, n - pl);
@@ -162,9 +163,9 @@ enum nv_err host_validation_output_parse(const char *text, size_t len, double *b
 		} else if ((v = nccl_value(s, n, "# Avg bus bandwidth", &vl)) != NULL) {
 			if (busbw_parse(v, vl, &nccl) != NV_OK) {
 				snprintf(why, whysz,
-					 "line %zu: nccl-tests average bus bandwidth \"%.*s\" is "
-					 "not a number",
-					 lineno, (int)(vl < 40 ? vl : 40), v);
+				         "line %zu: nccl-tests average bus bandwidth \"%.*s\" is "
+				         "not a number",
+				         lineno, (int)(vl < 40 ? vl : 40), v);
 				return NV_E_PARSE;
 			}
 			have_nccl = true;
@@ -175,8 +176,8 @@ enum nv_err host_validation_output_parse(const char *text, size_t len, double *b
 	}
 	if (!have_kv && !have_nccl) {
 		snprintf(why, whysz,
-			 "validation output has no busbw_gbps=<number> line and no nccl-tests "
-			 "\"# Avg bus bandwidth\" line");
+		         "validation output has no busbw_gbps=<number> line and no nccl-tests "
+		         "\"# Avg bus bandwidth\" line");
 		return NV_E_PARSE;
 	}
 	*busbw_gbps = have_kv ? kv : nccl;
@@ -192,14 +193,14 @@ static void one_line(char *dst, size_t dstsz, const char *src)
 
 	for (i = 0; src[i] != '\0' && i + 1 < dstsz; i++)
 		dst[i] = (src[i] == '\n' || src[i] == '\r' || (unsigned char)src[i] < 0x20)
-				 ? ' '
-				 : src[i];
+		                 ? ' '
+		                 : src[i];
 	if (dstsz > 0)
 		dst[i] = '\0';
 }
 
 static enum nv_err state_field(struct host_val_result *o, const char *k, const char *v,
-			       long long *pid, unsigned long long *pid_start)
+                               long long *pid, unsigned long long *pid_start)
 {
 	int64_t n;
 	uint64_t u;
@@ -220,7 +221,7 @@ static enum nv_err state_field(struct host_val_result *o, const char *k, const c
 	}
 	if (strcmp(k, "transport") == 0)
 		return transport_ok(v, strlen(v)) ? str_copy(o->transport, sizeof(o->transport), v)
-						   : NV_E_PARSE;
+		                                  : NV_E_PARSE;
 	if (strcmp(k, "start_ms") == 0 || strcmp(k, "end_ms") == 0) {
 		if (parse_i64(v, 0, INT64_MAX / 2, &n) != NV_OK)
 			return NV_E_PARSE;
@@ -246,9 +247,8 @@ static enum nv_err state_field(struct host_val_result *o, const char *k, const c
 	return NV_OK; /* a key from a newer agent */
 }
 
-enum nv_err host_validation_state_parse(const char *text, size_t len,
-					 struct host_val_result *out, long long *pid,
-					 unsigned long long *pid_start)
+enum nv_err host_validation_state_parse(const char *text, size_t len, struct host_val_result *out,
+                                        long long *pid, unsigned long long *pid_start)
 {
 	struct host_val_result o = {0};
 	long long p = 0;
@@ -295,7 +295,7 @@ static void state_path(struct host *h, const char *name, char *out, size_t outsz
 /* The record, or false when there is none (or it is unreadable: a torn
  * file is treated as no record and the caller falls back to the status). */
 static bool state_load(struct host *h, struct host_val_result *o, long long *pid,
-		       unsigned long long *pid_start)
+                       unsigned long long *pid_start)
 {
 	char path[PATH_MAX_HOST];
 	struct buf b;
@@ -311,8 +311,7 @@ static bool state_load(struct host *h, struct host_val_result *o, long long *pid
 	return ok;
 }
 
-static enum nv_err state_save(struct host *h, const struct host_val_result *o,
-			      pid_t pid)
+static enum nv_err state_save(struct host *h, const struct host_val_result *o, pid_t pid)
 {
 	char path[PATH_MAX_HOST], dir[PATH_MAX_HOST], text[STATE_MAX], msg[HOST_ERRMSG_LEN];
 	size_t n = 0;
@@ -324,16 +323,16 @@ static enum nv_err state_save(struct host *h, const struct host_val_result *o,
 	(void)host_mkdirs(dir, 0755);
 	one_line(msg, sizeof(msg), o->message);
 	w = snprintf(text, sizeof(text), "id=%s\nphase=%s\nstart_ms=%lld\nend_ms=%lld\n", o->id,
-		     host_val_phase_name(o->phase), (long long)o->start_ms, (long long)o->end_ms);
+	             host_val_phase_name(o->phase), (long long)o->start_ms, (long long)o->end_ms);
 	n += (size_t)w;
 	if (o->has_busbw)
 		n += (size_t)snprintf(text + n, sizeof(text) - n, "busbw_gbps=%.2f\n",
-				      o->busbw_gbps);
+		                      o->busbw_gbps);
 	if (o->transport[0] != '\0')
 		n += (size_t)snprintf(text + n, sizeof(text) - n, "transport=%s\n", o->transport);
 	if (pid > 0)
 		n += (size_t)snprintf(text + n, sizeof(text) - n, "pid=%d\npid_start=%llu\n",
-				      (int)pid, host_pid_starttime(pid));
+		                      (int)pid, host_pid_starttime(pid));
 	n += (size_t)snprintf(text + n, sizeof(text) - n, "message=%s\n", msg);
 	return host_file_write_atomic(path, text, n, 0644);
 }
@@ -341,7 +340,7 @@ static enum nv_err state_save(struct host *h, const struct host_val_result *o,
 /* ---- running ---- */
 
 static void finish(struct host_val_result *o, enum host_val_phase phase, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 static void finish(struct host_val_result *o, enum host_val_phase phase, const char *fmt, ...)
 {
 	va_list ap;
@@ -399,8 +398,7 @@ static void collect(struct host *h, struct host_val_result *o, int status)
 		finish(o, HOST_VAL_FAILED, "validation command exited with %d: %s",
 		       WIFEXITED(status) ? WEXITSTATUS(status) : -1, line);
 	else if (host_validation_output_parse(buf_str(&b), b.len, &o->busbw_gbps, o->transport,
-					       sizeof(o->transport), why,
-					       sizeof(why)) != NV_OK)
+	                                      sizeof(o->transport), why, sizeof(why)) != NV_OK)
 		finish(o, HOST_VAL_FAILED, "%s", why);
 	else {
 		o->has_busbw = true;
@@ -454,8 +452,7 @@ static void reap_orphan(struct host_val_result *o, long long pid, unsigned long 
 	finish(o, HOST_VAL_FAILED, "agent restarted during the run");
 }
 
-static void start(struct host *h, const struct host_val_request *req,
-		  struct host_val_result *o)
+static void start(struct host *h, const struct host_val_request *req, struct host_val_result *o)
 {
 	const char *argv[HOST_VALIDATION_ARGS_MAX + 2];
 	char logp[PATH_MAX_HOST];
@@ -491,12 +488,12 @@ static void start(struct host *h, const struct host_val_request *req,
 	h->val_deadline_ms = time_mono_ms() + req->timeout_ms;
 	(void)state_save(h, o, pid);
 	log_info("agent", "validation run started", "id=%s pid=%d cmd=%s", o->id, (int)pid,
-		 argv[0]);
+	         argv[0]);
 }
 
 enum nv_err host_validation_step(struct host *h, const struct host_val_request *req,
-				       const struct host_val_result *reported,
-				       struct host_val_result *out)
+                                 const struct host_val_result *reported,
+                                 struct host_val_result *out)
 {
 	struct host_val_result o = {0};
 	long long pid = 0;
@@ -525,12 +522,11 @@ enum nv_err host_validation_step(struct host *h, const struct host_val_request *
 		have = dirty = true;
 		ended = o.phase != HOST_VAL_RUNNING;
 	}
-	if (dirty && have && o.phase != HOST_VAL_RUNNING &&
-	    state_save(h, &o, 0) != NV_OK)
+	if (dirty && have && o.phase != HOST_VAL_RUNNING && state_save(h, &o, 0) != NV_OK)
 		log_warn("agent", "cannot write the validation record", "id=%s", o.id);
 	if (ended)
 		log_info("agent", "validation run ended", "id=%s phase=%s msg=\"%s\"", o.id,
-			 host_val_phase_name(o.phase), o.message);
+		         host_val_phase_name(o.phase), o.message);
 	*out = o;
 	return NV_OK;
 }

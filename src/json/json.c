@@ -12,8 +12,7 @@
 
 #define JX_KEY_MAX 256
 
-__attribute__((format(printf, 2, 3))) static void jx_fail(struct jx_err *e,
-							     const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void jx_fail(struct jx_err *e, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -27,14 +26,21 @@ __attribute__((format(printf, 2, 3))) static void jx_fail(struct jx_err *e,
 const char *jx_type_name(const json_t *v)
 {
 	switch (v ? json_typeof(v) : JSON_NULL) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a number";
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+		return "an integer";
+	case JSON_REAL:
+		return "a number";
 	case JSON_TRUE:
-	case JSON_FALSE: return "a boolean";
-	default: return "null";
+	case JSON_FALSE:
+		return "a boolean";
+	default:
+		return "null";
 	}
 }
 
@@ -68,8 +74,8 @@ int jx_scan_depth(const char *data, size_t len, int limit)
 	return max;
 }
 
-enum nv_err jx_loadb(const char *data, size_t len, const struct jx_limits *lim,
-		     json_t **out, struct jx_err *e)
+enum nv_err jx_loadb(const char *data, size_t len, const struct jx_limits *lim, json_t **out,
+                     struct jx_err *e)
 {
 	size_t max_bytes = lim && lim->max_bytes ? lim->max_bytes : JX_DEFAULT_MAX_BYTES;
 	int max_depth = lim && lim->max_depth > 0 ? lim->max_depth : JX_DEFAULT_MAX_DEPTH;
@@ -97,15 +103,15 @@ enum nv_err jx_loadb(const char *data, size_t len, const struct jx_limits *lim,
 
 /* Reads the next path segment into key (or *idx for "[n]"). Returns the
  * rest of the path, or NULL on a syntax error. *is_idx tells which. */
-static const char *jx_next_seg(const char *p, char key[JX_KEY_MAX], size_t *idx,
-			       bool *is_idx)
+static const char *jx_next_seg(const char *p, char key[JX_KEY_MAX], size_t *idx, bool *is_idx)
 {
 	size_t n = 0;
 
 	if (*p == '[') {
 		int64_t v;
 		const char *end = strchr(p, ']');
-		if (end == NULL || parse_i64_n(p + 1, (size_t)(end - p - 1), 0, INT32_MAX, &v) != NV_OK)
+		if (end == NULL ||
+		    parse_i64_n(p + 1, (size_t)(end - p - 1), 0, INT32_MAX, &v) != NV_OK)
 			return NULL;
 		*idx = (size_t)v;
 		*is_idx = true;
@@ -159,8 +165,7 @@ static json_t *jx_lookup(const json_t *root, const char *path, struct jx_err *e)
 	return v;
 }
 
-enum nv_err jx_get_str(const json_t *root, const char *path, const char **out,
-		       struct jx_err *e)
+enum nv_err jx_get_str(const json_t *root, const char *path, const char **out, struct jx_err *e)
 {
 	json_t *v = jx_lookup(root, path, e);
 
@@ -174,8 +179,8 @@ enum nv_err jx_get_str(const json_t *root, const char *path, const char **out,
 	return NV_OK;
 }
 
-enum nv_err jx_get_int(const json_t *root, const char *path, int64_t min,
-		       int64_t max, int64_t *out, struct jx_err *e)
+enum nv_err jx_get_int(const json_t *root, const char *path, int64_t min, int64_t max, int64_t *out,
+                       struct jx_err *e)
 {
 	json_t *v = jx_lookup(root, path, e);
 	json_int_t n;
@@ -188,16 +193,15 @@ enum nv_err jx_get_int(const json_t *root, const char *path, int64_t min,
 	}
 	n = json_integer_value(v);
 	if (n < min || n > max) {
-		jx_fail(e, "%s: %lld is outside [%lld, %lld]", path, (long long)n,
-			(long long)min, (long long)max);
+		jx_fail(e, "%s: %lld is outside [%lld, %lld]", path, (long long)n, (long long)min,
+		        (long long)max);
 		return NV_E_RANGE;
 	}
 	*out = (int64_t)n;
 	return NV_OK;
 }
 
-enum nv_err jx_get_bool(const json_t *root, const char *path, bool *out,
-			struct jx_err *e)
+enum nv_err jx_get_bool(const json_t *root, const char *path, bool *out, struct jx_err *e)
 {
 	json_t *v = jx_lookup(root, path, e);
 
@@ -211,8 +215,8 @@ enum nv_err jx_get_bool(const json_t *root, const char *path, bool *out,
 	return NV_OK;
 }
 
-static enum nv_err jx_get_typed(const json_t *root, const char *path, json_type t,
-				json_t **out, struct jx_err *e)
+static enum nv_err jx_get_typed(const json_t *root, const char *path, json_type t, json_t **out,
+                                struct jx_err *e)
 {
 	json_t *v = jx_lookup(root, path, e);
 
@@ -220,21 +224,19 @@ static enum nv_err jx_get_typed(const json_t *root, const char *path, json_type 
 		return NV_E_NOT_FOUND;
 	if (json_typeof(v) != t) {
 		jx_fail(e, "%s: expected %s, got %s", path,
-			t == JSON_OBJECT ? "an object" : "an array", jx_type_name(v));
+		        t == JSON_OBJECT ? "an object" : "an array", jx_type_name(v));
 		return NV_E_INVAL;
 	}
 	*out = v;
 	return NV_OK;
 }
 
-enum nv_err jx_get_obj(const json_t *root, const char *path, json_t **out,
-		       struct jx_err *e)
+enum nv_err jx_get_obj(const json_t *root, const char *path, json_t **out, struct jx_err *e)
 {
 	return jx_get_typed(root, path, JSON_OBJECT, out, e);
 }
 
-enum nv_err jx_get_arr(const json_t *root, const char *path, json_t **out,
-		       struct jx_err *e)
+enum nv_err jx_get_arr(const json_t *root, const char *path, json_t **out, struct jx_err *e)
 {
 	return jx_get_typed(root, path, JSON_ARRAY, out, e);
 }

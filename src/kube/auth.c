@@ -85,7 +85,7 @@ static enum nv_err auth_file_token(struct kube_auth *a, struct kube_status *st)
 		secure_free_str(data);
 		if (a->file_token != NULL) {
 			log_warn("kube", "token file unreadable; keeping the cached token",
-				 "path=%s err=%s", a->cfg->token_file, nv_err_name(rc));
+			         "path=%s err=%s", a->cfg->token_file, nv_err_name(rc));
 			return NV_OK;
 		}
 		kube_status_set(st, 0, "", "token file %s: %s", a->cfg->token_file, nv_err_str(rc));
@@ -122,8 +122,8 @@ static void auth_cert_files(struct kube_auth *a)
 	return;
 fail:
 	kube_blob_clear(&cert);
-	log_warn("kube", "client certificate files unreadable; keeping the loaded pair",
-		 "cert=%s", a->cfg->cert_file);
+	log_warn("kube", "client certificate files unreadable; keeping the loaded pair", "cert=%s",
+	         a->cfg->cert_file);
 }
 
 static enum nv_err auth_exec(struct kube_auth *a, struct kube_status *st)
@@ -184,8 +184,7 @@ out:
 /* ---- exec plugins ---- */
 
 enum nv_err kube_exec_parse(const char *out, size_t len, const char *want_api,
-			    struct kube_cred *cred, int64_t *expiry_ms,
-			    struct kube_status *st)
+                            struct kube_cred *cred, int64_t *expiry_ms, struct kube_status *st)
 {
 	struct jx_err e;
 	json_t *doc = NULL;
@@ -211,14 +210,16 @@ enum nv_err kube_exec_parse(const char *out, size_t len, const char *want_api,
 	jx_get_str(doc, "status.clientCertificateData", &cert, &e);
 	jx_get_str(doc, "status.clientKeyData", &key, &e);
 	if ((tok == NULL || *tok == '\0') && (cert == NULL || key == NULL)) {
-		kube_status_set(st, 0, "", "exec plugin output: status: neither token nor "
-				"clientCertificateData+clientKeyData");
+		kube_status_set(st, 0, "",
+		                "exec plugin output: status: neither token nor "
+		                "clientCertificateData+clientKeyData");
 		goto out;
 	}
 	if (jx_get_str(doc, "status.expirationTimestamp", &exp, &e) == NV_OK &&
 	    time_parse_rfc3339(exp, expiry_ms) != NV_OK) {
-		kube_status_set(st, 0, "", "exec plugin output: status.expirationTimestamp: "
-				"not RFC 3339");
+		kube_status_set(st, 0, "",
+		                "exec plugin output: status.expirationTimestamp: "
+		                "not RFC 3339");
 		goto out;
 	}
 	if (tok != NULL && *tok != '\0')
@@ -240,7 +241,7 @@ static char **exec_envp(const struct kube_exec *x, const char *server)
 	size_t n = 0, m = 0, k = 0;
 	char **envp;
 	json_t *info = json_pack("{s:s,s:s,s:{s:b}}", "apiVersion", x->api_version, "kind",
-				 "ExecCredential", "spec", "interactive", 0);
+	                         "ExecCredential", "spec", "interactive", 0);
 	char *s;
 
 	if (x->provide_cluster_info)
@@ -295,13 +296,12 @@ static enum nv_err exec_collect(int fd, struct buf *b)
 	}
 }
 
-static enum nv_err exec_spawn(const struct kube_exec *x, const char *server, pid_t *pid,
-			      int *rfd)
+static enum nv_err exec_spawn(const struct kube_exec *x, const char *server, pid_t *pid, int *rfd)
 {
 	posix_spawn_file_actions_t fa;
 	char **envp = exec_envp(x, server);
 	char *cmd = strchr(x->command, '/') ? kube_resolve_path(x->dir, x->command)
-					    : xstrdup(x->command);
+	                                    : xstrdup(x->command);
 	int p[2] = {-1, -1}, r;
 
 	if (pipe2(p, O_CLOEXEC) != 0) {
@@ -313,7 +313,7 @@ static enum nv_err exec_spawn(const struct kube_exec *x, const char *server, pid
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
 	r = strchr(cmd, '/') ? posix_spawn(pid, cmd, &fa, NULL, x->argv, envp)
-			     : posix_spawnp(pid, cmd, &fa, NULL, x->argv, envp);
+	                     : posix_spawnp(pid, cmd, &fa, NULL, x->argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	close(p[1]);
 	exec_envp_free(envp);
@@ -326,8 +326,8 @@ static enum nv_err exec_spawn(const struct kube_exec *x, const char *server, pid
 	return NV_OK;
 }
 
-enum nv_err kube_exec_run(const struct kube_exec *x, const char *server,
-			  struct kube_cred *cred, int64_t *expiry_ms, struct kube_status *st)
+enum nv_err kube_exec_run(const struct kube_exec *x, const char *server, struct kube_cred *cred,
+                          int64_t *expiry_ms, struct kube_status *st)
 {
 	struct buf b;
 	pid_t pid = -1;
@@ -335,14 +335,16 @@ enum nv_err kube_exec_run(const struct kube_exec *x, const char *server,
 	enum nv_err rc;
 
 	if (strcmp(x->interactive, "Always") == 0) {
-		kube_status_set(st, 0, "", "exec plugin %s: interactiveMode Always needs a "
-				"terminal, which a controller never has", x->command);
+		kube_status_set(st, 0, "",
+		                "exec plugin %s: interactiveMode Always needs a "
+		                "terminal, which a controller never has",
+		                x->command);
 		return NV_E_AUTH;
 	}
 	rc = exec_spawn(x, server, &pid, &fd);
 	if (rc != NV_OK) {
 		kube_status_set(st, 0, "", "exec plugin %s: cannot start: %s", x->command,
-				nv_err_str(rc));
+		                nv_err_str(rc));
 		return NV_E_AUTH;
 	}
 	buf_init(&b, KUBE_EXEC_OUT_MAX);
@@ -354,7 +356,7 @@ enum nv_err kube_exec_run(const struct kube_exec *x, const char *server,
 		;
 	if (rc == NV_OK && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
 		kube_status_set(st, 0, "", "exec plugin %s: exited with status %d", x->command,
-				WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 		rc = NV_E_AUTH;
 	} else if (rc != NV_OK) {
 		kube_status_set(st, 0, "", "exec plugin %s: %s", x->command, nv_err_str(rc));

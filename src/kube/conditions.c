@@ -34,9 +34,8 @@ static bool set_if_changed(json_t *c, const char *key, const char *val)
 	return true;
 }
 
-bool kube_condition_set(json_t *obj, const char *type, const char *status,
-			const char *reason, const char *message, int64_t observed_generation,
-			int64_t now_ms)
+bool kube_condition_set(json_t *obj, const char *type, const char *status, const char *reason,
+                        const char *message, int64_t observed_generation, int64_t now_ms)
 {
 	char now[TIME_RFC3339_LEN];
 	json_t *conds = jx_path(obj, "status.conditions"), *c;

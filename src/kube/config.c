@@ -78,11 +78,16 @@ char *kube_resolve_path(const char *dir, const char *path)
 
 static int b64val(unsigned char c)
 {
-	if (c >= 'A' && c <= 'Z') return c - 'A';
-	if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-	if (c >= '0' && c <= '9') return c - '0' + 52;
-	if (c == '+' || c == '-') return 62;
-	if (c == '/' || c == '_') return 63;
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+' || c == '-')
+		return 62;
+	if (c == '/' || c == '_')
+		return 63;
 	return -1;
 }
 
@@ -168,8 +173,8 @@ const char *kube_config_namespace(const struct kube_config *c)
 /* ---- in-cluster ---- */
 
 TESTABLE enum nv_err kube_config_in_cluster_at(const char *sa_dir, const char *host,
-					       const char *port, struct kube_config **out,
-					       struct kube_status *st)
+                                               const char *port, struct kube_config **out,
+                                               struct kube_status *st)
 {
 	struct kube_config *c = NULL;
 	char *path = NULL, *data = NULL;
@@ -177,7 +182,8 @@ TESTABLE enum nv_err kube_config_in_cluster_at(const char *sa_dir, const char *h
 	enum nv_err rc;
 
 	if (host == NULL || port == NULL || !*host || !*port) {
-		kube_status_set(st, 0, "", "in-cluster: KUBERNETES_SERVICE_HOST and _PORT must both be set");
+		kube_status_set(st, 0, "",
+		                "in-cluster: KUBERNETES_SERVICE_HOST and _PORT must both be set");
 		return NV_E_CONFIG;
 	}
 	c = xcalloc(1, sizeof(*c));
@@ -212,5 +218,5 @@ out:
 enum nv_err kube_config_in_cluster(struct kube_config **out, struct kube_status *st)
 {
 	return kube_config_in_cluster_at(KUBE_SA_DIR, getenv("KUBERNETES_SERVICE_HOST"),
-					 getenv("KUBERNETES_SERVICE_PORT"), out, st);
+	                                 getenv("KUBERNETES_SERVICE_PORT"), out, st);
 }

@@ -23,8 +23,8 @@
 
 struct ev_job {
 	struct ev_job *next;
-	char *key;      /* aggregation key */
-	json_t *event;  /* the Event to create */
+	char *key;     /* aggregation key */
+	json_t *event; /* the Event to create */
 	int64_t wall_ms;
 };
 
@@ -34,9 +34,9 @@ struct ev_series {
 	char ns[256];
 	char name[320];
 	int64_t count;
-	int64_t last_wall_ms;     /* last occurrence */
-	int64_t last_write_ms;    /* monotonic */
-	bool dirty;               /* count not yet written */
+	int64_t last_wall_ms;  /* last occurrence */
+	int64_t last_write_ms; /* monotonic */
+	bool dirty;            /* count not yet written */
 };
 
 struct kube_recorder {
@@ -71,7 +71,7 @@ static enum nv_err ev_create(struct kube_recorder *r, struct ev_series *s, json_
 
 	if (rc != NV_OK)
 		log_warn("kube", "event not recorded", "ns=%s name=%s err=%s msg=\"%s\"", s->ns,
-			 s->name, nv_err_name(rc), st.message);
+		         s->name, nv_err_name(rc), st.message);
 	return rc;
 }
 
@@ -83,15 +83,16 @@ static enum nv_err ev_patch_series(struct kube_recorder *r, struct ev_series *s)
 	enum nv_err rc;
 
 	micro_now(s->last_wall_ms, t);
-	p = json_pack("{s:{s:I,s:s}}", "series", "count", (json_int_t)s->count, "lastObservedTime", t);
+	p = json_pack("{s:{s:I,s:s}}", "series", "count", (json_int_t)s->count, "lastObservedTime",
+	              t);
 	rc = kube_patch(r->c, &KUBE_RES_EVENTS, s->ns, s->name,
-			&(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, p, NULL, &st);
+	                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, p, NULL, &st);
 	json_decref(p);
 	s->dirty = false;
 	s->last_write_ms = time_mono_ms();
 	if (rc != NV_OK)
 		log_warn("kube", "event series not updated", "ns=%s name=%s err=%s", s->ns, s->name,
-			 nv_err_name(rc));
+		         nv_err_name(rc));
 	return rc;
 }
 
@@ -168,7 +169,7 @@ static void ev_sweep(struct kube_recorder *r, bool final)
 		bool ended = now_wall - s->last_wall_ms >= EV_SERIES_WINDOW_MS;
 		if (s->dirty && (final || ended || now - s->last_write_ms >= EV_SERIES_REFRESH_MS))
 			stat_add(r, ev_patch_series(r, s) == NV_OK ? &r->stats.series_updates
-								   : &r->stats.failed);
+			                                           : &r->stats.failed);
 		if (ended)
 			ev_forget(r, i);
 		else
@@ -215,7 +216,7 @@ static void *ev_main(void *arg)
 }
 
 struct kube_recorder *kube_recorder_new(struct kube_client *c, const char *controller,
-					const char *instance)
+                                        const char *instance)
 {
 	struct kube_recorder *r = xcalloc(1, sizeof(*r));
 	char host[256] = "unknown";
@@ -224,7 +225,7 @@ struct kube_recorder *kube_recorder_new(struct kube_client *c, const char *contr
 	r->c = c;
 	r->controller = xstrndup(controller ? controller : "nvl72.io/operator", EV_FIELD_MAX);
 	r->instance = instance ? xstrndup(instance, EV_FIELD_MAX)
-			       : xasprintf("%.60s-%.60s", r->controller, host);
+	                       : xasprintf("%.60s-%.60s", r->controller, host);
 	pthread_mutex_init(&r->mu, NULL);
 	kube_cond_init(&r->cond);
 	if (pthread_create(&r->thread, NULL, ev_main, r) != 0) {
@@ -285,12 +286,12 @@ void kube_recorder_stats(struct kube_recorder *r, struct kube_recorder_stats *ou
 static char *ev_key(const json_t *reg, const char *type, const char *reason, const char *action)
 {
 	return xasprintf("%s|%s|%s|%s|%s|%s|%s", jx_str_or(reg, "metadata.uid", ""),
-			 jx_str_or(reg, "kind", ""), kube_obj_namespace(reg), kube_obj_name(reg),
-			 type, reason, action);
+	                 jx_str_or(reg, "kind", ""), kube_obj_namespace(reg), kube_obj_name(reg),
+	                 type, reason, action);
 }
 
 static json_t *ev_build(struct kube_recorder *r, const json_t *reg, const char *type,
-			const char *reason, const char *action, const char *note, int64_t wall_ms)
+                        const char *reason, const char *action, const char *note, int64_t wall_ms)
 {
 	char t[40], name[320];
 	const char *ns = kube_obj_namespace(reg);
@@ -298,7 +299,8 @@ static json_t *ev_build(struct kube_recorder *r, const json_t *reg, const char *
 
 	micro_now(wall_ms, t);
 	snprintf(name, sizeof(name), "%.253s.%llx", kube_obj_name(reg),
-		 (unsigned long long)time_wall_ms() * 1000000ULL + (unsigned long long)(time_mono_us() % 1000000));
+	         (unsigned long long)time_wall_ms() * 1000000ULL +
+	                 (unsigned long long)(time_mono_us() % 1000000));
 	static const char *const fields[] = {"apiVersion", "kind"};
 	for (size_t i = 0; i < ARRAY_LEN(fields); i++)
 		if (json_is_string(json_object_get(reg, fields[i])))
@@ -309,14 +311,14 @@ static json_t *ev_build(struct kube_recorder *r, const json_t *reg, const char *
 	if (*jx_str_or(reg, "metadata.uid", ""))
 		json_object_set_new(ref, "uid", json_string(jx_str_or(reg, "metadata.uid", "")));
 	return json_pack("{s:s,s:s,s:{s:s,s:s},s:s,s:s,s:s,s:s,s:s,s:s%,s:s,s:o}", "apiVersion",
-			 "events.k8s.io/v1", "kind", "Event", "metadata", "name", name, "namespace",
-			 *ns ? ns : "default", "eventTime", t, "reportingController", r->controller,
-			 "reportingInstance", r->instance, "action", action, "reason", reason,
-			 "note", note, strlen(note), "type", type, "regarding", ref);
+	                 "events.k8s.io/v1", "kind", "Event", "metadata", "name", name, "namespace",
+	                 *ns ? ns : "default", "eventTime", t, "reportingController", r->controller,
+	                 "reportingInstance", r->instance, "action", action, "reason", reason,
+	                 "note", note, strlen(note), "type", type, "regarding", ref);
 }
 
 void kube_recorder_eventf(struct kube_recorder *r, const json_t *regarding, const char *type,
-			  const char *reason, const char *action, const char *fmt, ...)
+                          const char *reason, const char *action, const char *fmt, ...)
 {
 	char note[EV_NOTE_MAX + 1], rs[EV_FIELD_MAX + 1], ac[EV_FIELD_MAX + 1];
 	int64_t now = time_wall_ms();

@@ -19,7 +19,7 @@ struct inf_index {
 	char *name;
 	kube_index_fn fn;
 	char *arg;
-	json_t *map;   /* value -> {key: true} */
+	json_t *map; /* value -> {key: true} */
 };
 
 struct kube_informer {
@@ -28,7 +28,7 @@ struct kube_informer {
 	char *ns, *lsel, *fsel;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
-	json_t *store;                 /* key -> object */
+	json_t *store; /* key -> object */
 	struct inf_index idx[INF_MAX_INDEXES];
 	size_t nidx;
 	struct kube_handler h[INF_MAX_HANDLERS];
@@ -65,7 +65,7 @@ void kube_index_node_name(const json_t *obj, const char *arg, struct kube_index_
 }
 
 enum nv_err kube_informer_new(struct kube_client *c, const struct kube_informer_opts *o,
-			      struct kube_informer **out)
+                              struct kube_informer **out)
 {
 	struct kube_informer *inf;
 
@@ -94,13 +94,13 @@ enum nv_err kube_informer_new(struct kube_client *c, const struct kube_informer_
 	return NV_OK;
 }
 
-enum nv_err kube_informer_add_index(struct kube_informer *inf, const char *name,
-				    kube_index_fn fn, const char *arg)
+enum nv_err kube_informer_add_index(struct kube_informer *inf, const char *name, kube_index_fn fn,
+                                    const char *arg)
 {
 	if (inf->started || inf->nidx >= INF_MAX_INDEXES || fn == NULL)
 		return NV_E_STATE;
-	inf->idx[inf->nidx++] = (struct inf_index){xstrdup(name), fn, arg ? xstrdup(arg) : NULL,
-						   json_object()};
+	inf->idx[inf->nidx++] =
+	        (struct inf_index){xstrdup(name), fn, arg ? xstrdup(arg) : NULL, json_object()};
 	return NV_OK;
 }
 
@@ -262,12 +262,13 @@ static void replace_all(struct kube_informer *inf, json_t *items)
 }
 
 /* One full list; rv_param "0" reads the watch cache, NULL is consistent. */
-static enum nv_err do_list(struct kube_informer *inf, const char *rv_param,
-			   struct kube_status *st)
+static enum nv_err do_list(struct kube_informer *inf, const char *rv_param, struct kube_status *st)
 {
-	struct kube_list_opts lo = {.label_selector = inf->lsel, .field_selector = inf->fsel,
-				    .resource_version = rv_param, .limit = inf->o.page_size,
-				    .stop = inf->stop};
+	struct kube_list_opts lo = {.label_selector = inf->lsel,
+	                            .field_selector = inf->fsel,
+	                            .resource_version = rv_param,
+	                            .limit = inf->o.page_size,
+	                            .stop = inf->stop};
 	const struct kube_res *r = inf->o.res;
 	json_t *list = NULL, *items, *item;
 	size_t i;
@@ -283,8 +284,8 @@ static enum nv_err do_list(struct kube_informer *inf, const char *rv_param,
 			json_object_set_new(item, "kind", json_string(r->kind ? r->kind : ""));
 		if (json_object_get(item, "apiVersion") == NULL)
 			json_object_set_new(item, "apiVersion",
-					    *r->group ? json_sprintf("%s/%s", r->group, r->version)
-						      : json_string(r->version));
+			                    *r->group ? json_sprintf("%s/%s", r->group, r->version)
+			                              : json_string(r->version));
 	}
 	replace_all(inf, items);
 	set_rv(inf, jx_str_or(list, "metadata.resourceVersion", ""));
@@ -314,7 +315,7 @@ TESTABLE int64_t kube_backoff_next(struct kube_backoff *b, int retry_after_s, in
 
 /* Sleeps the next backoff step; true when stopped. */
 static bool backoff_sleep(struct kube_informer *inf, struct kube_backoff *b,
-			  const struct kube_status *st)
+                          const struct kube_status *st)
 {
 	return kube_stop_sleep(inf->stop, kube_backoff_next(b, st->retry_after_s, time_mono_ms()));
 }
@@ -322,9 +323,11 @@ static bool backoff_sleep(struct kube_informer *inf, struct kube_backoff *b,
 static enum nv_err watch_once(struct kube_informer *inf, struct kube_status *st, bool *short_watch)
 {
 	char rv[256];
-	struct kube_watch_opts wo = {.label_selector = inf->lsel, .field_selector = inf->fsel,
-				     .resource_version = rv, .timeout_s = inf->o.watch_timeout_s,
-				     .stop = inf->stop};
+	struct kube_watch_opts wo = {.label_selector = inf->lsel,
+	                             .field_selector = inf->fsel,
+	                             .resource_version = rv,
+	                             .timeout_s = inf->o.watch_timeout_s,
+	                             .stop = inf->stop};
 	uint64_t before = inf->stats.events + inf->stats.bookmarks;
 	int64_t t0 = time_mono_ms();
 	enum nv_err rc;
@@ -332,7 +335,8 @@ static enum nv_err watch_once(struct kube_informer *inf, struct kube_status *st,
 	kube_informer_last_rv(inf, rv, sizeof(rv));
 	stat_inc(inf, &inf->stats.watches);
 	rc = kube_watch(inf->c, inf->o.res, inf->ns, &wo, on_event, inf, NULL, st);
-	*short_watch = time_mono_ms() - t0 < 1000 && before == inf->stats.events + inf->stats.bookmarks;
+	*short_watch =
+	        time_mono_ms() - t0 < 1000 && before == inf->stats.events + inf->stats.bookmarks;
 	return rc;
 }
 
@@ -340,7 +344,7 @@ static void *reflector(void *arg)
 {
 	struct kube_informer *inf = arg;
 	struct kube_backoff b = {inf->o.backoff_initial_ms, inf->o.backoff_initial_ms,
-				 inf->o.backoff_max_ms, 0};
+	                         inf->o.backoff_max_ms, 0};
 	struct kube_status st;
 	const char *list_rv = "0";
 	bool need_list = true, short_watch = false;
@@ -355,7 +359,7 @@ static void *reflector(void *arg)
 			}
 			if (rc != NV_OK) {
 				log_warn("kube", "list failed", "resource=%s err=%s msg=\"%s\"",
-					 inf->o.res->resource, nv_err_name(rc), st.message);
+				         inf->o.res->resource, nv_err_name(rc), st.message);
 				if (backoff_sleep(inf, &b, &st))
 					break;
 				continue;
@@ -370,15 +374,16 @@ static void *reflector(void *arg)
 		if (rc == NV_E_GONE) {
 			stat_inc(inf, &inf->stats.gone);
 			log_info("kube", "watch expired; relisting", "resource=%s msg=\"%s\"",
-				 inf->o.res->resource, st.message);
+			         inf->o.res->resource, st.message);
 			need_list = true;
 			list_rv = NULL;
 			continue;
 		}
 		if (rc == NV_OK && !short_watch)
 			continue;
-		log_info("kube", "watch ended; resuming after backoff", "resource=%s err=%s msg=\"%s\"",
-			 inf->o.res->resource, rc == NV_OK ? "short watch" : nv_err_name(rc), st.message);
+		log_info("kube", "watch ended; resuming after backoff",
+		         "resource=%s err=%s msg=\"%s\"", inf->o.res->resource,
+		         rc == NV_OK ? "short watch" : nv_err_name(rc), st.message);
 		if (backoff_sleep(inf, &b, &st))
 			break;
 	}

@@ -38,11 +38,11 @@ void kube_blob_copy(struct kube_blob *dst, const struct kube_blob *src);
 
 struct kube_exec {
 	char *command;
-	char **argv;           /* argv[0] = command, NULL-terminated */
-	char **env;            /* "NAME=value", NULL-terminated */
+	char **argv; /* argv[0] = command, NULL-terminated */
+	char **env;  /* "NAME=value", NULL-terminated */
 	char *api_version;
-	char *interactive;     /* Never | IfAvailable | Always */
-	char *dir;             /* of the kubeconfig, for relative commands */
+	char *interactive; /* Never | IfAvailable | Always */
+	char *dir;         /* of the kubeconfig, for relative commands */
 	bool provide_cluster_info;
 };
 
@@ -55,13 +55,13 @@ struct kube_config {
 	struct kube_blob ca;
 	struct kube_blob cert;
 	struct kube_blob key;
-	char *cert_file;       /* set when cert/key came from files: re-read */
+	char *cert_file; /* set when cert/key came from files: re-read */
 	char *key_file;
-	char *token;           /* secret */
+	char *token; /* secret */
 	char *token_file;
 	struct kube_exec *exec;
 	char *ns;
-	char *source;          /* "file:/path" or "in-cluster", for logs */
+	char *source; /* "file:/path" or "in-cluster", for logs */
 };
 
 void kube_exec_free(struct kube_exec *x);
@@ -75,8 +75,7 @@ char *kube_resolve_path(const char *dir, const char *path);
 /* YAML (the JSON-compatible subset a kubeconfig uses) into json_t: plain
  * scalars true/false/null/integers get their JSON types, aliases and
  * anchors are refused, and errors name the path ("users[0].user.token"). */
-enum nv_err kube_yaml_load(const char *data, size_t len, json_t **out,
-			   char *err, size_t errlen);
+enum nv_err kube_yaml_load(const char *data, size_t len, json_t **out, char *err, size_t errlen);
 
 /* ---- credentials ---- */
 
@@ -92,12 +91,12 @@ struct kube_auth {
 	pthread_mutex_t mu;
 	const struct kube_config *cfg;
 	int64_t file_ttl_ms;
-	char *file_token;          /* cached token file contents */
-	int64_t file_read_ms;      /* monotonic time of that read */
+	char *file_token;     /* cached token file contents */
+	int64_t file_read_ms; /* monotonic time of that read */
 	char *exec_token;
 	struct kube_blob exec_cert;
 	struct kube_blob exec_key;
-	int64_t exec_expiry_ms;    /* wall clock; 0 = none given */
+	int64_t exec_expiry_ms; /* wall clock; 0 = none given */
 	bool exec_valid;
 	struct kube_blob file_cert; /* re-read client certificate files */
 	struct kube_blob file_key;
@@ -107,17 +106,14 @@ struct kube_auth {
 void kube_auth_init(struct kube_auth *a, const struct kube_config *cfg, int64_t ttl_ms);
 void kube_auth_clear(struct kube_auth *a);
 /* Fills cred with what the next request should send. */
-enum nv_err kube_auth_get(struct kube_auth *a, struct kube_cred *cred,
-			  struct kube_status *st);
+enum nv_err kube_auth_get(struct kube_auth *a, struct kube_cred *cred, struct kube_status *st);
 /* Called after a 401: cached file tokens and exec credentials are dropped. */
 void kube_auth_invalidate(struct kube_auth *a);
 /* Runs an exec plugin and parses its ExecCredential (for tests too). */
-enum nv_err kube_exec_run(const struct kube_exec *x, const char *server,
-			  struct kube_cred *cred, int64_t *expiry_ms,
-			  struct kube_status *st);
+enum nv_err kube_exec_run(const struct kube_exec *x, const char *server, struct kube_cred *cred,
+                          int64_t *expiry_ms, struct kube_status *st);
 enum nv_err kube_exec_parse(const char *out, size_t len, const char *want_api,
-			    struct kube_cred *cred, int64_t *expiry_ms,
-			    struct kube_status *st);
+                            struct kube_cred *cred, int64_t *expiry_ms, struct kube_status *st);
 
 /* ---- transport: one curl multi handle driven by one thread ---- */
 
@@ -126,24 +122,24 @@ enum kube_xfer_state { XF_NEW = 0, XF_QUEUED, XF_RUNNING, XF_DONE };
 struct kube_transport;
 
 struct kube_xfer {
-	struct kube_xfer *next;      /* pending or active list */
+	struct kube_xfer *next; /* pending or active list */
 	struct kube_transport *t;
 	CURL *easy;
-	struct curl_slist *hdrs;     /* may hold a bearer token: wiped */
+	struct curl_slist *hdrs; /* may hold a bearer token: wiped */
 	char *req_body;
-	struct buf resp;             /* response body, capped */
-	bool streaming;              /* watch: resp drained by the consumer */
+	struct buf resp; /* response body, capped */
+	bool streaming;  /* watch: resp drained by the consumer */
 	enum kube_xfer_state state;
 	CURLcode cc;
 	long http_code;
-	long hdr_code;               /* from the status line; under mu */
+	long hdr_code; /* from the status line; under mu */
 	int retry_after_s;
 	bool too_large;
 	bool abort_req;
 	bool paused;
 	bool unpause_req;
 	char errbuf[CURL_ERROR_SIZE];
-	char flow_schema[64];        /* X-Kubernetes-PF-FlowSchema-UID */
+	char flow_schema[64]; /* X-Kubernetes-PF-FlowSchema-UID */
 	pthread_cond_t cond;
 };
 
@@ -170,15 +166,15 @@ void kube_xfer_wait(struct kube_transport *t, struct kube_xfer *x, struct kube_s
 /* Streaming: moves what arrived into dst (up to room bytes), waiting up to
  * wait_ms for data. Returns the bytes moved; *done when the transfer ended
  * and nothing is left. */
-size_t kube_xfer_read(struct kube_transport *t, struct kube_xfer *x, char *dst,
-		      size_t room, int64_t wait_ms, bool *done);
+size_t kube_xfer_read(struct kube_transport *t, struct kube_xfer *x, char *dst, size_t room,
+                      int64_t wait_ms, bool *done);
 void kube_xfer_abort(struct kube_transport *t, struct kube_xfer *x);
 
 /* ---- client ---- */
 
 struct kube_client {
 	struct kube_config *cfg;
-	char *base_url;               /* server, host swapped for tls-server-name */
+	char *base_url;                /* server, host swapped for tls-server-name */
 	struct curl_slist *connect_to; /* tls-server-name: where to really connect */
 	struct kube_auth auth;
 	struct kube_transport tr;
@@ -188,18 +184,18 @@ struct kube_client {
 
 /* Builds an easy handle for method + url with the client's TLS, auth and
  * timeouts. body is copied. streaming sets watch timeouts. */
-enum nv_err kube_xfer_prepare(struct kube_client *c, struct kube_xfer *x,
-			      const char *method, const char *url, const char *ctype,
-			      const char *body, bool streaming, struct kube_status *st);
+enum nv_err kube_xfer_prepare(struct kube_client *c, struct kube_xfer *x, const char *method,
+                              const char *url, const char *ctype, const char *body, bool streaming,
+                              struct kube_status *st);
 /* Maps an HTTP status (and Status.reason) to the error enum. */
 enum nv_err kube_http_err(long code, const char *reason);
 /* Fills st from a Status object body (may be NULL or not a Status). */
 void kube_status_from_body(struct kube_status *st, long code, const char *body, size_t len);
-void kube_status_set(struct kube_status *st, long code, const char *reason,
-		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void kube_status_set(struct kube_status *st, long code, const char *reason, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
 /* "/api/v1/namespaces/ns/pods/name/status" into b, percent-encoding parts. */
 enum nv_err kube_path_build(struct buf *b, const struct kube_res *r, const char *ns,
-			    const char *name, const char *sub);
+                            const char *name, const char *sub);
 /* Appends "&k=v" (or "k=v" first) with v percent-encoded. */
 enum nv_err kube_query_add(struct buf *q, const char *k, const char *v);
 
@@ -210,11 +206,11 @@ enum nv_err kube_query_add(struct buf *q, const char *k, const char *v);
 struct kube_framer {
 	struct buf b;
 	size_t max;
-	size_t pos;      /* scan position inside b */
+	size_t pos; /* scan position inside b */
 	int depth;
 	bool in_str;
 	bool esc;
-	bool started;    /* inside a value */
+	bool started; /* inside a value */
 };
 void kube_framer_init(struct kube_framer *f, size_t max);
 void kube_framer_clear(struct kube_framer *f);
@@ -225,8 +221,8 @@ enum nv_err kube_framer_next(struct kube_framer *f, json_t **out, struct jx_err 
 /* Whether bytes of an unfinished value are buffered (a truncated stream). */
 bool kube_framer_partial(const struct kube_framer *f);
 /* Decodes {"type":..., "object":...}; *obj is borrowed from ev. */
-enum nv_err kube_watch_event_decode(json_t *ev, enum kube_event_type *type,
-				    json_t **obj, struct jx_err *e);
+enum nv_err kube_watch_event_decode(json_t *ev, enum kube_event_type *type, json_t **obj,
+                                    struct jx_err *e);
 
 /* Condition variables on the monotonic clock; waits return after at most
  * ms (spurious wake-ups included, so callers loop on their predicate). */
@@ -243,12 +239,11 @@ int64_t kube_rand_range(int64_t lo, int64_t hi);
 
 #ifdef NVL72_UNIT_TEST
 /* Static helpers the unit tests reach (see TESTABLE in base.h). */
-enum nv_err kube_config_in_cluster_at(const char *sa_dir, const char *host,
-				      const char *port, struct kube_config **out,
-				      struct kube_status *st);
+enum nv_err kube_config_in_cluster_at(const char *sa_dir, const char *host, const char *port,
+                                      struct kube_config **out, struct kube_status *st);
 int64_t kube_backoff_next(struct kube_backoff *b, int retry_after_s, int64_t now_ms);
 bool kube_should_retry(struct kube_client *c, const char *method, enum nv_err rc,
-		       const struct kube_status *st, bool unsent, int attempt, int64_t *wait_ms);
+                       const struct kube_status *st, bool unsent, int attempt, int64_t *wait_ms);
 #endif
 
 #endif

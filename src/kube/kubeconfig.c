@@ -23,8 +23,8 @@ struct kc_merge {
 static const char *const kc_sect_names[3] = {"clusters", "users", "contexts"};
 static const char *const kc_sect_inner[3] = {"cluster", "user", "context"};
 
-static enum nv_err kc_str(const json_t *obj, const char *field, const char *where,
-			  const char **out, struct kube_status *st)
+static enum nv_err kc_str(const json_t *obj, const char *field, const char *where, const char **out,
+                          struct kube_status *st)
 {
 	json_t *v = json_object_get(obj, field);
 
@@ -32,20 +32,20 @@ static enum nv_err kc_str(const json_t *obj, const char *field, const char *wher
 		return NV_E_NOT_FOUND;
 	if (!json_is_string(v)) {
 		kube_status_set(st, 0, "", "%s.%s: expected a string, got %s", where, field,
-				jx_type_name(v));
+		                jx_type_name(v));
 		return NV_E_CONFIG;
 	}
 	if (json_string_length(v) > KC_FIELD_MAX) {
-		kube_status_set(st, 0, "", "%s.%s: value of %zu bytes is too large", where,
-				field, json_string_length(v));
+		kube_status_set(st, 0, "", "%s.%s: value of %zu bytes is too large", where, field,
+		                json_string_length(v));
 		return NV_E_CONFIG;
 	}
 	*out = json_string_value(v);
 	return NV_OK;
 }
 
-static enum nv_err kc_bool(const json_t *obj, const char *field, const char *where,
-			   bool *out, struct kube_status *st)
+static enum nv_err kc_bool(const json_t *obj, const char *field, const char *where, bool *out,
+                           struct kube_status *st)
 {
 	json_t *v = json_object_get(obj, field);
 
@@ -55,7 +55,7 @@ static enum nv_err kc_bool(const json_t *obj, const char *field, const char *whe
 		return NV_OK;
 	if (!json_is_boolean(v)) {
 		kube_status_set(st, 0, "", "%s.%s: expected a boolean, got %s", where, field,
-				jx_type_name(v));
+		                jx_type_name(v));
 		return NV_E_CONFIG;
 	}
 	*out = json_is_true(v);
@@ -63,7 +63,7 @@ static enum nv_err kc_bool(const json_t *obj, const char *field, const char *whe
 }
 
 static enum nv_err kc_merge_entry(struct kc_merge *m, int s, json_t *item, size_t i,
-				  const char *dir, const char *src, struct kube_status *st)
+                                  const char *dir, const char *src, struct kube_status *st)
 {
 	char where[512];
 	const char *name = NULL;
@@ -72,7 +72,8 @@ static enum nv_err kc_merge_entry(struct kc_merge *m, int s, json_t *item, size_
 
 	snprintf(where, sizeof(where), "%s: %s[%zu]", src, kc_sect_names[s], i);
 	if (!json_is_object(item)) {
-		kube_status_set(st, 0, "", "%s: expected an object, got %s", where, jx_type_name(item));
+		kube_status_set(st, 0, "", "%s: expected an object, got %s", where,
+		                jx_type_name(item));
 		return NV_E_CONFIG;
 	}
 	rc = kc_str(item, "name", where, &name, st);
@@ -83,18 +84,19 @@ static enum nv_err kc_merge_entry(struct kc_merge *m, int s, json_t *item, size_
 	def = json_object_get(item, kc_sect_inner[s]);
 	if (!json_is_object(def) && !(s == 1 && (def == NULL || json_is_null(def)))) {
 		kube_status_set(st, 0, "", "%s.%s: expected an object, got %s", where,
-				kc_sect_inner[s], jx_type_name(def));
+		                kc_sect_inner[s], jx_type_name(def));
 		return NV_E_CONFIG;
 	}
 	if (json_object_get(m->sect[s], name) != NULL)
 		return NV_OK; /* the first file to define a name wins */
-	json_object_set_new(m->sect[s], name,
-			    json_pack("{s:O?,s:s,s:s}", "v", def, "dir", dir ? dir : "", "where", where));
+	json_object_set_new(
+	        m->sect[s], name,
+	        json_pack("{s:O?,s:s,s:s}", "v", def, "dir", dir ? dir : "", "where", where));
 	return NV_OK;
 }
 
 static enum nv_err kc_merge_doc(struct kc_merge *m, const json_t *doc, const char *dir,
-				const char *src, struct kube_status *st)
+                                const char *src, struct kube_status *st)
 {
 	const char *cur = NULL;
 	enum nv_err rc;
@@ -102,7 +104,8 @@ static enum nv_err kc_merge_doc(struct kc_merge *m, const json_t *doc, const cha
 	if (json_is_null(doc))
 		return NV_OK;
 	if (!json_is_object(doc)) {
-		kube_status_set(st, 0, "", "%s: expected a Config object, got %s", src, jx_type_name(doc));
+		kube_status_set(st, 0, "", "%s: expected a Config object, got %s", src,
+		                jx_type_name(doc));
 		return NV_E_CONFIG;
 	}
 	for (int s = 0; s < 3; s++) {
@@ -112,7 +115,7 @@ static enum nv_err kc_merge_doc(struct kc_merge *m, const json_t *doc, const cha
 			continue;
 		if (!json_is_array(list)) {
 			kube_status_set(st, 0, "", "%s: %s: expected a list, got %s", src,
-					kc_sect_names[s], jx_type_name(list));
+			                kc_sect_names[s], jx_type_name(list));
 			return NV_E_CONFIG;
 		}
 		json_array_foreach(list, i, item) {
@@ -134,8 +137,8 @@ static enum nv_err kc_merge_doc(struct kc_merge *m, const json_t *doc, const cha
 }
 
 /* Reads a PEM from <field>-data (base64) or <field> (a path). */
-static enum nv_err kc_pem(const json_t *def, const char *field, const char *dir,
-			  const char *where, struct kube_blob *out, struct kube_status *st)
+static enum nv_err kc_pem(const json_t *def, const char *field, const char *dir, const char *where,
+                          struct kube_blob *out, struct kube_status *st)
 {
 	char dfield[64];
 	const char *s = NULL;
@@ -162,7 +165,7 @@ static enum nv_err kc_pem(const json_t *def, const char *field, const char *dir,
 	rc = kube_read_file(path, KUBE_PEM_MAX, &data, &len);
 	if (rc != NV_OK) {
 		kube_status_set(st, 0, "", "%s.%s: cannot read %s: %s", where, field, path,
-				nv_err_str(rc));
+		                nv_err_str(rc));
 		free(path);
 		return NV_E_CONFIG;
 	}
@@ -210,8 +213,8 @@ static enum nv_err kc_cluster(struct kube_config *c, const json_t *e, struct kub
 	return NV_OK;
 }
 
-static enum nv_err kc_strv(const json_t *arr, const char *where, const char *field,
-			   char ***out, bool env, struct kube_status *st)
+static enum nv_err kc_strv(const json_t *arr, const char *where, const char *field, char ***out,
+                           bool env, struct kube_status *st)
 {
 	size_t n = json_array_size(arr), i;
 	json_t *v;
@@ -231,7 +234,7 @@ static enum nv_err kc_strv(const json_t *arr, const char *where, const char *fie
 			continue;
 		}
 		kube_status_set(st, 0, "", "%s: expected %s", iw,
-				env ? "{name, value} strings" : "a string");
+		                env ? "{name, value} strings" : "a string");
 		for (size_t j = 0; j < i; j++)
 			free(list[j]);
 		free(list);
@@ -242,7 +245,7 @@ static enum nv_err kc_strv(const json_t *arr, const char *where, const char *fie
 }
 
 static enum nv_err kc_exec(struct kube_config *c, const json_t *x, const char *dir,
-			   const char *where, struct kube_status *st)
+                           const char *where, struct kube_status *st)
 {
 	struct kube_exec *e = xcalloc(1, sizeof(*e));
 	const char *s = NULL;
@@ -267,15 +270,18 @@ static enum nv_err kc_exec(struct kube_config *c, const json_t *x, const char *d
 		goto out;
 	}
 	e->api_version = xstrdup(s);
-	e->interactive = xstrdup(kc_str(x, "interactiveMode", where, &s, st) == NV_OK ? s : "IfAvailable");
+	e->interactive =
+	        xstrdup(kc_str(x, "interactiveMode", where, &s, st) == NV_OK ? s : "IfAvailable");
 	if (kc_bool(x, "provideClusterInfo", where, &e->provide_cluster_info, st) != NV_OK)
 		goto out;
 	if (args != NULL && !json_is_array(args)) {
-		kube_status_set(st, 0, "", "%s.args: expected a list, got %s", where, jx_type_name(args));
+		kube_status_set(st, 0, "", "%s.args: expected a list, got %s", where,
+		                jx_type_name(args));
 		goto out;
 	}
 	if (env != NULL && !json_is_null(env) && !json_is_array(env)) {
-		kube_status_set(st, 0, "", "%s.env: expected a list, got %s", where, jx_type_name(env));
+		kube_status_set(st, 0, "", "%s.env: expected a list, got %s", where,
+		                jx_type_name(env));
 		goto out;
 	}
 	if (kc_strv(args, where, "args", &argv, false, st) != NV_OK ||
@@ -296,8 +302,8 @@ out:
 
 static enum nv_err kc_user(struct kube_config *c, const json_t *e, struct kube_status *st)
 {
-	static const char *const unsupported[] = {"auth-provider", "act-as", "as",
-						  "username", "password"};
+	static const char *const unsupported[] = {"auth-provider", "act-as", "as", "username",
+	                                          "password"};
 	const json_t *def = json_object_get(e, "v");
 	const char *dir = jx_str_or(e, "dir", ""), *s = NULL;
 	json_t *x;
@@ -329,13 +335,14 @@ static enum nv_err kc_user(struct kube_config *c, const json_t *e, struct kube_s
 		return rc;
 	if (json_is_string(json_object_get(def, "client-certificate")) &&
 	    json_is_string(json_object_get(def, "client-key")) &&
-	    !json_object_get(def, "client-certificate-data") && !json_object_get(def, "client-key-data")) {
+	    !json_object_get(def, "client-certificate-data") &&
+	    !json_object_get(def, "client-key-data")) {
 		c->cert_file = kube_resolve_path(dir, jx_str_or(def, "client-certificate", ""));
 		c->key_file = kube_resolve_path(dir, jx_str_or(def, "client-key", ""));
 	}
 	if ((c->cert.data == NULL) != (c->key.data == NULL)) {
 		kube_status_set(st, 0, "", "%s.%s: missing (a client certificate needs its key)",
-				where, c->cert.data ? "client-key" : "client-certificate");
+		                where, c->cert.data ? "client-key" : "client-certificate");
 		return NV_E_CONFIG;
 	}
 	x = json_object_get(def, "exec");
@@ -343,7 +350,8 @@ static enum nv_err kc_user(struct kube_config *c, const json_t *e, struct kube_s
 		char xw[640];
 		snprintf(xw, sizeof(xw), "%s.exec", where);
 		if (!json_is_object(x)) {
-			kube_status_set(st, 0, "", "%s: expected an object, got %s", xw, jx_type_name(x));
+			kube_status_set(st, 0, "", "%s: expected an object, got %s", xw,
+			                jx_type_name(x));
 			return NV_E_CONFIG;
 		}
 		return kc_exec(c, x, dir, xw, st);
@@ -352,8 +360,8 @@ static enum nv_err kc_user(struct kube_config *c, const json_t *e, struct kube_s
 }
 
 /* Looks up a named entry a context refers to; field is "cluster"/"user". */
-static enum nv_err kc_ref(const struct kc_merge *m, int s, const json_t *ctx,
-			  const char *cwhere, const json_t **out, struct kube_status *st)
+static enum nv_err kc_ref(const struct kc_merge *m, int s, const json_t *ctx, const char *cwhere,
+                          const json_t **out, struct kube_status *st)
 {
 	const char *field = kc_sect_inner[s], *name = NULL;
 	enum nv_err rc = kc_str(ctx, field, cwhere, &name, st);
@@ -370,8 +378,8 @@ static enum nv_err kc_ref(const struct kc_merge *m, int s, const json_t *ctx,
 	return NV_OK;
 }
 
-static enum nv_err kc_build(const struct kc_merge *m, const char *context,
-			    struct kube_config **out, struct kube_status *st)
+static enum nv_err kc_build(const struct kc_merge *m, const char *context, struct kube_config **out,
+                            struct kube_status *st)
 {
 	struct kube_config *c = xcalloc(1, sizeof(*c));
 	const json_t *ce, *ctx, *cl = NULL, *us = NULL;
@@ -388,8 +396,9 @@ static enum nv_err kc_build(const struct kc_merge *m, const char *context,
 	ce = json_object_get(m->sect[2], context);
 	if (ce == NULL) {
 		kube_status_set(st, 0, "", "%s: no context named \"%s\"",
-				m->current_where && context == m->current ? m->current_where : "context",
-				context);
+		                m->current_where && context == m->current ? m->current_where
+		                                                          : "context",
+		                context);
 		goto out;
 	}
 	ctx = json_object_get(ce, "v");
@@ -429,8 +438,8 @@ static void kc_merge_clear(struct kc_merge *m)
 	free(m->current_where);
 }
 
-static enum nv_err kc_merge_text(struct kc_merge *m, const char *data, size_t len,
-				 const char *dir, const char *src, struct kube_status *st)
+static enum nv_err kc_merge_text(struct kc_merge *m, const char *data, size_t len, const char *dir,
+                                 const char *src, struct kube_status *st)
 {
 	char err[400];
 	json_t *doc = NULL;
@@ -445,9 +454,8 @@ static enum nv_err kc_merge_text(struct kc_merge *m, const char *data, size_t le
 	return rc;
 }
 
-enum nv_err kube_config_parse(const char *data, size_t len, const char *dir,
-			      const char *context, struct kube_config **out,
-			      struct kube_status *st)
+enum nv_err kube_config_parse(const char *data, size_t len, const char *dir, const char *context,
+                              struct kube_config **out, struct kube_status *st)
 {
 	struct kc_merge m;
 	enum nv_err rc;
@@ -462,7 +470,7 @@ enum nv_err kube_config_parse(const char *data, size_t len, const char *dir,
 }
 
 static enum nv_err kc_merge_file(struct kc_merge *m, const char *path, bool must,
-				 struct kube_status *st)
+                                 struct kube_status *st)
 {
 	char *data = NULL, *dir = xstrdup(path), *slash = strrchr(dir, '/');
 	size_t len = 0;
@@ -515,7 +523,7 @@ static enum nv_err kc_merge_list(struct kc_merge *m, const char *list, struct ku
 }
 
 enum nv_err kube_config_load(const struct kube_config_opts *o, struct kube_config **out,
-			     struct kube_status *st)
+                             struct kube_status *st)
 {
 	const char *env = getenv("KUBECONFIG"), *home = getenv("HOME");
 	struct kc_merge m;
@@ -529,7 +537,7 @@ enum nv_err kube_config_load(const struct kube_config_opts *o, struct kube_confi
 	} else if (env != NULL && *env != '\0') {
 		rc = kc_merge_list(&m, env, st);
 	} else if ((o == NULL || !o->no_in_cluster) && getenv("KUBERNETES_SERVICE_HOST") &&
-		   getenv("KUBERNETES_SERVICE_PORT")) {
+	           getenv("KUBERNETES_SERVICE_PORT")) {
 		kc_merge_clear(&m);
 		return kube_config_in_cluster(out, st);
 	} else {

@@ -17,15 +17,15 @@ struct kube_leader {
 	char *ns, *name, *id;
 	pthread_mutex_t mu;
 	bool leading;
-	char *obs_rv;          /* resourceVersion of the record last seen */
+	char *obs_rv; /* resourceVersion of the record last seen */
 	char *obs_holder;
-	int64_t obs_ms;        /* when it changed, at the earliest (monotonic) */
-	int64_t prev_poll_ms;  /* when we last read the record */
-	int64_t expires_ms;    /* when another holder's lease runs out for us */
+	int64_t obs_ms;       /* when it changed, at the earliest (monotonic) */
+	int64_t prev_poll_ms; /* when we last read the record */
+	int64_t expires_ms;   /* when another holder's lease runs out for us */
 };
 
 enum nv_err kube_leader_new(struct kube_client *c, const struct kube_leader_opts *o,
-			    struct kube_leader **out)
+                            struct kube_leader **out)
 {
 	struct kube_leader *le;
 	char host[256] = "unknown";
@@ -51,7 +51,8 @@ enum nv_err kube_leader_new(struct kube_client *c, const struct kube_leader_opts
 	le->ns = xstrdup(o->ns ? o->ns : kube_client_namespace(c));
 	le->name = xstrdup(o->name);
 	le->id = o->identity ? xstrdup(o->identity)
-			     : xasprintf("%s_%08llx", host, (unsigned long long)kube_rand_range(0, 0xffffffffLL));
+	                     : xasprintf("%s_%08llx", host,
+	                                 (unsigned long long)kube_rand_range(0, 0xffffffffLL));
 	pthread_mutex_init(&le->mu, NULL);
 	*out = le;
 	return NV_OK;
@@ -88,18 +89,21 @@ bool kube_leader_is_leader(struct kube_leader *le)
 /* One GET/PUT/POST on the lease, bounded by the retry period, no retries:
  * the election loop is the retry. */
 static enum nv_err lease_call(struct kube_leader *le, const char *method, const json_t *body,
-			      json_t **out, struct kube_status *st)
+                              json_t **out, struct kube_status *st)
 {
 	struct buf path;
 	enum nv_err rc;
 
 	buf_init(&path, 1024);
 	rc = kube_path_build(&path, &KUBE_RES_LEASES, le->ns,
-			     strcmp(method, "POST") ? le->name : NULL, NULL);
+	                     strcmp(method, "POST") ? le->name : NULL, NULL);
 	if (rc == NV_OK) {
-		struct kube_raw_req r = {.method = method, .path = buf_str(&path),
-					 .content_type = body ? "application/json" : NULL,
-					 .body = body, .timeout_ms = le->o.retry_ms, .no_retry = true};
+		struct kube_raw_req r = {.method = method,
+		                         .path = buf_str(&path),
+		                         .content_type = body ? "application/json" : NULL,
+		                         .body = body,
+		                         .timeout_ms = le->o.retry_ms,
+		                         .no_retry = true};
 		rc = kube_request(le->c, &r, out, st);
 	}
 	buf_clear(&path);
@@ -117,7 +121,8 @@ static void observe(struct kube_leader *le, const json_t *lease, int64_t now)
 		 * to one retry period sooner, and the old leader (which stops at
 		 * its renew deadline) is always gone by then. */
 		le->obs_ms = le->prev_poll_ms > 0 && le->prev_poll_ms > now - 2 * le->o.retry_ms
-				     ? le->prev_poll_ms : now;
+		                     ? le->prev_poll_ms
+		                     : now;
 		free(le->obs_rv);
 		le->obs_rv = xstrdup(rv);
 		if (le->obs_holder == NULL || strcmp(le->obs_holder, holder) != 0) {
@@ -140,11 +145,12 @@ static json_t *lease_spec(struct kube_leader *le, const json_t *old, bool releas
 	kube_format_micro(time_wall_ms() * 1000, now);
 	json_object_set_new(spec, "holderIdentity", json_string(release ? "" : le->id));
 	json_object_set_new(spec, "leaseDurationSeconds",
-			    json_integer(release ? 1 : (le->o.lease_ms + 999) / 1000));
+	                    json_integer(release ? 1 : (le->o.lease_ms + 999) / 1000));
 	json_object_set_new(spec, "renewTime", json_string(now));
 	if (!release && strcmp(holder, le->id) != 0) {
 		json_object_set_new(spec, "acquireTime", json_string(now));
-		json_object_set_new(spec, "leaseTransitions", json_integer(*holder ? trans + 1 : trans));
+		json_object_set_new(spec, "leaseTransitions",
+		                    json_integer(*holder ? trans + 1 : trans));
 	} else {
 		json_t *at = jx_path(old, "spec.acquireTime");
 		if (at != NULL)
@@ -168,13 +174,14 @@ static bool try_acquire(struct kube_leader *le)
 
 	if (rc == NV_E_NOT_FOUND) {
 		upd = json_pack("{s:s,s:s,s:{s:s,s:s},s:o}", "apiVersion", "coordination.k8s.io/v1",
-				"kind", "Lease", "metadata", "name", le->name, "namespace", le->ns,
-				"spec", lease_spec(le, NULL, false));
+		                "kind", "Lease", "metadata", "name", le->name, "namespace", le->ns,
+		                "spec", lease_spec(le, NULL, false));
 		rc = lease_call(le, "POST", upd, &res, &st);
 	} else if (rc == NV_OK) {
 		observe(le, lease, now);
 		const char *holder = jx_str_or(lease, "spec.holderIdentity", "");
-		int64_t dur = json_integer_value(jx_path(lease, "spec.leaseDurationSeconds")) * 1000;
+		int64_t dur =
+		        json_integer_value(jx_path(lease, "spec.leaseDurationSeconds")) * 1000;
 		if (*holder && strcmp(holder, le->id) != 0 && now < le->obs_ms + dur) {
 			le->expires_ms = le->obs_ms + dur;
 			goto out; /* held by someone else and not expired */
@@ -188,7 +195,7 @@ static bool try_acquire(struct kube_leader *le)
 		ok = true;
 	} else if (rc != NV_E_CONFLICT && rc != NV_E_EXISTS) {
 		log_warn("kube", "lease update failed", "lease=%s/%s err=%s msg=\"%s\"", le->ns,
-			 le->name, nv_err_name(rc), st.message);
+		         le->name, nv_err_name(rc), st.message);
 	}
 out:
 	json_decref(lease);
@@ -204,7 +211,8 @@ static void release(struct kube_leader *le)
 	for (int i = 0; i < 3; i++) {
 		json_t *lease = NULL, *upd = NULL;
 		enum nv_err rc = lease_call(le, "GET", NULL, &lease, &st);
-		if (rc == NV_OK && strcmp(jx_str_or(lease, "spec.holderIdentity", ""), le->id) == 0) {
+		if (rc == NV_OK &&
+		    strcmp(jx_str_or(lease, "spec.holderIdentity", ""), le->id) == 0) {
 			upd = json_deep_copy(lease);
 			json_object_set_new(upd, "spec", lease_spec(le, lease, true));
 			rc = lease_call(le, "PUT", upd, NULL, &st);
@@ -256,7 +264,7 @@ enum nv_err kube_leader_run(struct kube_leader *le, struct kube_stop *stop)
 			last_renew = time_mono_ms();
 		} else if (time_mono_ms() - last_renew > le->o.renew_deadline_ms) {
 			log_error("kube", "leader election lost", "lease=%s/%s identity=%s", le->ns,
-				  le->name, le->id);
+			          le->name, le->id);
 			set_leading(le, false);
 			return NV_E_STATE;
 		}

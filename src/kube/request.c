@@ -38,7 +38,7 @@ static enum nv_err client_urls(struct kube_client *c, struct kube_status *st)
 	    curl_url_set(u, CURLUPART_HOST, c->cfg->tls_server_name, 0) != CURLUE_OK ||
 	    curl_url_get(u, CURLUPART_URL, &url, 0) != CURLUE_OK) {
 		kube_status_set(st, 0, "", "cluster.tls-server-name: cannot apply \"%s\" to %s",
-				c->cfg->tls_server_name, c->cfg->server);
+		                c->cfg->tls_server_name, c->cfg->server);
 		goto out;
 	}
 	char *ct = xasprintf("%s:%s:%s:%s", c->cfg->tls_server_name, port, host, port);
@@ -57,7 +57,7 @@ out:
 }
 
 enum nv_err kube_client_new(struct kube_config *cfg, const struct kube_client_opts *o,
-			    struct kube_client **out, struct kube_status *st)
+                            struct kube_client **out, struct kube_status *st)
 {
 	struct kube_client *c;
 	enum nv_err rc;
@@ -156,9 +156,9 @@ static void xf_tls(struct kube_client *c, CURL *e, const struct kube_cred *cred)
 		curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
 }
 
-enum nv_err kube_xfer_prepare(struct kube_client *c, struct kube_xfer *x,
-			      const char *method, const char *url, const char *ctype,
-			      const char *body, bool streaming, struct kube_status *st)
+enum nv_err kube_xfer_prepare(struct kube_client *c, struct kube_xfer *x, const char *method,
+                              const char *url, const char *ctype, const char *body, bool streaming,
+                              struct kube_status *st)
 {
 	struct kube_cred cred;
 	CURL *e = x->easy;
@@ -211,14 +211,18 @@ enum nv_err kube_xfer_prepare(struct kube_client *c, struct kube_xfer *x,
 static enum nv_err curl_err(CURLcode cc)
 {
 	switch (cc) {
-	case CURLE_OPERATION_TIMEDOUT: return NV_E_TIMEOUT;
+	case CURLE_OPERATION_TIMEDOUT:
+		return NV_E_TIMEOUT;
 	case CURLE_SSL_CONNECT_ERROR:
 	case CURLE_PEER_FAILED_VERIFICATION:
 	case CURLE_SSL_CERTPROBLEM:
 	case CURLE_SSL_CACERT_BADFILE:
-	case CURLE_SSL_CIPHER: return NV_E_TLS;
-	case CURLE_ABORTED_BY_CALLBACK: return NV_E_CANCELLED;
-	default: return NV_E_TRANSPORT;
+	case CURLE_SSL_CIPHER:
+		return NV_E_TLS;
+	case CURLE_ABORTED_BY_CALLBACK:
+		return NV_E_CANCELLED;
+	default:
+		return NV_E_TRANSPORT;
 	}
 }
 
@@ -230,16 +234,18 @@ static enum nv_err xf_result(struct kube_xfer *x, json_t **out, struct kube_stat
 	enum nv_err rc;
 
 	if (x->too_large) {
-		kube_status_set(st, x->http_code, "", "response larger than %zu bytes", x->resp.max);
+		kube_status_set(st, x->http_code, "", "response larger than %zu bytes",
+		                x->resp.max);
 		return NV_E_TOO_LARGE;
 	}
 	/* An apiserver that rejects a request before reading its body answers
 	 * and resets the HTTP/2 stream; the answer is still the answer. */
-	if ((x->cc == CURLE_PARTIAL_FILE || x->cc == CURLE_HTTP2_STREAM ||
-	     x->cc == CURLE_HTTP2) && x->http_code >= 400)
+	if ((x->cc == CURLE_PARTIAL_FILE || x->cc == CURLE_HTTP2_STREAM || x->cc == CURLE_HTTP2) &&
+	    x->http_code >= 400)
 		x->cc = CURLE_OK;
 	if (x->cc != CURLE_OK) {
-		kube_status_set(st, 0, "", "%s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc));
+		kube_status_set(st, 0, "", "%s",
+		                x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc));
 		return curl_err(x->cc);
 	}
 	if (x->http_code < 200 || x->http_code >= 300) {
@@ -251,7 +257,8 @@ static enum nv_err xf_result(struct kube_xfer *x, json_t **out, struct kube_stat
 	}
 	if (out == NULL)
 		return NV_OK;
-	rc = jx_loadb(x->resp.data, x->resp.len, &(struct jx_limits){.max_bytes = x->resp.max}, &doc, &je);
+	rc = jx_loadb(x->resp.data, x->resp.len, &(struct jx_limits){.max_bytes = x->resp.max},
+	              &doc, &je);
 	if (rc != NV_OK) {
 		kube_status_set(st, x->http_code, "", "response body: %s", je.msg);
 		return rc;
@@ -265,8 +272,8 @@ static enum nv_err xf_result(struct kube_xfer *x, json_t **out, struct kube_stat
  * come back at once, so it waits the backoff step instead: no request is
  * ever repeated without a pause. */
 TESTABLE bool kube_should_retry(struct kube_client *c, const char *method, enum nv_err rc,
-				const struct kube_status *st, bool unsent, int attempt,
-				int64_t *wait_ms)
+                                const struct kube_status *st, bool unsent, int attempt,
+                                int64_t *wait_ms)
 {
 	bool idempotent = !strcmp(method, "GET");
 	int64_t backoff = c->o.backoff_base_ms << (attempt < 16 ? attempt : 16);
@@ -297,9 +304,8 @@ TESTABLE bool kube_should_retry(struct kube_client *c, const char *method, enum 
 	return false;
 }
 
-static enum nv_err req_once(struct kube_client *c, const struct kube_raw_req *r,
-			    const char *url, const char *body, json_t **out, bool *unsent,
-			    struct kube_status *st)
+static enum nv_err req_once(struct kube_client *c, const struct kube_raw_req *r, const char *url,
+                            const char *body, json_t **out, bool *unsent, struct kube_status *st)
 {
 	struct kube_xfer *x = kube_xfer_new(c->o.max_body, false);
 	enum nv_err rc = kube_xfer_prepare(c, x, r->method, url, r->content_type, body, false, st);
@@ -312,18 +318,20 @@ static enum nv_err req_once(struct kube_client *c, const struct kube_raw_req *r,
 		kube_xfer_wait(&c->tr, x, r->stop);
 		rc = xf_result(x, out, st);
 		*unsent = x->cc == CURLE_COULDNT_CONNECT || x->cc == CURLE_COULDNT_RESOLVE_HOST ||
-			  x->cc == CURLE_COULDNT_RESOLVE_PROXY;
+		          x->cc == CURLE_COULDNT_RESOLVE_PROXY;
 		if (rc == NV_E_THROTTLED)
-			log_info("kube", "throttled by the apiserver", "method=%s url=%s retry_after_s=%d "
-				 "flow_schema=%s", r->method, url, st->retry_after_s, x->flow_schema);
+			log_info("kube", "throttled by the apiserver",
+			         "method=%s url=%s retry_after_s=%d "
+			         "flow_schema=%s",
+			         r->method, url, st->retry_after_s, x->flow_schema);
 	}
 	kube_xfer_free(x);
 	return rc;
 }
 
 /* Runs method url with retries; the 401 retry re-reads credentials once. */
-static enum nv_err req_run(struct kube_client *c, const struct kube_raw_req *r,
-			   const char *url, const char *body, json_t **out, struct kube_status *st)
+static enum nv_err req_run(struct kube_client *c, const struct kube_raw_req *r, const char *url,
+                           const char *body, json_t **out, struct kube_status *st)
 {
 	const char *method = r->method;
 	bool auth_retried = false, unsent = false;
@@ -344,14 +352,14 @@ static enum nv_err req_run(struct kube_client *c, const struct kube_raw_req *r,
 		    !kube_should_retry(c, method, rc, st, unsent, attempt, &wait_ms))
 			return rc;
 		log_debug("kube", "retrying request", "method=%s url=%s err=%s wait_ms=%lld",
-			  method, url, nv_err_name(rc), (long long)wait_ms);
+		          method, url, nv_err_name(rc), (long long)wait_ms);
 		if (kube_stop_sleep(r->stop, wait_ms))
 			return NV_E_CANCELLED;
 	}
 }
 
-enum nv_err kube_request(struct kube_client *c, const struct kube_raw_req *r,
-			 json_t **out, struct kube_status *st)
+enum nv_err kube_request(struct kube_client *c, const struct kube_raw_req *r, json_t **out,
+                         struct kube_status *st)
 {
 	struct kube_status local;
 	struct buf url;
@@ -362,7 +370,7 @@ enum nv_err kube_request(struct kube_client *c, const struct kube_raw_req *r,
 		st = &local;
 	buf_init(&url, 16384);
 	rc = buf_printf(&url, "%s%s%s%s", c->base_url, r->path, r->query && *r->query ? "?" : "",
-			r->query ? r->query : "");
+	                r->query ? r->query : "");
 	if (rc != NV_OK) {
 		kube_status_set(st, 0, "", "request URL longer than %zu bytes", url.max);
 		goto out;

@@ -43,8 +43,7 @@ static size_t xf_write(char *ptr, size_t size, size_t nmemb, void *ud)
 	return ret;
 }
 
-static bool hdr_is(const char *line, size_t n, const char *name, const char **val,
-		   size_t *vlen)
+static bool hdr_is(const char *line, size_t n, const char *name, const char **val, size_t *vlen)
 {
 	size_t k = strlen(name);
 
@@ -87,7 +86,8 @@ static size_t xf_header(char *line, size_t size, size_t nmemb, void *ud)
 			x->flow_schema[vlen] = '\0';
 		}
 	} else if (hdr_is(line, n, "Warning", &v, &vlen)) {
-		log_warn("kube", "apiserver warning", "warning=\"%.*s\"", (int)(vlen > 400 ? 400 : vlen), v);
+		log_warn("kube", "apiserver warning", "warning=\"%.*s\"",
+		         (int)(vlen > 400 ? 400 : vlen), v);
 	}
 	return n;
 }
@@ -325,8 +325,8 @@ void kube_xfer_wait(struct kube_transport *t, struct kube_xfer *x, struct kube_s
 	pthread_mutex_unlock(&t->mu);
 }
 
-size_t kube_xfer_read(struct kube_transport *t, struct kube_xfer *x, char *dst,
-		      size_t room, int64_t wait_ms, bool *done)
+size_t kube_xfer_read(struct kube_transport *t, struct kube_xfer *x, char *dst, size_t room,
+                      int64_t wait_ms, bool *done)
 {
 	size_t n;
 

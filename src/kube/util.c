@@ -114,8 +114,7 @@ void kube_format_micro(int64_t wall_us, char out[40])
 	snprintf(out, 40, "%.20s.%06uZ", date, (unsigned)(wall_us % 1000000) % 1000000u);
 }
 
-void kube_status_set(struct kube_status *st, long code, const char *reason,
-		     const char *fmt, ...)
+void kube_status_set(struct kube_status *st, long code, const char *reason, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -136,9 +135,9 @@ static void status_causes(struct kube_status *st, const json_t *causes)
 	json_t *c;
 
 	json_array_foreach(causes, i, c) {
-		int w = snprintf(st->causes + n, sizeof(st->causes) - n, "%s%s: %s",
-				 n ? "; " : "", jx_str_or(c, "field", "-"),
-				 jx_str_or(c, "message", jx_str_or(c, "reason", "")));
+		int w = snprintf(st->causes + n, sizeof(st->causes) - n, "%s%s: %s", n ? "; " : "",
+		                 jx_str_or(c, "field", "-"),
+		                 jx_str_or(c, "message", jx_str_or(c, "reason", "")));
 		if (w < 0 || (size_t)w >= sizeof(st->causes) - n)
 			break;
 		n += (size_t)w;
@@ -157,7 +156,7 @@ void kube_status_from_body(struct kube_status *st, long code, const char *body, 
 	if (body == NULL || len == 0 || jx_loadb(body, len, &lim, &doc, NULL) != NV_OK ||
 	    strcmp(jx_str_or(doc, "kind", ""), "Status") != 0) {
 		snprintf(st->message, sizeof(st->message), "HTTP %ld: %.*s", code,
-			 (int)(len > 200 ? 200 : len), body ? body : "");
+		         (int)(len > 200 ? 200 : len), body ? body : "");
 		json_decref(doc);
 		return;
 	}
@@ -180,17 +179,26 @@ enum nv_err kube_http_err(long code, const char *reason)
 	if (reason != NULL && (!strcmp(reason, "Expired") || !strcmp(reason, "Gone")))
 		return NV_E_GONE;
 	switch (code) {
-	case 400: return NV_E_INVAL;
-	case 401: return NV_E_UNAUTHORIZED;
-	case 403: return NV_E_FORBIDDEN;
-	case 404: return NV_E_NOT_FOUND;
-	case 405: return NV_E_UNSUPPORTED;
+	case 400:
+		return NV_E_INVAL;
+	case 401:
+		return NV_E_UNAUTHORIZED;
+	case 403:
+		return NV_E_FORBIDDEN;
+	case 404:
+		return NV_E_NOT_FOUND;
+	case 405:
+		return NV_E_UNSUPPORTED;
 	case 409:
 		return reason && !strcmp(reason, "AlreadyExists") ? NV_E_EXISTS : NV_E_CONFLICT;
-	case 410: return NV_E_GONE;
-	case 422: return NV_E_INVALID_OBJECT;
-	case 429: return NV_E_THROTTLED;
-	case 504: return NV_E_TIMEOUT;
+	case 410:
+		return NV_E_GONE;
+	case 422:
+		return NV_E_INVALID_OBJECT;
+	case 429:
+		return NV_E_THROTTLED;
+	case 504:
+		return NV_E_TIMEOUT;
 	default:
 		if (code >= 200 && code < 300)
 			return NV_OK;
@@ -216,7 +224,7 @@ static enum nv_err url_escape_into(struct buf *b, const char *s)
 }
 
 enum nv_err kube_path_build(struct buf *b, const struct kube_res *r, const char *ns,
-			    const char *name, const char *sub)
+                            const char *name, const char *sub)
 {
 	enum nv_err rc;
 

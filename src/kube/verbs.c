@@ -16,17 +16,16 @@ const struct kube_res KUBE_RES_SECRETS = {"", "v1", "secrets", "Secret", true};
 const struct kube_res KUBE_RES_LEASES = {"coordination.k8s.io", "v1", "leases", "Lease", true};
 const struct kube_res KUBE_RES_EVENTS = {"events.k8s.io", "v1", "events", "Event", true};
 const struct kube_res KUBE_RES_CRDS = {"apiextensions.k8s.io", "v1", "customresourcedefinitions",
-				       "CustomResourceDefinition", false};
+                                       "CustomResourceDefinition", false};
 
 #define PATH_MAX_BYTES 4096
 #define QUERY_MAX_BYTES 8192
 
 /* Runs method on r/ns/name/sub with query q; the shared body of the verbs. */
-static enum nv_err verb_stop(struct kube_client *c, const char *method,
-			     const struct kube_res *r, const char *ns, const char *name,
-			     const char *sub, const struct buf *q, const char *ctype,
-			     const json_t *body, struct kube_stop *stop, json_t **out,
-			     struct kube_status *st)
+static enum nv_err verb_stop(struct kube_client *c, const char *method, const struct kube_res *r,
+                             const char *ns, const char *name, const char *sub, const struct buf *q,
+                             const char *ctype, const json_t *body, struct kube_stop *stop,
+                             json_t **out, struct kube_status *st)
 {
 	struct buf path;
 	enum nv_err rc;
@@ -41,9 +40,12 @@ static enum nv_err verb_stop(struct kube_client *c, const char *method,
 	if (rc != NV_OK) {
 		kube_status_set(st, 0, "", "%s %s: bad or oversized name", method, r->resource);
 	} else {
-		struct kube_raw_req req = {.method = method, .path = buf_str(&path),
-					   .query = q ? buf_str(q) : NULL, .content_type = ctype,
-					   .body = body, .stop = stop};
+		struct kube_raw_req req = {.method = method,
+		                           .path = buf_str(&path),
+		                           .query = q ? buf_str(q) : NULL,
+		                           .content_type = ctype,
+		                           .body = body,
+		                           .stop = stop};
 		rc = kube_request(c, &req, out, st);
 	}
 	buf_clear(&path);
@@ -51,15 +53,14 @@ static enum nv_err verb_stop(struct kube_client *c, const char *method,
 }
 
 static enum nv_err verb(struct kube_client *c, const char *method, const struct kube_res *r,
-			const char *ns, const char *name, const char *sub, const struct buf *q,
-			const char *ctype, const json_t *body, json_t **out,
-			struct kube_status *st)
+                        const char *ns, const char *name, const char *sub, const struct buf *q,
+                        const char *ctype, const json_t *body, json_t **out, struct kube_status *st)
 {
 	return verb_stop(c, method, r, ns, name, sub, q, ctype, body, NULL, out, st);
 }
 
 enum nv_err kube_get(struct kube_client *c, const struct kube_res *r, const char *ns,
-		     const char *name, json_t **out, struct kube_status *st)
+                     const char *name, json_t **out, struct kube_status *st)
 {
 	return verb(c, "GET", r, ns, name, NULL, NULL, NULL, NULL, out, st);
 }
@@ -72,17 +73,23 @@ static enum nv_err list_query(struct buf *q, const struct kube_list_opts *o)
 	if (o == NULL)
 		return NV_OK;
 	snprintf(lim, sizeof(lim), "%lld", (long long)o->limit);
-	if (rc == NV_OK) rc = kube_query_add(q, "labelSelector", o->label_selector);
-	if (rc == NV_OK) rc = kube_query_add(q, "fieldSelector", o->field_selector);
-	if (rc == NV_OK) rc = kube_query_add(q, "resourceVersion", o->resource_version);
-	if (rc == NV_OK) rc = kube_query_add(q, "resourceVersionMatch", o->resource_version_match);
-	if (rc == NV_OK && o->limit > 0) rc = kube_query_add(q, "limit", lim);
-	if (rc == NV_OK) rc = kube_query_add(q, "continue", o->continue_token);
+	if (rc == NV_OK)
+		rc = kube_query_add(q, "labelSelector", o->label_selector);
+	if (rc == NV_OK)
+		rc = kube_query_add(q, "fieldSelector", o->field_selector);
+	if (rc == NV_OK)
+		rc = kube_query_add(q, "resourceVersion", o->resource_version);
+	if (rc == NV_OK)
+		rc = kube_query_add(q, "resourceVersionMatch", o->resource_version_match);
+	if (rc == NV_OK && o->limit > 0)
+		rc = kube_query_add(q, "limit", lim);
+	if (rc == NV_OK)
+		rc = kube_query_add(q, "continue", o->continue_token);
 	return rc;
 }
 
 enum nv_err kube_list(struct kube_client *c, const struct kube_res *r, const char *ns,
-		      const struct kube_list_opts *o, json_t **out, struct kube_status *st)
+                      const struct kube_list_opts *o, json_t **out, struct kube_status *st)
 {
 	struct buf q;
 	enum nv_err rc;
@@ -90,7 +97,8 @@ enum nv_err kube_list(struct kube_client *c, const struct kube_res *r, const cha
 	buf_init(&q, QUERY_MAX_BYTES);
 	rc = list_query(&q, o);
 	if (rc == NV_OK)
-		rc = verb_stop(c, "GET", r, ns, NULL, NULL, &q, NULL, NULL, o ? o->stop : NULL, out, st);
+		rc = verb_stop(c, "GET", r, ns, NULL, NULL, &q, NULL, NULL, o ? o->stop : NULL, out,
+		               st);
 	else
 		kube_status_set(st, 0, "", "list %s: selectors too long", r->resource);
 	buf_clear(&q);
@@ -98,7 +106,7 @@ enum nv_err kube_list(struct kube_client *c, const struct kube_res *r, const cha
 }
 
 static enum nv_err list_pages(struct kube_client *c, const struct kube_res *r, const char *ns,
-			      struct kube_list_opts o, json_t **out, struct kube_status *st)
+                              struct kube_list_opts o, json_t **out, struct kube_status *st)
 {
 	json_t *all = NULL, *page = NULL;
 	char *cont = NULL;
@@ -116,7 +124,8 @@ static enum nv_err list_pages(struct kube_client *c, const struct kube_res *r, c
 		if (all == NULL) {
 			all = page;
 		} else {
-			json_array_extend(json_object_get(all, "items"), json_object_get(page, "items"));
+			json_array_extend(json_object_get(all, "items"),
+			                  json_object_get(page, "items"));
 			json_object_set(all, "metadata", json_object_get(page, "metadata"));
 			json_decref(page);
 		}
@@ -138,9 +147,8 @@ static enum nv_err list_pages(struct kube_client *c, const struct kube_res *r, c
 	return NV_OK;
 }
 
-enum nv_err kube_list_all(struct kube_client *c, const struct kube_res *r,
-			  const char *ns, const struct kube_list_opts *o,
-			  json_t **out, struct kube_status *st)
+enum nv_err kube_list_all(struct kube_client *c, const struct kube_res *r, const char *ns,
+                          const struct kube_list_opts *o, json_t **out, struct kube_status *st)
 {
 	struct kube_list_opts lo = {0};
 	enum nv_err rc;
@@ -161,7 +169,7 @@ enum nv_err kube_list_all(struct kube_client *c, const struct kube_res *r,
 }
 
 enum nv_err kube_create(struct kube_client *c, const struct kube_res *r, const char *ns,
-			const json_t *obj, json_t **out, struct kube_status *st)
+                        const json_t *obj, json_t **out, struct kube_status *st)
 {
 	if (ns == NULL || *ns == '\0')
 		ns = kube_obj_namespace(obj);
@@ -169,8 +177,8 @@ enum nv_err kube_create(struct kube_client *c, const struct kube_res *r, const c
 }
 
 enum nv_err kube_update(struct kube_client *c, const struct kube_res *r, const char *ns,
-			const json_t *obj, const char *subresource, json_t **out,
-			struct kube_status *st)
+                        const json_t *obj, const char *subresource, json_t **out,
+                        struct kube_status *st)
 {
 	const char *name = kube_obj_name(obj);
 
@@ -184,17 +192,18 @@ enum nv_err kube_update(struct kube_client *c, const struct kube_res *r, const c
 }
 
 enum nv_err kube_patch(struct kube_client *c, const struct kube_res *r, const char *ns,
-		       const char *name, const struct kube_patch_opts *o,
-		       const json_t *patch, json_t **out, struct kube_status *st)
+                       const char *name, const struct kube_patch_opts *o, const json_t *patch,
+                       json_t **out, struct kube_status *st)
 {
 	static const char *const ctypes[] = {"application/merge-patch+json",
-					     "application/json-patch+json",
-					     "application/apply-patch+yaml"};
+	                                     "application/json-patch+json",
+	                                     "application/apply-patch+yaml"};
 	struct buf q;
 	enum nv_err rc = NV_OK;
 
 	if (o->type == KUBE_PATCH_APPLY && (o->field_manager == NULL || !*o->field_manager)) {
-		kube_status_set(st, 0, "", "apply %s/%s: a field manager is required", r->resource, name);
+		kube_status_set(st, 0, "", "apply %s/%s: a field manager is required", r->resource,
+		                name);
 		return NV_E_INVAL;
 	}
 	if ((unsigned)o->type >= ARRAY_LEN(ctypes))
@@ -204,7 +213,8 @@ enum nv_err kube_patch(struct kube_client *c, const struct kube_res *r, const ch
 	if (rc == NV_OK && o->force && o->type == KUBE_PATCH_APPLY)
 		rc = kube_query_add(&q, "force", "true");
 	if (rc == NV_OK)
-		rc = verb(c, "PATCH", r, ns, name, o->subresource, &q, ctypes[o->type], patch, out, st);
+		rc = verb(c, "PATCH", r, ns, name, o->subresource, &q, ctypes[o->type], patch, out,
+		          st);
 	buf_clear(&q);
 	return rc;
 }
@@ -227,25 +237,24 @@ static json_t *delete_body(const struct kube_delete_opts *o)
 }
 
 enum nv_err kube_delete(struct kube_client *c, const struct kube_res *r, const char *ns,
-			const char *name, const struct kube_delete_opts *o,
-			struct kube_status *st)
+                        const char *name, const struct kube_delete_opts *o, struct kube_status *st)
 {
 	json_t *body = delete_body(o);
-	enum nv_err rc = verb(c, "DELETE", r, ns, name, NULL, NULL, "application/json", body,
-			      NULL, st);
+	enum nv_err rc =
+	        verb(c, "DELETE", r, ns, name, NULL, NULL, "application/json", body, NULL, st);
 
 	json_decref(body);
 	return rc;
 }
 
 enum nv_err kube_evict(struct kube_client *c, const char *ns, const char *pod,
-		       const struct kube_delete_opts *o, struct kube_status *st)
+                       const struct kube_delete_opts *o, struct kube_status *st)
 {
 	json_t *body = json_pack("{s:s,s:s,s:{s:s,s:s},s:o}", "apiVersion", "policy/v1", "kind",
-				 "Eviction", "metadata", "name", pod, "namespace", ns,
-				 "deleteOptions", delete_body(o));
+	                         "Eviction", "metadata", "name", pod, "namespace", ns,
+	                         "deleteOptions", delete_body(o));
 	enum nv_err rc = verb(c, "POST", &KUBE_RES_PODS, ns, pod, "eviction", NULL,
-			      "application/json", body, NULL, st);
+	                      "application/json", body, NULL, st);
 
 	json_decref(body);
 	return rc;

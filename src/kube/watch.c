@@ -78,8 +78,9 @@ enum nv_err kube_framer_next(struct kube_framer *f, json_t **out, struct jx_err 
 		if (f->b.len == 0)
 			return NV_E_NOT_FOUND;
 		if (f->b.data[0] != '{') {
-			snprintf(e->msg, sizeof(e->msg), "watch stream: expected '{', got byte 0x%02x",
-				 (unsigned char)f->b.data[0]);
+			snprintf(e->msg, sizeof(e->msg),
+			         "watch stream: expected '{', got byte 0x%02x",
+			         (unsigned char)f->b.data[0]);
 			return NV_E_PARSE;
 		}
 		f->started = true;
@@ -101,8 +102,8 @@ enum nv_err kube_framer_next(struct kube_framer *f, json_t **out, struct jx_err 
 	return rc;
 }
 
-enum nv_err kube_watch_event_decode(json_t *ev, enum kube_event_type *type,
-				    json_t **obj, struct jx_err *e)
+enum nv_err kube_watch_event_decode(json_t *ev, enum kube_event_type *type, json_t **obj,
+                                    struct jx_err *e)
 {
 	static const char *const names[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
 	const char *t = NULL;
@@ -125,7 +126,7 @@ enum nv_err kube_watch_event_decode(json_t *ev, enum kube_event_type *type,
 
 struct wstate {
 	struct kube_framer fr;
-	struct buf errbody;       /* body of a non-200 answer */
+	struct buf errbody; /* body of a non-200 answer */
 	kube_watch_fn fn;
 	void *ud;
 	char *rv;
@@ -194,15 +195,19 @@ static enum nv_err watch_query(struct buf *q, const struct kube_watch_opts *o)
 	rc = kube_query_add(q, "watch", "1");
 	if (rc == NV_OK && !o->no_bookmarks)
 		rc = kube_query_add(q, "allowWatchBookmarks", "true");
-	if (rc == NV_OK) rc = kube_query_add(q, "timeoutSeconds", tmo);
-	if (rc == NV_OK) rc = kube_query_add(q, "resourceVersion", o->resource_version);
-	if (rc == NV_OK) rc = kube_query_add(q, "labelSelector", o->label_selector);
-	if (rc == NV_OK) rc = kube_query_add(q, "fieldSelector", o->field_selector);
+	if (rc == NV_OK)
+		rc = kube_query_add(q, "timeoutSeconds", tmo);
+	if (rc == NV_OK)
+		rc = kube_query_add(q, "resourceVersion", o->resource_version);
+	if (rc == NV_OK)
+		rc = kube_query_add(q, "labelSelector", o->label_selector);
+	if (rc == NV_OK)
+		rc = kube_query_add(q, "fieldSelector", o->field_selector);
 	return rc;
 }
 
 static enum nv_err watch_url(struct kube_client *c, const struct kube_res *r, const char *ns,
-			     const struct kube_watch_opts *o, struct buf *url)
+                             const struct kube_watch_opts *o, struct buf *url)
 {
 	struct buf q;
 	enum nv_err rc = buf_append_str(url, c->base_url);
@@ -220,7 +225,7 @@ static enum nv_err watch_url(struct kube_client *c, const struct kube_res *r, co
 
 /* Reads the stream until it ends, stop is set, or an event fails. */
 static enum nv_err watch_pump(struct kube_client *c, struct kube_xfer *x,
-			      const struct kube_watch_opts *o, struct wstate *w)
+                              const struct kube_watch_opts *o, struct wstate *w)
 {
 	char *chunk = xmalloc(FRAMER_SLACK);
 	enum nv_err rc = NV_OK;
@@ -265,20 +270,20 @@ static enum nv_err watch_end(struct kube_xfer *x, struct wstate *w)
 	}
 	if (kube_framer_partial(&w->fr)) {
 		kube_status_set(w->st, x->http_code, "", "watch stream ended inside an event (%s)",
-				x->cc == CURLE_OK ? "truncated" : curl_easy_strerror(x->cc));
+		                x->cc == CURLE_OK ? "truncated" : curl_easy_strerror(x->cc));
 		return NV_E_TRANSPORT;
 	}
 	if (x->cc != CURLE_OK) {
 		kube_status_set(w->st, x->http_code, "", "watch stream broke: %s",
-				x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc));
+		                x->errbuf[0] ? x->errbuf : curl_easy_strerror(x->cc));
 		return x->cc == CURLE_OPERATION_TIMEDOUT ? NV_E_TIMEOUT : NV_E_TRANSPORT;
 	}
 	return NV_OK;
 }
 
 enum nv_err kube_watch(struct kube_client *c, const struct kube_res *r, const char *ns,
-		       const struct kube_watch_opts *o, kube_watch_fn fn, void *ud,
-		       char **last_rv, struct kube_status *st)
+                       const struct kube_watch_opts *o, kube_watch_fn fn, void *ud, char **last_rv,
+                       struct kube_status *st)
 {
 	struct kube_status local;
 	// cppcheck-suppress uninitvar ; local is only written, for callers without a status
@@ -312,7 +317,7 @@ enum nv_err kube_watch(struct kube_client *c, const struct kube_res *r, const ch
 		kube_auth_invalidate(&c->auth);
 out:
 	log_debug("kube", "watch ended", "resource=%s ns=%s events=%zu err=%s", r->resource,
-		  ns ? ns : "", w.events, nv_err_name(rc));
+	          ns ? ns : "", w.events, nv_err_name(rc));
 	if (last_rv != NULL && w.rv != NULL) {
 		*last_rv = w.rv;
 		w.rv = NULL;

@@ -20,12 +20,12 @@ struct kube_workqueue {
 	struct kube_workqueue_opts o;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
-	char **q;            /* FIFO: q[head..len) */
+	char **q; /* FIFO: q[head..len) */
 	size_t head, len, cap;
-	json_t *dirty;       /* keys waiting in q */
-	json_t *processing;  /* keys held by a worker */
-	json_t *failures;    /* key -> count */
-	json_t *waiting;     /* key -> earliest ready_ms in the heap */
+	json_t *dirty;      /* keys waiting in q */
+	json_t *processing; /* keys held by a worker */
+	json_t *failures;   /* key -> count */
+	json_t *waiting;    /* key -> earliest ready_ms in the heap */
 	struct delayed *heap;
 	size_t nheap, capheap;
 	bool shutdown;
@@ -293,12 +293,14 @@ static void handle_result(struct kube_workers *w, const char *key, struct kube_r
 {
 	if (r.err != NV_OK && r.terminal) {
 		log_error("kube", "reconcile failed terminally", "queue=%s key=%s err=%s",
-			  w->q->name, key, nv_err_name(r.err));
+		          w->q->name, key, nv_err_name(r.err));
 		kube_workqueue_forget(w->q, key);
 	} else if (r.err != NV_OK) {
-		log_info("kube", "reconcile failed; requeued with backoff", "queue=%s key=%s err=%s "
-			 "requeues=%d", w->q->name, key, nv_err_name(r.err),
-			 kube_workqueue_num_requeues(w->q, key));
+		log_info("kube", "reconcile failed; requeued with backoff",
+		         "queue=%s key=%s err=%s "
+		         "requeues=%d",
+		         w->q->name, key, nv_err_name(r.err),
+		         kube_workqueue_num_requeues(w->q, key));
 		kube_workqueue_add_rate_limited(w->q, key);
 	} else if (r.requeue_after_ms > 0) {
 		kube_workqueue_forget(w->q, key);
@@ -323,7 +325,7 @@ static void *worker_main(void *arg)
 }
 
 struct kube_workers *kube_workers_start(struct kube_workqueue *q, int n, kube_reconcile_fn fn,
-					void *ud)
+                                        void *ud)
 {
 	struct kube_workers *w = xcalloc(1, sizeof(*w));
 

@@ -14,10 +14,10 @@
 #define YAML_MAX_SCALAR ((size_t)256 << 10)
 
 struct yframe {
-	json_t *node;      /* borrowed: owned by its parent or by the root */
+	json_t *node; /* borrowed: owned by its parent or by the root */
 	bool is_map;
-	char *key;         /* map: the key awaiting its value */
-	size_t index;      /* sequence: next index */
+	char *key;    /* map: the key awaiting its value */
+	size_t index; /* sequence: next index */
 };
 
 struct yconv {
@@ -53,8 +53,8 @@ static void yconv_path(const struct yconv *y, char *out, size_t outsz)
 		snprintf(out, outsz, "(top level)");
 }
 
-__attribute__((format(printf, 2, 3))) static enum nv_err yfail(struct yconv *y,
-								 const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static enum nv_err yfail(struct yconv *y, const char *fmt,
+                                                               ...)
 {
 	char path[256], what[192];
 	va_list ap;
@@ -158,7 +158,7 @@ static enum nv_err yevent(struct yconv *y, const yaml_event_t *ev, bool *done)
 	case YAML_SCALAR_EVENT:
 		if (ev->data.scalar.length > YAML_MAX_SCALAR)
 			return yfail(y, "value of %zu bytes exceeds the limit of %zu",
-				     ev->data.scalar.length, YAML_MAX_SCALAR);
+			             ev->data.scalar.length, YAML_MAX_SCALAR);
 		return yattach(y, yscalar(ev), false);
 	case YAML_SEQUENCE_START_EVENT:
 		return ypush(y, false);
@@ -191,8 +191,7 @@ static enum nv_err yevent(struct yconv *y, const yaml_event_t *ev, bool *done)
 	}
 }
 
-enum nv_err kube_yaml_load(const char *data, size_t len, json_t **out,
-			   char *err, size_t errlen)
+enum nv_err kube_yaml_load(const char *data, size_t len, json_t **out, char *err, size_t errlen)
 {
 	struct yconv y = {.err = err, .errlen = errlen};
 	yaml_parser_t p;
@@ -201,8 +200,8 @@ enum nv_err kube_yaml_load(const char *data, size_t len, json_t **out,
 	enum nv_err rc = NV_OK;
 
 	if (len > KUBECONFIG_MAX_BYTES) {
-		snprintf(err, errlen, "document of %zu bytes exceeds the limit of %zu",
-			 len, KUBECONFIG_MAX_BYTES);
+		snprintf(err, errlen, "document of %zu bytes exceeds the limit of %zu", len,
+		         KUBECONFIG_MAX_BYTES);
 		return NV_E_TOO_LARGE;
 	}
 	if (!yaml_parser_initialize(&p))
@@ -211,7 +210,7 @@ enum nv_err kube_yaml_load(const char *data, size_t len, json_t **out,
 	while (!done && rc == NV_OK) {
 		if (!yaml_parser_parse(&p, &ev)) {
 			snprintf(err, errlen, "YAML syntax error at line %zu: %s",
-				 p.problem_mark.line + 1, p.problem ? p.problem : "unknown");
+			         p.problem_mark.line + 1, p.problem ? p.problem : "unknown");
 			rc = NV_E_PARSE;
 			break;
 		}

@@ -19,48 +19,48 @@ static const struct {
 	const char *name;
 	enum matrix_layer layer;
 } components[MATRIX_C__COUNT] = {
-	[MATRIX_C_NVOS] = {"nvos", MATRIX_L_FABRIC},
-	[MATRIX_C_SWITCH_TRAY_FIRMWARE] = {"switchTrayFirmware", MATRIX_L_FABRIC},
-	[MATRIX_C_NMX] = {"nmx", MATRIX_L_FABRIC},
-	[MATRIX_C_GPU_FIRMWARE] = {"gpuFirmware", MATRIX_L_FIRMWARE},
-	[MATRIX_C_HMC_FIRMWARE] = {"hmcFirmware", MATRIX_L_FIRMWARE},
-	[MATRIX_C_BMC_FIRMWARE] = {"bmcFirmware", MATRIX_L_FIRMWARE},
-	[MATRIX_C_NIC_FIRMWARE] = {"nicFirmware", MATRIX_L_FIRMWARE},
-	[MATRIX_C_DPU_FIRMWARE] = {"dpuFirmware", MATRIX_L_FIRMWARE},
-	[MATRIX_C_DRIVER] = {"driver", MATRIX_L_NODE},
-	[MATRIX_C_DOCA] = {"doca", MATRIX_L_NODE},
-	[MATRIX_C_NCCL_NET_PLUGIN] = {"ncclNetPlugin", MATRIX_L_WORKLOAD},
-	[MATRIX_C_DRA_DRIVER] = {"draDriver", MATRIX_L_KUBERNETES},
-	[MATRIX_C_KERNEL] = {"kernel", MATRIX_L_NODE},
-	[MATRIX_C_OS] = {"os", MATRIX_L_NODE},
-	[MATRIX_C_KUBERNETES] = {"kubernetes", MATRIX_L_KUBERNETES},
+        [MATRIX_C_NVOS] = {"nvos", MATRIX_L_FABRIC},
+        [MATRIX_C_SWITCH_TRAY_FIRMWARE] = {"switchTrayFirmware", MATRIX_L_FABRIC},
+        [MATRIX_C_NMX] = {"nmx", MATRIX_L_FABRIC},
+        [MATRIX_C_GPU_FIRMWARE] = {"gpuFirmware", MATRIX_L_FIRMWARE},
+        [MATRIX_C_HMC_FIRMWARE] = {"hmcFirmware", MATRIX_L_FIRMWARE},
+        [MATRIX_C_BMC_FIRMWARE] = {"bmcFirmware", MATRIX_L_FIRMWARE},
+        [MATRIX_C_NIC_FIRMWARE] = {"nicFirmware", MATRIX_L_FIRMWARE},
+        [MATRIX_C_DPU_FIRMWARE] = {"dpuFirmware", MATRIX_L_FIRMWARE},
+        [MATRIX_C_DRIVER] = {"driver", MATRIX_L_NODE},
+        [MATRIX_C_DOCA] = {"doca", MATRIX_L_NODE},
+        [MATRIX_C_NCCL_NET_PLUGIN] = {"ncclNetPlugin", MATRIX_L_WORKLOAD},
+        [MATRIX_C_DRA_DRIVER] = {"draDriver", MATRIX_L_KUBERNETES},
+        [MATRIX_C_KERNEL] = {"kernel", MATRIX_L_NODE},
+        [MATRIX_C_OS] = {"os", MATRIX_L_NODE},
+        [MATRIX_C_KUBERNETES] = {"kubernetes", MATRIX_L_KUBERNETES},
 };
 
 static const char *const layers[MATRIX_L__COUNT] = {
-	[MATRIX_L_FIRMWARE] = "firmware", [MATRIX_L_FABRIC] = "fabric",
-	[MATRIX_L_NODE] = "node",         [MATRIX_L_KUBERNETES] = "kubernetes",
-	[MATRIX_L_WORKLOAD] = "workload",
+        [MATRIX_L_FIRMWARE] = "firmware", [MATRIX_L_FABRIC] = "fabric",
+        [MATRIX_L_NODE] = "node",         [MATRIX_L_KUBERNETES] = "kubernetes",
+        [MATRIX_L_WORKLOAD] = "workload",
 };
 
 static const char *const verdicts[] = {
-	[MATRIX_BLOCKED] = "blocked",
-	[MATRIX_MANUAL] = "manual",
-	[MATRIX_SAFE] = "safe",
+        [MATRIX_BLOCKED] = "blocked",
+        [MATRIX_MANUAL] = "manual",
+        [MATRIX_SAFE] = "safe",
 };
 
 static const char *const platforms[] = {
-	[MATRIX_GB200] = "gb200",
-	[MATRIX_GB300] = "gb300",
-	[MATRIX_VR200] = "vr200",
+        [MATRIX_GB200] = "gb200",
+        [MATRIX_GB300] = "gb300",
+        [MATRIX_VR200] = "vr200",
 };
 
 static const char *const reasons[] = {
-	[MATRIX_R_LISTED] = "Listed",
-	[MATRIX_R_SAME_STACK] = "SameStack",
-	[MATRIX_R_UNKNOWN_STACK] = "UnknownStack",
-	[MATRIX_R_UNLISTED] = "Unlisted",
-	[MATRIX_R_REVERSE_UNLISTED] = "ReverseUnlisted",
-	[MATRIX_R_BAD_STEPS] = "BadSteps",
+        [MATRIX_R_LISTED] = "Listed",
+        [MATRIX_R_SAME_STACK] = "SameStack",
+        [MATRIX_R_UNKNOWN_STACK] = "UnknownStack",
+        [MATRIX_R_UNLISTED] = "Unlisted",
+        [MATRIX_R_REVERSE_UNLISTED] = "ReverseUnlisted",
+        [MATRIX_R_BAD_STEPS] = "BadSteps",
 };
 
 // Finds s in a table of names; -1 when absent.
@@ -166,8 +166,7 @@ void matrix_problem_set(char *problem, const char *fmt, ...)
 
 /* ---- tuples ----------------------------------------------------------- */
 
-static bool component_eq(const struct matrix_tuple *a,
-			 const struct matrix_tuple *b, unsigned c)
+static bool component_eq(const struct matrix_tuple *a, const struct matrix_tuple *b, unsigned c)
 {
 	bool ha = (a->set & MATRIX_BIT(c)) != 0;
 	bool hb = (b->set & MATRIX_BIT(c)) != 0;
@@ -179,8 +178,7 @@ static bool component_eq(const struct matrix_tuple *a,
 	       strcmp(a->extra[c], b->extra[c]) == 0;
 }
 
-uint32_t matrix_tuple_diff(const struct matrix_tuple *a,
-			   const struct matrix_tuple *b)
+uint32_t matrix_tuple_diff(const struct matrix_tuple *a, const struct matrix_tuple *b)
 {
 	uint32_t diff = 0;
 	for (unsigned c = 0; c < MATRIX_C__COUNT; c++)
@@ -194,15 +192,13 @@ bool matrix_tuple_eq(const struct matrix_tuple *a, const struct matrix_tuple *b)
 	return matrix_tuple_diff(a, b) == 0;
 }
 
-bool matrix_tuple_is_downgrade(const struct matrix_tuple *from,
-			       const struct matrix_tuple *to)
+bool matrix_tuple_is_downgrade(const struct matrix_tuple *from, const struct matrix_tuple *to)
 {
 	uint32_t both = from->set & to->set;
 	for (unsigned c = 0; c < MATRIX_C__COUNT; c++) {
 		if (!(both & MATRIX_BIT(c)))
 			continue;
-		if (matrix_version_cmp_str(to->version[c].text,
-					   from->version[c].text) < 0)
+		if (matrix_version_cmp_str(to->version[c].text, from->version[c].text) < 0)
 			return true;
 	}
 	return false;
@@ -213,14 +209,12 @@ bool matrix_gate_passes(const struct matrix_gate *g, int64_t busbw_gbps)
 	if (!g->has_nccl)
 		return true;
 	// Integer form of busbw >= floor * (100 - tolerance) / 100.
-	return busbw_gbps * 100 >=
-	       (int64_t)g->floor_gbps * (100 - (int64_t)g->tolerance_pct);
+	return busbw_gbps * 100 >= (int64_t)g->floor_gbps * (100 - (int64_t)g->tolerance_pct);
 }
 
 /* ---- the matrix ------------------------------------------------------- */
 
-struct matrix *matrix_new(const char *name, enum matrix_platform platform,
-			  enum matrix_tier tier)
+struct matrix *matrix_new(const char *name, enum matrix_platform platform, enum matrix_tier tier)
 {
 	struct matrix *m = xcalloc(1, sizeof(*m));
 	(void)str_copy(m->name, sizeof(m->name), name != NULL ? name : "");
@@ -251,8 +245,7 @@ enum nv_err matrix_stack_add(struct matrix *m, const struct matrix_stack *s)
 	return NV_OK;
 }
 
-enum nv_err matrix_transition_add(struct matrix *m,
-				  const struct matrix_transition *t)
+enum nv_err matrix_transition_add(struct matrix *m, const struct matrix_transition *t)
 {
 	if (t->from >= m->nstacks || t->to >= m->nstacks)
 		return NV_E_NOT_FOUND;
@@ -262,8 +255,8 @@ enum nv_err matrix_transition_add(struct matrix *m,
 		return NV_E_EXISTS;
 	if (m->ntransitions >= MATRIX_TRANSITIONS_MAX)
 		return NV_E_TOO_LARGE;
-	m->transitions = xreallocarray(m->transitions, m->ntransitions + 1,
-				       sizeof(*m->transitions));
+	m->transitions =
+	        xreallocarray(m->transitions, m->ntransitions + 1, sizeof(*m->transitions));
 	m->transitions[m->ntransitions++] = *t;
 	return NV_OK;
 }
@@ -278,15 +271,14 @@ int matrix_stack_index(const struct matrix *m, const char *name)
 	return -1;
 }
 
-const struct matrix_stack *matrix_stack_find(const struct matrix *m,
-					     const char *name)
+const struct matrix_stack *matrix_stack_find(const struct matrix *m, const char *name)
 {
 	int i = matrix_stack_index(m, name);
 	return i < 0 ? NULL : &m->stacks[i];
 }
 
 const struct matrix_stack *matrix_stack_find_tuple(const struct matrix *m,
-						   const struct matrix_tuple *t)
+                                                   const struct matrix_tuple *t)
 {
 	for (unsigned i = 0; i < m->nstacks; i++)
 		if (matrix_tuple_eq(&m->stacks[i].tuple, t))
@@ -294,9 +286,8 @@ const struct matrix_stack *matrix_stack_find_tuple(const struct matrix *m,
 	return NULL;
 }
 
-const struct matrix_transition *matrix_transition_find(const struct matrix *m,
-						       unsigned from,
-						       unsigned to)
+const struct matrix_transition *matrix_transition_find(const struct matrix *m, unsigned from,
+                                                       unsigned to)
 {
 	for (unsigned i = 0; i < m->ntransitions; i++)
 		if (m->transitions[i].from == from && m->transitions[i].to == to)
@@ -325,8 +316,7 @@ static void components_format(uint32_t mask, char *out, size_t cap)
 	}
 }
 
-static void tuple_apply(struct matrix_tuple *cur, const struct matrix_tuple *to,
-			uint32_t comps)
+static void tuple_apply(struct matrix_tuple *cur, const struct matrix_tuple *to, uint32_t comps)
 {
 	for (unsigned c = 0; c < MATRIX_C__COUNT; c++) {
 		if (!(comps & MATRIX_BIT(c)))
@@ -337,12 +327,12 @@ static void tuple_apply(struct matrix_tuple *cur, const struct matrix_tuple *to,
 	}
 }
 
-static bool step_append(struct matrix_plan *p, const struct matrix_step_spec *s,
-			unsigned from, unsigned to, unsigned edge)
+static bool step_append(struct matrix_plan *p, const struct matrix_step_spec *s, unsigned from,
+                        unsigned to, unsigned edge)
 {
 	if (p->nsteps >= MATRIX_PLAN_STEPS_MAX) {
 		matrix_problem_set(p->problem, "plan has more than %d steps",
-				   MATRIX_PLAN_STEPS_MAX);
+		                   MATRIX_PLAN_STEPS_MAX);
 		return false;
 	}
 	struct matrix_plan_step *ps = &p->steps[p->nsteps++];
@@ -356,15 +346,14 @@ static bool step_append(struct matrix_plan *p, const struct matrix_step_spec *s,
 	return true;
 }
 
-bool matrix_edge_expand(const struct matrix *m, unsigned edge,
-			struct matrix_plan *p)
+bool matrix_edge_expand(const struct matrix *m, unsigned edge, struct matrix_plan *p)
 {
 	const struct matrix_transition *t = &m->transitions[edge];
 	const struct matrix_stack *src = &m->stacks[t->from];
 	const struct matrix_stack *dst = &m->stacks[t->to];
 	struct matrix_tuple cur = src->tuple;
-	struct matrix_step_spec all = {
-		matrix_tuple_diff(&src->tuple, &dst->tuple), false, false, false};
+	struct matrix_step_spec all = {matrix_tuple_diff(&src->tuple, &dst->tuple), false, false,
+	                               false};
 	unsigned nsteps = t->nsteps > 0 ? t->nsteps : 1;
 	unsigned at = t->from;
 	char names[MATRIX_PROBLEM_LEN / 2];
@@ -377,8 +366,9 @@ bool matrix_edge_expand(const struct matrix *m, unsigned edge,
 			if (mid == NULL) {
 				components_format(s->components, names, sizeof(names));
 				matrix_problem_set(p->problem,
-						   "%.63s -> %.63s: the tuple after step %u (%s) is not a stack of this matrix",
-						   src->name, dst->name, k + 1, names);
+				                   "%.63s -> %.63s: the tuple after step %u (%s) "
+				                   "is not a stack of this matrix",
+				                   src->name, dst->name, k + 1, names);
 				return false;
 			}
 			next = (unsigned)(mid - m->stacks);
@@ -390,19 +380,17 @@ bool matrix_edge_expand(const struct matrix *m, unsigned edge,
 	uint32_t left = matrix_tuple_diff(&cur, &dst->tuple);
 	if (left != 0) {
 		components_format(left, names, sizeof(names));
-		matrix_problem_set(p->problem, "%.63s -> %.63s: no step moves %s",
-				   src->name, dst->name, names);
+		matrix_problem_set(p->problem, "%.63s -> %.63s: no step moves %s", src->name,
+		                   dst->name, names);
 		return false;
 	}
 	return true;
 }
 
-enum matrix_verdict matrix_verdict_get(const struct matrix *m, const char *from,
-				       const char *to,
-				       struct matrix_verdict_info *out)
+enum matrix_verdict matrix_verdict_get(const struct matrix *m, const char *from, const char *to,
+                                       struct matrix_verdict_info *out)
 {
-	struct matrix_verdict_info vi = {MATRIX_BLOCKED, MATRIX_R_UNKNOWN_STACK,
-					 false, NULL};
+	struct matrix_verdict_info vi = {MATRIX_BLOCKED, MATRIX_R_UNKNOWN_STACK, false, NULL};
 	int fi = matrix_stack_index(m, from);
 	int ti = matrix_stack_index(m, to);
 	if (fi < 0 || ti < 0)
@@ -412,15 +400,14 @@ enum matrix_verdict matrix_verdict_get(const struct matrix *m, const char *from,
 		vi.reason = MATRIX_R_SAME_STACK;
 		goto out;
 	}
-	vi.downgrade = matrix_tuple_is_downgrade(&m->stacks[fi].tuple,
-						 &m->stacks[ti].tuple);
+	vi.downgrade = matrix_tuple_is_downgrade(&m->stacks[fi].tuple, &m->stacks[ti].tuple);
 	vi.edge = matrix_transition_find(m, (unsigned)fi, (unsigned)ti);
 	if (vi.edge == NULL) {
 		// The reverse edge says nothing about this one, whatever its
 		// verdict and reversible flag: fail closed.
 		vi.reason = matrix_transition_find(m, (unsigned)ti, (unsigned)fi)
-				    ? MATRIX_R_REVERSE_UNLISTED
-				    : MATRIX_R_UNLISTED;
+		                    ? MATRIX_R_REVERSE_UNLISTED
+		                    : MATRIX_R_UNLISTED;
 		goto out;
 	}
 	vi.reason = MATRIX_R_LISTED;
@@ -443,16 +430,14 @@ out:
 /* ---- workloads and CVEs ----------------------------------------------- */
 
 static bool lib_check(const char *lib, const char *have, bool has_range,
-		      const struct matrix_range *r, char *problem,
-		      enum nv_err *rc)
+                      const struct matrix_range *r, char *problem, enum nv_err *rc)
 {
 	if (have == NULL)
 		return true;
 	struct matrix_version v;
 	*rc = matrix_version_parse(have, &v);
 	if (*rc != NV_OK) {
-		matrix_problem_set(problem, "%s version \"%.64s\" is malformed",
-				   lib, have);
+		matrix_problem_set(problem, "%s version \"%.64s\" is malformed", lib, have);
 		return false;
 	}
 	if (!has_range) {
@@ -467,9 +452,8 @@ static bool lib_check(const char *lib, const char *have, bool has_range,
 	return false;
 }
 
-enum nv_err matrix_stack_check_workload(const struct matrix_stack *s,
-					const char *cuda, const char *nccl,
-					struct matrix_workload_check *out)
+enum nv_err matrix_stack_check_workload(const struct matrix_stack *s, const char *cuda,
+                                        const char *nccl, struct matrix_workload_check *out)
 {
 	struct matrix_workload_check r;
 	memset(&r, 0, sizeof(r));
@@ -488,8 +472,7 @@ enum nv_err matrix_stack_check_workload(const struct matrix_stack *s,
 	return NV_OK;
 }
 
-static bool cve_in(const char (*list)[MATRIX_CVE_LEN], unsigned n,
-		   const char *cve)
+static bool cve_in(const char (*list)[MATRIX_CVE_LEN], unsigned n, const char *cve)
 {
 	for (unsigned i = 0; cve != NULL && i < n; i++)
 		if (strcmp(list[i], cve) == 0)
@@ -507,8 +490,7 @@ bool matrix_stack_is_affected(const struct matrix_stack *s, const char *cve)
 	return cve_in(s->open_cves, s->nopen, cve);
 }
 
-unsigned matrix_cve_fixed_by(const struct matrix *m, const char *cve,
-			     unsigned *idx, unsigned cap)
+unsigned matrix_cve_fixed_by(const struct matrix *m, const char *cve, unsigned *idx, unsigned cap)
 {
 	unsigned n = 0;
 	for (unsigned i = 0; i < m->nstacks; i++) {

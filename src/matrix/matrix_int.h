@@ -12,11 +12,9 @@
  * checking that every tuple between steps is a stack and that the last
  * step lands on the edge's target. On a failure the problem text is set
  * and false returned; p's steps may then be partly filled. */
-bool matrix_edge_expand(const struct matrix *m, unsigned edge,
-			struct matrix_plan *p);
+bool matrix_edge_expand(const struct matrix *m, unsigned edge, struct matrix_plan *p);
 
 /* Writes a formatted problem text into a MATRIX_PROBLEM_LEN buffer. */
-void matrix_problem_set(char *problem, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void matrix_problem_set(char *problem, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -14,8 +14,8 @@
 
 // Fills p from a chain of edges; false (with p->problem) when one of them
 // does not expand.
-static bool plan_from_hops(const struct matrix *m, const unsigned *hops,
-			   unsigned nhops, struct matrix_plan *p)
+static bool plan_from_hops(const struct matrix *m, const unsigned *hops, unsigned nhops,
+                           struct matrix_plan *p)
 {
 	p->nsteps = 0;
 	p->verdict = MATRIX_SAFE;
@@ -35,7 +35,7 @@ static bool plan_from_hops(const struct matrix *m, const unsigned *hops,
 		for (unsigned c = 0; c < MATRIX_C__COUNT; c++)
 			if (s->components & MATRIX_BIT(c))
 				p->layers |= MATRIX_BIT(
-					matrix_component_layer((enum matrix_component)c));
+				        matrix_component_layer((enum matrix_component)c));
 		p->needs_drain = p->needs_drain || s->drain;
 		p->needs_fabric_restart = p->needs_fabric_restart || s->fabric_restart;
 	}
@@ -62,8 +62,7 @@ static bool edge_usable(const struct matrix *m, unsigned e)
 
 // Layered shortest path over usable edges: a manual edge costs more than
 // any number of safe hops, so an all-safe route wins when there is one.
-static unsigned path_find(const struct matrix *m, unsigned from, unsigned to,
-			  unsigned *hops)
+static unsigned path_find(const struct matrix *m, unsigned from, unsigned to, unsigned *hops)
 {
 	struct path_search *ps = xmalloc(sizeof(*ps));
 	bool *usable = xcalloc(m->ntransitions + 1, sizeof(*usable));
@@ -79,7 +78,7 @@ static unsigned path_find(const struct matrix *m, unsigned from, unsigned to,
 			if (!usable[e] || ps->cost[h][t->from] == COST_INF)
 				continue;
 			int c = ps->cost[h][t->from] + 1 +
-				(t->verdict == MATRIX_MANUAL ? COST_MANUAL : 0);
+			        (t->verdict == MATRIX_MANUAL ? COST_MANUAL : 0);
 			if (c < ps->cost[h + 1][t->to]) {
 				ps->cost[h + 1][t->to] = c;
 				ps->pred[h + 1][t->to] = (int)e;
@@ -112,20 +111,18 @@ static void plan_blocked(const struct matrix *m, struct matrix_plan *p)
 	if (vi.reason == MATRIX_R_BAD_STEPS)
 		return; // the expansion already said why
 	if (vi.reason == MATRIX_R_LISTED)
-		matrix_problem_set(p->problem, "%.63s -> %.63s is listed as blocked",
-				   from, to);
+		matrix_problem_set(p->problem, "%.63s -> %.63s is listed as blocked", from, to);
 	else if (vi.reason == MATRIX_R_REVERSE_UNLISTED)
 		matrix_problem_set(p->problem,
-				   "%.63s -> %.63s is not listed (only its reverse is, and a downgrade never inherits its verdict)",
-				   from, to);
+		                   "%.63s -> %.63s is not listed (only its reverse is, and a "
+		                   "downgrade never inherits its verdict)",
+		                   from, to);
 	else
-		matrix_problem_set(p->problem, "%.63s -> %.63s is not listed",
-				   from, to);
+		matrix_problem_set(p->problem, "%.63s -> %.63s is not listed", from, to);
 }
 
-enum nv_err matrix_plan_build(const struct matrix *m, const char *from,
-			      const char *to, unsigned flags,
-			      struct matrix_plan *out)
+enum nv_err matrix_plan_build(const struct matrix *m, const char *from, const char *to,
+                              unsigned flags, struct matrix_plan *out)
 {
 	memset(out, 0, sizeof(*out));
 	int fi = matrix_stack_index(m, from);
@@ -133,7 +130,7 @@ enum nv_err matrix_plan_build(const struct matrix *m, const char *from,
 	if (fi < 0 || ti < 0) {
 		out->reason = MATRIX_R_UNKNOWN_STACK;
 		matrix_problem_set(out->problem, "stack \"%.63s\" is not in matrix %.63s",
-				   fi < 0 ? (from ? from : "") : to, m->name);
+		                   fi < 0 ? (from ? from : "") : to, m->name);
 		return NV_E_NOT_FOUND;
 	}
 	out->from = (unsigned)fi;
@@ -145,7 +142,7 @@ enum nv_err matrix_plan_build(const struct matrix *m, const char *from,
 		return NV_OK;
 	}
 	const struct matrix_transition *direct =
-		matrix_transition_find(m, (unsigned)fi, (unsigned)ti);
+	        matrix_transition_find(m, (unsigned)fi, (unsigned)ti);
 	if (direct != NULL && direct->verdict != MATRIX_BLOCKED) {
 		unsigned e = (unsigned)(direct - m->transitions);
 		if (plan_from_hops(m, &e, 1, out))
@@ -156,8 +153,8 @@ enum nv_err matrix_plan_build(const struct matrix *m, const char *from,
 	}
 	unsigned hops[MATRIX_PLAN_HOPS_MAX];
 	unsigned n = (flags & MATRIX_PLAN_MULTI_HOP)
-			     ? path_find(m, (unsigned)fi, (unsigned)ti, hops)
-			     : 0;
+	                     ? path_find(m, (unsigned)fi, (unsigned)ti, hops)
+	                     : 0;
 	if (n > 0 && plan_from_hops(m, hops, n, out))
 		return NV_OK;
 	char keep[MATRIX_PROBLEM_LEN];
@@ -180,10 +177,9 @@ static unsigned tray_group(struct matrix_tray_plan *tp, unsigned si)
 	return tp->ngroups++;
 }
 
-enum nv_err matrix_plan_trays(const struct matrix *m,
-			      const char *const *tray_stacks, unsigned ntrays,
-			      const char *target, unsigned flags,
-			      struct matrix_tray_plan *out)
+enum nv_err matrix_plan_trays(const struct matrix *m, const char *const *tray_stacks,
+                              unsigned ntrays, const char *target, unsigned flags,
+                              struct matrix_tray_plan *out)
 {
 	if (ntrays == 0 || ntrays > MATRIX_TRAYS_MAX)
 		return NV_E_INVAL;
@@ -198,8 +194,8 @@ enum nv_err matrix_plan_trays(const struct matrix *m,
 			tp->verdict = MATRIX_BLOCKED;
 			if (tp->problem[0] == '\0')
 				matrix_problem_set(tp->problem,
-						   "tray %u runs no stack of matrix %.63s",
-						   i + 1, m->name);
+				                   "tray %u runs no stack of matrix %.63s", i + 1,
+				                   m->name);
 			continue;
 		}
 		tp->groups[tray_group(tp, (unsigned)si)].trays |= 1u << (i + 1);

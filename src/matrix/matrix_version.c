@@ -164,8 +164,7 @@ static int version_cmp_n(const char *a, const char *b, unsigned max_seg)
 	return 0;
 }
 
-int matrix_version_cmp(const struct matrix_version *a,
-		       const struct matrix_version *b)
+int matrix_version_cmp(const struct matrix_version *a, const struct matrix_version *b)
 {
 	return version_cmp_n(a->text, b->text, MATRIX_VERSION_SEGMENTS);
 }
@@ -175,16 +174,14 @@ int matrix_version_cmp_str(const char *a, const char *b)
 	return version_cmp_n(a, b, MATRIX_VERSION_SEGMENTS);
 }
 
-bool matrix_version_eq(const struct matrix_version *a,
-		       const struct matrix_version *b)
+bool matrix_version_eq(const struct matrix_version *a, const struct matrix_version *b)
 {
 	return matrix_version_cmp(a, b) == 0;
 }
 
 // A bound written with fewer segments covers all its refinements:
 // "13.0.2" matches "<=13.0" and "=13.0".
-static int version_cmp_bound(const struct matrix_version *v,
-			     const struct matrix_version *bound)
+static int version_cmp_bound(const struct matrix_version *v, const struct matrix_version *bound)
 {
 	return version_cmp_n(v->text, bound->text, bound->nseg);
 }
@@ -247,8 +244,7 @@ static const char *cmp_op_parse(const char *p, enum matrix_cmp_op *op)
 	return p + 1;
 }
 
-static enum nv_err range_term_add(struct matrix_range *r, const char *term,
-				  size_t len)
+static enum nv_err range_term_add(struct matrix_range *r, const char *term, size_t len)
 {
 	char tmp[MATRIX_VERSION_LEN + 4];
 	if (len >= sizeof(tmp))
@@ -319,8 +315,7 @@ static bool cmp_holds(const struct matrix_cmp *c, const struct matrix_version *v
 	return false;
 }
 
-bool matrix_range_contains(const struct matrix_range *r,
-			   const struct matrix_version *v)
+bool matrix_range_contains(const struct matrix_range *r, const struct matrix_version *v)
 {
 	for (unsigned i = 0; i < r->n; i++)
 		if (!cmp_holds(&r->terms[i], v))
@@ -331,24 +326,22 @@ bool matrix_range_contains(const struct matrix_range *r,
 void matrix_range_format(const struct matrix_range *r, char *out, size_t cap)
 {
 	static const char *const ops[] = {
-		[MATRIX_CMP_EQ] = "=", [MATRIX_CMP_LT] = "<",
-		[MATRIX_CMP_LE] = "<=", [MATRIX_CMP_GT] = ">",
-		[MATRIX_CMP_GE] = ">=",
+	        [MATRIX_CMP_EQ] = "=", [MATRIX_CMP_LT] = "<",  [MATRIX_CMP_LE] = "<=",
+	        [MATRIX_CMP_GT] = ">", [MATRIX_CMP_GE] = ">=",
 	};
 	struct buf b;
 	buf_init(&b, cap > 0 ? cap - 1 : 0);
 	if (r->n == 0)
 		(void)buf_append_str(&b, "*");
 	for (unsigned i = 0; i < r->n; i++)
-		(void)buf_printf(&b, "%s%s%s", i ? ", " : "",
-				 ops[r->terms[i].op], r->terms[i].version.text);
+		(void)buf_printf(&b, "%s%s%s", i ? ", " : "", ops[r->terms[i].op],
+		                 r->terms[i].version.text);
 	if (cap > 0)
 		(void)str_copy(out, cap, buf_str(&b));
 	buf_clear(&b);
 }
 
-enum nv_err matrix_range_set_inclusive(struct matrix_range *r, const char *min,
-				       const char *max)
+enum nv_err matrix_range_set_inclusive(struct matrix_range *r, const char *min, const char *max)
 {
 	struct matrix_range t;
 	memset(&t, 0, sizeof(t));

@@ -44,8 +44,7 @@ static void enqueue_unplaced(struct op *op, struct kube_workqueue *q)
 	json_t *ds = kube_informer_list(op->domains), *d;
 	char key[OP_DOMAIN_KEY_MAX];
 	size_t i;
-	json_array_foreach(ds, i, d)
-	{
+	json_array_foreach(ds, i, d) {
 		if (kube_condition_is_true(d, "Placed") &&
 		    strcmp(jx_str_or(d, "status.status", ""), "NotReady") != 0 &&
 		    !json_is_string(jx_path(d, "metadata.deletionTimestamp")))
@@ -145,9 +144,9 @@ static const char *internal_ip(const json_t *node)
 {
 	const json_t *a;
 	size_t i;
-	json_array_foreach(jx_path(node, "status.addresses"), i,
-	                   a) if (strcmp(jx_str_or(a, "type", ""), "InternalIP") ==
-	                          0) return jx_str_or(a, "address", "");
+	json_array_foreach(jx_path(node, "status.addresses"), i, a)
+		if (strcmp(jx_str_or(a, "type", ""), "InternalIP") == 0)
+			return jx_str_or(a, "address", "");
 	return "";
 }
 
@@ -158,8 +157,9 @@ static bool in_partition(struct op *op, const char *part, const json_t *tray)
 	bool in = false;
 	size_t i;
 	if (p && strcmp(jx_str_or(p, "spec.rack", ""), jx_str_or(tray, "spec.rack", "")) == 0)
-		json_array_foreach(jx_path(p, "spec.trays"), i, t) in |=
-		        json_integer_value(t) == json_integer_value(jx_path(tray, "spec.index"));
+		json_array_foreach(jx_path(p, "spec.trays"), i, t)
+			in |= json_integer_value(t) ==
+			      json_integer_value(jx_path(tray, "spec.index"));
 	json_decref(p);
 	return in;
 }
@@ -214,8 +214,7 @@ static void pass_load(struct op *op, struct domain_pass *p)
 	p->trays = kube_informer_list(op->trays);
 	p->cand = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->cand));
 	p->nodes = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->nodes));
-	json_array_foreach(p->trays, i, t)
-	{
+	json_array_foreach(p->trays, i, t) {
 		struct op_domain_cand *c = &p->cand[p->n];
 		json_t *node = kube_informer_get(op->nodes, jx_str_or(t, "spec.node", ""));
 		const char *owner = member_of(t, "metadata.annotations");
@@ -265,8 +264,7 @@ static enum nv_err release_all(struct op *op, const char *dkey)
 	enum nv_err worst = NV_OK, rc;
 	size_t i;
 
-	json_array_foreach(trays, i, t)
-	{
+	json_array_foreach(trays, i, t) {
 		if ((body = op_domain_tray_release_patch(t, dkey)) == NULL)
 			continue;
 		if ((rc = patch(op, &OP_RES_TRAYS, NULL, kube_obj_name(t), body, NULL)) != NV_OK)
@@ -278,8 +276,7 @@ static enum nv_err release_all(struct op *op, const char *dkey)
 	}
 	json_decref(trays);
 	nodes = kube_informer_by_index(op->nodes, "domain", dkey);
-	json_array_foreach(nodes, i, t)
-	{
+	json_array_foreach(nodes, i, t) {
 		if ((body = op_domain_node_patch(t, dkey, false)) == NULL)
 			continue;
 		if ((rc = patch(op, &KUBE_RES_NODES, NULL, kube_obj_name(t), body, NULL)) != NV_OK)
@@ -294,10 +291,10 @@ static bool has_finalizer(const json_t *d)
 {
 	const json_t *f;
 	size_t i;
-	json_array_foreach(jx_path(d, "metadata.finalizers"), i,
-	                   f) if (json_is_string(f) &&
-	                          strcmp(json_string_value(f), OP_FINALIZER_COMPUTE_DOMAIN) ==
-	                                  0) return true;
+	json_array_foreach(jx_path(d, "metadata.finalizers"), i, f)
+		if (json_is_string(f) &&
+		    strcmp(json_string_value(f), OP_FINALIZER_COMPUTE_DOMAIN) == 0)
+			return true;
 	return false;
 }
 
@@ -307,10 +304,10 @@ static enum nv_err finalizer_set(struct op *op, struct domain_pass *p, bool want
 	json_t *list = json_array(), *f, *body;
 	enum nv_err rc;
 	size_t i;
-	json_array_foreach(jx_path(p->dom, "metadata.finalizers"), i,
-	                   f) if (!json_is_string(f) ||
-	                          strcmp(json_string_value(f), OP_FINALIZER_COMPUTE_DOMAIN) != 0)
-	        json_array_append(list, f);
+	json_array_foreach(jx_path(p->dom, "metadata.finalizers"), i, f)
+		if (!json_is_string(f) ||
+		    strcmp(json_string_value(f), OP_FINALIZER_COMPUTE_DOMAIN) != 0)
+			json_array_append(list, f);
 	if (want)
 		json_array_append_new(list, json_string(OP_FINALIZER_COMPUTE_DOMAIN));
 	body = json_pack("{s:{s:s,s:o}}", "metadata", "resourceVersion",
@@ -328,8 +325,7 @@ static enum nv_err stray_labels(struct op *op, const struct domain_pass *p,
 	enum nv_err worst = NV_OK, rc;
 	size_t i;
 
-	json_array_foreach(nodes, i, n)
-	{
+	json_array_foreach(nodes, i, n) {
 		bool member = false;
 		for (unsigned k = 0; k < plan->n; k++)
 			member |= strcmp(p->cand[plan->member[k]].node, kube_obj_name(n)) == 0;
@@ -468,9 +464,10 @@ static bool said_no_spare(const json_t *dom, const char *node)
 {
 	const json_t *e;
 	size_t i;
-	json_array_foreach(jx_path(dom, "status.nodes"), i, e) if (
-	        strcmp(jx_str_or(e, "name", ""), node) == 0 &&
-	        strcmp(jx_str_or(e, "replacement", ""), "NoSpare") == 0) return true;
+	json_array_foreach(jx_path(dom, "status.nodes"), i, e)
+		if (strcmp(jx_str_or(e, "name", ""), node) == 0 &&
+		    strcmp(jx_str_or(e, "replacement", ""), "NoSpare") == 0)
+			return true;
 	return false;
 }
 
@@ -485,10 +482,11 @@ static void no_spare_events(struct op *op, const struct domain_pass *p,
 		const struct op_domain_cand *x = &p->cand[plan->unreplaced[i]];
 		if (said_no_spare(p->dom, x->node))
 			continue;
-		op_event(op, p->dom, "Warning", "NoSpare", "Replace",
-		         "node %s failed (%s) and no free, healthy tray of clique %s in rack %s can "
-		         "replace it; the domain stays NotReady",
-		         x->node, x->failure, plan->clique ? plan->clique : "", x->rack);
+		op_event(
+		        op, p->dom, "Warning", "NoSpare", "Replace",
+		        "node %s failed (%s) and no free, healthy tray of clique %s in rack %s can "
+		        "replace it; the domain stays NotReady",
+		        x->node, x->failure, plan->clique ? plan->clique : "", x->rack);
 		log_info(DOMAIN_COMP, "no spare", "domain=%s/%s node=%s reason=%s", p->ns, p->name,
 		         x->node, x->failure);
 	}

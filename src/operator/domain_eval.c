@@ -241,8 +241,7 @@ int64_t op_domain_failed_since(const json_t *dom, const char *node, int64_t now_
 	const json_t *e;
 	int64_t t;
 	size_t i;
-	json_array_foreach(jx_path(dom, "status.nodes"), i, e)
-	{
+	json_array_foreach(jx_path(dom, "status.nodes"), i, e) {
 		if (strcmp(jx_str_or(e, "name", ""), node) == 0 &&
 		    time_parse_rfc3339(jx_str_or(e, "failedSince", ""), &t) == NV_OK && t <= now_ms)
 			return t;
@@ -427,7 +426,8 @@ static json_t *status_nodes(const struct op_domain_cand *c, const struct op_doma
 			json_object_set_new(o, "failedSince", json_string(since));
 			for (unsigned k = 0; k < p->nunreplaced; k++)
 				if (p->unreplaced[k] == m[i])
-					json_object_set_new(o, "replacement", json_string("NoSpare"));
+					json_object_set_new(o, "replacement",
+					                    json_string("NoSpare"));
 		}
 		if (x->ip[0])
 			json_object_set_new(o, "ipAddress", json_string(x->ip));
@@ -500,12 +500,15 @@ void op_domain_status_apply(json_t *obj, const char *key, const struct op_domain
 		split |= moved(&c[p->member[i]]);
 	if (split) { /* say first what no IMEX restart can fix */
 		char all[sizeof(msg) + 128];
-		snprintf(all, sizeof(all), "members split across cliques, the domain's is %.64s; %s",
+		snprintf(all, sizeof(all),
+		         "members split across cliques, the domain's is %.64s; %s",
 		         p->clique ? p->clique : "", msg);
 		memcpy(msg, all, sizeof(msg) - 1); /* cut, as every message here */
 		msg[sizeof(msg) - 1] = '\0';
 	}
 	(void)kube_condition_set(obj, "Ready", p->ready ? "True" : "False",
-	                         p->ready ? "IMEXReady" : split ? "CliqueSplit" : "IMEXNotReady",
+	                         p->ready ? "IMEXReady"
+	                         : split  ? "CliqueSplit"
+	                                  : "IMEXNotReady",
 	                         msg, gen, now_ms);
 }

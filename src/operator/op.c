@@ -405,9 +405,9 @@ void op_request_stop(struct op *op)
 static bool informers_wait(struct op *op)
 {
 	int64_t end = time_mono_ms() + op->cfg.cache_sync_timeout_ms;
-	struct kube_informer *l[] = {op->racks,      op->trays,      op->nodes,  op->matrices,
-	                             op->partitions, op->leases,     op->domains,
-	                             op->upgrades,   op->approvals};
+	struct kube_informer *l[] = {op->racks,    op->trays,      op->nodes,
+	                             op->matrices, op->partitions, op->leases,
+	                             op->domains,  op->upgrades,   op->approvals};
 	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++) {
 		int64_t left = end - time_mono_ms();
 		if (l[i] && !kube_informer_wait_synced(l[i], left > 0 ? left : 1))
@@ -525,9 +525,9 @@ static enum nv_err servers_start(struct op *op)
 
 static enum nv_err informers_start(struct op *op)
 {
-	struct kube_informer *l[] = {op->racks,      op->trays,      op->nodes,  op->matrices,
-	                             op->partitions, op->leases,     op->domains,
-	                             op->upgrades,   op->approvals};
+	struct kube_informer *l[] = {op->racks,    op->trays,      op->nodes,
+	                             op->matrices, op->partitions, op->leases,
+	                             op->domains,  op->upgrades,   op->approvals};
 	enum nv_err rc;
 	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++)
 		if (l[i] && (rc = kube_informer_start(l[i])) != NV_OK)

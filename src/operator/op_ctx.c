@@ -112,7 +112,8 @@ void op_ctrl_enqueue_all(struct op_ctrl *c)
 	const struct op_watch *w = &c->row->watches[0];
 	json_t *all = kube_informer_list(informer_at(c->op, w->informer)), *o;
 	size_t i;
-	json_array_foreach(all, i, o) w->map(c->op, o, c->q);
+	json_array_foreach(all, i, o)
+		w->map(c->op, o, c->q);
 	json_decref(all);
 }
 

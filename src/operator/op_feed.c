@@ -78,7 +78,7 @@ static json_t *tray_json(const struct op_tray_eval *t, const json_t *tray)
 	upper_snake(tray ? jx_str_or(tray, "status.imex.domainState", "") : "", domain,
 	            sizeof(domain));
 	json_array_foreach(tray ? jx_path(tray, "status.gpus") : NULL, i, g)
-	        json_array_append_new(gpus, gpu_json(g));
+		json_array_append_new(gpus, gpu_json(g));
 	return json_pack(
 	        "{s:i,s:s,s:b,s:b,s:b,s:s,s:s,s:s,s:s,s:{s:s,s:s,s:I,s:I},s:o}", "index", t->index,
 	        "node", t->node, "ready", t->ready, "online", t->online, "cordoned", t->cordoned,
@@ -122,7 +122,8 @@ static void fleet_publish(struct op *op)
 
 	time_format_rfc3339(time_wall_ms(), now);
 	pthread_mutex_lock(&op->feed_mu);
-	json_object_foreach(op->fleet, k, v) json_array_append(racks, v);
+	json_object_foreach(op->fleet, k, v)
+		json_array_append(racks, v);
 	pthread_mutex_unlock(&op->feed_mu);
 	/* generatedAt changes every time: compare without it. */
 	msg = json_pack("{s:{s:s,s:s},s:o}", "operator", "version", NVL72_VERSION, "leader",
@@ -156,10 +157,12 @@ void op_feed_rack(struct op *op, const json_t *rack, const struct op_rack_eval *
 	conds = json_array();
 	for (unsigned k = 0; k < ev->ntrays; k++)
 		json_array_append_new(trays, tray_json(&ev->trays[k], in[k].tray));
-	json_array_foreach(jx_path(rack, "status.conditions"), i, c) json_array_append_new(
-	        conds, json_pack("{s:s,s:s,s:s,s:s}", "type", jx_str_or(c, "type", ""), "status",
-	                         jx_str_or(c, "status", ""), "reason", jx_str_or(c, "reason", ""),
-	                         "message", jx_str_or(c, "message", "")));
+	json_array_foreach(jx_path(rack, "status.conditions"), i, c)
+		json_array_append_new(conds, json_pack("{s:s,s:s,s:s,s:s}", "type",
+		                                       jx_str_or(c, "type", ""), "status",
+		                                       jx_str_or(c, "status", ""), "reason",
+		                                       jx_str_or(c, "reason", ""), "message",
+		                                       jx_str_or(c, "message", "")));
 	msg = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o,s:{s:s,s:s},s:o,s:o,s:[],s:[],s:[]}", "name",
 	                name, "platform", jx_str_or(rack, "spec.platform", ""), "chassisSerial",
 	                jx_str_or(rack, "spec.chassisSerial", ""), "clusterUUID", ev->cluster_uuid,
@@ -236,12 +239,14 @@ static json_t *domain_json(const json_t *d)
 	json_t *nodes = json_array();
 	size_t i;
 
-	json_array_foreach(jx_path(d, "status.nodes"), i, n) json_array_append_new(
-	        nodes, json_pack("{s:s,s:s,s:s,s:I,s:s}", "name", jx_str_or(n, "name", ""),
-	                         "ipAddress", jx_str_or(n, "ipAddress", ""), "cliqueID",
-	                         jx_str_or(n, "cliqueID", ""), "index",
-	                         (json_int_t)json_integer_value(json_object_get(n, "index")),
-	                         "status", jx_str_or(n, "status", "")));
+	json_array_foreach(jx_path(d, "status.nodes"), i, n)
+		json_array_append_new(
+		        nodes,
+		        json_pack("{s:s,s:s,s:s,s:I,s:s}", "name", jx_str_or(n, "name", ""),
+		                  "ipAddress", jx_str_or(n, "ipAddress", ""), "cliqueID",
+		                  jx_str_or(n, "cliqueID", ""), "index",
+		                  (json_int_t)json_integer_value(json_object_get(n, "index")),
+		                  "status", jx_str_or(n, "status", "")));
 	return json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:o}", "namespace",
 	                 kube_obj_namespace(d), "name", kube_obj_name(d), "numNodes",
 	                 (json_int_t)json_integer_value(jx_path(d, "spec.numNodes")), "status",
@@ -291,8 +296,9 @@ static json_t *ints_of(const json_t *arr)
 {
 	json_t *out = json_array(), *v;
 	size_t i;
-	json_array_foreach(arr, i, v) if (json_is_integer(v) && i < 64)
-	        json_array_append_new(out, json_integer(json_integer_value(v)));
+	json_array_foreach(arr, i, v)
+		if (json_is_integer(v) && i < 64)
+			json_array_append_new(out, json_integer(json_integer_value(v)));
 	return out;
 }
 
@@ -301,8 +307,9 @@ static json_t *strs_of(const json_t *arr)
 {
 	json_t *out = json_array(), *v;
 	size_t i;
-	json_array_foreach(arr, i, v) if (json_is_string(v) && i < 16)
-	        json_array_append_new(out, json_string(json_string_value(v)));
+	json_array_foreach(arr, i, v)
+		if (json_is_string(v) && i < 16)
+			json_array_append_new(out, json_string(json_string_value(v)));
 	return out;
 }
 
@@ -324,13 +331,14 @@ static json_t *waves_json(const json_t *st)
 {
 	json_t *out = json_array(), *w;
 	size_t i;
-	json_array_foreach(jx_path(st, "waves"), i, w) json_array_append_new(
-	        out,
-	        json_pack("{s:I,s:o,s:s,s:s,s:s}", "index",
-	                  (json_int_t)json_integer_value(json_object_get(w, "index")), "trays",
-	                  ints_of(json_object_get(w, "trays")), "phase", jx_str_or(w, "phase", ""),
-	                  "startTime", jx_str_or(w, "startTime", ""), "completionTime",
-	                  jx_str_or(w, "completionTime", "")));
+	json_array_foreach(jx_path(st, "waves"), i, w)
+		json_array_append_new(
+		        out, json_pack("{s:I,s:o,s:s,s:s,s:s}", "index",
+		                       (json_int_t)json_integer_value(json_object_get(w, "index")),
+		                       "trays", ints_of(json_object_get(w, "trays")), "phase",
+		                       jx_str_or(w, "phase", ""), "startTime",
+		                       jx_str_or(w, "startTime", ""), "completionTime",
+		                       jx_str_or(w, "completionTime", "")));
 	return out;
 }
 
@@ -338,17 +346,18 @@ static json_t *steps_json(const json_t *st)
 {
 	json_t *out = json_array(), *s;
 	size_t i;
-	json_array_foreach(jx_path(st, "steps"), i, s) json_array_append_new(
-	        out,
-	        json_pack("{s:I,s:s,s:I,s:o,s:s,s:s,s:s,s:s,s:o}", "index",
-	                  (json_int_t)json_integer_value(json_object_get(s, "index")), "action",
-	                  jx_str_or(s, "action", ""), "wave",
-	                  (json_int_t)json_integer_value(json_object_get(s, "wave")), "trays",
-	                  ints_of(json_object_get(s, "trays")), "phase", jx_str_or(s, "phase", ""),
-	                  "startTime", jx_str_or(s, "startTime", ""), "completionTime",
-	                  jx_str_or(s, "completionTime", ""), "message",
-	                  jx_str_or(s, "message", ""), "evidence",
-	                  evidence_json(json_object_get(s, "evidence"))));
+	json_array_foreach(jx_path(st, "steps"), i, s)
+		json_array_append_new(
+		        out, json_pack("{s:I,s:s,s:I,s:o,s:s,s:s,s:s,s:s,s:o}", "index",
+		                       (json_int_t)json_integer_value(json_object_get(s, "index")),
+		                       "action", jx_str_or(s, "action", ""), "wave",
+		                       (json_int_t)json_integer_value(json_object_get(s, "wave")),
+		                       "trays", ints_of(json_object_get(s, "trays")), "phase",
+		                       jx_str_or(s, "phase", ""), "startTime",
+		                       jx_str_or(s, "startTime", ""), "completionTime",
+		                       jx_str_or(s, "completionTime", ""), "message",
+		                       jx_str_or(s, "message", ""), "evidence",
+		                       evidence_json(json_object_get(s, "evidence"))));
 	return out;
 }
 
@@ -357,8 +366,9 @@ static bool approval_counted(const json_t *st, const char *name)
 {
 	const json_t *a;
 	size_t i;
-	json_array_foreach(jx_path(st, "approvals"), i,
-	                   a) if (strcmp(jx_str_or(a, "name", ""), name) == 0) return true;
+	json_array_foreach(jx_path(st, "approvals"), i, a)
+		if (strcmp(jx_str_or(a, "name", ""), name) == 0)
+			return true;
 	return false;
 }
 
@@ -379,8 +389,9 @@ static json_t *approvals_json(const json_t *u, const json_t *all)
 	size_t i, k, n = 0;
 
 	v = xcalloc(json_array_size(all) + 1, sizeof(*v));
-	json_array_foreach(all, i, a) if (strcmp(jx_str_or(a, "spec.upgrade", ""),
-	                                         kube_obj_name(u)) == 0) v[n++] = a;
+	json_array_foreach(all, i, a)
+		if (strcmp(jx_str_or(a, "spec.upgrade", ""), kube_obj_name(u)) == 0)
+			v[n++] = a;
 	sorted = json_array();
 	for (k = 0; k < n; k++)
 		json_array_append_new(
@@ -402,15 +413,14 @@ static json_t *approvals_json(const json_t *u, const json_t *all)
 	free(v);
 	json_decref(sorted);
 
-	json_array_foreach(jx_path(st, "requiredApprovals"), i, l)
-	{
+	json_array_foreach(jx_path(st, "requiredApprovals"), i, l) {
 		const json_t *c;
 		size_t j;
 		bool done = false;
 		if (!json_is_string(l))
 			continue;
-		json_array_foreach(jx_path(st, "approvals"), j, c) done |=
-		        strcmp(jx_str_or(c, "layer", ""), json_string_value(l)) == 0;
+		json_array_foreach(jx_path(st, "approvals"), j, c)
+			done |= strcmp(jx_str_or(c, "layer", ""), json_string_value(l)) == 0;
 		if (!done)
 			json_array_append_new(pending, json_string(json_string_value(l)));
 	}

@@ -178,8 +178,8 @@ static enum nv_err flags_check(const struct op_config *cfg, char *err, size_t er
 	return NV_OK;
 }
 
-enum nv_err op_flags_parse(int argc, char **argv, struct op_config *cfg,
-                           enum flags_action *action, char *err, size_t errsz)
+enum nv_err op_flags_parse(int argc, char **argv, struct op_config *cfg, enum flags_action *action,
+                           char *err, size_t errsz)
 {
 	enum nv_err rc = flags_defaults(&op_set, cfg, err, errsz);
 

@@ -73,9 +73,9 @@ static void rack_series(struct op_domain_metrics *m, const json_t *r)
 	static const char *const comps[] = {"driver", "imex", "gpuFirmware"};
 	for (size_t c = 0; json_is_object(jx_path(r, "status")) && c < 3; c++) {
 		double n = 1;
-		json_array_foreach(jx_path(r, "status.versionSkew"), i,
-		                   s) if (strcmp(jx_str_or(s, "component", ""), comps[c]) == 0) n =
-		        (double)json_array_size(json_object_get(s, "versions"));
+		json_array_foreach(jx_path(r, "status.versionSkew"), i, s)
+			if (strcmp(jx_str_or(s, "component", ""), comps[c]) == 0)
+				n = (double)json_array_size(json_object_get(s, "versions"));
 		const char *sl[] = {name, comps[c]};
 		(void)metrics_gauge_set(m->version_skew, sl, n);
 	}
@@ -171,14 +171,12 @@ static void tray_series(struct op *op, const json_t *t, const json_t *parts, int
 	(void)metrics_gauge_set(m->tray_ready, tl, fresh && kube_condition_is_true(t, "Ready"));
 	if (hb > 0)
 		(void)metrics_gauge_set(m->tray_heartbeat, tl, (double)hb / 1000.0);
-	json_array_foreach(parts, i, p)
-	{
+	json_array_foreach(parts, i, p) {
 		if (strcmp(jx_str_or(p, "spec.rack", ""), rack) != 0)
 			continue;
-		json_array_foreach(jx_path(p, "spec.trays"), j,
-		                   x) if (json_integer_value(x) ==
-		                          json_integer_value(jx_path(t, "spec.index")))
-		        snprintf(part, sizeof(part), "%s", kube_obj_name(p));
+		json_array_foreach(jx_path(p, "spec.trays"), j, x)
+			if (json_integer_value(x) == json_integer_value(jx_path(t, "spec.index")))
+				snprintf(part, sizeof(part), "%s", kube_obj_name(p));
 	}
 	const char *ql[] = {rack,
 	                    tray,
@@ -196,14 +194,15 @@ static void tray_series(struct op *op, const json_t *t, const json_t *parts, int
 	(void)metrics_gauge_set(m->tray_driver, dl, 1);
 	(void)metrics_gauge_set_state(m->tray_maintenance, tl, MAINT_STATES, 5,
 	                              jx_str_or(t, "spec.maintenance.state", "None"));
-	json_array_foreach(jx_path(t, "status.gpus"), i, g) gpu_series(m, rack, tray, node, g);
+	json_array_foreach(jx_path(t, "status.gpus"), i, g)
+		gpu_series(m, rack, tray, node, g);
 	if (json_is_object(jx_path(t, "spec.imex")))
 		imex_series(m, rack, tray, node, t);
 }
 
 static const char *const UPGRADE_PHASES[] = {
-        "Proposed",   "Notice",     "AwaitingApproval", "Scheduled", "Canary", "Validating",
-        "RollingOut", "Completed",  "Halted",           "Paused",    "Aborted"};
+        "Proposed",   "Notice",    "AwaitingApproval", "Scheduled", "Canary", "Validating",
+        "RollingOut", "Completed", "Halted",           "Paused",    "Aborted"};
 
 static double time_s(const json_t *o, const char *path)
 {
@@ -228,13 +227,12 @@ static void upgrade_steps(struct op *op, const json_t *u, const char *name, cons
 	struct op_domain_metrics *m = &op->dm;
 	json_t *r = kube_informer_get(op->racks, rack), *s, *t;
 	const char *mode = jx_str_or(r, "spec.policy.drain.mode", "Evict");
-	double deadline = dur_s(r, "spec.policy.drain.evictionDeadline") +
-	                  (strcmp(mode, "Checkpoint") == 0
-	                           ? dur_s(r, "spec.policy.drain.checkpointDeadline")
-	                           : 0);
+	double deadline =
+	        dur_s(r, "spec.policy.drain.evictionDeadline") +
+	        (strcmp(mode, "Checkpoint") == 0 ? dur_s(r, "spec.policy.drain.checkpointDeadline")
+	                                         : 0);
 	size_t i, k;
-	json_array_foreach(jx_path(u, "status.steps"), i, s)
-	{
+	json_array_foreach(jx_path(u, "status.steps"), i, s) {
 		char wave[16];
 		const char *action = jx_str_or(s, "action", "");
 		const json_t *ev = json_object_get(s, "evidence");
@@ -246,9 +244,9 @@ static void upgrade_steps(struct op *op, const json_t *u, const char *name, cons
 			int64_t tol = json_integer_value(json_object_get(ev, "tolerancePercent"));
 			(void)metrics_gauge_set(m->upgrade_gate_passed, wl,
 			                        json_is_true(json_object_get(ev, "passed")));
-			(void)metrics_gauge_set(
-			        m->upgrade_gate_busbw, wl,
-			        (double)json_integer_value(json_object_get(ev, "busBandwidthGBps")));
+			(void)metrics_gauge_set(m->upgrade_gate_busbw, wl,
+			                        (double)json_integer_value(
+			                                json_object_get(ev, "busBandwidthGBps")));
 			(void)metrics_gauge_set(m->upgrade_gate_floor, wl,
 			                        (double)(floor * (100 - tol)) / 100.0);
 		}
@@ -256,16 +254,16 @@ static void upgrade_steps(struct op *op, const json_t *u, const char *name, cons
 		    strcmp(jx_str_or(s, "phase", ""), "Running") != 0)
 			continue;
 		double start = time_s(s, "startTime");
-		json_array_foreach(json_object_get(s, "trays"), k, t)
-		{
+		json_array_foreach(json_object_get(s, "trays"), k, t) {
 			char idx[8];
 			const char *node = "";
 			json_t *c;
 			size_t j;
 			snprintf(idx, sizeof(idx), "%lld", (long long)json_integer_value(t));
-			json_array_foreach(jx_path(r, "spec.computeTrays"), j, c) if (
-			        json_integer_value(json_object_get(c, "index")) == json_integer_value(t))
-			        node = jx_str_or(c, "node", "");
+			json_array_foreach(jx_path(r, "spec.computeTrays"), j, c)
+				if (json_integer_value(json_object_get(c, "index")) ==
+				    json_integer_value(t))
+					node = jx_str_or(c, "node", "");
 			const char *dl[] = {rack, idx, node, mode};
 			(void)metrics_gauge_set(m->drain_wait, dl, (double)now / 1000.0 - start);
 			(void)metrics_gauge_set(m->drain_deadline, dl, deadline);
@@ -280,8 +278,7 @@ static void upgrade_series(struct op *op, int64_t now)
 	struct op_domain_metrics *m = &op->dm;
 	json_t *ups = kube_informer_list(op->upgrades), *u, *a;
 	size_t i, k;
-	json_array_foreach(ups, i, u)
-	{
+	json_array_foreach(ups, i, u) {
 		const char *name = kube_obj_name(u), *rack = jx_str_or(u, "spec.rack", "");
 		const char *lv[] = {name, rack};
 		const char *info[] = {name, rack, jx_str_or(u, "spec.class", "routine"),
@@ -294,18 +291,18 @@ static void upgrade_series(struct op *op, int64_t now)
 		(void)metrics_gauge_set_state(m->upgrade_phase, lv, UPGRADE_PHASES, 11,
 		                              jx_str_or(u, "status.phase", "Proposed"));
 		(void)metrics_gauge_set(m->upgrade_phase_start, lv, time_s(u, "status.phaseTime"));
-		json_array_foreach(waves, k, w) if (strcmp(jx_str_or(w, "phase", ""), "Pending") != 0)
-		        cur = (double)json_integer_value(json_object_get(w, "index"));
+		json_array_foreach(waves, k, w)
+			if (strcmp(jx_str_or(w, "phase", ""), "Pending") != 0)
+				cur = (double)json_integer_value(json_object_get(w, "index"));
 		(void)metrics_gauge_set(m->upgrade_wave, lv, cur);
 		(void)metrics_gauge_set(m->upgrade_waves, lv, (double)json_array_size(waves));
-		json_array_foreach(jx_path(u, "status.requiredApprovals"), k, a)
-		{
+		json_array_foreach(jx_path(u, "status.requiredApprovals"), k, a) {
 			bool got = false;
 			const json_t *r;
 			size_t j;
-			json_array_foreach(jx_path(u, "status.approvals"), j, r) got |=
-			        json_equal(json_object_get(r, "layer"), a) &&
-			        strcmp(jx_str_or(r, "decision", ""), "Approved") == 0;
+			json_array_foreach(jx_path(u, "status.approvals"), j, r)
+				got |= json_equal(json_object_get(r, "layer"), a) &&
+				       strcmp(jx_str_or(r, "decision", ""), "Approved") == 0;
 			pending += !got;
 		}
 		(void)metrics_gauge_set(m->upgrade_approvals_pending, lv, pending);
@@ -316,24 +313,42 @@ static void upgrade_series(struct op *op, int64_t now)
 
 static void domain_reset(struct op_domain_metrics *m)
 {
-	struct metrics_family *all[] = {m->rack_info,         m->rack_trays,
-	                                m->rack_trays_ready,  m->rack_trays_unavailable,
-	                                m->rack_gpus_healthy, m->rack_min_healthy,
-	                                m->rack_threshold,    m->rack_degraded,
-	                                m->rack_fabric_state, m->version_skew,
-	                                m->tray_ready,        m->tray_heartbeat,
-	                                m->tray_clique,       m->tray_driver,
-	                                m->tray_maintenance,  m->gpu_state,
-	                                m->gpu_status_ok,     m->gpu_degraded,
-	                                m->gpu_mask,          m->gpu_summary,
-	                                m->imex_daemon,       m->imex_domain,
-	                                m->imex_connected,    m->imex_peers,
-	                                m->imex_config,       m->upgrade_phase,
-	                                m->upgrade_info,      m->upgrade_phase_start,
-	                                m->upgrade_wave,      m->upgrade_waves,
-	                                m->upgrade_approvals_pending, m->upgrade_gate_passed,
-	                                m->upgrade_gate_busbw, m->upgrade_gate_floor,
-	                                m->drain_wait,        m->drain_deadline};
+	struct metrics_family *all[] = {m->rack_info,
+	                                m->rack_trays,
+	                                m->rack_trays_ready,
+	                                m->rack_trays_unavailable,
+	                                m->rack_gpus_healthy,
+	                                m->rack_min_healthy,
+	                                m->rack_threshold,
+	                                m->rack_degraded,
+	                                m->rack_fabric_state,
+	                                m->version_skew,
+	                                m->tray_ready,
+	                                m->tray_heartbeat,
+	                                m->tray_clique,
+	                                m->tray_driver,
+	                                m->tray_maintenance,
+	                                m->gpu_state,
+	                                m->gpu_status_ok,
+	                                m->gpu_degraded,
+	                                m->gpu_mask,
+	                                m->gpu_summary,
+	                                m->imex_daemon,
+	                                m->imex_domain,
+	                                m->imex_connected,
+	                                m->imex_peers,
+	                                m->imex_config,
+	                                m->upgrade_phase,
+	                                m->upgrade_info,
+	                                m->upgrade_phase_start,
+	                                m->upgrade_wave,
+	                                m->upgrade_waves,
+	                                m->upgrade_approvals_pending,
+	                                m->upgrade_gate_passed,
+	                                m->upgrade_gate_busbw,
+	                                m->upgrade_gate_floor,
+	                                m->drain_wait,
+	                                m->drain_deadline};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		metrics_family_reset(all[i]);
 }
@@ -355,8 +370,10 @@ static void collect(void *arg)
 		racks = kube_informer_list(op->racks);
 		trays = kube_informer_list(op->trays);
 		parts = kube_informer_list(op->partitions);
-		json_array_foreach(racks, i, o) rack_series(m, o);
-		json_array_foreach(trays, i, o) tray_series(op, o, parts, now);
+		json_array_foreach(racks, i, o)
+			rack_series(m, o);
+		json_array_foreach(trays, i, o)
+			tray_series(op, o, parts, now);
 		upgrade_series(op, now);
 		json_decref(racks);
 		json_decref(trays);
@@ -446,8 +463,8 @@ enum nv_err op_metrics_register(struct op *op)
 	    (rc = reg(op, "nvl72_imex_config_info", "Hash of the IMEX peer list.", GA,
 	              L("rack", "tray", "node", "domain", "config_hash"), &m->imex_config)))
 		return rc;
-	static const double step_buckets[] = {10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200,
-	                                      14400};
+	static const double step_buckets[] = {10,   30,   60,   120,  300,  600,
+	                                      1200, 1800, 3600, 7200, 14400};
 	const char *const *U = L("upgrade", "rack");
 	const char *const *UW = L("upgrade", "rack", "wave");
 	const char *const *D = L("rack", "tray", "node", "mode");

@@ -33,7 +33,8 @@ static enum nv_err secret_load(struct op *op, struct fabric_config *c)
 	struct kube_status st;
 	enum nv_err rc;
 
-	if (slash == NULL || slash == ref || slash[1] == '\0' || (size_t)(slash - ref) >= sizeof(ns)) {
+	if (slash == NULL || slash == ref || slash[1] == '\0' ||
+	    (size_t)(slash - ref) >= sizeof(ns)) {
 		log_error(PART_COMP, "--fabric-secret must be namespace/name", "value=\"%s\"", ref);
 		return NV_E_CONFIG;
 	}
@@ -61,8 +62,9 @@ static enum nv_err secret_load(struct op *op, struct fabric_config *c)
 			free(val);
 		}
 	}
-	json_object_foreach(json_object_get(sec, "data"), k, v) if (json_is_string(v))
-	        secure_wipe((char *)(uintptr_t)json_string_value(v), json_string_length(v));
+	json_object_foreach(json_object_get(sec, "data"), k, v)
+		if (json_is_string(v))
+			secure_wipe((char *)(uintptr_t)json_string_value(v), json_string_length(v));
 	json_decref(sec);
 	return rc;
 }
@@ -75,7 +77,8 @@ static enum nv_err part_backend_open(struct op *op)
 	enum nv_err rc = NV_OK;
 
 	if (name == NULL || name[0] == '\0' || strcmp(name, "none") == 0) {
-		log_info(PART_COMP, "no fabric backend: RackPartitions stay Pending", "backend=none");
+		log_info(PART_COMP, "no fabric backend: RackPartitions stay Pending",
+		         "backend=none");
 		return NV_OK;
 	}
 	fabric_config_init(&c);
@@ -105,8 +108,9 @@ static void enqueue_rack_parts(struct op *op, const char *rack, struct kube_work
 {
 	json_t *ps = kube_informer_list(op->partitions), *p;
 	size_t i;
-	json_array_foreach(ps, i, p) if (strcmp(jx_str_or(p, "spec.rack", ""), rack) == 0)
-	        kube_workqueue_add(q, kube_obj_name(p));
+	json_array_foreach(ps, i, p)
+		if (strcmp(jx_str_or(p, "spec.rack", ""), rack) == 0)
+			kube_workqueue_add(q, kube_obj_name(p));
 	json_decref(ps);
 }
 
@@ -148,7 +152,8 @@ static bool tray_moved(struct op *op, const json_t *o, const json_t *n)
 static void node_parts(const json_t *n, struct kube_workqueue *q)
 {
 	const json_t *l = json_object_get(jx_path(n, "metadata.labels"), OP_LABEL_PARTITION);
-	const json_t *a = json_object_get(jx_path(n, "metadata.annotations"), DRAIN_ANN_CORDONED_BY);
+	const json_t *a =
+	        json_object_get(jx_path(n, "metadata.annotations"), DRAIN_ANN_CORDONED_BY);
 	if (json_is_string(l))
 		kube_workqueue_add(q, json_string_value(l));
 	if (json_is_string(a) && str_has_prefix(json_string_value(a), OP_PART_CORDON_PREFIX))
@@ -214,8 +219,7 @@ static void pass_load(struct op *op, struct part_pass *p)
 	p->be.configured = op->fabric != NULL;
 	p->be.name = op->fabric ? fabric_backend_name(op->fabric) : "none";
 	p->be.poll_ms = op->cfg.fabric_poll_ms;
-	json_array_foreach(jx_path(p->rack, "spec.computeTrays"), i, t)
-	{
+	json_array_foreach(jx_path(p->rack, "spec.computeTrays"), i, t) {
 		char tname[64];
 		unsigned k = p->in.ntrays;
 		int idx = (int)json_integer_value(json_object_get(t, "index"));
@@ -306,7 +310,8 @@ static enum nv_err cordon_one(struct op *op, struct part_pass *p, const struct o
 /* Whether the cached Node carries this partition's cordon mark. */
 static bool marked_by(const json_t *node, const char *owner)
 {
-	const json_t *a = json_object_get(jx_path(node, "metadata.annotations"), DRAIN_ANN_CORDONED_BY);
+	const json_t *a =
+	        json_object_get(jx_path(node, "metadata.annotations"), DRAIN_ANN_CORDONED_BY);
 	return json_is_string(a) && strcmp(json_string_value(a), owner) == 0;
 }
 
@@ -315,8 +320,7 @@ static bool marked_by(const json_t *node, const char *owner)
  * changed[0] and changed[1]. A Node we release goes through drain_release,
  * which also drops the checkpoint handshake from the pods that stayed; only
  * Nodes that carry our mark are looked at, so steady state reads nothing. */
-static enum nv_err cordons_sync(struct op *op, struct part_pass *p, uint32_t mask,
-                                int changed[2])
+static enum nv_err cordons_sync(struct op *op, struct part_pass *p, uint32_t mask, int changed[2])
 {
 	char owner[128];
 	enum nv_err worst = NV_OK, rc;
@@ -332,10 +336,12 @@ static enum nv_err cordons_sync(struct op *op, struct part_pass *p, uint32_t mas
 			continue;
 		} else if ((rc = drain_release(op->c, &t->node, 1, owner, &st)) == NV_OK) {
 			changed[1]++;
-			log_info(PART_COMP, "node uncordoned", "partition=%s node=%s", p->name, t->node);
+			log_info(PART_COMP, "node uncordoned", "partition=%s node=%s", p->name,
+			         t->node);
 		} else {
-			log_warn(PART_COMP, "release failed", "partition=%s node=%s err=%s msg=\"%s\"",
-			         p->name, t->node, nv_err_name(rc), st.message);
+			log_warn(PART_COMP, "release failed",
+			         "partition=%s node=%s err=%s msg=\"%s\"", p->name, t->node,
+			         nv_err_name(rc), st.message);
 		}
 		if (rc != NV_OK)
 			worst = rc;
@@ -370,9 +376,10 @@ static enum nv_err drain_members(struct op *op, struct part_pass *p, struct op_p
 		dr.done = true;
 	op_part_drained(d, &dr, now);
 	if (!dr.done)
-		log_info(PART_COMP, "draining", "partition=%s pods=%d waiting_ack=%d blocked=%d "
-		         "terminating=%d msg=\"%s\"", p->name, dr.pods, dr.waiting_ack, dr.blocked,
-		         dr.terminating, dr.message);
+		log_info(PART_COMP, "draining",
+		         "partition=%s pods=%d waiting_ack=%d blocked=%d "
+		         "terminating=%d msg=\"%s\"",
+		         p->name, dr.pods, dr.waiting_ack, dr.blocked, dr.terminating, dr.message);
 	return NV_OK;
 }
 
@@ -381,10 +388,9 @@ static enum nv_err finalizer_set(struct op *op, struct part_pass *p, bool want)
 	json_t *list = json_array(), *f, *body;
 	enum nv_err rc;
 	size_t i;
-	json_array_foreach(jx_path(p->part, "metadata.finalizers"), i,
-	                   f) if (!json_is_string(f) ||
-	                          strcmp(json_string_value(f), OP_FINALIZER_PARTITION) != 0)
-	        json_array_append(list, f);
+	json_array_foreach(jx_path(p->part, "metadata.finalizers"), i, f)
+		if (!json_is_string(f) || strcmp(json_string_value(f), OP_FINALIZER_PARTITION) != 0)
+			json_array_append(list, f);
 	if (want)
 		json_array_append_new(list, json_string(OP_FINALIZER_PARTITION));
 	body = json_pack("{s:{s:s,s:o}}", "metadata", "resourceVersion",
@@ -399,8 +405,9 @@ static enum nv_err finalizer_set(struct op *op, struct part_pass *p, bool want)
 static void domains_requeue(struct op *op, struct part_pass *p)
 {
 	for (unsigned i = 0; i < p->in.ntrays; i++) {
-		const json_t *a = json_object_get(jx_path(p->in.trays[i].tray, "metadata.annotations"),
-		                                  OP_LABEL_COMPUTE_DOMAIN);
+		const json_t *a =
+		        json_object_get(jx_path(p->in.trays[i].tray, "metadata.annotations"),
+		                        OP_LABEL_COMPUTE_DOMAIN);
 		const char *v = json_is_string(a) ? json_string_value(a) : NULL;
 		const char *dot = v ? strchr(v, '.') : NULL;
 		char key[OP_DOMAIN_KEY_MAX];
@@ -437,8 +444,8 @@ static void backend_request(struct op *op, struct part_pass *p, struct op_part_d
 /* Writes the status. After a backend request (requested), a conflict
  * means the cache was behind our own last write: the object is read again
  * and the status written onto it, so that the operation id is recorded. */
-static enum nv_err status_sync(struct op *op, struct part_pass *p,
-                               const struct op_part_decision *d, bool requested)
+static enum nv_err status_sync(struct op *op, struct part_pass *p, const struct op_part_decision *d,
+                               bool requested)
 {
 	json_t *want = json_deep_copy(p->part), *body, *fresh = NULL;
 	const char *was = jx_str_or(p->part, "status.phase", "");
@@ -453,8 +460,8 @@ static enum nv_err status_sync(struct op *op, struct part_pass *p,
 		for (int attempt = 0; requested && rc == NV_E_CONFLICT && attempt < 3; attempt++) {
 			json_decref(fresh);
 			fresh = NULL;
-			if ((rc = kube_get(op->c, &OP_RES_PARTITIONS, NULL, p->name, &fresh, &st)) !=
-			    NV_OK)
+			if ((rc = kube_get(op->c, &OP_RES_PARTITIONS, NULL, p->name, &fresh,
+			                   &st)) != NV_OK)
 				break;
 			json_decref(want);
 			json_decref(body);
@@ -464,11 +471,11 @@ static enum nv_err status_sync(struct op *op, struct part_pass *p,
 			rc = body ? patch(op, &OP_RES_PARTITIONS, p->name, body, "status") : NV_OK;
 		}
 		if (rc == NV_OK)
-			log_info(PART_COMP, "status written", "partition=%s phase=%s op=%s", p->name,
-			         now, d->op_id);
+			log_info(PART_COMP, "status written", "partition=%s phase=%s op=%s",
+			         p->name, now, d->op_id);
 		if (rc == NV_OK && strcmp(was, now) != 0)
-			op_event(op, p->part, d->phase == API_PART_FAILED ? "Warning" : "Normal", now,
-			         "Reconcile", "%s", d->message);
+			op_event(op, p->part, d->phase == API_PART_FAILED ? "Warning" : "Normal",
+			         now, "Reconcile", "%s", d->message);
 	}
 	json_decref(body);
 	json_decref(want);
@@ -508,8 +515,9 @@ static struct kube_result part_reconcile(void *ud, const char *key)
 	const json_t *fins = jx_path(p.part, "metadata.finalizers"), *f;
 	bool ours = false;
 	size_t i;
-	json_array_foreach(fins, i, f) ours |=
-	        json_is_string(f) && strcmp(json_string_value(f), OP_FINALIZER_PARTITION) == 0;
+	json_array_foreach(fins, i, f)
+		ours |= json_is_string(f) &&
+		        strcmp(json_string_value(f), OP_FINALIZER_PARTITION) == 0;
 	if (!ours) {
 		if (!deleting) /* the update brings us back */
 			res.err = finalizer_set(op, &p, true);
@@ -534,7 +542,8 @@ static struct kube_result part_reconcile(void *ud, const char *key)
 	if (rc == NV_OK && (d->action == OP_PART_CREATE || d->action == OP_PART_UPDATE))
 		rc = drain_members(op, &p, d);
 	if (rc == NV_OK && d->reason && strcmp(d->reason, "DrainBlocked") == 0 &&
-	    strcmp(jx_str_or(kube_condition_find(p.part, "Ready"), "reason", ""), "DrainBlocked") != 0)
+	    strcmp(jx_str_or(kube_condition_find(p.part, "Ready"), "reason", ""), "DrainBlocked") !=
+	            0)
 		op_event(op, p.part, "Warning", "DrainBlocked", "Drain", "%s", d->message);
 	bool requested = d->action != OP_PART_NOTHING && rc == NV_OK;
 	if (requested)

@@ -16,9 +16,9 @@
 #include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
 
-static const char *const phase_names[] = {"Pending",        "Draining", "Requesting",
+static const char *const phase_names[] = {"Pending",          "Draining",       "Requesting",
                                           "WaitingForFabric", "RefreshingIMEX", "Active",
-                                          "Failed",         "Deleting"};
+                                          "Failed",           "Deleting"};
 
 const char *op_part_phase_name(enum api_partition_phase p)
 {
@@ -48,8 +48,7 @@ static uint32_t members_of(const json_t *part)
 	const json_t *t;
 	uint32_t m = 0;
 	size_t i;
-	json_array_foreach(jx_path(part, "spec.trays"), i, t)
-	{
+	json_array_foreach(jx_path(part, "spec.trays"), i, t) {
 		json_int_t v = json_integer_value(t);
 		if (v >= 1 && v <= API_COMPUTE_TRAYS)
 			m |= 1u << v;
@@ -81,9 +80,9 @@ static bool has_finalizer(const json_t *o)
 {
 	const json_t *f;
 	size_t i;
-	json_array_foreach(jx_path(o, "metadata.finalizers"), i, f) if (
-	        json_is_string(f) &&
-	        strcmp(json_string_value(f), OP_FINALIZER_PARTITION) == 0) return true;
+	json_array_foreach(jx_path(o, "metadata.finalizers"), i, f)
+		if (json_is_string(f) && strcmp(json_string_value(f), OP_FINALIZER_PARTITION) == 0)
+			return true;
 	return false;
 }
 
@@ -103,8 +102,7 @@ static bool reports(const json_t *tray, const char *clique)
 	if (tray == NULL || clique[0] == '\0' || json_array_size(gpus) == 0 ||
 	    strcmp(jx_str_or(tray, "status.fabric.cliqueID", ""), clique) != 0)
 		return false;
-	json_array_foreach(gpus, i, g)
-	{
+	json_array_foreach(gpus, i, g) {
 		char c[FABRIC_CLIQUE_LEN];
 		snprintf(c, sizeof(c), "%s.%lld", jx_str_or(g, "fabric.clusterUUID", ""),
 		         (long long)json_integer_value(jx_path(g, "fabric.cliqueId")));
@@ -123,8 +121,9 @@ static bool settled_elsewhere(const json_t *tray, const char *clique)
 	size_t i;
 	if (json_array_size(gpus) == 0 || reports(tray, clique))
 		return false;
-	json_array_foreach(gpus, i, g) if (strcmp(jx_str_or(g, "fabric.state", ""),
-	                                          "Completed") != 0) return false;
+	json_array_foreach(gpus, i, g)
+		if (strcmp(jx_str_or(g, "fabric.state", ""), "Completed") != 0)
+			return false;
 	return true;
 }
 
@@ -134,8 +133,7 @@ static uint32_t former_members(const json_t *part)
 	const json_t *t;
 	uint32_t m = 0;
 	size_t i;
-	json_array_foreach(jx_path(part, "status.trays"), i, t)
-	{
+	json_array_foreach(jx_path(part, "status.trays"), i, t) {
 		json_int_t v = json_integer_value(json_object_get(t, "index"));
 		if (v >= 1 && v <= API_COMPUTE_TRAYS)
 			m |= 1u << v;
@@ -147,7 +145,8 @@ static const char *cluster_uuid(const struct op_part_in *in, uint32_t members)
 {
 	for (int pass = 0; pass < 2; pass++)
 		for (unsigned i = 0; i < in->ntrays; i++) {
-			const char *u = jx_str_or(in->trays[i].tray, "status.fabric.clusterUUID", "");
+			const char *u =
+			        jx_str_or(in->trays[i].tray, "status.fabric.clusterUUID", "");
 			if (u[0] && (pass == 1 || (members & (1u << in->trays[i].index))))
 				return u;
 		}
@@ -228,8 +227,7 @@ static void backend_failed(struct op_part_decision *d, const struct op_part_back
 }
 
 /* Handles a recorded operation. True when the pass ends here. */
-static bool operation(const struct op_part_backend *be, struct op_part_decision *d,
-                      uint32_t drain)
+static bool operation(const struct op_part_backend *be, struct op_part_decision *d, uint32_t drain)
 {
 	char what[FABRIC_ID_LEN + 32];
 	if (d->op_id[0] == '\0')
@@ -248,8 +246,8 @@ static bool operation(const struct op_part_backend *be, struct op_part_decision 
 		d->requeue_ms = be->poll_ms;
 		d->reason = d->phase == API_PART_DELETING ? "Deleting" : "Requesting";
 		msg(d, "fabric backend %s: operation %s %s (%d%%)%s%s", be->name, d->op_id,
-		    fabric_op_state_name(be->op.state), be->op.percent, be->op.message[0] ? ": " : "",
-		    be->op.message);
+		    fabric_op_state_name(be->op.state), be->op.percent,
+		    be->op.message[0] ? ": " : "", be->op.message);
 		return true;
 	}
 	if (be->op.state != FABRIC_OP_COMPLETED) {
@@ -267,8 +265,7 @@ static bool operation(const struct op_part_backend *be, struct op_part_decision 
 	return false;
 }
 
-static bool spec_build(const struct op_part_in *in, const char *cluster,
-                       struct op_part_decision *d)
+static bool spec_build(const struct op_part_in *in, const char *cluster, struct op_part_decision *d)
 {
 	struct fabric_partition_spec *s = &d->spec;
 	fabric_spec_init(s);
@@ -281,9 +278,8 @@ static bool spec_build(const struct op_part_in *in, const char *cluster,
 		const struct op_part_tray *t = tray_at(in, idx);
 		if (!(d->members & (1u << idx)))
 			continue;
-		json_int_t slot = json_integer_value(
-		        jx_path(json_array_get(jx_path(t->tray, "status.gpus"), 0),
-		                "platform.slotNumber"));
+		json_int_t slot = json_integer_value(jx_path(
+		        json_array_get(jx_path(t->tray, "status.gpus"), 0), "platform.slotNumber"));
 		/* Every NVL72 compute tray is NVML host 1 of its slot. */
 		if (fabric_spec_add_tray(s, (unsigned)idx,
 		                         slot > 0 && slot < 1000 ? (unsigned)slot : 0, 1) != NV_OK)
@@ -337,8 +333,9 @@ static void decide_delete(const struct op_part_in *in, struct op_part_decision *
 			return;
 		}
 		d->reason = "NoFabricBackend";
-		msg(d, "cannot delete backend partition %s: no fabric backend is configured "
-		       "(--fabric-backend none)",
+		msg(d,
+		    "cannot delete backend partition %s: no fabric backend is configured "
+		    "(--fabric-backend none)",
 		    d->backend_id[0] ? d->backend_id : d->op_id);
 		return;
 	}
@@ -365,8 +362,9 @@ static void decide_delete(const struct op_part_in *in, struct op_part_decision *
 	if (busy) { /* their status updates bring the partition back */
 		char list[64];
 		tray_list(busy, list, sizeof(list));
-		msg(d, "backend partition deleted; waiting for trays %s to report a completed "
-		       "fabric state outside clique %s",
+		msg(d,
+		    "backend partition deleted; waiting for trays %s to report a completed "
+		    "fabric state outside clique %s",
 		    list, d->clique);
 		return;
 	}
@@ -548,8 +546,7 @@ void op_part_decide(const struct op_part_in *in, struct op_part_decision *d)
 }
 
 void op_part_requested(struct op_part_decision *d, const char *backend, enum nv_err rc,
-                       const struct fabric_op *op, const struct fabric_status *st,
-                       int64_t poll_ms)
+                       const struct fabric_op *op, const struct fabric_status *st, int64_t poll_ms)
 {
 	const char *verb = d->action == OP_PART_CREATE   ? "create"
 	                   : d->action == OP_PART_UPDATE ? "update"
@@ -661,8 +658,8 @@ void op_part_drained(struct op_part_decision *d, const struct drain_result *r, i
 	d->phase = API_PART_DRAINING;
 	d->reason = r->blocked > 0 ? "DrainBlocked" : "Draining";
 	d->requeue_ms = r->next_check_ms > now_ms ? r->next_check_ms - now_ms : 1000;
-	msg(d, "waiting for %d pod%s on the member Nodes before the %s%s: %s", r->pods + r->terminating,
-	    r->pods + r->terminating == 1 ? "" : "s", verb,
+	msg(d, "waiting for %d pod%s on the member Nodes before the %s%s: %s",
+	    r->pods + r->terminating, r->pods + r->terminating == 1 ? "" : "s", verb,
 	    r->blocked > 0 ? " (blocked by a PodDisruptionBudget)" : "", r->message);
 }
 
@@ -670,15 +667,16 @@ json_t *op_part_cordon_patch(const json_t *node, const char *name, bool want)
 {
 	char mine[128];
 	bool unsched = json_is_true(jx_path(node, "spec.unschedulable"));
-	const json_t *a = json_object_get(jx_path(node, "metadata.annotations"), DRAIN_ANN_CORDONED_BY);
+	const json_t *a =
+	        json_object_get(jx_path(node, "metadata.annotations"), DRAIN_ANN_CORDONED_BY);
 	const char *rv = jx_str_or(node, "metadata.resourceVersion", "");
 
 	snprintf(mine, sizeof(mine), "%s%s", OP_PART_CORDON_PREFIX, name);
 	if (want)
 		return unsched ? NULL
 		               : json_pack("{s:{s:s,s:{s:s}},s:{s:b}}", "metadata",
-		                           "resourceVersion", rv, "annotations", DRAIN_ANN_CORDONED_BY,
-		                           mine, "spec", "unschedulable", 1);
+		                           "resourceVersion", rv, "annotations",
+		                           DRAIN_ANN_CORDONED_BY, mine, "spec", "unschedulable", 1);
 	if (!json_is_string(a) || strcmp(json_string_value(a), mine) != 0)
 		return NULL;
 	if (!unsched) /* uncordoned by hand: only drop our mark */

@@ -48,9 +48,9 @@ static void map_node(struct op *op, const json_t *obj, struct kube_workqueue *q)
 		enqueue_rack(q, json_string_value(r));
 	racks = kube_informer_list(op->racks);
 	json_array_foreach(racks, i, rk)
-	        json_array_foreach(jx_path(rk, "spec.computeTrays"), j,
-	                           t) if (strcmp(jx_str_or(t, "node", ""), node) == 0)
-	                enqueue_rack(q, kube_obj_name(rk));
+		json_array_foreach(jx_path(rk, "spec.computeTrays"), j, t)
+			if (strcmp(jx_str_or(t, "node", ""), node) == 0)
+				enqueue_rack(q, kube_obj_name(rk));
 	json_decref(racks);
 }
 
@@ -84,9 +84,9 @@ static void map_matrix(struct op *op, const json_t *obj, struct kube_workqueue *
 {
 	json_t *racks = kube_informer_list(op->racks), *r;
 	size_t i;
-	json_array_foreach(racks, i, r) if (strcmp(jx_str_or(r, "spec.matrix.name", ""),
-	                                           kube_obj_name(obj)) == 0)
-	        enqueue_rack(q, kube_obj_name(r));
+	json_array_foreach(racks, i, r)
+		if (strcmp(jx_str_or(r, "spec.matrix.name", ""), kube_obj_name(obj)) == 0)
+			enqueue_rack(q, kube_obj_name(r));
 	json_decref(racks);
 }
 
@@ -130,13 +130,13 @@ static const char *partition_of(const json_t *parts, const char *rack, int index
 {
 	const json_t *p, *t;
 	size_t i, j;
-	json_array_foreach(parts, i, p)
-	{
+	json_array_foreach(parts, i, p) {
 		if (strcmp(jx_str_or(p, "spec.rack", ""), rack) != 0 ||
 		    json_is_string(jx_path(p, "metadata.deletionTimestamp")))
 			continue;
-		json_array_foreach(jx_path(p, "spec.trays"), j,
-		                   t) if (json_integer_value(t) == index) return kube_obj_name(p);
+		json_array_foreach(jx_path(p, "spec.trays"), j, t)
+			if (json_integer_value(t) == index)
+				return kube_obj_name(p);
 	}
 	return "";
 }
@@ -251,8 +251,7 @@ static enum nv_err nodes_release(struct op *op, const char *rack, const struct r
 	size_t i;
 
 	snprintf(owner, sizeof(owner), "rack/%s", rack);
-	json_array_foreach(nodes, i, n)
-	{
+	json_array_foreach(nodes, i, n) {
 		bool listed = false;
 		for (unsigned k = 0; p && k < p->n; k++)
 			listed |= strcmp(p->in[k].node_name, kube_obj_name(n)) == 0;
@@ -302,8 +301,7 @@ static enum nv_err trays_delete(struct op *op, const json_t *rack, int *deleted)
 	struct kube_status st;
 	size_t i;
 
-	json_array_foreach(trays, i, t)
-	{
+	json_array_foreach(trays, i, t) {
 		if (!op_tray_owned_by(t, rack) ||
 		    json_is_string(jx_path(t, "metadata.deletionTimestamp")))
 			continue;
@@ -362,8 +360,7 @@ static void pass_load(struct op *op, struct rack_pass *p)
 
 	p->matrix = kube_informer_get(op->matrices, jx_str_or(p->rack, "spec.matrix.name", ""));
 	p->parts = kube_informer_list(op->partitions);
-	json_array_foreach(jx_path(p->rack, "spec.computeTrays"), i, t)
-	{
+	json_array_foreach(jx_path(p->rack, "spec.computeTrays"), i, t) {
 		if (p->n >= API_COMPUTE_TRAYS)
 			break;
 		struct op_tray_in *in = &p->in[p->n];

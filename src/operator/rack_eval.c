@@ -41,7 +41,9 @@ static const json_t *matrix_stack(const json_t *matrix, const char *name)
 {
 	const json_t *stacks = jx_path(matrix, "spec.stacks"), *s;
 	size_t i;
-	json_array_foreach(stacks, i, s) if (strcmp(jx_str_or(s, "name", ""), name) == 0) return s;
+	json_array_foreach(stacks, i, s)
+		if (strcmp(jx_str_or(s, "name", ""), name) == 0)
+			return s;
 	return NULL;
 }
 
@@ -53,8 +55,7 @@ static const char *stack_of_driver(const json_t *matrix, const char *desired, co
 	size_t i;
 	if (!version[0])
 		return "";
-	json_array_foreach(stacks, i, s)
-	{
+	json_array_foreach(stacks, i, s) {
 		if (strcmp(jx_str_or(s, "components.driver.version", ""), version) != 0)
 			continue;
 		if (strcmp(jx_str_or(s, "name", ""), desired) == 0)
@@ -134,8 +135,9 @@ static void classify_health(struct op_tray_eval *t, const struct op_tray_in *in,
 		t->pending = in->tray == NULL || timeout == 0 || now < until;
 		if (t->pending && until > now && (*next == 0 || until < *next))
 			*next = until;
-		t->why = t->pending ? "AwaitingAgent"
-		         : t->heartbeat_ms == 0 ? "NoHeartbeat" : "NoStatus";
+		t->why = t->pending             ? "AwaitingAgent"
+		         : t->heartbeat_ms == 0 ? "NoHeartbeat"
+		                                : "NoStatus";
 	} else if (!t->online) {
 		t->why = "HeartbeatStale";
 	} else if (ready && strcmp(ready, "False") == 0) {
@@ -174,8 +176,7 @@ static void eval_tray(struct op_tray_eval *t, const struct op_tray_in *in, const
 		(void)str_copy(t->stack, sizeof(t->stack),
 		               stack_of_driver(matrix, desired, t->driver));
 		gpus = jx_path(in->tray, "status.gpus");
-		json_array_foreach(gpus, i, g)
-		{
+		json_array_foreach(gpus, i, g) {
 			t->gpus++;
 			t->healthy_gpus += gpu_healthy(g);
 		}
@@ -227,7 +228,7 @@ static void eval_skew(struct op_rack_eval *ev, const struct op_tray_in *in, unsi
 		skew_add(&ev->skew[0], jx_str_or(in[i].tray, "status.driver.version", ""));
 		skew_add(&ev->skew[1], jx_str_or(in[i].tray, "status.imex.version", ""));
 		json_array_foreach(jx_path(in[i].tray, "status.gpus"), j, g)
-		        skew_add(&ev->skew[2], jx_str_or(g, "vbios", ""));
+			skew_add(&ev->skew[2], jx_str_or(g, "vbios", ""));
 	}
 }
 
@@ -325,8 +326,7 @@ static void eval_fabric(struct op_rack_eval *ev, const struct op_tray_in *in, un
 	for (unsigned i = 0; i < n; i++) {
 		if (!ev->trays[i].has_status)
 			continue;
-		json_array_foreach(jx_path(in[i].tray, "status.gpus"), j, g)
-		{
+		json_array_foreach(jx_path(in[i].tray, "status.gpus"), j, g) {
 			if ((why = gpu_degraded(g)) != NULL) {
 				snprintf(msg, sizeof(msg), "tray %d GPU %lld: %s",
 				         ev->trays[i].index,

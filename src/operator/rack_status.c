@@ -264,7 +264,9 @@ static const json_t *controller_ref(const json_t *obj)
 {
 	const json_t *refs = jx_path(obj, "metadata.ownerReferences"), *r;
 	size_t i;
-	json_array_foreach(refs, i, r) if (json_is_true(json_object_get(r, "controller"))) return r;
+	json_array_foreach(refs, i, r)
+		if (json_is_true(json_object_get(r, "controller")))
+			return r;
 	return NULL;
 }
 
@@ -321,8 +323,7 @@ bool op_has_finalizer(const json_t *obj, const char *name)
 {
 	const json_t *f;
 	size_t i;
-	json_array_foreach(jx_path(obj, "metadata.finalizers"), i, f)
-	{
+	json_array_foreach(jx_path(obj, "metadata.finalizers"), i, f) {
 		if (json_is_string(f) && strcmp(json_string_value(f), name) == 0)
 			return true;
 	}
@@ -338,8 +339,7 @@ json_t *op_finalizer_patch(const json_t *obj, const char *name, bool want)
 	if (op_has_finalizer(obj, name) == want)
 		return NULL;
 	list = json_array();
-	json_array_foreach(jx_path(obj, "metadata.finalizers"), i, f)
-	{
+	json_array_foreach(jx_path(obj, "metadata.finalizers"), i, f) {
 		if (!json_is_string(f) || strcmp(json_string_value(f), name) != 0)
 			json_array_append(list, (json_t *)f);
 	}

@@ -31,8 +31,9 @@ static enum nv_err upgrade_oob_open(struct op *op)
 	oob_config_init(&c);
 	op->oob_poll_ms = c.poll_interval_ms;
 	if (name == NULL || name[0] == '\0' || strcmp(name, "none") == 0) {
-		log_info(UPGRADE_COMP, "no out-of-band backend: upgrades with switch-tray or "
-		                       "firmware steps halt",
+		log_info(UPGRADE_COMP,
+		         "no out-of-band backend: upgrades with switch-tray or "
+		         "firmware steps halt",
 		         "backend=none");
 		return NV_OK;
 	}
@@ -45,8 +46,8 @@ static enum nv_err upgrade_oob_open(struct op *op)
 	if (rc == NV_OK)
 		rc = oob_backend_new(&c, &op->oob, &st);
 	if (rc != NV_OK)
-		log_error(UPGRADE_COMP, "out-of-band backend not usable", "backend=%s err=%s msg=\"%s\"",
-		          name, nv_err_name(rc), st.message);
+		log_error(UPGRADE_COMP, "out-of-band backend not usable",
+		          "backend=%s err=%s msg=\"%s\"", name, nv_err_name(rc), st.message);
 	else
 		log_info(UPGRADE_COMP, "out-of-band backend open", "backend=%s", name);
 	return rc;
@@ -67,8 +68,9 @@ static void enqueue_rack(struct op *op, const char *rack, struct kube_workqueue 
 	if (rack == NULL || rack[0] == '\0')
 		return;
 	ups = kube_informer_list(op->upgrades);
-	json_array_foreach(ups, i, u) if (strcmp(jx_str_or(u, "spec.rack", ""), rack) == 0)
-	        kube_workqueue_add(q, kube_obj_name(u));
+	json_array_foreach(ups, i, u)
+		if (strcmp(jx_str_or(u, "spec.rack", ""), rack) == 0)
+			kube_workqueue_add(q, kube_obj_name(u));
 	json_decref(ups);
 }
 
@@ -219,9 +221,11 @@ static bool approver_owns(const struct upg_pass *p, const struct api_upgrade_app
 		const char *owner = p->rack->resp[k].window_owner;
 		if (p->rack->resp[k].layer != a->layer || owner[0] == '\0')
 			continue;
-		json_array_foreach(jx_path(obj, "spec.approvedBy.groups"), i, g) if (
-		        json_is_string(g) && strcmp(json_string_value(g), owner) == 0) return true;
-		log_info(UPGRADE_COMP, "approval not counted: approver not in the window owner group",
+		json_array_foreach(jx_path(obj, "spec.approvedBy.groups"), i, g)
+			if (json_is_string(g) && strcmp(json_string_value(g), owner) == 0)
+				return true;
+		log_info(UPGRADE_COMP,
+		         "approval not counted: approver not in the window owner group",
 		         "approval=%s user=\"%s\" group=%s", a->meta.name, a->approved_by, owner);
 		return false;
 	}
@@ -247,13 +251,13 @@ static void load_rack(struct op *op, struct upg_pass *p)
 
 	all = kube_informer_list(op->trays);
 	p->trays = json_array();
-	json_array_foreach(all, i, o) if (strcmp(jx_str_or(o, "spec.rack", ""), p->u->rack) == 0)
-	        json_array_append(p->trays, o);
+	json_array_foreach(all, i, o)
+		if (strcmp(jx_str_or(o, "spec.rack", ""), p->u->rack) == 0)
+			json_array_append(p->trays, o);
 	json_decref(all);
 	p->tin = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->tin));
 	p->nodes = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->nodes));
-	json_array_foreach(p->trays, i, o)
-	{
+	json_array_foreach(p->trays, i, o) {
 		p->nodes[i] = kube_informer_get(op->nodes, jx_str_or(o, "spec.node", ""));
 		tray_in(o, p->nodes[i], &p->tin[i]);
 		p->ntin++;
@@ -261,8 +265,7 @@ static void load_rack(struct op *op, struct upg_pass *p)
 
 	all = kube_informer_list(op->approvals);
 	p->appr = xcalloc(json_array_size(all) + 1, sizeof(*p->appr));
-	json_array_foreach(all, i, o)
-	{
+	json_array_foreach(all, i, o) {
 		if (strcmp(jx_str_or(o, "spec.upgrade", ""), p->u->meta.name) != 0)
 			continue;
 		api_errors_init(&e);
@@ -277,8 +280,7 @@ static void load_rack(struct op *op, struct upg_pass *p)
 	json_decref(all);
 	all = kube_informer_list(op->partitions);
 	p->parts = xcalloc(json_array_size(all) + 1, sizeof(*p->parts));
-	json_array_foreach(all, i, o)
-	{
+	json_array_foreach(all, i, o) {
 		if (strcmp(jx_str_or(o, "spec.rack", ""), p->u->rack) != 0)
 			continue;
 		api_errors_init(&e);
@@ -294,10 +296,10 @@ static enum nv_err patch(struct op *op, const struct kube_res *r, const char *na
                          const json_t *body, const char *sub, json_t **out)
 {
 	struct kube_status st;
-	enum nv_err rc = kube_patch(
-	        op->c, r, NULL, name,
-	        &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE, .subresource = sub}, body, out,
-	        &st);
+	enum nv_err rc =
+	        kube_patch(op->c, r, NULL, name,
+	                   &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE, .subresource = sub},
+	                   body, out, &st);
 	if (rc != NV_OK && rc != NV_E_CONFLICT)
 		log_warn(UPGRADE_COMP, "patch failed", "object=%s/%s err=%s msg=\"%s\"",
 		         r->resource, name, nv_err_name(rc), st.message);
@@ -368,8 +370,8 @@ static json_t *components_json(uint32_t comps)
 	json_t *arr = json_array();
 	for (unsigned c = 0; c < MATRIX_C__COUNT; c++)
 		if (comps & MATRIX_BIT(c))
-			json_array_append_new(arr,
-			                      json_string(matrix_component_name((enum matrix_component)c)));
+			json_array_append_new(
+			        arr, json_string(matrix_component_name((enum matrix_component)c)));
 	return arr;
 }
 
@@ -417,7 +419,8 @@ static enum nv_err trays_act(struct op *op, struct upg_pass *p, const struct op_
 		else
 			json_object_set_new(spec, "maintenance", maint_json(p, state, a));
 		if (a->act == OP_UPG_APPLY)
-			json_object_set_new(spec, "driver", json_pack("{s:s}", "version", a->driver));
+			json_object_set_new(spec, "driver",
+			                    json_pack("{s:s}", "version", a->driver));
 		if ((rc = tray_patch(op, t, json_pack("{s:o}", "spec", spec))) != NV_OK)
 			worst = rc;
 		if (a->act != OP_UPG_VALIDATE &&
@@ -469,8 +472,9 @@ static struct kube_result oob_act(struct op *op, struct upg_pass *p,
 		return (struct kube_result){.err = NV_E_STATE}; /* the engine knows: not reached */
 	rc = op_upgrade_oob_step(op->oob, s, a, &r);
 	if (rc != NV_OK) {
-		log_warn(UPGRADE_COMP, "out-of-band backend error", "upgrade=%s step=%d err=%s msg=\"%s\"",
-		         p->u->meta.name, a->step, nv_err_name(rc), r.message);
+		log_warn(UPGRADE_COMP, "out-of-band backend error",
+		         "upgrade=%s step=%d err=%s msg=\"%s\"", p->u->meta.name, a->step,
+		         nv_err_name(rc), r.message);
 		/* Operations it started are in s: keep them. */
 		if (r.recorded)
 			(void)status_write(op, p, st);
@@ -488,10 +492,11 @@ static struct kube_result oob_act(struct op *op, struct upg_pass *p,
 		         a->plan_step + 1, r.started, r.targets, s->trays ? "compute" : "switch");
 	if (r.failed || r.done) {
 		op_event(op, p->obj, r.failed ? "Warning" : "Normal",
-		         r.failed ? "OutOfBandFailed" : "OutOfBandSucceeded", "Upgrade", "step %d: %s",
-		         a->step, r.message);
-		log_info(UPGRADE_COMP, "out-of-band step ended", "upgrade=%s step=%d result=%s msg=\"%s\"",
-		         p->u->meta.name, a->step, r.failed ? "Failed" : "Succeeded", r.message);
+		         r.failed ? "OutOfBandFailed" : "OutOfBandSucceeded", "Upgrade",
+		         "step %d: %s", a->step, r.message);
+		log_info(UPGRADE_COMP, "out-of-band step ended",
+		         "upgrade=%s step=%d result=%s msg=\"%s\"", p->u->meta.name, a->step,
+		         r.failed ? "Failed" : "Succeeded", r.message);
 		step_observe(op, s);
 		return (struct kube_result){0}; /* the write's watch event brings the next pass */
 	}
@@ -544,8 +549,9 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 		if (rc != NV_OK)
 			return (struct kube_result){.err = rc};
 		if (!dr.done) {
-			log_info(UPGRADE_COMP, "draining", "upgrade=%s pods=%d waiting_ack=%d msg=\"%s\"",
-			         p->u->meta.name, dr.pods, dr.waiting_ack, dr.message);
+			log_info(UPGRADE_COMP, "draining",
+			         "upgrade=%s pods=%d waiting_ack=%d msg=\"%s\"", p->u->meta.name,
+			         dr.pods, dr.waiting_ack, dr.message);
 			int64_t after = dr.next_check_ms > now ? dr.next_check_ms - now : 2000;
 			/* What holds the drain (a budget, a checkpoint) belongs on
 			 * the record, in the form the engine gives a waiting step,
@@ -554,9 +560,8 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 				return (struct kube_result){.err = rc};
 			return (struct kube_result){.requeue_after_ms = after};
 		}
-		op_upgrade_step_finish(st, a->step, API_STEP_SUCCEEDED, dr.message[0] ? dr.message
-		                                                                       : "drained",
-		                       now);
+		op_upgrade_step_finish(st, a->step, API_STEP_SUCCEEDED,
+		                       dr.message[0] ? dr.message : "drained", now);
 	} else if (a->act == OP_UPG_RELEASE) {
 		if ((rc = drain_release(op->c, nodes, n, p->owner, &ks)) != NV_OK)
 			return (struct kube_result){.err = rc};
@@ -671,8 +676,9 @@ static struct kube_result upgrade_reconcile(void *ud, const char *key)
 			op_event(op, p.obj, out.events[i].warning ? "Warning" : "Normal",
 			         out.events[i].reason, "Upgrade", "%s", out.events[i].note);
 		if (st.phase != out.was)
-			log_info(UPGRADE_COMP, "phase", "upgrade=%s rack=%s from=%s to=%s msg=\"%s\"",
-			         p.u->meta.name, p.u->rack, api_upgrade_phase_name(out.was),
+			log_info(UPGRADE_COMP, "phase",
+			         "upgrade=%s rack=%s from=%s to=%s msg=\"%s\"", p.u->meta.name,
+			         p.u->rack, api_upgrade_phase_name(out.was),
 			         api_upgrade_phase_name(st.phase), st.message);
 	}
 	if (p.rack)

@@ -18,11 +18,11 @@
 #define NEEDS_AGENT MATRIX_BIT(MATRIX_C_DRIVER)
 /* Switch-tray components: the rack's nine switch trays are shared by every
  * compute tray, so these move once for the rack, before the canary. */
-#define SWITCH_COMPS                                                                             \
-	(MATRIX_BIT(MATRIX_C_NVOS) | MATRIX_BIT(MATRIX_C_SWITCH_TRAY_FIRMWARE) |                 \
+#define SWITCH_COMPS                                                                               \
+	(MATRIX_BIT(MATRIX_C_NVOS) | MATRIX_BIT(MATRIX_C_SWITCH_TRAY_FIRMWARE) |                   \
 	 MATRIX_BIT(MATRIX_C_NMX))
 
-static const char *const act_names[] = {"None",  "Drain",  "Apply",
+static const char *const act_names[] = {"None",     "Drain",   "Apply",
                                         "Validate", "Release", "OutOfBand"};
 
 const char *op_upgrade_act_name(enum op_upgrade_act a)
@@ -46,11 +46,11 @@ struct pass {
 	struct op_upgrade_out *out;
 	struct matrix_plan plan;
 	const struct matrix_stack *target;
-	bool hold;  /* paused or aborting: start no new step */
+	bool hold; /* paused or aborting: start no new step */
 };
 
 static void event(struct pass *p, bool warning, const char *reason, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+        __attribute__((format(printf, 4, 5)));
 static void event(struct pass *p, bool warning, const char *reason, const char *fmt, ...)
 {
 	struct op_upgrade_out *o = p->out;
@@ -253,11 +253,11 @@ static void announce(struct pass *p)
 		         "security upgrade for %.200s: %.250s", cves, in->u->reason);
 	else
 		snprintf(st->conditions[0].message, sizeof(st->conditions[0].message),
-		         "routine upgrade touching %s%s%.400s", layers, in->u->reason[0] ? ": " : "",
-		         in->u->reason);
+		         "routine upgrade touching %s%s%.400s", layers,
+		         in->u->reason[0] ? ": " : "", in->u->reason);
 	phase_set(p, API_PHASE_NOTICE);
-	event(p, false, "Announced", "%s -> %s touches %s; notice %llds%s%s",
-	      st->from_stack, in->u->target_stack, layers, (long long)(notice / 1000),
+	event(p, false, "Announced", "%s -> %s touches %s; notice %llds%s%s", st->from_stack,
+	      in->u->target_stack, layers, (long long)(notice / 1000),
 	      in->u->cls == API_UPGRADE_SECURITY ? "; security upgrade for " : "",
 	      in->u->cls == API_UPGRADE_SECURITY ? cves : "");
 }
@@ -307,8 +307,8 @@ static bool approvals(struct pass *p)
 		if (r && r->rejected) {
 			phase_set(p, API_PHASE_HALTED);
 			message(p, "the %s layer was rejected by %s in %s: %s",
-			        matrix_layer_name(r->layer), r->user[0] ? r->user : "an unknown user",
-			        r->name, a->comment);
+			        matrix_layer_name(r->layer),
+			        r->user[0] ? r->user : "an unknown user", r->name, a->comment);
 			return false;
 		}
 		have |= MATRIX_BIT(a->layer);
@@ -327,14 +327,16 @@ static bool schedule(struct pass *p)
 	const struct op_upgrade_in *in = p->in;
 	struct api_rack_upgrade_status *st = p->st;
 	bool security = in->u->cls == API_UPGRADE_SECURITY;
-	int64_t from = in->now_ms > in->u->earliest_start_ms ? in->now_ms : in->u->earliest_start_ms;
+	int64_t from =
+	        in->now_ms > in->u->earliest_start_ms ? in->now_ms : in->u->earliest_start_ms;
 	char win[64], frz[64], ts[TIME_RFC3339_LEN];
-	int64_t at = op_window_next(in->rack, touched(p), from, security, win, sizeof(win),
-	                            frz, sizeof(frz));
+	int64_t at = op_window_next(in->rack, touched(p), from, security, win, sizeof(win), frz,
+	                            sizeof(frz));
 	if (at < 0) {
 		st->scheduled_start_ms = 0;
-		message(p, "no maintenance window of rack %s covers the layers touched within "
-		           "400 days",
+		message(p,
+		        "no maintenance window of rack %s covers the layers touched within "
+		        "400 days",
 		        in->rack->meta.name);
 		return false;
 	}
@@ -375,8 +377,8 @@ static void wave_add(struct pass *p, uint32_t trays)
 	int w = (int)st->nwaves;
 	if (st->nwaves >= API_UPGRADE_WAVES_MAX)
 		return;
-	st->waves[st->nwaves++] = (struct api_upgrade_wave){
-	        .index = w, .trays = trays, .phase = API_STEP_PENDING};
+	st->waves[st->nwaves++] =
+	        (struct api_upgrade_wave){.index = w, .trays = trays, .phase = API_STEP_PENDING};
 	for (unsigned i = 0; w == 0 && i < p->plan.nsteps; i++)
 		if (rack_part(&p->plan, i))
 			(void)step_add(st, w, API_ACT_APPLY, rack_part(&p->plan, i), 0);
@@ -425,8 +427,8 @@ static void step_end(struct pass *p, struct api_upgrade_step *s, enum api_step_p
 	va_end(ap);
 }
 
-void op_upgrade_step_finish(struct api_rack_upgrade_status *st, int step,
-                            enum api_step_phase phase, const char *msg, int64_t now_ms)
+void op_upgrade_step_finish(struct api_rack_upgrade_status *st, int step, enum api_step_phase phase,
+                            const char *msg, int64_t now_ms)
 {
 	if (step < 0 || (unsigned)step >= st->nsteps)
 		return;
@@ -466,8 +468,9 @@ static enum verdict apply_check(struct pass *p, struct api_upgrade_step *s)
 	uint32_t left = 0;
 	char list[64];
 	if (!(s->components & NEEDS_AGENT)) {
-		step_end(p, s, API_STEP_SKIPPED, "no agent component in the step: not run by this "
-		                                 "version");
+		step_end(p, s, API_STEP_SKIPPED,
+		         "no agent component in the step: not run by this "
+		         "version");
 		return V_DONE;
 	}
 	for (int i = 1; i <= API_COMPUTE_TRAYS; i++) {
@@ -475,8 +478,8 @@ static enum verdict apply_check(struct pass *p, struct api_upgrade_step *s)
 			continue;
 		const struct op_upgrade_tray *t = tray_at(p->in, i);
 		if (t && t->driver_failed) {
-			step_end(p, s, API_STEP_FAILED, "the driver change to %s failed on tray %d", drv,
-			         i);
+			step_end(p, s, API_STEP_FAILED, "the driver change to %s failed on tray %d",
+			         drv, i);
 			return V_FAILED;
 		}
 		if (t == NULL || strcmp(t->driver, drv) != 0 || !t->driver_ready)
@@ -541,7 +544,8 @@ static enum verdict oob_blocker(struct pass *p, struct api_upgrade_step *s, int 
 		return V_WAIT;
 	change = oob_changes(p, i, comps);
 	if (change == 0) {
-		step_end(p, s, API_STEP_SKIPPED, "%s already at the target version", comp_first(comps));
+		step_end(p, s, API_STEP_SKIPPED, "%s already at the target version",
+		         comp_first(comps));
 		return V_DONE;
 	}
 	step_end(p, s, API_STEP_FAILED,
@@ -568,8 +572,9 @@ static enum verdict oob_check(struct pass *p, struct api_upgrade_step *s)
 			snprintf(p->out->versions[c], sizeof(p->out->versions[c]), "%s",
 			         to->tuple.version[c].text);
 	if (s->message[0] == '\0')
-		snprintf(s->message, sizeof(s->message), "plan step %d: out-of-band update of %s%s on %s",
-		         i + 1, comp_first(p->out->components),
+		snprintf(s->message, sizeof(s->message),
+		         "plan step %d: out-of-band update of %s%s on %s", i + 1,
+		         comp_first(p->out->components),
 		         count(p->out->components) > 1 ? " and more" : "",
 		         s->trays ? "the wave's compute trays" : "the rack's switch trays");
 	return V_WAIT;
@@ -640,7 +645,9 @@ static void evidence_base(struct pass *p, struct api_upgrade_step *s, bool *fab,
 	e->set = true;
 	snprintf(e->fabric_state, sizeof(e->fabric_state), "%s", *fab ? "Completed" : "NotReady");
 	snprintf(e->imex_domain_state, sizeof(e->imex_domain_state), "%s",
-	         !any_imex ? "NotConfigured" : *imex ? "Up" : "NotUp");
+	         !any_imex ? "NotConfigured"
+	         : *imex   ? "Up"
+	                   : "NotUp");
 	e->floor_gbps = p->target->gate.floor_gbps;
 	e->tolerance_pct = p->target->gate.tolerance_pct;
 	snprintf(e->transport, sizeof(e->transport), "%s", p->target->gate.transport);
@@ -667,12 +674,14 @@ static enum verdict validate_check(struct pass *p, struct api_upgrade_step *s)
 
 	evidence_base(p, s, &fab, &imex);
 	if ((g->fabric_completed && !fab) || (g->imex_domain_up && !imex))
-		return gate_end(p, s, false, !fab ? "fabric not Completed and Healthy on every "
-		                                    "canary tray"
-		                                  : "IMEX domain not Up on every canary tray");
+		return gate_end(p, s, false,
+		                !fab ? "fabric not Completed and Healthy on every "
+		                       "canary tray"
+		                     : "IMEX domain not Up on every canary tray");
 	if (!g->has_nccl)
-		return gate_end(p, s, true, "fabric and IMEX checks passed; the gate has no "
-		                            "bandwidth floor");
+		return gate_end(p, s, true,
+		                "fabric and IMEX checks passed; the gate has no "
+		                "bandwidth floor");
 	op_upgrade_validation_id(p->in->u, s->index, id);
 	for (int i = 1; i <= API_COMPUTE_TRAYS; i++) {
 		if (!(s->trays & (1u << i)))
@@ -697,8 +706,8 @@ static enum verdict validate_check(struct pass *p, struct api_upgrade_step *s)
 	if (left) {
 		char list[64];
 		trays_text(left, list, sizeof(list));
-		snprintf(s->message, sizeof(s->message), "validation run %s in progress on trays %s",
-		         id, list);
+		snprintf(s->message, sizeof(s->message),
+		         "validation run %s in progress on trays %s", id, list);
 		p->out->act = OP_UPG_VALIDATE;
 		p->out->step = s->index;
 		p->out->trays = s->trays;
@@ -707,14 +716,16 @@ static enum verdict validate_check(struct pass *p, struct api_upgrade_step *s)
 	}
 	s->evidence.busbw_gbps = min;
 	bool passed = matrix_gate_passes(g, min);
-	snprintf(why, sizeof(why), "bus bandwidth %d GB/s (min over %d trays) %s floor %d GB/s - %d%%",
-	         min, count(s->trays), passed ? ">=" : "<", g->floor_gbps, g->tolerance_pct);
+	snprintf(why, sizeof(why),
+	         "bus bandwidth %d GB/s (min over %d trays) %s floor %d GB/s - %d%%", min,
+	         count(s->trays), passed ? ">=" : "<", g->floor_gbps, g->tolerance_pct);
 	return gate_end(p, s, passed, why);
 }
 
 static enum verdict soak_check(struct pass *p, struct api_upgrade_step *s)
 {
-	int64_t soak = p->in->u->canary_soak_ms ? p->in->u->canary_soak_ms : p->target->gate.soak_ms;
+	int64_t soak =
+	        p->in->u->canary_soak_ms ? p->in->u->canary_soak_ms : p->target->gate.soak_ms;
 	if (p->in->now_ms < s->start_ms + soak) {
 		snprintf(s->message, sizeof(s->message), "soaking for %llds",
 		         (long long)(soak / 1000));
@@ -723,7 +734,8 @@ static enum verdict soak_check(struct pass *p, struct api_upgrade_step *s)
 	}
 	for (int i = 1; i <= API_COMPUTE_TRAYS; i++)
 		if ((s->trays & (1u << i)) && !fabric_ok(tray_at(p->in, i))) {
-			step_end(p, s, API_STEP_FAILED, "tray %d lost its fabric during the soak", i);
+			step_end(p, s, API_STEP_FAILED, "tray %d lost its fabric during the soak",
+			         i);
 			return V_FAILED;
 		}
 	step_end(p, s, API_STEP_SUCCEEDED, "soaked %llds", (long long)(soak / 1000));
@@ -776,7 +788,8 @@ static enum verdict steps_run(struct pass *p)
 				w->start_ms = p->in->now_ms;
 			}
 		}
-		if (s->wave == 0 && s->action == API_ACT_VALIDATE && p->st->phase == API_PHASE_CANARY)
+		if (s->wave == 0 && s->action == API_ACT_VALIDATE &&
+		    p->st->phase == API_PHASE_CANARY)
 			phase_set(p, API_PHASE_VALIDATING);
 		enum verdict v = step_check(p, s);
 		if (v == V_FAILED) {
@@ -819,8 +832,9 @@ static bool canary_pick(struct pass *p)
 			message(p, "canary RackPartition %s of rack %s not found",
 			        in->u->canary_partition, in->rack->meta.name);
 		else
-			message(p, "rack %s has no canaryEligible RackPartition and "
-			           "spec.canary.partition is empty",
+			message(p,
+			        "rack %s has no canaryEligible RackPartition and "
+			        "spec.canary.partition is empty",
 			        in->rack->meta.name);
 		return false;
 	}
@@ -871,9 +885,11 @@ static bool wave_next(struct pass *p, uint32_t remaining)
 		wave |= 1u << i;
 	}
 	if (wave == 0) {
-		message(p, "waiting for capacity: %d of %u trays down, maxUnavailableTrays %d, "
-		           "minHealthyTrays %d",
-		        down, in->rack->ncompute, pol->max_unavailable_trays, pol->min_healthy_trays);
+		message(p,
+		        "waiting for capacity: %d of %u trays down, maxUnavailableTrays %d, "
+		        "minHealthyTrays %d",
+		        down, in->rack->ncompute, pol->max_unavailable_trays,
+		        pol->min_healthy_trays);
 		return false;
 	}
 	wave_add(p, wave);
@@ -897,7 +913,8 @@ static void rollout(struct pass *p)
 		if (v == V_WAIT) {
 			struct api_upgrade_step *s = current(st);
 			if (s)
-				message(p, "wave %d: %s", s->wave, s->message[0] ? s->message : "next step");
+				message(p, "wave %d: %s", s->wave,
+				        s->message[0] ? s->message : "next step");
 			return;
 		}
 		if (st->phase == API_PHASE_CANARY || st->phase == API_PHASE_VALIDATING)
@@ -1074,8 +1091,9 @@ void op_upgrade_eval(const struct op_upgrade_in *in, struct api_rack_upgrade_sta
 		}
 	}
 	if (st->phase != was)
-		event(&p, st->phase == API_PHASE_HALTED, api_upgrade_phase_name(st->phase), "%s -> %s: %s",
-		      api_upgrade_phase_name(was), api_upgrade_phase_name(st->phase), st->message);
+		event(&p, st->phase == API_PHASE_HALTED, api_upgrade_phase_name(st->phase),
+		      "%s -> %s: %s", api_upgrade_phase_name(was),
+		      api_upgrade_phase_name(st->phase), st->message);
 	after = api_rack_upgrade_status_to_json(st);
 	out->changed = !json_equal(before, after);
 	json_decref(before);

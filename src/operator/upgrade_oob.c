@@ -49,8 +49,8 @@ static enum nv_err start(struct oob_backend *b, const struct op_upgrade_out *a,
 	struct oob_op op;
 	for (; comp >= 0; comp = comp_next(a, comp)) {
 		memset(&fst, 0, sizeof(fst));
-		enum nv_err rc = oob_update(b, (enum matrix_component)comp, t, a->versions[comp], &op,
-		                            &fst);
+		enum nv_err rc =
+		        oob_update(b, (enum matrix_component)comp, t, a->versions[comp], &op, &fst);
 		if (rc != NV_OK) {
 			snprintf(r->message, sizeof(r->message), "%s on %s: %s: %.300s",
 			         matrix_component_name((enum matrix_component)comp), x->target,
@@ -106,8 +106,8 @@ static enum nv_err target_pass(struct oob_backend *b, struct api_upgrade_step *s
 		if (rc == NV_E_NOT_FOUND) {
 			next = (int)x->component; /* the backend forgot it: ask again */
 		} else if (rc != NV_OK) {
-			snprintf(r->message, sizeof(r->message), "polling %.64s on %s: %s: %.300s", x->id,
-			         name, nv_err_name(rc), fst.message);
+			snprintf(r->message, sizeof(r->message), "polling %.64s on %s: %s: %.300s",
+			         x->id, name, nv_err_name(rc), fst.message);
 			return rc;
 		} else if (op.state == FABRIC_OP_FAILED) {
 			x->phase = API_STEP_FAILED;

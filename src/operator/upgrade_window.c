@@ -64,9 +64,8 @@ static const struct api_freeze *freeze_at(const struct api_rack *r, int64_t t_ms
 	return NULL;
 }
 
-int64_t op_window_next(const struct api_rack *r, uint32_t layers, int64_t now_ms,
-                       bool skip_windows, char *window, size_t cap, char *freeze,
-                       size_t fcap)
+int64_t op_window_next(const struct api_rack *r, uint32_t layers, int64_t now_ms, bool skip_windows,
+                       char *window, size_t cap, char *freeze, size_t fcap)
 {
 	int64_t t = now_ms;
 	unsigned usable = 0;

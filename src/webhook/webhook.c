@@ -379,9 +379,8 @@ static void count(struct webhook *w, enum webhook_mode mode, const char *resourc
 	(void)metrics_counter_inc(w->admissions, values);
 }
 
-enum nv_err webhook_review(struct webhook *w, enum webhook_mode mode,
-                              const char *content_type, const char *body, size_t len,
-                              int *http_status, struct buf *out)
+enum nv_err webhook_review(struct webhook *w, enum webhook_mode mode, const char *content_type,
+                           const char *body, size_t len, int *http_status, struct buf *out)
 {
 	struct jx_limits lim = {.max_bytes = w->review_max, .max_depth = WEBHOOK_DEPTH_MAX};
 	struct jx_err je;
@@ -431,12 +430,12 @@ out:
 
 /* ---- routes -------------------------------------------------------------- */
 
-static enum nv_err route(struct webhook *w, enum webhook_mode mode,
-                         const struct web_request *req, struct web_response *resp)
+static enum nv_err route(struct webhook *w, enum webhook_mode mode, const struct web_request *req,
+                         struct web_response *resp)
 {
 	int status = 500;
 	enum nv_err rc = webhook_review(w, mode, req->content_type, req->body, req->body_len,
-	                                   &status, &resp->body);
+	                                &status, &resp->body);
 	resp->status = status;
 	resp->content_type = "application/json";
 	return rc;
@@ -517,7 +516,7 @@ static const struct kube_res informer_res[WEBHOOK__KINDS] = {
         [WEBHOOK_RACKS] = {"nvl72.io", "v1alpha1", "racks", "Rack", false},
         [WEBHOOK_PARTITIONS] = {"nvl72.io", "v1alpha1", "rackpartitions", "RackPartition", false},
         [WEBHOOK_MATRICES] = {"nvl72.io", "v1alpha1", "compatibilitymatrices",
-                                 "CompatibilityMatrix", false},
+                              "CompatibilityMatrix", false},
 };
 
 static json_t *informer_get(void *arg, enum webhook_kind kind, const char *name)

@@ -304,8 +304,9 @@ static void secret_wipe(json_t *secret)
 	json_t *data = json_object_get(secret, "data");
 	const char *k;
 	json_t *v;
-	json_object_foreach(data, k, v) if (json_is_string(v))
-	        secure_wipe((char *)(uintptr_t)json_string_value(v), json_string_length(v));
+	json_object_foreach(data, k, v)
+		if (json_is_string(v))
+			secure_wipe((char *)(uintptr_t)json_string_value(v), json_string_length(v));
 }
 
 static char *secret_field(const json_t *secret, const char *field)
@@ -551,8 +552,7 @@ static void strv_free(char **v)
 	free(v);
 }
 
-enum nv_err webhook_cert_new(const struct webhook_cert_config *cfg,
-                                struct webhook_cert **out)
+enum nv_err webhook_cert_new(const struct webhook_cert_config *cfg, struct webhook_cert **out)
 {
 	if (cfg == NULL || cfg->ns == NULL || cfg->secret == NULL || cfg->service == NULL ||
 	    cfg->ns[0] == '\0' || cfg->secret[0] == '\0' || cfg->service[0] == '\0')

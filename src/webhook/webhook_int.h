@@ -81,8 +81,8 @@ void wh_mutate(const struct wh_request *req, struct wh_verdict *v);
 #ifdef NVL72_UNIT_TEST
 /* Static helpers of webhook_cert.c the unit tests reach (see TESTABLE). */
 enum nv_err wh_cert_generate(struct webhook_cert *c, const char *prev_ca);
-bool wh_cert_usable(const struct webhook_cert *c, const char *crt, const char *key,
-                    const char *ca, int64_t now_ms, int64_t *not_after_ms, const char **why);
+bool wh_cert_usable(const struct webhook_cert *c, const char *crt, const char *key, const char *ca,
+                    int64_t now_ms, int64_t *not_after_ms, const char **why);
 #endif
 
 #endif

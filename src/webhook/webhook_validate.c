@@ -53,8 +53,7 @@ static const json_t *find_named(struct wh_ctx *c, enum webhook_kind kind, const 
 {
 	json_t *list = c->lists[kind], *o;
 	size_t i;
-	json_array_foreach(list, i, o)
-	{
+	json_array_foreach(list, i, o) {
 		if (strcmp(jx_str_or(o, "metadata.name", ""), name) == 0)
 			return o;
 	}
@@ -132,8 +131,7 @@ static void validate_rack(struct wh_ctx *c)
 	size_t i;
 	const json_t *o;
 	// One other rack parsed at a time: a rack struct is tens of kilobytes.
-	json_array_foreach(racks, i, o)
-	{
+	json_array_foreach(racks, i, o) {
 		if (strcmp(jx_str_or(o, "metadata.name", ""), r->meta.name) == 0)
 			continue;
 		struct api_rack *other = rack_parse_cached(o);
@@ -171,8 +169,7 @@ static void validate_partition(struct wh_ctx *c)
 	others = xcalloc(json_array_size(parts) + 1, sizeof(*others));
 	size_t i;
 	const json_t *o;
-	json_array_foreach(parts, i, o)
-	{
+	json_array_foreach(parts, i, o) {
 		// Only partitions of the same rack can overlap.
 		if (strcmp(jx_str_or(o, "spec.rack", ""), p->rack) != 0)
 			continue;
@@ -309,7 +306,9 @@ static void upgrade_racks(struct wh_ctx *c, const struct upgrade_job *j, const j
 	}
 	size_t i;
 	const json_t *ro;
-	json_array_foreach(racks, i, ro) if (labels_match(ro, u)) upgrade_one_rack(c, j, ro);
+	json_array_foreach(racks, i, ro)
+		if (labels_match(ro, u))
+			upgrade_one_rack(c, j, ro);
 }
 
 static void validate_upgrade(struct wh_ctx *c)

@@ -43,8 +43,7 @@ static void init(void)
 	log_set_level(LOG_LVL_ERROR);
 	lists[WEBHOOK_RACKS] = one("tests/data/api/rack-gb300-r07.json");
 	lists[WEBHOOK_PARTITIONS] = one("tests/data/api/rackpartition-gb300-r07-a.json");
-	lists[WEBHOOK_MATRICES] =
-	        one("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
+	lists[WEBHOOK_MATRICES] = one("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
 	struct webhook_config cfg = {.cache = &fixed_ops, .review_max = 1 << 20};
 	if (webhook_new(&cfg, &hook) != NV_OK)
 		abort();

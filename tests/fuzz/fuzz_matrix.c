@@ -28,14 +28,12 @@ static void versions_exercise(const uint8_t *data, size_t size)
 	struct matrix_version va;
 	struct matrix_version vb;
 	struct matrix_range r;
-	if (matrix_version_parse(a, &va) == NV_OK &&
-	    matrix_version_parse(b, &vb) == NV_OK) {
+	if (matrix_version_parse(a, &va) == NV_OK && matrix_version_parse(b, &vb) == NV_OK) {
 		int c = matrix_version_cmp(&va, &vb);
 		if (c != -matrix_version_cmp(&vb, &va))
 			__builtin_trap();
 	}
-	if (matrix_range_parse(a, &r) == NV_OK &&
-	    matrix_version_parse(b, &vb) == NV_OK) {
+	if (matrix_range_parse(a, &r) == NV_OK && matrix_version_parse(b, &vb) == NV_OK) {
 		char out[MATRIX_RANGE_LEN];
 		(void)matrix_range_contains(&r, &vb);
 		matrix_range_format(&r, out, sizeof(out));
@@ -51,7 +49,7 @@ static void matrix_exercise(const struct matrix *m)
 			(void)matrix_verdict_get(m, m->stacks[i].name, m->stacks[j].name, &vi);
 			if (i < 6 && j < 6)
 				(void)matrix_plan_build(m, m->stacks[i].name, m->stacks[j].name,
-							MATRIX_PLAN_MULTI_HOP, &p);
+				                        MATRIX_PLAN_MULTI_HOP, &p);
 		}
 		struct matrix_workload_check w;
 		(void)matrix_stack_check_workload(&m->stacks[i], "12.8", "2.27.7", &w);

@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned major = 0;
 
 	if (host_proc_devices_major((const char *)data, size, "nvidia-caps-imex-channels",
-				     &major) == NV_OK &&
+	                            &major) == NV_OK &&
 	    major > 4095)
 		abort();
 	return 0;

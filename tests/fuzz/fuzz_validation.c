@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	double bw = -1;
 
 	if (host_validation_output_parse((const char *)data, size, &bw, tr, sizeof(tr), why,
-					  sizeof(why)) == NV_OK) {
+	                                 sizeof(why)) == NV_OK) {
 		if (!(bw >= 0 && bw <= HOST_VALIDATION_BUSBW_MAX) || strlen(tr) >= sizeof(tr))
 			abort();
 	} else if (why[0] == '\0') {
@@ -30,7 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (host_validation_state_parse((const char *)data, size, &r, &pid, &ps) == NV_OK) {
 		if (r.id[0] == '\0' || r.phase == HOST_VAL_NONE || pid < 0 ||
 		    strlen(r.message) >= sizeof(r.message) ||
-		    (r.has_busbw && !(r.busbw_gbps >= 0 && r.busbw_gbps <= HOST_VALIDATION_BUSBW_MAX)))
+		    (r.has_busbw &&
+		     !(r.busbw_gbps >= 0 && r.busbw_gbps <= HOST_VALIDATION_BUSBW_MAX)))
 			abort();
 	}
 	return 0;

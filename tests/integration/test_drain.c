@@ -28,8 +28,8 @@ extern char **environ;
 
 static int failures;
 static struct kube_client *C;
-static const struct kube_res PDBS = {"policy", "v1", "poddisruptionbudgets",
-                                     "PodDisruptionBudget", true};
+static const struct kube_res PDBS = {"policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget",
+                                     true};
 #define NS "team-a"
 #define WAIT_MS 90000
 
@@ -41,8 +41,8 @@ __attribute__((format(printf, 3, 4))) static void check(bool cond, const char *n
 	va_start(ap, fmt);
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
-	printf("%s - %s%s%s%s\n", cond ? "ok" : "not ok", name, cond ? "" : " (", cond ? "" : detail,
-	       cond ? "" : ")");
+	printf("%s - %s%s%s%s\n", cond ? "ok" : "not ok", name, cond ? "" : " (",
+	       cond ? "" : detail, cond ? "" : ")");
 	failures += !cond;
 	fflush(stdout);
 }
@@ -139,9 +139,9 @@ static void node(const char *name, bool cordoned_by_other)
  * annotations, ownerReferences). */
 static void pod(const char *name, const char *on, json_t *extra)
 {
-	json_t *p = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:[{s:s,s:s}],s:i}}", "apiVersion",
-	                      "v1", "kind", "Pod", "metadata", "name", name, "namespace", NS,
-	                      "spec", "nodeName", on, "containers", "name", "c", "image",
+	json_t *p = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:[{s:s,s:s}],s:i}}", "apiVersion", "v1",
+	                      "kind", "Pod", "metadata", "name", name, "namespace", NS, "spec",
+	                      "nodeName", on, "containers", "name", "c", "image",
 	                      "registry.example/app:1", "terminationGracePeriodSeconds", 5);
 	if (extra) {
 		json_object_update(json_object_get(p, "metadata"), extra);
@@ -374,8 +374,8 @@ static void test_checkpoint(void)
 	      "the DaemonSet pod and the mirror pod stay", "one of them was evicted");
 
 	struct kube_status st;
-	check(drain_release(C, nodes, 2, "rackupgrade/it1", &st) == NV_OK,
-	      "drain_release succeeds", "%s", st.message);
+	check(drain_release(C, nodes, 2, "rackupgrade/it1", &st) == NV_OK, "drain_release succeeds",
+	      "%s", st.message);
 	n1 = get_node("drain-n1");
 	check(n1 && !json_is_true(jx_path(n1, "spec.unschedulable")) &&
 	              ann(n1, DRAIN_ANN_CORDONED_BY) == NULL,
@@ -445,8 +445,8 @@ static void test_pdb_and_foreign_cordon(void)
 	const char *n4[] = {"drain-n4"};
 	check(pass(C, n4, 1, &forced, &res) == NV_OK && res.evicted == 1 && res.blocked == 0 &&
 	              strstr(res.message, "forced") != NULL && pod_going("web-1"),
-	      "a forced drain deletes past the budget and says so", "evicted=%d: %s",
-	      res.evicted, res.message);
+	      "a forced drain deletes past the budget and says so", "evicted=%d: %s", res.evicted,
+	      res.message);
 
 	/* The budget goes: the drain proceeds. */
 	check(kube_delete(C, &PDBS, NS, "web", &(struct kube_delete_opts){.grace_period_s = -1},
@@ -454,7 +454,8 @@ static void test_pdb_and_foreign_cordon(void)
 	      "delete the PodDisruptionBudget", "%s", st.message);
 	check(drain_until_done(nodes, 2, &pol, &res), "without the budget the drain completes",
 	      "%s", res.message);
-	check(!pod_exists_untouched("web-0"), "the guarded pod was evicted", "web-0 is still there");
+	check(!pod_exists_untouched("web-0"), "the guarded pod was evicted",
+	      "web-0 is still there");
 
 	check(drain_release(C, nodes, 2, "rackupgrade/it2", &st) == NV_OK,
 	      "drain_release of the second drain succeeds", "%s", st.message);
@@ -492,7 +493,8 @@ static void test_release_clears_handshake(void)
 	      "an abandoned drain is released", "asked=%d: %s", asked, st.message);
 	p = get_pod("keep");
 	check(p && jx_path(p, "metadata.deletionTimestamp") == NULL &&
-	              ann(p, DRAIN_ANN_CHECKPOINT) == NULL && ann(p, DRAIN_ANN_CHECKPOINT_ACK) == NULL,
+	              ann(p, DRAIN_ANN_CHECKPOINT) == NULL &&
+	              ann(p, DRAIN_ANN_CHECKPOINT_ACK) == NULL,
 	      "drain_release drops the handshake from the pods that stayed",
 	      "the pod still carries it or is going");
 	json_decref(p);
@@ -524,7 +526,8 @@ int main(void)
 	struct kube_config *cfg = NULL;
 	struct kube_status st;
 
-	if (kube_config_load(NULL, &cfg, &st) != NV_OK || kube_client_new(cfg, NULL, &C, &st) != NV_OK) {
+	if (kube_config_load(NULL, &cfg, &st) != NV_OK ||
+	    kube_client_new(cfg, NULL, &C, &st) != NV_OK) {
 		printf("not ok - client from KUBECONFIG: %s\n", st.message);
 		return 1;
 	}

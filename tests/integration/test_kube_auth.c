@@ -57,10 +57,12 @@ static void write_file(const char *path, const char *text, mode_t mode)
 static enum nv_err whoami(struct kube_client *c, char *user, size_t usz, struct kube_status *st)
 {
 	json_t *body = json_pack("{s:s,s:s}", "apiVersion", "authentication.k8s.io/v1", "kind",
-				 "SelfSubjectReview"), *out = NULL;
+	                         "SelfSubjectReview"),
+	       *out = NULL;
 	struct kube_raw_req r = {.method = "POST",
-				 .path = "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-				 .content_type = "application/json", .body = body};
+	                         .path = "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+	                         .content_type = "application/json",
+	                         .body = body};
 	enum nv_err rc = kube_request(c, &r, &out, st);
 	if (rc == NV_OK)
 		snprintf(user, usz, "%s", jx_str_or(out, "status.userInfo.username", "?"));
@@ -70,7 +72,7 @@ static enum nv_err whoami(struct kube_client *c, char *user, size_t usz, struct 
 }
 
 static struct kube_client *client_with(const char *cluster_extra, const char *user_yaml,
-				       int64_t ttl_ms, struct kube_status *st)
+                                       int64_t ttl_ms, struct kube_status *st)
 {
 	char text[16384];
 	struct kube_config *cfg = NULL;
@@ -78,10 +80,12 @@ static struct kube_client *client_with(const char *cluster_extra, const char *us
 	struct kube_client_opts o = {.token_file_ttl_ms = ttl_ms};
 
 	snprintf(text, sizeof(text),
-		 "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-		 "    server: %s\n    certificate-authority: %s/pki/ca.crt\n%susers:\n- name: u\n  user:\n%s"
-		 "contexts:\n- name: t\n  context: {cluster: c, user: u}\n", server, cdir, cluster_extra,
-		 user_yaml);
+	         "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  "
+	         "cluster:\n"
+	         "    server: %s\n    certificate-authority: %s/pki/ca.crt\n%susers:\n- name: u\n  "
+	         "user:\n%s"
+	         "contexts:\n- name: t\n  context: {cluster: c, user: u}\n",
+	         server, cdir, cluster_extra, user_yaml);
 	if (kube_config_parse(text, strlen(text), tmpdir, NULL, &cfg, st) != NV_OK)
 		return NULL;
 	if (kube_client_new(cfg, &o, &c, st) != NV_OK)
@@ -90,7 +94,7 @@ static struct kube_client *client_with(const char *cluster_extra, const char *us
 }
 
 static struct kube_client *client_from(const char *user_yaml, int64_t ttl_ms,
-				       struct kube_status *st)
+                                       struct kube_status *st)
 {
 	return client_with("", user_yaml, ttl_ms, st);
 }
@@ -101,7 +105,8 @@ static void expect_user(struct kube_client *c, const char *want, const char *nam
 	char user[128] = "";
 	enum nv_err rc = c ? whoami(c, user, sizeof(user), &st) : NV_E_CONFIG;
 	char detail[800];
-	snprintf(detail, sizeof(detail), "err=%s user=%s msg=%s", nv_err_name(rc), user, st.message);
+	snprintf(detail, sizeof(detail), "err=%s user=%s msg=%s", nv_err_name(rc), user,
+	         st.message);
 	check(rc == NV_OK && !strcmp(user, want), name, detail);
 }
 
@@ -111,8 +116,10 @@ static void b64(const char *in, char *out, size_t outsz)
 	size_t n = strlen(in), o = 0;
 	for (size_t i = 0; i < n && o + 5 < outsz; i += 3) {
 		unsigned v = (unsigned)(unsigned char)in[i] << 16;
-		if (i + 1 < n) v |= (unsigned)(unsigned char)in[i + 1] << 8;
-		if (i + 2 < n) v |= (unsigned)(unsigned char)in[i + 2];
+		if (i + 1 < n)
+			v |= (unsigned)(unsigned char)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= (unsigned)(unsigned char)in[i + 2];
 		out[o++] = t[(v >> 18) & 63];
 		out[o++] = t[(v >> 12) & 63];
 		out[o++] = i + 1 < n ? t[(v >> 6) & 63] : '=';
@@ -137,7 +144,7 @@ static void test_client_cert(void)
 	b64(slurp("pki/admin.crt"), crt, sizeof(crt));
 	b64(slurp("pki/admin.key"), key, sizeof(key));
 	snprintf(yaml, sizeof(yaml), "    client-certificate-data: %s\n    client-key-data: %s\n",
-		 crt, key);
+	         crt, key);
 	c = client_from(yaml, 0, &st);
 	expect_user(c, "admin", "inline client certificate and key data authenticate as admin");
 	kube_client_free(c);
@@ -169,9 +176,11 @@ static void test_token_file_rotation(void)
 	struct kube_client *c = client_from(yaml, 300, &st);
 	expect_user(c, "admin-token", "token file (relative to the kubeconfig) authenticates");
 	write_file(path, slurp("pki/viewer.token"), 0600);
-	expect_user(c, "admin-token", "a rewritten token file is not re-read within its cache time");
+	expect_user(c, "admin-token",
+	            "a rewritten token file is not re-read within its cache time");
 	time_sleep_ms(400);
-	expect_user(c, "viewer", "a token file rewritten mid-run is picked up after its cache time");
+	expect_user(c, "viewer",
+	            "a token file rewritten mid-run is picked up after its cache time");
 	kube_client_free(c);
 
 	/* A 401 drops the cached token at once, however fresh. */
@@ -205,20 +214,23 @@ static void test_exec_plugin(void)
 	snprintf(script, sizeof(script), "%s/plugin.sh", tmpdir);
 	snprintf(runs, sizeof(runs), "%s/runs", tmpdir);
 	/* Prints a token valid for $TTL seconds and counts its runs. */
-	snprintf(text, sizeof(text),
-		 "#!/bin/sh\n"
-		 "echo run >> %s\n"
-		 "case \"$KUBERNETES_EXEC_INFO\" in *'\"interactive\":false'*) ;; *) exit 3;; esac\n"
-		 "exp=$(date -u -d \"+$TTL seconds\" +%%Y-%%m-%%dT%%H:%%M:%%SZ)\n"
-		 "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
-		 "\"status\":{\"token\":\"%%s\",\"expirationTimestamp\":\"%%s\"}}' \"$TOKEN\" \"$exp\"\n",
-		 runs);
+	snprintf(
+	        text, sizeof(text),
+	        "#!/bin/sh\n"
+	        "echo run >> %s\n"
+	        "case \"$KUBERNETES_EXEC_INFO\" in *'\"interactive\":false'*) ;; *) exit 3;; esac\n"
+	        "exp=$(date -u -d \"+$TTL seconds\" +%%Y-%%m-%%dT%%H:%%M:%%SZ)\n"
+	        "printf "
+	        "'{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+	        "\"status\":{\"token\":\"%%s\",\"expirationTimestamp\":\"%%s\"}}' \"$TOKEN\" "
+	        "\"$exp\"\n",
+	        runs);
 	write_file(script, text, 0700);
 	snprintf(yaml, sizeof(yaml),
-		 "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
-		 "      command: ./plugin.sh\n      interactiveMode: Never\n      env:\n"
-		 "      - {name: TOKEN, value: \"%s\"}\n      - {name: TTL, value: \"12\"}\n",
-		 slurp("pki/admin.token"));
+	         "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+	         "      command: ./plugin.sh\n      interactiveMode: Never\n      env:\n"
+	         "      - {name: TOKEN, value: \"%s\"}\n      - {name: TTL, value: \"12\"}\n",
+	         slurp("pki/admin.token"));
 	struct kube_client *c = client_from(yaml, 0, &st);
 	expect_user(c, "admin-token", "exec plugin credential authenticates");
 	expect_user(c, "admin-token", "exec plugin credential is reused while valid");
@@ -229,7 +241,8 @@ static void test_exec_plugin(void)
 	kube_client_free(c);
 
 	c = client_from("    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
-			"      command: /bin/false\n", 0, &st);
+	                "      command: /bin/false\n",
+	                0, &st);
 	char user[64];
 	enum nv_err rc = whoami(c, user, sizeof(user), &st);
 	check(rc == NV_E_AUTH && strstr(st.message, "exited with status 1"),
@@ -253,15 +266,16 @@ static void test_bad_configs(void)
 	/* No CA and no insecure flag: the self-signed server must be refused. */
 	char text[1024];
 	struct kube_config *cfg = NULL;
-	snprintf(text, sizeof(text), "current-context: t\nclusters:\n- name: c\n  cluster: "
-		 "{server: \"%s\"}\nusers:\n- name: u\n  user: {token: x}\ncontexts:\n- name: t\n"
-		 "  context: {cluster: c, user: u}\n", server);
+	snprintf(text, sizeof(text),
+	         "current-context: t\nclusters:\n- name: c\n  cluster: "
+	         "{server: \"%s\"}\nusers:\n- name: u\n  user: {token: x}\ncontexts:\n- name: t\n"
+	         "  context: {cluster: c, user: u}\n",
+	         server);
 	rc = kube_config_parse(text, strlen(text), NULL, NULL, &cfg, &st);
 	if (rc == NV_OK)
 		rc = kube_client_new(cfg, NULL, &c, &st);
 	rc = rc == NV_OK ? whoami(c, user, sizeof(user), &st) : rc;
-	check(rc == NV_E_TLS, "TLS is verified unless insecure-skip-tls-verify is set",
-	      st.message);
+	check(rc == NV_E_TLS, "TLS is verified unless insecure-skip-tls-verify is set", st.message);
 	kube_client_free(c);
 }
 
@@ -270,7 +284,8 @@ static void test_tls_server_name(void)
 	struct kube_status st;
 	char yaml[512];
 	snprintf(yaml, sizeof(yaml), "    token: %s\n", slurp("pki/admin.token"));
-	struct kube_client *c = client_with("    tls-server-name: kubernetes.default.svc\n", yaml, 0, &st);
+	struct kube_client *c =
+	        client_with("    tls-server-name: kubernetes.default.svc\n", yaml, 0, &st);
 	expect_user(c, "admin-token", "tls-server-name verifies the certificate under that name");
 	kube_client_free(c);
 	c = client_with("    tls-server-name: not-in-the-cert.example\n", yaml, 0, &st);

@@ -19,15 +19,15 @@ static int failures;
 static struct kube_client *C;
 
 __attribute__((format(printf, 3, 4))) static void check(bool cond, const char *name,
-							     const char *fmt, ...)
+                                                        const char *fmt, ...)
 {
 	char detail[600] = "";
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
-	printf("%s - %s%s%s%s\n", cond ? "ok" : "not ok", name, cond ? "" : " (", cond ? "" : detail,
-	       cond ? "" : ")");
+	printf("%s - %s%s%s%s\n", cond ? "ok" : "not ok", name, cond ? "" : " (",
+	       cond ? "" : detail, cond ? "" : ")");
 	failures += !cond;
 	fflush(stdout);
 }
@@ -46,14 +46,17 @@ static bool make_crd(void)
 {
 	struct kube_status st;
 	json_t *crd = obj(
-		"{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
-		"\"metadata\":{\"name\":\"gadgets.itest.nvl72.io\"},\"spec\":{\"group\":\"itest.nvl72.io\","
-		"\"scope\":\"Namespaced\",\"names\":{\"plural\":\"gadgets\",\"singular\":\"gadget\","
-		"\"kind\":\"Gadget\",\"listKind\":\"GadgetList\"},\"versions\":[{\"name\":\"v1\","
-		"\"served\":true,\"storage\":true,\"subresources\":{\"status\":{}},\"schema\":"
-		"{\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":\"object\","
-		"\"x-kubernetes-preserve-unknown-fields\":true},\"status\":{\"type\":\"object\","
-		"\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}");
+	        "{\"apiVersion\":\"apiextensions.k8s.io/v1\",\"kind\":\"CustomResourceDefinition\","
+	        "\"metadata\":{\"name\":\"gadgets.itest.nvl72.io\"},\"spec\":{\"group\":\"itest."
+	        "nvl72.io\","
+	        "\"scope\":\"Namespaced\",\"names\":{\"plural\":\"gadgets\",\"singular\":"
+	        "\"gadget\","
+	        "\"kind\":\"Gadget\",\"listKind\":\"GadgetList\"},\"versions\":[{\"name\":\"v1\","
+	        "\"served\":true,\"storage\":true,\"subresources\":{\"status\":{}},\"schema\":"
+	        "{\"openAPIV3Schema\":{\"type\":\"object\",\"properties\":{\"spec\":{\"type\":"
+	        "\"object\","
+	        "\"x-kubernetes-preserve-unknown-fields\":true},\"status\":{\"type\":\"object\","
+	        "\"x-kubernetes-preserve-unknown-fields\":true}}}}}]}}");
 	enum nv_err rc = kube_create(C, &KUBE_RES_CRDS, NULL, crd, NULL, &st);
 	json_decref(crd);
 	for (int i = 0; rc == NV_OK && i < 100; i++) {
@@ -110,13 +113,13 @@ static struct kube_result reconcile(void *ud, const char *key)
 	upd = json_deep_copy(cur);
 	int64_t gen = json_integer_value(jx_path(cur, "metadata.generation"));
 	if (kube_condition_set(upd, "Ready", "True", "Reconciled", "spec applied", gen,
-			       time_wall_ms())) {
+	                       time_wall_ms())) {
 		jx_set_take(upd, "status.observedGeneration", json_integer(gen));
 		rc = kube_update(C, &GADGETS, NULL, upd, "status", NULL, &st);
 		atomic_fetch_add(&c->writes, 1);
 		if (rc == NV_OK)
 			kube_recorder_eventf(c->rec, cur, "Normal", "Reconciled", "Reconcile",
-					     "generation %lld is ready", (long long)gen);
+			                     "generation %lld is ready", (long long)gen);
 	}
 	json_decref(upd);
 	json_decref(cur);
@@ -135,7 +138,8 @@ static bool all_ready(struct ctl *c, int64_t gen_of_g1, int64_t ms)
 			json_t *cd = kube_condition_find(o, "Ready");
 			int64_t want = !strcmp(kube_obj_name(o), "g1") ? gen_of_g1 : 1;
 			ready += kube_condition_is_true(o, "Ready") &&
-				 json_integer_value(json_object_get(cd, "observedGeneration")) == want;
+			         json_integer_value(json_object_get(cd, "observedGeneration")) ==
+			                 want;
 		}
 		size_t n = json_array_size(all);
 		json_decref(all);
@@ -158,21 +162,26 @@ static void test_controller(void)
 	struct kube_handler h = {enqueue, on_update, on_delete, &c};
 	kube_informer_add_handler(c.inf, &h);
 	kube_informer_start(c.inf);
-	check(kube_informer_wait_synced(c.inf, 10000), "informer synced before workers start", "%s", "");
+	check(kube_informer_wait_synced(c.inf, 10000), "informer synced before workers start", "%s",
+	      "");
 	struct kube_workers *w = kube_workers_start(c.q, 2, reconcile, &c);
 	for (int i = 1; i <= 3; i++) {
 		char text[256];
-		snprintf(text, sizeof(text), "{\"apiVersion\":\"itest.nvl72.io/v1\",\"kind\":\"Gadget\","
-			 "\"metadata\":{\"name\":\"g%d\"},\"spec\":{\"n\":%d}}", i, i);
+		snprintf(text, sizeof(text),
+		         "{\"apiVersion\":\"itest.nvl72.io/v1\",\"kind\":\"Gadget\","
+		         "\"metadata\":{\"name\":\"g%d\"},\"spec\":{\"n\":%d}}",
+		         i, i);
 		json_t *g = obj(text);
 		kube_create(C, &GADGETS, "default", g, NULL, &st);
 		json_decref(g);
 	}
-	check(all_ready(&c, 1, 20000), "workers reconcile every object to Ready with observedGeneration",
-	      "writes=%d", atomic_load(&c.writes));
+	check(all_ready(&c, 1, 20000),
+	      "workers reconcile every object to Ready with observedGeneration", "writes=%d",
+	      atomic_load(&c.writes));
 	json_t *g1 = kube_informer_get(c.inf, "default/g1");
 	char ltt[64];
-	snprintf(ltt, sizeof(ltt), "%s", jx_str_or(kube_condition_find(g1, "Ready"), "lastTransitionTime", ""));
+	snprintf(ltt, sizeof(ltt), "%s",
+	         jx_str_or(kube_condition_find(g1, "Ready"), "lastTransitionTime", ""));
 	json_decref(g1);
 	time_sleep_ms(1500);
 	int writes = atomic_load(&c.writes);
@@ -183,8 +192,8 @@ static void test_controller(void)
 
 	json_t *p = obj("{\"spec\":{\"n\":42}}");
 	time_sleep_ms(1100); /* so a moved lastTransitionTime would show */
-	kube_patch(C, &GADGETS, "default", "g1", &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, p,
-		   NULL, &st);
+	kube_patch(C, &GADGETS, "default", "g1",
+	           &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, p, NULL, &st);
 	json_decref(p);
 	check(all_ready(&c, 2, 20000), "a spec change bumps observedGeneration to 2", "%s", "");
 	g1 = kube_informer_get(c.inf, "default/g1");
@@ -218,19 +227,20 @@ static void test_event_aggregation(void)
 {
 	struct kube_status st;
 	json_t *cm = obj("{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":"
-			 "{\"name\":\"flappy\",\"namespace\":\"default\"}}"), *made = NULL;
+	                 "{\"name\":\"flappy\",\"namespace\":\"default\"}}"),
+	       *made = NULL;
 	kube_create(C, &KUBE_RES_CONFIGMAPS, "default", cm, &made, &st);
 	struct kube_recorder *r = kube_recorder_new(C, "nvl72.io/itest", "itest-1");
 	for (int i = 0; i < 50; i++)
 		kube_recorder_eventf(r, made, "Warning", "FabricDegraded", "Probe",
-				     "probe %d: link down", i);
+		                     "probe %d: link down", i);
 	kube_recorder_eventf(r, made, "Normal", "FabricHealthy", "Probe", "link up");
 	check(kube_recorder_flush(r, 10000), "the recorder drains its queue", "%s", "");
 	json_t *ev = events_about("flappy", "FabricDegraded");
 	struct kube_recorder_stats s;
 	kube_recorder_stats(r, &s);
 	check(json_array_size(ev) == 1 &&
-	      json_integer_value(jx_path(json_array_get(ev, 0), "series.count")) == 2,
+	              json_integer_value(jx_path(json_array_get(ev, 0), "series.count")) == 2,
 	      "50 repeats make one Event whose series opens at count 2", "events=%zu count=%lld",
 	      json_array_size(ev),
 	      (long long)json_integer_value(jx_path(json_array_get(ev, 0), "series.count")));
@@ -239,9 +249,9 @@ static void test_event_aggregation(void)
 	      (unsigned long long)s.created, (unsigned long long)s.series_updates);
 	json_t *e0 = json_array_get(ev, 0);
 	check(!strcmp(jx_str_or(e0, "reportingController", ""), "nvl72.io/itest") &&
-	      !strcmp(jx_str_or(e0, "type", ""), "Warning") &&
-	      !strcmp(jx_str_or(e0, "regarding.kind", ""), "ConfigMap") &&
-	      *jx_str_or(e0, "regarding.uid", "") && *jx_str_or(e0, "eventTime", ""),
+	              !strcmp(jx_str_or(e0, "type", ""), "Warning") &&
+	              !strcmp(jx_str_or(e0, "regarding.kind", ""), "ConfigMap") &&
+	              *jx_str_or(e0, "regarding.uid", "") && *jx_str_or(e0, "eventTime", ""),
 	      "the Event carries the events.k8s.io/v1 fields", "%s", "");
 	json_decref(ev);
 	kube_recorder_free(r);
@@ -261,7 +271,8 @@ int main(void)
 {
 	struct kube_config *cfg = NULL;
 	struct kube_status st;
-	if (kube_config_load(NULL, &cfg, &st) != NV_OK || kube_client_new(cfg, NULL, &C, &st) != NV_OK) {
+	if (kube_config_load(NULL, &cfg, &st) != NV_OK ||
+	    kube_client_new(cfg, NULL, &C, &st) != NV_OK) {
 		printf("not ok - client from KUBECONFIG: %s\n", st.message);
 		return 1;
 	}

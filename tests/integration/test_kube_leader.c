@@ -24,15 +24,15 @@
 static int failures;
 
 __attribute__((format(printf, 3, 4))) static void check(bool cond, const char *name,
-							     const char *fmt, ...)
+                                                        const char *fmt, ...)
 {
 	char detail[400] = "";
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
-	printf("%s - %s%s%s%s\n", cond ? "ok" : "not ok", name, cond ? "" : " (", cond ? "" : detail,
-	       cond ? "" : ")");
+	printf("%s - %s%s%s%s\n", cond ? "ok" : "not ok", name, cond ? "" : " (",
+	       cond ? "" : detail, cond ? "" : ")");
 	failures += !cond;
 	fflush(stdout);
 }
@@ -42,7 +42,8 @@ static struct kube_client *client(void)
 	struct kube_config *cfg = NULL;
 	struct kube_client *c = NULL;
 	struct kube_status st;
-	if (kube_config_load(NULL, &cfg, &st) != NV_OK || kube_client_new(cfg, NULL, &c, &st) != NV_OK) {
+	if (kube_config_load(NULL, &cfg, &st) != NV_OK ||
+	    kube_client_new(cfg, NULL, &c, &st) != NV_OK) {
 		printf("not ok - client from KUBECONFIG: %s\n", st.message);
 		exit(1);
 	}
@@ -91,8 +92,11 @@ static int child_main(const char *id)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	pthread_create(&t, NULL, sig_thread, stop);
 	struct kube_client *c = client();
-	struct kube_leader_opts o = {.ns = "default", .name = LEASE, .identity = id,
-				     .on_started = on_started, .on_stopped = on_stopped};
+	struct kube_leader_opts o = {.ns = "default",
+	                             .name = LEASE,
+	                             .identity = id,
+	                             .on_started = on_started,
+	                             .on_stopped = on_stopped};
 	if (kube_leader_new(c, &o, &le) != NV_OK)
 		return 2;
 	enum nv_err rc = kube_leader_run(le, stop);
@@ -196,19 +200,20 @@ static void test_takeover_and_release(void)
 	reap(&a);
 	pump(&all[1], 1, 30000, &b.leader_ms);
 	long long takeover = b.leader_ms - killed;
-	printf("# leader takeover after kill -9: %lld ms (lease duration 15000 ms, retry 2000 ms)\n",
+	printf("# leader takeover after kill -9: %lld ms (lease duration 15000 ms, retry 2000 "
+	       "ms)\n",
 	       takeover);
 	check(b.leader_ms >= 0 && takeover <= 15000,
-	      "kill -9 of the leader: the other acquires within one lease duration", "takeover %lld ms",
-	      takeover);
+	      "kill -9 of the leader: the other acquires within one lease duration",
+	      "takeover %lld ms", takeover);
 
 	struct kube_client *cl = client();
 	struct kube_status st;
 	json_t *lease = NULL;
 	kube_get(cl, &KUBE_RES_LEASES, "default", LEASE, &lease, &st);
 	check(!strcmp(jx_str_or(lease, "spec.holderIdentity", ""), "contender-b") &&
-	      json_integer_value(jx_path(lease, "spec.leaseTransitions")) >= 1 &&
-	      json_integer_value(jx_path(lease, "spec.leaseDurationSeconds")) == 15,
+	              json_integer_value(jx_path(lease, "spec.leaseTransitions")) >= 1 &&
+	              json_integer_value(jx_path(lease, "spec.leaseDurationSeconds")) == 15,
 	      "the lease names the new holder and counts the transition", "%s",
 	      jx_str_or(lease, "spec.holderIdentity", "?"));
 	json_decref(lease);

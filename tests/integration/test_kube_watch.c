@@ -30,7 +30,7 @@ static char cdir[512];
 static struct kube_client *W; /* writer, always direct */
 
 __attribute__((format(printf, 3, 4))) static void check(bool cond, const char *name,
-							     const char *fmt, ...)
+                                                        const char *fmt, ...)
 {
 	char detail[600] = "";
 	va_list ap;
@@ -49,8 +49,8 @@ __attribute__((format(printf, 3, 4))) static void check(bool cond, const char *n
 static json_t *cm(const char *name, const char *labels, const char *val)
 {
 	return json_pack("{s:s,s:s,s:{s:s,s:s,s:o},s:{s:s}}", "apiVersion", "v1", "kind",
-			 "ConfigMap", "metadata", "name", name, "namespace", "default", "labels",
-			 json_loads(labels, 0, NULL), "data", "v", val);
+	                 "ConfigMap", "metadata", "name", name, "namespace", "default", "labels",
+	                 json_loads(labels, 0, NULL), "data", "v", val);
 }
 
 static enum nv_err put_cm(const char *name, const char *labels, const char *val)
@@ -73,7 +73,7 @@ static enum nv_err del_cm(const char *name)
 {
 	struct kube_status st;
 	return kube_delete(W, &KUBE_RES_CONFIGMAPS, "default", name,
-			   &(struct kube_delete_opts){.grace_period_s = -1}, &st);
+	                   &(struct kube_delete_opts){.grace_period_s = -1}, &st);
 }
 
 /* ---- recording handlers ---- */
@@ -135,7 +135,7 @@ static void h_add(void *ud, json_t *o)
 static void h_update(void *ud, json_t *old, json_t *o)
 {
 	rec_add(ud, "update:%s:%s>%s", kube_obj_name(o), jx_str_or(old, "data.v", ""),
-		jx_str_or(o, "data.v", ""));
+	        jx_str_or(o, "data.v", ""));
 }
 
 static void h_delete(void *ud, json_t *o, bool unknown)
@@ -168,7 +168,7 @@ static void *w_thread(void *arg)
 {
 	struct wctx *w = arg;
 	w->rc = kube_watch(w->c, &KUBE_RES_CONFIGMAPS, "default", &w->o, w_event, w, &w->last_rv,
-			   &w->st);
+	                   &w->st);
 	return NULL;
 }
 
@@ -178,7 +178,7 @@ static char *list_rv(void)
 	json_t *l = NULL;
 	char *rv = NULL;
 	if (kube_list(W, &KUBE_RES_CONFIGMAPS, "default", &(struct kube_list_opts){.limit = 1}, &l,
-		      &st) == NV_OK)
+	              &st) == NV_OK)
 		rv = xstrdup(jx_str_or(l, "metadata.resourceVersion", ""));
 	json_decref(l);
 	return rv;
@@ -189,8 +189,10 @@ static void test_watch_order(void)
 	struct rec r = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	char *rv = list_rv();
 	struct kube_stop *stop = kube_stop_new();
-	struct wctx w = {.c = W, .r = &r,
-			 .o = {.resource_version = rv, .label_selector = "suite=order", .stop = stop}};
+	struct wctx w = {
+	        .c = W,
+	        .r = &r,
+	        .o = {.resource_version = rv, .label_selector = "suite=order", .stop = stop}};
 	pthread_t t;
 	pthread_create(&t, NULL, w_thread, &w);
 	put_cm("ord", "{\"suite\":\"order\"}", "1");
@@ -201,9 +203,9 @@ static void test_watch_order(void)
 	pthread_join(t, NULL);
 	char dump[2048];
 	rec_dump(&r, dump, sizeof(dump));
-	check(got && r.n == 3 && !strcmp(r.log[0], "ADDED:ord") && !strcmp(r.log[1], "MODIFIED:ord") &&
-	      !strcmp(r.log[2], "DELETED:ord"), "watch delivers add, modify, delete in order",
-	      "%s", dump);
+	check(got && r.n == 3 && !strcmp(r.log[0], "ADDED:ord") &&
+	              !strcmp(r.log[1], "MODIFIED:ord") && !strcmp(r.log[2], "DELETED:ord"),
+	      "watch delivers add, modify, delete in order", "%s", dump);
 	check(w.rc == NV_E_CANCELLED && w.last_rv && strcmp(w.last_rv, rv) != 0,
 	      "a stopped watch ends cancelled and reports the last resourceVersion", "rc=%s",
 	      nv_err_name(w.rc));
@@ -216,8 +218,10 @@ static void test_bookmarks(void)
 {
 	struct rec r = {.mu = PTHREAD_MUTEX_INITIALIZER};
 	char *rv = list_rv();
-	struct wctx w = {.c = W, .r = &r,
-			 .o = {.resource_version = rv, .label_selector = "suite=none", .timeout_s = 6}};
+	struct wctx w = {
+	        .c = W,
+	        .r = &r,
+	        .o = {.resource_version = rv, .label_selector = "suite=none", .timeout_s = 6}};
 	pthread_t t;
 	int64_t t0 = time_mono_ms();
 	pthread_create(&t, NULL, w_thread, &w);
@@ -230,12 +234,12 @@ static void test_bookmarks(void)
 	bool bm = r.n > 0 && str_has_prefix(r.log[r.n - 1], "BOOKMARK:");
 	check(bm, "bookmarks arrive on a quiet watch", "events: %s", dump);
 	check(bm && w.last_rv && strcmp(w.last_rv, rv) != 0 &&
-	      !strcmp(r.log[r.n - 1] + 9, w.last_rv),
+	              !strcmp(r.log[r.n - 1] + 9, w.last_rv),
 	      "a bookmark advances the tracked resourceVersion", "start=%s last=%s", rv,
 	      w.last_rv ? w.last_rv : "");
 	check(w.rc == NV_OK && took >= 5000 && took < 9000,
-	      "the server ends the watch at timeoutSeconds and the end is clean", "rc=%s took=%lldms",
-	      nv_err_name(w.rc), (long long)took);
+	      "the server ends the watch at timeoutSeconds and the end is clean",
+	      "rc=%s took=%lldms", nv_err_name(w.rc), (long long)took);
 	del_cm("bm-other");
 	free(w.last_rv);
 	free(rv);
@@ -244,12 +248,14 @@ static void test_bookmarks(void)
 /* ---- informer ---- */
 
 static struct kube_informer *start_informer(struct kube_client *c, struct rec *r,
-					    const char *selector)
+                                            const char *selector)
 {
 	struct kube_informer *inf = NULL;
-	struct kube_informer_opts o = {.res = &KUBE_RES_CONFIGMAPS, .ns = "default",
-				       .label_selector = selector, .backoff_initial_ms = 200,
-				       .backoff_max_ms = 1000};
+	struct kube_informer_opts o = {.res = &KUBE_RES_CONFIGMAPS,
+	                               .ns = "default",
+	                               .label_selector = selector,
+	                               .backoff_initial_ms = 200,
+	                               .backoff_max_ms = 1000};
 	struct kube_handler h = {h_add, h_update, h_delete, r};
 	kube_informer_new(c, &o, &inf);
 	kube_informer_add_index(inf, "tier", kube_index_label, "tier");
@@ -273,13 +279,14 @@ static void test_informer_cache(void)
 	char dump[2048];
 	rec_dump(&r, dump, sizeof(dump));
 	check(ok && rec_count(&r, "add:inf-b:1") == 1 && rec_count(&r, "update:inf-a:1>2") == 1 &&
-	      r.n == 4, "handlers see add, update (old and new) and delete once each", "%s", dump);
+	              r.n == 4,
+	      "handlers see add, update (old and new) and delete once each", "%s", dump);
 	json_t *a = kube_informer_get(inf, "default/inf-a");
 	json_t *gold = kube_informer_by_index(inf, "tier", "gold");
 	json_t *ns = kube_informer_by_index(inf, "namespace", "default");
 	json_t *all = kube_informer_list(inf);
 	check(a && !strcmp(jx_str_or(a, "data.v", ""), "2") && json_array_size(gold) == 1 &&
-	      json_array_size(ns) == 1 && json_array_size(all) == 1,
+	              json_array_size(ns) == 1 && json_array_size(all) == 1,
 	      "snapshot reads by key, by label index and by namespace index", "gold=%zu ns=%zu",
 	      json_array_size(gold), json_array_size(ns));
 	json_decref(a);
@@ -434,8 +441,9 @@ static void *relay(void *arg)
 		struct pollfd f[2] = {{pp->a, POLLIN, 0}, {pp->b, POLLIN, 0}};
 		if (poll(f, 2, 1000) < 0 && errno != EINTR)
 			break;
-		int from = (f[0].revents & (POLLIN | POLLHUP | POLLERR)) ? 0
-			   : (f[1].revents & (POLLIN | POLLHUP | POLLERR)) ? 1 : -1;
+		int from = (f[0].revents & (POLLIN | POLLHUP | POLLERR))   ? 0
+		           : (f[1].revents & (POLLIN | POLLHUP | POLLERR)) ? 1
+		                                                           : -1;
 		if (from < 0)
 			continue;
 		int src = from ? pp->b : pp->a, dst = from ? pp->a : pp->b;
@@ -459,8 +467,9 @@ static void *proxy_accept(void *arg)
 		if (c < 0)
 			break;
 		int u = socket(AF_INET, SOCK_STREAM, 0);
-		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->up_port),
-					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		struct sockaddr_in sa = {.sin_family = AF_INET,
+		                         .sin_port = htons((uint16_t)p->up_port),
+		                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 		if (connect(u, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 			close(c);
 			close(u);
@@ -480,8 +489,9 @@ static void *proxy_accept(void *arg)
 static void proxy_listen(struct proxy *p)
 {
 	int one = 1;
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons((uint16_t)p->port),
+	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(sa);
 	p->lfd = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(p->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -565,10 +575,12 @@ static struct kube_client *client_via(int port)
 	struct kube_client *c = NULL;
 	struct kube_status st;
 	snprintf(text, sizeof(text),
-		 "current-context: t\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:%d\n"
-		 "    certificate-authority: %s/pki/ca.crt\nusers:\n- name: u\n  user:\n"
-		 "    client-certificate: %s/pki/admin.crt\n    client-key: %s/pki/admin.key\n"
-		 "contexts:\n- name: t\n  context: {cluster: c, user: u}\n", port, cdir, cdir, cdir);
+	         "current-context: t\nclusters:\n- name: c\n  cluster:\n    server: "
+	         "https://127.0.0.1:%d\n"
+	         "    certificate-authority: %s/pki/ca.crt\nusers:\n- name: u\n  user:\n"
+	         "    client-certificate: %s/pki/admin.crt\n    client-key: %s/pki/admin.key\n"
+	         "contexts:\n- name: t\n  context: {cluster: c, user: u}\n",
+	         port, cdir, cdir, cdir);
 	if (kube_config_parse(text, strlen(text), NULL, NULL, &cfg, &st) != NV_OK ||
 	    kube_client_new(cfg, NULL, &c, &st) != NV_OK)
 		printf("# client via proxy: %s\n", st.message);
@@ -614,8 +626,9 @@ static void test_relist_after_compaction(void)
 	      "rev=%lld", rev);
 	proxy_listen(&p);
 
-	bool conv = wait_for(&r, "add:cp-d:1", 30000) && wait_for(&r, "delete:cp-c:unknown", 5000) &&
-		    wait_for(&r, "update:cp-b:1>2", 5000);
+	bool conv = wait_for(&r, "add:cp-d:1", 30000) &&
+	            wait_for(&r, "delete:cp-c:unknown", 5000) &&
+	            wait_for(&r, "update:cp-b:1>2", 5000);
 	time_sleep_ms(1000); /* let any stray duplicate show up */
 	struct kube_informer_stats s;
 	kube_informer_stats(inf, &s);
@@ -624,9 +637,11 @@ static void test_relist_after_compaction(void)
 	printf("# compaction: informer lists=%llu watches=%llu gone=%llu\n",
 	       (unsigned long long)s.lists, (unsigned long long)s.watches,
 	       (unsigned long long)s.gone);
-	check(s.gone >= 1 && s.lists >= 2, "the resumed watch got 410 Gone and the informer relisted",
-	      "gone=%llu lists=%llu", (unsigned long long)s.gone, (unsigned long long)s.lists);
-	check(conv && r.n == 6 && rec_count(&r, "add:cp-a:1") == 1 && rec_count(&r, "add:cp-b:1") == 1,
+	check(s.gone >= 1 && s.lists >= 2,
+	      "the resumed watch got 410 Gone and the informer relisted", "gone=%llu lists=%llu",
+	      (unsigned long long)s.gone, (unsigned long long)s.lists);
+	check(conv && r.n == 6 && rec_count(&r, "add:cp-a:1") == 1 &&
+	              rec_count(&r, "add:cp-b:1") == 1,
 	      "after the relist handlers saw each change once and nothing twice", "%s", dump);
 	json_t *all = kube_informer_list(inf);
 	check(json_array_size(all) == 3 && kube_informer_get(inf, "default/cp-c") == NULL,

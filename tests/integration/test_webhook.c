@@ -194,8 +194,7 @@ static enum nv_err server_start(struct server *s, int port)
 	if ((rc = webhook_new(&wc, &s->wh)) != NV_OK ||
 	    (rc = web_server_new(&web, &s->web)) != NV_OK ||
 	    (rc = webhook_register(s->web, s->wh)) != NV_OK ||
-	    (rc = web_server_start(s->web)) != NV_OK ||
-	    (rc = webhook_cert_start(s->cert)) != NV_OK)
+	    (rc = web_server_start(s->web)) != NV_OK || (rc = webhook_cert_start(s->cert)) != NV_OK)
 		return rc;
 	s->port = web_server_port(s->web);
 	return NV_OK;

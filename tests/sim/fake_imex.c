@@ -31,7 +31,7 @@ enum pstate { P_NEVER, P_UP, P_LOST, P_MISMATCH };
 
 struct peer {
 	char host[256];
-	int out;               /* conn index of our connection to it, -1 */
+	int out; /* conn index of our connection to it, -1 */
 	enum pstate st;
 	char row[NODES_MAX + 1];
 	char state[32];
@@ -40,8 +40,8 @@ struct peer {
 };
 
 struct conn {
-	int fd;                /* -1: free slot */
-	int peer;              /* -1 until a HELLO names it */
+	int fd;   /* -1: free slot */
+	int peer; /* -1 until a HELLO names it */
 	bool outgoing, connecting, cmd;
 	char in[IN_MAX];
 	size_t inlen;
@@ -170,9 +170,8 @@ static bool identify(void)
 {
 	char p[SIM_PATH_MAX];
 
-	if (d.bind_ip[0] == '\0' &&
-	    !(sim_path(p, sizeof(p), sim_root(), "tray.env") &&
-	      sim_kv_get(p, "ip", d.bind_ip, sizeof(d.bind_ip))))
+	if (d.bind_ip[0] == '\0' && !(sim_path(p, sizeof(p), sim_root(), "tray.env") &&
+	                              sim_kv_get(p, "ip", d.bind_ip, sizeof(d.bind_ip))))
 		d.bind_ip[0] = '\0';
 	for (size_t i = 0; i < d.n; i++) {
 		if (strcmp(d.peers[i].host, d.bind_ip) == 0) {
@@ -182,7 +181,7 @@ static bool identify(void)
 		}
 	}
 	say("ERROR", "No matching network interface found for any IP addresses in the node "
-		     "configuration file");
+	             "configuration file");
 	return false;
 }
 
@@ -249,8 +248,10 @@ static void conn_close(int i)
 		p->out = -1;
 		if (p->st == P_UP) {
 			p->st = P_LOST;
-			say("ERROR", "Node disconnect event detected for node %d with address %s, "
-				     "attempting to reconnect", c->peer, p->host);
+			say("ERROR",
+			    "Node disconnect event detected for node %d with address %s, "
+			    "attempting to reconnect",
+			    c->peer, p->host);
 		}
 		p->next_try_ms = now_ms() + RETRY_MS;
 	}
@@ -301,10 +302,14 @@ static char my_cell(size_t j)
 	if (j == d.self)
 		return 'C';
 	switch (d.peers[j].st) {
-	case P_UP: return 'C';
-	case P_LOST: return 'R';
-	case P_MISMATCH: return 'M';
-	default: return 'N';
+	case P_UP:
+		return 'C';
+	case P_LOST:
+		return 'R';
+	case P_MISMATCH:
+		return 'M';
+	default:
+		return 'N';
 	}
 }
 
@@ -362,16 +367,21 @@ static const char *domain_state(void)
 static const char *cell_word(char c)
 {
 	switch (c) {
-	case 'C': return "CONNECTED";
-	case 'R': return "RECOVERING";
-	case 'M': return "MAP_MISMATCH";
-	case 'N': return "NEVER_CONNECTED";
-	default: return "INVALID";
+	case 'C':
+		return "CONNECTED";
+	case 'R':
+		return "RECOVERING";
+	case 'M':
+		return "MAP_MISMATCH";
+	case 'N':
+		return "NEVER_CONNECTED";
+	default:
+		return "INVALID";
 	}
 }
 
 static size_t out_add(char *out, size_t used, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 static size_t out_add(char *out, size_t used, const char *fmt, ...)
 {
 	va_list ap;
@@ -401,16 +411,19 @@ static size_t report_json(char *out)
 
 	for (size_t j = 0; j < d.n; j++) {
 		node_row(j, row);
-		u = out_add(out, u, "%s\"%zu\":{\"status\":\"%s\",\"host\":\"%s\",\"hostName\":\"N/A\","
-				    "\"connections\":{", j ? "," : "", j, node_state(j), d.peers[j].host);
+		u = out_add(out, u,
+		            "%s\"%zu\":{\"status\":\"%s\",\"host\":\"%s\",\"hostName\":\"N/A\","
+		            "\"connections\":{",
+		            j ? "," : "", j, node_state(j), d.peers[j].host);
 		for (size_t k = 0; k < d.n; k++)
-			u = out_add(out, u, "%s\"%zu\":{\"host\":\"%s\",\"status\":\"%s\",\"changed\":%s}",
-				    k ? "," : "", k, d.peers[k].host, cell_word(row[k]),
-				    row[k] == 'C' ? "false" : "true");
+			u = out_add(out, u,
+			            "%s\"%zu\":{\"host\":\"%s\",\"status\":\"%s\",\"changed\":%s}",
+			            k ? "," : "", k, d.peers[k].host, cell_word(row[k]),
+			            row[k] == 'C' ? "false" : "true");
 		u = out_add(out, u, "}}");
 	}
 	return out_add(out, u, "},\"timestamp\":\"%lld\",\"status\":\"%s\"}\n", now_ms(),
-		       domain_state());
+	               domain_state());
 }
 
 static size_t report_text(char *out)
@@ -419,8 +432,8 @@ static size_t report_text(char *out)
 	size_t u = out_add(out, 0, "Nodes:\n");
 
 	for (size_t j = 0; j < d.n; j++)
-		u = out_add(out, u, "Node #%-3zu - %-15s - %-20s - Version: %s\n", j, d.peers[j].host,
-			    node_state(j), d.version);
+		u = out_add(out, u, "Node #%-3zu - %-15s - %-20s - Version: %s\n", j,
+		            d.peers[j].host, node_state(j), d.version);
 	u = out_add(out, u, "\n Nodes From\\To ");
 	for (size_t k = 0; k < d.n; k++)
 		u = out_add(out, u, " %-3zu", k);
@@ -476,7 +489,8 @@ static void hello_recv(int i, const char *line)
 			hello_send(i);
 		} else if (d.peers[c->peer].st != P_MISMATCH) {
 			d.peers[c->peer].st = P_MISMATCH;
-			say("ERROR", "Node map mismatch with node %d, communication disabled", c->peer);
+			say("ERROR", "Node map mismatch with node %d, communication disabled",
+			    c->peer);
 		}
 		return;
 	}
@@ -611,7 +625,8 @@ static void loop_once(long long *next_row)
 		if (d.conns[i].fd < 0)
 			continue;
 		pf[n] = (struct pollfd){.fd = d.conns[i].fd,
-					.events = (short)(d.conns[i].connecting ? POLLOUT : POLLIN)};
+		                        .events =
+		                                (short)(d.conns[i].connecting ? POLLOUT : POLLIN)};
 		map[n++] = i;
 	}
 	if (poll(pf, (nfds_t)n, 50) <= 0)

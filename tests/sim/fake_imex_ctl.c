@@ -64,7 +64,7 @@ static int ask(const char *ip, unsigned port, const char *what)
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		fprintf(stderr, "Connection to IMEX daemon at %s:%u failed: %s\n", ip, port,
-			strerror(errno));
+		        strerror(errno));
 		close(fd);
 		return 1;
 	}

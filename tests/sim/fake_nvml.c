@@ -120,14 +120,22 @@ int nvmlShutdown(void)
 const char *nvmlErrorString(int r)
 {
 	switch (r) {
-	case NVML_SUCCESS: return "Success";
-	case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-	case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-	case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-	case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-	case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-	case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument Version Mismatch";
-	default: return "Unknown Error";
+	case NVML_SUCCESS:
+		return "Success";
+	case NVML_ERROR_UNINITIALIZED:
+		return "Uninitialized";
+	case NVML_ERROR_INVALID_ARGUMENT:
+		return "Invalid Argument";
+	case NVML_ERROR_NOT_SUPPORTED:
+		return "Not Supported";
+	case NVML_ERROR_INSUFFICIENT_SIZE:
+		return "Insufficient Size";
+	case NVML_ERROR_DRIVER_NOT_LOADED:
+		return "Driver Not Loaded";
+	case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+		return "Argument Version Mismatch";
+	default:
+		return "Unknown Error";
 	}
 }
 
@@ -204,8 +212,7 @@ static bool dev_file(void *dev, char *out, size_t outsz)
 	return gpu_file((unsigned int)(h - handles), out, outsz);
 }
 
-static unsigned long kv_num(const char *file, const char *key, unsigned long max,
-			    unsigned long def)
+static unsigned long kv_num(const char *file, const char *key, unsigned long max, unsigned long def)
 {
 	char v[64];
 	unsigned long n;
@@ -262,7 +269,7 @@ static void uuid_bytes(const char *file, unsigned char out[16])
 
 /* Fills the common fields; the fault key fabric_error makes the call fail. */
 static int fabric_fill(void *dev, unsigned char uuid[16], int *status, unsigned int *clique,
-		       unsigned char *state, unsigned int *mask, unsigned char *summary)
+                       unsigned char *state, unsigned int *mask, unsigned char *summary)
 {
 	char f[SIM_PATH_MAX];
 	unsigned long err;
@@ -292,7 +299,7 @@ int nvmlDeviceGetGpuFabricInfoV(void *dev, struct fabric_v3 *f)
 	if (f->version != VER(sizeof(*f), 3) && f->version != VER(36, 2))
 		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
 	r = fabric_fill(dev, f->cluster_uuid, &f->status, &f->clique_id, &f->state, &mask,
-			&summary);
+	                &summary);
 	if (r != NVML_SUCCESS)
 		return r;
 	f->health_mask = mask;
@@ -309,7 +316,7 @@ int nvmlDeviceGetGpuFabricInfo(void *dev, struct fabric_v1 *f)
 	if (f == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
 	return fabric_fill(dev, f->cluster_uuid, &f->status, &f->clique_id, &f->state, &mask,
-			   &summary);
+	                   &summary);
 }
 
 int nvmlDeviceGetPlatformInfo(void *dev, struct platform_v2 *p)

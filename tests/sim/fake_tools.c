@@ -97,10 +97,11 @@ static int module_load(void)
 	}
 	sim_rtrim(v);
 	sleep_ms(100);
-	n = snprintf(text, sizeof(text),
-		     "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  %s  Release Build  "
-		     "(sim@nvl72)  Thu Oct  2 11:04:17 UTC 2025\nGCC version:  gcc version 13.3.0\n",
-		     v);
+	n = snprintf(
+	        text, sizeof(text),
+	        "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  %s  Release Build  "
+	        "(sim@nvl72)  Thu Oct  2 11:04:17 UTC 2025\nGCC version:  gcc version 13.3.0\n",
+	        v);
 	if (!at(p, "%s", "host/proc/driver/nvidia/version") || !sim_write(p, text, (size_t)n))
 		return 1;
 	n = snprintf(text, sizeof(text), "%s\n", v);
@@ -302,19 +303,20 @@ static int unit_verb(const char *p, const char *verb, const char *unit)
 		fprintf(stderr, "Failed to %s %s: Unit %s not found.\n", verb, unit, unit);
 		return 5;
 	}
-	if (strcmp(verb, "stop") == 0 || strcmp(verb, "start") == 0 || strcmp(verb, "restart") == 0) {
+	if (strcmp(verb, "stop") == 0 || strcmp(verb, "start") == 0 ||
+	    strcmp(verb, "restart") == 0) {
 		char step[96];
 		snprintf(step, sizeof(step), "systemctl-%s-%s", verb, unit);
 		sim_step(root, step);
 	}
 	masked = sim_kv_get(p, "LoadState", ls, sizeof(ls)) && strcmp(ls, "masked") == 0;
 	if (masked && (strcmp(verb, "start") == 0 || strcmp(verb, "restart") == 0 ||
-		       strcmp(verb, "enable") == 0)) {
+	               strcmp(verb, "enable") == 0)) {
 		fprintf(stderr, "Failed to %s %s: Unit %s is masked.\n", verb, unit, unit);
 		return 1;
 	}
 	if (unit_is_imex(unit) && (strcmp(verb, "stop") == 0 || strcmp(verb, "restart") == 0 ||
-				    (strcmp(verb, "start") == 0 && unit_pid(p) == 0)))
+	                           (strcmp(verb, "start") == 0 && unit_pid(p) == 0)))
 		imex_unit_stop(p);
 	if (unit_is_imex(unit) && (strcmp(verb, "start") == 0 || strcmp(verb, "restart") == 0) &&
 	    unit_pid(p) == 0 && !imex_unit_start(p)) {
@@ -331,11 +333,15 @@ static int unit_verb(const char *p, const char *verb, const char *unit)
 	if (strcmp(verb, "disable") == 0)
 		return sim_kv_set(p, "UnitFileState", "disabled") ? 0 : 1;
 	if (strcmp(verb, "mask") == 0)
-		return sim_kv_set(p, "LoadState", "masked") && sim_kv_set(p, "UnitFileState", "masked")
-			       ? 0 : 1;
+		return sim_kv_set(p, "LoadState", "masked") &&
+		                       sim_kv_set(p, "UnitFileState", "masked")
+		               ? 0
+		               : 1;
 	if (strcmp(verb, "unmask") == 0)
 		return sim_kv_set(p, "LoadState", "loaded") &&
-			       sim_kv_set(p, "UnitFileState", "disabled") ? 0 : 1;
+		                       sim_kv_set(p, "UnitFileState", "disabled")
+		               ? 0
+		               : 1;
 	fprintf(stderr, "Unknown command verb %s.\n", verb);
 	return 1;
 }

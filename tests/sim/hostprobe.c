@@ -18,13 +18,13 @@ struct probe {
 
 static int usage(void)
 {
-	fprintf(stderr,
-		"usage: hostprobe [--root HOSTROOT] [--nvml LIB] [--tools DIR] [--timeout-ms N] CMD\n"
-		"  gpus | observe | channels N | unit NAME\n"
-		"  unit NAME running|stopped|masked allow|deny\n"
-		"  imex-apply process|host DOMAIN BIND_IP PORT CMD_PORT PEER...\n"
-		"  imex-status | imex-stop process|host\n"
-		"  driver-step TARGET | driver-change TARGET\n");
+	fprintf(stderr, "usage: hostprobe [--root HOSTROOT] [--nvml LIB] [--tools DIR] "
+	                "[--timeout-ms N] CMD\n"
+	                "  gpus | observe | channels N | unit NAME\n"
+	                "  unit NAME running|stopped|masked allow|deny\n"
+	                "  imex-apply process|host DOMAIN BIND_IP PORT CMD_PORT PEER...\n"
+	                "  imex-status | imex-stop process|host\n"
+	                "  driver-step TARGET | driver-change TARGET\n");
 	return 2;
 }
 
@@ -46,13 +46,13 @@ static json_t *gpu_json(const struct host_gpu *g)
 
 	host_health_describe(&g->health, health, sizeof(health));
 	return json_pack("{s:i,s:s,s:s,s:i,s:s,s:i,s:i,s:s,s:s,s:i,s:i,s:s,s:i,s:i}", "index",
-			 (int)g->index, "uuid", g->uuid, "state",
-			 host_fabric_state_name(g->fabric_state), "status", g->fabric_status,
-			 "cluster", g->has_cluster ? g->cluster_uuid : "", "clique",
-			 (int)g->clique_id, "healthMask", (int)g->health_mask, "summary",
-			 host_health_summary_name(g->health_summary), "health", health, "tray",
-			 (int)g->tray_index, "slot", (int)g->slot, "chassis", g->chassis_serial,
-			 "module", (int)g->module_id, "nvmlError", g->nvml_error);
+	                 (int)g->index, "uuid", g->uuid, "state",
+	                 host_fabric_state_name(g->fabric_state), "status", g->fabric_status,
+	                 "cluster", g->has_cluster ? g->cluster_uuid : "", "clique",
+	                 (int)g->clique_id, "healthMask", (int)g->health_mask, "summary",
+	                 host_health_summary_name(g->health_summary), "health", health, "tray",
+	                 (int)g->tray_index, "slot", (int)g->slot, "chassis", g->chassis_serial,
+	                 "module", (int)g->module_id, "nvmlError", g->nvml_error);
 }
 
 static int cmd_gpus(struct probe *p)
@@ -67,21 +67,22 @@ static int cmd_gpus(struct probe *p)
 
 	rc = host_driver_read(&p->h, &drv);
 	o = json_pack("{s:b,s:s,s:b,s:s}", "loaded", drv.loaded, "version", drv.version, "open",
-		      drv.open_module, "nvml", drv.nvml_driver);
+	              drv.open_module, "nvml", drv.nvml_driver);
 	if (rc == NV_OK)
 		rc = host_gpus_read(&p->h, gpus, HOST_GPU_MAX, &n);
 	for (size_t i = 0; rc == NV_OK && i < n; i++)
 		json_array_append_new(arr, gpu_json(&gpus[i]));
 	if (rc == NV_OK) {
 		rc = host_tray_clique(gpus, n, &has, clique, why, sizeof(why));
-		json_object_set_new(o, "cliqueError", json_string(rc == NV_OK ? "" : nv_err_name(rc)));
+		json_object_set_new(o, "cliqueError",
+		                    json_string(rc == NV_OK ? "" : nv_err_name(rc)));
 		rc = NV_OK;
 	} else {
 		snprintf(why, sizeof(why), "%s", p->h.err);
 	}
 	json_object_set_new(o, "gpus", arr);
 	json_object_set_new(o, "fabricState",
-			    json_string(host_fabric_state_name(host_tray_fabric_state(gpus, n))));
+	                    json_string(host_fabric_state_name(host_tray_fabric_state(gpus, n))));
 	json_object_set_new(o, "clique", json_string(has ? clique : ""));
 	json_object_set_new(o, "why", json_string(why));
 	json_object_set_new(o, "error", json_string(rc == NV_OK ? "" : nv_err_name(rc)));
@@ -109,10 +110,9 @@ static int cmd_imex_apply(struct probe *p, int argc, char **argv)
 		str_copy(c->peers[c->n_peers++], HOST_HOSTNAME_LEN, argv[i]);
 	rc = host_imex_apply(&p->h, c, &r);
 out:
-	emit(json_pack("{s:s,s:b,s:b,s:s,s:s,s:i,s:s}", "error",
-		       rc == NV_OK ? "" : nv_err_name(rc), "changed", r.changed, "restarted",
-		       r.restarted, "hash", r.hash, "nodesHash", r.nodes_hash, "pid", (int)r.pid,
-		       "why", rc == NV_OK ? "" : p->h.err));
+	emit(json_pack("{s:s,s:b,s:b,s:s,s:s,s:i,s:s}", "error", rc == NV_OK ? "" : nv_err_name(rc),
+	               "changed", r.changed, "restarted", r.restarted, "hash", r.hash, "nodesHash",
+	               r.nodes_hash, "pid", (int)r.pid, "why", rc == NV_OK ? "" : p->h.err));
 	free(c);
 	return rc == NV_OK ? 0 : 1;
 }
@@ -127,9 +127,10 @@ static json_t *nodes_json(const struct host_imex_domain_status *d)
 		for (size_t k = 0; k < nd->n_conn; k++)
 			row[k] = host_imex_conn_name(nd->conn[k])[0];
 		row[nd->n_conn] = '\0';
-		json_array_append_new(arr, json_pack("{s:i,s:s,s:s,s:s}", "index", (int)nd->index,
-						     "host", nd->host, "status",
-						     host_imex_daemon_name(nd->status), "row", row));
+		json_array_append_new(arr,
+		                      json_pack("{s:i,s:s,s:s,s:s}", "index", (int)nd->index,
+		                                "host", nd->host, "status",
+		                                host_imex_daemon_name(nd->status), "row", row));
 	}
 	return arr;
 }
@@ -145,11 +146,11 @@ static int cmd_imex_status(struct probe *p, const char *self)
 	if (st->nodes_ok)
 		host_imex_domain_count(&st->dom, self, &ready, &conn);
 	emit(json_pack("{s:s,s:s,s:s,s:b,s:i,s:i,s:s,s:o,s:i}", "error",
-		       rc == NV_OK ? "" : nv_err_name(rc), "daemon",
-		       host_imex_daemon_name(st->daemon), "domain",
-		       host_imex_domain_name(st->dom.domain), "nodesOk", st->nodes_ok,
-		       "peersReady", (int)ready, "peersConnected", (int)conn, "err", st->err, "nodes",
-		       nodes_json(&st->dom), "ms", (int)(time_mono_ms() - t0)));
+	               rc == NV_OK ? "" : nv_err_name(rc), "daemon",
+	               host_imex_daemon_name(st->daemon), "domain",
+	               host_imex_domain_name(st->dom.domain), "nodesOk", st->nodes_ok, "peersReady",
+	               (int)ready, "peersConnected", (int)conn, "err", st->err, "nodes",
+	               nodes_json(&st->dom), "ms", (int)(time_mono_ms() - t0)));
 	free(st);
 	return rc == NV_OK ? 0 : 1;
 }
@@ -164,16 +165,16 @@ static int cmd_observe(struct probe *p)
 	struct host_obs *o = xcalloc(1, sizeof(*o));
 	enum nv_err rc = host_observe(&p->h, HOST_IMEX_PROCESS, o);
 
-	emit(json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}",
-		       "error", err_name(rc), "driverErr", err_name(o->driver_part.err),
-		       "driverWhy", o->driver_part.why, "channels", (int)o->imex_channel_count,
-		       "fabric", host_fabric_state_name(o->fabric), "health",
-		       host_health_summary_name(o->health), "clique", o->clique, "cliqueErr",
-		       err_name(o->clique_part.err), "cliqueWhy", o->clique_part.why,
-		       "gpusErr", err_name(o->gpus_part.err), "fmErr", err_name(o->fm_part.err),
-		       "fmWhy", o->fm_part.why, "imexErr", err_name(o->imex_part.err), "daemon",
-		       host_imex_daemon_name(o->imex.daemon), "version", o->driver.version,
-		       "domain", host_imex_domain_name(o->imex.dom.domain)));
+	emit(json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "error",
+	               err_name(rc), "driverErr", err_name(o->driver_part.err), "driverWhy",
+	               o->driver_part.why, "channels", (int)o->imex_channel_count, "fabric",
+	               host_fabric_state_name(o->fabric), "health",
+	               host_health_summary_name(o->health), "clique", o->clique, "cliqueErr",
+	               err_name(o->clique_part.err), "cliqueWhy", o->clique_part.why, "gpusErr",
+	               err_name(o->gpus_part.err), "fmErr", err_name(o->fm_part.err), "fmWhy",
+	               o->fm_part.why, "imexErr", err_name(o->imex_part.err), "daemon",
+	               host_imex_daemon_name(o->imex.daemon), "version", o->driver.version,
+	               "domain", host_imex_domain_name(o->imex.dom.domain)));
 	free(o);
 	return rc == NV_OK ? 0 : 1;
 }
@@ -196,21 +197,21 @@ static int cmd_unit(struct probe *p, int argc, char **argv)
 		if (w == ARRAY_LEN(wants))
 			return usage();
 		rc = host_unit_reconcile(&p->h, argv[0], (enum host_unit_want)w,
-					       strcmp(argv[2], "allow") == 0, &changed);
+		                         strcmp(argv[2], "allow") == 0, &changed);
 		if (rc == NV_OK || rc == NV_E_STATE)
 			(void)host_unit_query(&p->h, argv[0], &us);
 	}
 	emit(json_pack("{s:s,s:i,s:b,s:b,s:b,s:s}", "error", rc == NV_OK ? "" : nv_err_name(rc),
-		       "active", (int)us.active, "enabled", us.enabled, "masked", us.masked,
-		       "changed", changed, "why", rc == NV_OK ? "" : p->h.err));
+	               "active", (int)us.active, "enabled", us.enabled, "masked", us.masked,
+	               "changed", changed, "why", rc == NV_OK ? "" : p->h.err));
 	return rc == NV_OK ? 0 : 1;
 }
 
 static void step_emit(enum nv_err rc, const struct host_drv_step *s)
 {
 	emit(json_pack("{s:s,s:s,s:b,s:s,s:s,s:s}", "error", rc == NV_OK ? "" : nv_err_name(rc),
-		       "phase", host_drv_phase_name(s->phase), "finished", s->finished, "loaded",
-		       s->loaded, "ondisk", s->ondisk, "detail", s->detail));
+	               "phase", host_drv_phase_name(s->phase), "finished", s->finished, "loaded",
+	               s->loaded, "ondisk", s->ondisk, "detail", s->detail));
 }
 
 static int cmd_driver(struct probe *p, const char *target, bool loop)
@@ -239,14 +240,15 @@ static int cmd_channels(struct probe *p, const char *count)
 	if (rc == NV_OK)
 		rc = host_channels_ensure(&p->h, (unsigned)n, &created);
 	emit(json_pack("{s:s,s:i,s:s}", "error", rc == NV_OK ? "" : nv_err_name(rc), "created",
-		       (int)created, "why", rc == NV_OK ? "" : p->h.err));
+	               (int)created, "why", rc == NV_OK ? "" : p->h.err));
 	return rc == NV_OK ? 0 : 1;
 }
 
 static void probe_tools(struct probe *p)
 {
-	static const char *const names[] = {"systemctl",   "modprobe",        "modinfo",
-					    "nvidia-imex", "nvidia-imex-ctl", "nvl72-sim-installer"};
+	static const char *const names[] = {"systemctl",       "modprobe",
+	                                    "modinfo",         "nvidia-imex",
+	                                    "nvidia-imex-ctl", "nvl72-sim-installer"};
 
 	for (size_t i = 0; i < ARRAY_LEN(names); i++)
 		snprintf(p->bin[i], sizeof(p->bin[i]), "%s/%s", p->tools, names[i]);
@@ -268,9 +270,8 @@ static int dispatch(struct probe *p, int argc, char **argv)
 	if (strcmp(c, "imex-status") == 0)
 		return cmd_imex_status(p, argc > 1 ? argv[1] : NULL);
 	if (strcmp(c, "imex-stop") == 0 && argc == 2) {
-		enum nv_err rc = host_imex_stop(&p->h, strcmp(argv[1], "host") == 0
-								     ? HOST_IMEX_HOST
-								     : HOST_IMEX_PROCESS);
+		enum nv_err rc = host_imex_stop(
+		        &p->h, strcmp(argv[1], "host") == 0 ? HOST_IMEX_HOST : HOST_IMEX_PROCESS);
 		emit(json_pack("{s:s}", "error", rc == NV_OK ? "" : nv_err_name(rc)));
 		return rc == NV_OK ? 0 : 1;
 	}
@@ -301,7 +302,7 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--tools") == 0)
 			snprintf(p.tools, sizeof(p.tools), "%s", argv[i + 1]);
 		else if (strcmp(argv[i], "--timeout-ms") != 0 ||
-			 parse_i64(argv[i + 1], 1, 600000, &cfg.tool_timeout_ms) != NV_OK)
+		         parse_i64(argv[i + 1], 1, 600000, &cfg.tool_timeout_ms) != NV_OK)
 			return usage();
 	}
 	if (i >= argc)

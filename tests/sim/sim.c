@@ -118,7 +118,8 @@ char *sim_rtrim(char *s)
 {
 	size_t n = strlen(s);
 
-	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+	while (n > 0 &&
+	       (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
 		s[--n] = '\0';
 	return s;
 }
@@ -163,7 +164,7 @@ bool sim_kv_set(const char *path, const char *key, const char *value)
 		size_t ll = nl ? (size_t)(nl - p) : strlen(p);
 		bool mine = ll > kl && memcmp(p, key, kl) == 0 && p[kl] == '=';
 		n = mine ? snprintf(next + used, sizeof(next) - used, "%s=%s\n", key, value)
-			 : snprintf(next + used, sizeof(next) - used, "%.*s\n", (int)ll, p);
+		         : snprintf(next + used, sizeof(next) - used, "%.*s\n", (int)ll, p);
 		if (n < 0 || (size_t)n >= sizeof(next) - used)
 			return false;
 		used += (size_t)n;

@@ -18,23 +18,23 @@ struct rack_opts {
 static int usage(void)
 {
 	fprintf(stderr,
-		"usage: simctl create RACKDIR [--trays N] [--driver V] [--ip-base N]\n"
-		"                       [--cluster UUID] [--clique N] [--chassis SERIAL]\n"
-		"       simctl gpu TRAYDIR IDX|all KEY=VALUE...   (state status clique cluster\n"
-		"                       health_mask summary fabric_error ...)\n"
-		"       simctl fault TRAYDIR NAME on|off   (imex_ctl_hang imex_ctl_garbage\n"
-		"                       installer_fail nvml_init_fail driver_in_use\n"
-		"                       validation_fail validation_garbage)\n"
-		"       simctl in-use TRAYDIR REFCNT        (users of nvidia_uvm)\n"
-		"       simctl installer-delay TRAYDIR MS\n"
-		"       simctl step-delay TRAYDIR STEP MS   (modprobe-remove modprobe-load\n"
-		"                       systemctl-VERB-UNIT imex-start imex-stop; each step\n"
-		"                       is logged to steps.log, then waits MS)\n"
-		"       simctl imex-kill TRAYDIR\n"
-		"       simctl busbw TRAYDIR|RACKDIR GBPS   (what the validation run reports;\n"
-		"                       a rack folder sets every tray)\n"
-		"       simctl validation TRAYDIR KEY=VALUE...   (busbw_gbps transport\n"
-		"                       delay_ms format=contract|nccl)\n");
+	        "usage: simctl create RACKDIR [--trays N] [--driver V] [--ip-base N]\n"
+	        "                       [--cluster UUID] [--clique N] [--chassis SERIAL]\n"
+	        "       simctl gpu TRAYDIR IDX|all KEY=VALUE...   (state status clique cluster\n"
+	        "                       health_mask summary fabric_error ...)\n"
+	        "       simctl fault TRAYDIR NAME on|off   (imex_ctl_hang imex_ctl_garbage\n"
+	        "                       installer_fail nvml_init_fail driver_in_use\n"
+	        "                       validation_fail validation_garbage)\n"
+	        "       simctl in-use TRAYDIR REFCNT        (users of nvidia_uvm)\n"
+	        "       simctl installer-delay TRAYDIR MS\n"
+	        "       simctl step-delay TRAYDIR STEP MS   (modprobe-remove modprobe-load\n"
+	        "                       systemctl-VERB-UNIT imex-start imex-stop; each step\n"
+	        "                       is logged to steps.log, then waits MS)\n"
+	        "       simctl imex-kill TRAYDIR\n"
+	        "       simctl busbw TRAYDIR|RACKDIR GBPS   (what the validation run reports;\n"
+	        "                       a rack folder sets every tray)\n"
+	        "       simctl validation TRAYDIR KEY=VALUE...   (busbw_gbps transport\n"
+	        "                       delay_ms format=contract|nccl)\n");
 	return 2;
 }
 
@@ -49,9 +49,9 @@ static bool tray_host(const char *dir, const struct rack_opts *o, unsigned long 
 	char text[1024];
 
 	snprintf(text, sizeof(text),
-		 "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  %s  Release Build  "
-		 "(sim@nvl72)  Thu Oct  2 11:04:17 UTC 2025\nGCC version:  gcc version 13.3.0\n",
-		 o->driver);
+	         "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  %s  Release Build  "
+	         "(sim@nvl72)  Thu Oct  2 11:04:17 UTC 2025\nGCC version:  gcc version 13.3.0\n",
+	         o->driver);
 	if (!put(dir, "host/proc/driver/nvidia/version", text))
 		return false;
 	snprintf(text, sizeof(text), "%s\n", o->driver);
@@ -60,19 +60,19 @@ static bool tray_host(const char *dir, const struct rack_opts *o, unsigned long 
 	    !put(dir, "host/sys/module/nvidia_uvm/refcnt", "0\n"))
 		return false;
 	if (!put(dir, "host/proc/driver/nvidia/params",
-		 "ModifyDeviceFiles: 1\nDeviceFileMode: 438\nImexChannelCount: 2048\n"
-		 "CreateImexChannel0: 0\nRegistryDwords: \"\"\n"))
+	         "ModifyDeviceFiles: 1\nDeviceFileMode: 438\nImexChannelCount: 2048\n"
+	         "CreateImexChannel0: 0\nRegistryDwords: \"\"\n"))
 		return false;
 	/* Dynamic majors differ per tray, as they may between real hosts. */
 	snprintf(text, sizeof(text),
-		 "Character devices:\n  1 mem\n  5 /dev/tty\n195 nvidia\n%lu nvidia-caps\n"
-		 "%lu nvidia-caps-imex-channels\n%lu nvidia-uvm\n\nBlock devices:\n  7 loop\n",
-		 200 + 3 * t, 201 + 3 * t, 202 + 3 * t);
+	         "Character devices:\n  1 mem\n  5 /dev/tty\n195 nvidia\n%lu nvidia-caps\n"
+	         "%lu nvidia-caps-imex-channels\n%lu nvidia-uvm\n\nBlock devices:\n  7 loop\n",
+	         200 + 3 * t, 201 + 3 * t, 202 + 3 * t);
 	return put(dir, "host/proc/devices", text) &&
 	       put(dir, "units/nvidia-persistenced.service",
-		   "LoadState=loaded\nActiveState=active\nUnitFileState=enabled\n") &&
+	           "LoadState=loaded\nActiveState=active\nUnitFileState=enabled\n") &&
 	       put(dir, "units/nvidia-imex.service",
-		   "LoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n");
+	           "LoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n");
 }
 
 static bool tray_gpus(const char *dir, const struct rack_opts *o, unsigned long t)
@@ -82,11 +82,11 @@ static bool tray_gpus(const char *dir, const struct rack_opts *o, unsigned long 
 
 	for (unsigned g = 0; g < 4; g++) {
 		snprintf(text, sizeof(text),
-			 "uuid=GPU-%08lx-1d3a-4c8e-9a71-0f5d2c3b%04x\nstate=3\nstatus=0\n"
-			 "cluster=%s\nclique=%lu\nhealth_mask=0x1AA\nsummary=1\nchassis=%s\n"
-			 "slot=%lu\ntray=%lu\nhost_id=1\npeer_type=2\nmodule_id=%u\n",
-			 0x6b0e0000UL + t, g, o->cluster, o->clique, o->chassis,
-			 t <= 10 ? t : t + 9, t, module_of[g]);
+		         "uuid=GPU-%08lx-1d3a-4c8e-9a71-0f5d2c3b%04x\nstate=3\nstatus=0\n"
+		         "cluster=%s\nclique=%lu\nhealth_mask=0x1AA\nsummary=1\nchassis=%s\n"
+		         "slot=%lu\ntray=%lu\nhost_id=1\npeer_type=2\nmodule_id=%u\n",
+		         0x6b0e0000UL + t, g, o->cluster, o->clique, o->chassis,
+		         t <= 10 ? t : t + 9, t, module_of[g]);
 		snprintf(rel, sizeof(rel), "gpu/%u", g);
 		if (!put(dir, rel, text))
 			return false;
@@ -96,8 +96,12 @@ static bool tray_gpus(const char *dir, const struct rack_opts *o, unsigned long 
 
 static int rack_create(int argc, char **argv)
 {
-	struct rack_opts o = {18, 10, 32766, "580.95.05", "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3",
-			      "1821124000042"};
+	struct rack_opts o = {18,
+	                      10,
+	                      32766,
+	                      "580.95.05",
+	                      "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3",
+	                      "1821124000042"};
 	char dir[SIM_PATH_MAX], text[128], name[16];
 
 	for (int i = 3; i + 1 < argc; i += 2) {
@@ -127,8 +131,8 @@ static int rack_create(int argc, char **argv)
 		if (!sim_path(dir, sizeof(dir), argv[2], name) || !sim_mkdirs(dir))
 			return 1;
 		snprintf(text, sizeof(text), "ip=127.0.0.%lu\nindex=%lu\n", o.ip_base + t, t);
-		if (!put(dir, "tray.env", text) || !tray_host(dir, &o, t) || !tray_gpus(dir, &o, t) ||
-		    !put(dir, "faults/.keep", ""))
+		if (!put(dir, "tray.env", text) || !tray_host(dir, &o, t) ||
+		    !tray_gpus(dir, &o, t) || !put(dir, "faults/.keep", ""))
 			return 1;
 		printf("%s 127.0.0.%lu\n", dir, o.ip_base + t);
 	}
@@ -260,16 +264,19 @@ int main(int argc, char **argv)
 		return gpu_set(argc, argv);
 	if (argc == 5 && strcmp(argv[1], "fault") == 0)
 		return fault_set(argv[2], argv[3], argv[4]);
-	if (argc == 4 && (strcmp(argv[1], "in-use") == 0 ||
-			  strcmp(argv[1], "installer-delay") == 0)) {
+	if (argc == 4 &&
+	    (strcmp(argv[1], "in-use") == 0 || strcmp(argv[1], "installer-delay") == 0)) {
 		unsigned long n;
 		if (!sim_parse_ul(argv[3], 1UL << 30, &n))
 			return usage();
 		snprintf(text, sizeof(text), "%lu\n", n);
-		return put(argv[2], argv[1][0] == 'i' && argv[1][1] == 'n' && argv[1][2] == '-'
-					    ? "host/sys/module/nvidia_uvm/refcnt"
-					    : "driver/installer_delay_ms",
-			   text) ? 0 : 1;
+		return put(argv[2],
+		           argv[1][0] == 'i' && argv[1][1] == 'n' && argv[1][2] == '-'
+		                   ? "host/sys/module/nvidia_uvm/refcnt"
+		                   : "driver/installer_delay_ms",
+		           text)
+		               ? 0
+		               : 1;
 	}
 	if (argc == 5 && strcmp(argv[1], "step-delay") == 0) {
 		unsigned long n;

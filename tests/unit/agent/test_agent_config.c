@@ -35,7 +35,7 @@ static void parse(struct parsed *p, const char *const *argv_c, const char *const
 	agent_config_init(&p->c);
 	p->err[0] = '\0';
 	p->rc = agent_config_parse(&p->c, argc, argv, envp_c ? envp : NULL, &p->act, p->err,
-				   sizeof(p->err));
+	                           sizeof(p->err));
 	for (int i = 0; i < argc; i++)
 		free(argv[i]);
 	for (int i = 0; i < envc; i++)
@@ -66,7 +66,7 @@ static void test_agent_config_parse_env_below_flags(void **state)
 {
 	const char *argv[] = {"nvl72-agent", "--node-ip=10.0.0.9", "--resync-period", "30s", NULL};
 	const char *envp[] = {"NODE_NAME=tray-node", "NODE_IP=10.0.0.1", "POD_NAMESPACE=nvl72",
-			      "UNRELATED=x",         "NODE_IP",          NULL};
+	                      "UNRELATED=x",         "NODE_IP",          NULL};
 	struct parsed p;
 
 	(void)state;
@@ -82,9 +82,9 @@ static void test_agent_config_parse_env_below_flags(void **state)
 static void test_agent_config_parse_installer_repeats(void **state)
 {
 	const char *argv[] = {
-		"nvl72-agent",      "--tray",       "r1-t01",
-		"--installer-arg",  "/usr/bin/run", "--installer-arg=--version={version}",
-		"--host-fm-policy", "report",       NULL};
+	        "nvl72-agent",      "--tray",       "r1-t01",
+	        "--installer-arg",  "/usr/bin/run", "--installer-arg=--version={version}",
+	        "--host-fm-policy", "report",       NULL};
 	struct parsed p;
 
 	(void)state;
@@ -104,21 +104,21 @@ static void test_agent_config_parse_errors(void **state)
 		const char *argv[5];
 		const char *msg;
 	} cases[] = {
-		{{"a", NULL}, "--node-name (or $NODE_NAME) or --tray is required"},
-		{{"a", "--node-name", "n", "--bogus", NULL}, "unknown flag --bogus"},
-		{{"a", "--node-name", "n", "--tool-timeout=1h", NULL},
-		 "--tool-timeout: 1h is outside"},
-		{{"a", "--node-name", "n", "--resync-period=soon", NULL}, "is not a duration"},
-		{{"a", "--node-name", "n", "--log-level=loud", NULL}, "\"loud\" is not one of"},
-		{{"a", "--node-name", "n", "--heartbeat-period", NULL},
-		 "--heartbeat-period needs a value"},
-		{{"a", "--node-name", "n", "stray", NULL}, "unexpected argument \"stray\""},
-		{{"a", "--tray=x", "--heartbeat-period=30s", "--lease-duration=20s", NULL},
-		 "--lease-duration must be longer"},
-		{{"a", "--tray=x", "--metrics-bind-address=9400", NULL}, "expected ADDR:PORT"},
-		{{"a", "--tray=x", "--metrics-bind-address=[::1]", NULL}, "expected ADDR:PORT"},
-		{{"a", "--tray=x", "--metrics-bind-address=h:99999", NULL}, "expected ADDR:PORT"},
-		{{"a", "--tray=x", "--metrics-bind-address=0", NULL}, "expected ADDR:PORT"},
+	        {{"a", NULL}, "--node-name (or $NODE_NAME) or --tray is required"},
+	        {{"a", "--node-name", "n", "--bogus", NULL}, "unknown flag --bogus"},
+	        {{"a", "--node-name", "n", "--tool-timeout=1h", NULL},
+	         "--tool-timeout: 1h is outside"},
+	        {{"a", "--node-name", "n", "--resync-period=soon", NULL}, "is not a duration"},
+	        {{"a", "--node-name", "n", "--log-level=loud", NULL}, "\"loud\" is not one of"},
+	        {{"a", "--node-name", "n", "--heartbeat-period", NULL},
+	         "--heartbeat-period needs a value"},
+	        {{"a", "--node-name", "n", "stray", NULL}, "unexpected argument \"stray\""},
+	        {{"a", "--tray=x", "--heartbeat-period=30s", "--lease-duration=20s", NULL},
+	         "--lease-duration must be longer"},
+	        {{"a", "--tray=x", "--metrics-bind-address=9400", NULL}, "expected ADDR:PORT"},
+	        {{"a", "--tray=x", "--metrics-bind-address=[::1]", NULL}, "expected ADDR:PORT"},
+	        {{"a", "--tray=x", "--metrics-bind-address=h:99999", NULL}, "expected ADDR:PORT"},
+	        {{"a", "--tray=x", "--metrics-bind-address=0", NULL}, "expected ADDR:PORT"},
 	};
 	const char *envp[] = {"NVL72_LOG_LEVEL=chatty", NULL};
 	struct parsed p;
@@ -144,10 +144,10 @@ static void test_agent_config_metrics_addr_forms(void **state)
 		const char *flag, *host;
 		int port;
 	} cases[] = {
-		{"--metrics-bind-address=[::1]:9400", "::1", 9400},
-		{"--metrics-bind-address=127.0.0.1:0", "127.0.0.1", 0},
-		{"--metrics-bind-address=:9400", "", 9400},
-		{"--metrics-bind-address=", "", -1},
+	        {"--metrics-bind-address=[::1]:9400", "::1", 9400},
+	        {"--metrics-bind-address=127.0.0.1:0", "127.0.0.1", 0},
+	        {"--metrics-bind-address=:9400", "", 9400},
+	        {"--metrics-bind-address=", "", -1},
 	};
 	struct parsed p;
 	char host[64];
@@ -184,10 +184,10 @@ static void test_agent_config_parse_actions(void **state)
 static void test_agent_config_usage_lists_every_flag(void **state)
 {
 	static const char *const flags[] = {
-		"--node-name",     "--node-ip",   "--lease-namespace", "--host-root",
-		"--nvml-path",     "--systemctl", "--modprobe",        "--modinfo",
-		"--imex-bin",      "--imex-ctl",  "--installer-arg",   "--tool-timeout",
-		"--resync-period", "--log-level", "--kubeconfig",      "--tray"};
+	        "--node-name",     "--node-ip",   "--lease-namespace", "--host-root",
+	        "--nvml-path",     "--systemctl", "--modprobe",        "--modinfo",
+	        "--imex-bin",      "--imex-ctl",  "--installer-arg",   "--tool-timeout",
+	        "--resync-period", "--log-level", "--kubeconfig",      "--tray"};
 	struct buf help, md;
 
 	(void)state;
@@ -220,13 +220,13 @@ static void test_agent_config_usage_lists_every_flag(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_agent_config_parse_defaults),
-		cmocka_unit_test(test_agent_config_parse_env_below_flags),
-		cmocka_unit_test(test_agent_config_parse_installer_repeats),
-		cmocka_unit_test(test_agent_config_parse_errors),
-		cmocka_unit_test(test_agent_config_metrics_addr_forms),
-		cmocka_unit_test(test_agent_config_parse_actions),
-		cmocka_unit_test(test_agent_config_usage_lists_every_flag),
+	        cmocka_unit_test(test_agent_config_parse_defaults),
+	        cmocka_unit_test(test_agent_config_parse_env_below_flags),
+	        cmocka_unit_test(test_agent_config_parse_installer_repeats),
+	        cmocka_unit_test(test_agent_config_parse_errors),
+	        cmocka_unit_test(test_agent_config_metrics_addr_forms),
+	        cmocka_unit_test(test_agent_config_parse_actions),
+	        cmocka_unit_test(test_agent_config_usage_lists_every_flag),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,9 +26,9 @@ static json_t *tray_json(const char *extra_spec)
 	json_t *o = NULL;
 
 	snprintf(text, sizeof(text),
-		 "{\"metadata\":{\"name\":\"r1-t03\",\"uid\":\"u-3\",\"generation\":4},"
-		 "\"spec\":{\"rack\":\"r1\",\"index\":3,\"node\":\"n3\"%s}}",
-		 extra_spec);
+	         "{\"metadata\":{\"name\":\"r1-t03\",\"uid\":\"u-3\",\"generation\":4},"
+	         "\"spec\":{\"rack\":\"r1\",\"index\":3,\"node\":\"n3\"%s}}",
+	         extra_spec);
 	assert_int_equal(jx_loadb(text, strlen(text), NULL, &o, NULL), NV_OK);
 	return o;
 }
@@ -50,7 +50,7 @@ static void healthy_obs(struct host_obs *o)
 		g->fabric_state = HOST_FABRIC_COMPLETED;
 		g->has_cluster = true;
 		str_copy(g->cluster_uuid, sizeof(g->cluster_uuid),
-			 "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3");
+		         "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3");
 		g->clique_id = 1;
 		g->has_health = true;
 		g->health_mask = HOST_HEALTH_MASK_CLEAR;
@@ -106,11 +106,10 @@ static const char *cond(const json_t *status, const char *type, char *out, size_
 	size_t i;
 
 	out[0] = '\0';
-	json_array_foreach(jx_path(status, "conditions"), i, c)
-	{
+	json_array_foreach(jx_path(status, "conditions"), i, c) {
 		if (strcmp(jx_str_or(c, "type", ""), type) == 0)
 			snprintf(out, outsz, "%s %s", jx_str_or(c, "status", ""),
-				 jx_str_or(c, "reason", ""));
+			         jx_str_or(c, "reason", ""));
 	}
 	return out;
 }
@@ -120,8 +119,7 @@ static const char *cond_time(const json_t *status, const char *type)
 	json_t *c;
 	size_t i;
 
-	json_array_foreach(jx_path(status, "conditions"), i, c)
-	{
+	json_array_foreach(jx_path(status, "conditions"), i, c) {
 		if (strcmp(jx_str_or(c, "type", ""), type) == 0)
 			return jx_str_or(c, "lastTransitionTime", "");
 	}
@@ -131,12 +129,12 @@ static const char *cond_time(const json_t *status, const char *type)
 static void test_agent_spec_parse_full(void **state)
 {
 	struct fixture *f = fixture_new(
-		",\"driver\":{\"version\":\"580.173.02\",\"activation\":\"Reboot\"},"
-		"\"imex\":{\"mode\":\"host\",\"domain\":\"cd-a\",\"peers\":[\"10.0.0.3\",\"10.0.0."
-		"4\"],"
-		"\"port\":51000,\"commandPort\":51005,\"channels\":{\"count\":16,\"ids\":[0,3]}},"
-		"\"maintenance\":{\"state\":\"Upgrading\",\"upgrade\":{\"name\":\"u\",\"step\":2,"
-		"\"components\":[\"driver\"]}}");
+	        ",\"driver\":{\"version\":\"580.173.02\",\"activation\":\"Reboot\"},"
+	        "\"imex\":{\"mode\":\"host\",\"domain\":\"cd-a\",\"peers\":[\"10.0.0.3\",\"10.0.0."
+	        "4\"],"
+	        "\"port\":51000,\"commandPort\":51005,\"channels\":{\"count\":16,\"ids\":[0,3]}},"
+	        "\"maintenance\":{\"state\":\"Upgrading\",\"upgrade\":{\"name\":\"u\",\"step\":2,"
+	        "\"components\":[\"driver\"]}}");
 
 	(void)state;
 	assert_string_equal(f->spec_err, "");
@@ -163,9 +161,8 @@ static void test_agent_spec_parse_full(void **state)
 
 static void test_agent_spec_parse_channel_allocation_mode(void **state)
 {
-	struct fixture *f = fixture_new(
-		",\"imex\":{\"domain\":\"d\",\"peers\":[\"10.0.0.3\"],"
-		"\"channels\":{\"count\":32,\"allocationMode\":\"All\"}}");
+	struct fixture *f = fixture_new(",\"imex\":{\"domain\":\"d\",\"peers\":[\"10.0.0.3\"],"
+	                                "\"channels\":{\"count\":32,\"allocationMode\":\"All\"}}");
 
 	(void)state;
 	assert_string_equal(f->spec_err, "");
@@ -175,14 +172,14 @@ static void test_agent_spec_parse_channel_allocation_mode(void **state)
 	fixture_free(f);
 
 	f = fixture_new(",\"imex\":{\"domain\":\"d\",\"peers\":[\"10.0.0.3\"],"
-			"\"channels\":{\"ids\":[0],\"allocationMode\":\"Single\"}}");
+	                "\"channels\":{\"ids\":[0],\"allocationMode\":\"Single\"}}");
 	assert_true(f->spec.has_imex);
 	assert_false(f->spec.channels_all);
 	assert_int_equal(f->spec.n_channel_ids, 1);
 	fixture_free(f);
 
 	f = fixture_new(",\"imex\":{\"domain\":\"d\",\"peers\":[\"10.0.0.3\"],"
-			"\"channels\":{\"allocationMode\":\"Many\"}}");
+	                "\"channels\":{\"allocationMode\":\"Many\"}}");
 	assert_false(f->spec.has_imex);
 	assert_false(f->spec.channels_all);
 	assert_non_null(strstr(f->spec_err, "spec.imex.channels.allocationMode"));
@@ -192,7 +189,7 @@ static void test_agent_spec_parse_channel_allocation_mode(void **state)
 static void test_agent_spec_parse_bad_imex_keeps_driver(void **state)
 {
 	struct fixture *f = fixture_new(",\"driver\":{\"version\":\"580.95.05\"},"
-					"\"imex\":{\"domain\":\"d\",\"peers\":[]}");
+	                                "\"imex\":{\"domain\":\"d\",\"peers\":[]}");
 	json_t *s;
 	char c[128];
 
@@ -215,7 +212,7 @@ static void test_agent_spec_parse_bad_imex_keeps_driver(void **state)
 static void test_agent_spec_parse_refused_whole(void **state)
 {
 	json_t *t = tray_json(",\"driver\":{\"version\":\"580.95.05\"},"
-			      "\"maintenance\":{\"state\":\"Drained\"}");
+	                      "\"maintenance\":{\"state\":\"Drained\"}");
 	struct agent_spec s;
 	char err[256];
 
@@ -223,7 +220,7 @@ static void test_agent_spec_parse_refused_whole(void **state)
 	/* The name no longer matches rack and index: no part is to blame. */
 	json_object_set_new(json_object_get(t, "spec"), "index", json_integer(4));
 	assert_int_equal(agent_spec_parse(t, "10.0.0.3", &s, err, sizeof(err)),
-			 NV_E_INVALID_OBJECT);
+	                 NV_E_INVALID_OBJECT);
 	assert_non_null(strstr(err, "metadata.name: "));
 	assert_false(s.has_driver);
 	assert_string_equal(s.maint_state, "None");
@@ -248,7 +245,7 @@ static void test_agent_status_build_healthy(void **state)
 	assert_string_equal(jx_str_or(s, "gpus[2].fabric.status", ""), "Success");
 	assert_int_equal(json_integer_value(jx_path(s, "gpus[2].fabric.healthMask")), 426);
 	assert_string_equal(jx_str_or(s, "gpus[2].fabric.health.incorrectConfiguration", ""),
-			    "None");
+	                    "None");
 	assert_string_equal(jx_str_or(s, "fabric.cliqueID", ""), CLIQUE);
 	assert_string_equal(jx_str_or(s, "imex.address", ""), "10.0.0.3");
 	assert_null(jx_path(s, "imex.mode"));
@@ -314,7 +311,7 @@ static void test_agent_status_differs_ignores_heartbeat(void **state)
 static void test_agent_status_build_imex_faults(void **state)
 {
 	struct fixture *f = fixture_new(",\"imex\":{\"domain\":\"cd\",\"peers\":[\"10.0.0.3\","
-					"\"10.0.0.4\",\"10.0.0.5\"]}");
+	                                "\"10.0.0.4\",\"10.0.0.5\"]}");
 	struct host_imex_domain_status *d = &f->obs.imex.dom;
 	json_t *s1, *s2, *s3;
 	char c[128];
@@ -336,8 +333,8 @@ static void test_agent_status_build_imex_faults(void **state)
 	s1 = agent_status_build(&f->rep, NULL, T0);
 	assert_string_equal(cond(s1, "IMEXReady", c, sizeof(c)), "False DomainDegraded");
 	assert_non_null(strstr(
-		json_string_value(jx_path(json_array_get(jx_path(s1, "conditions"), 4), "message")),
-		"10.0.0.5 (node 2) Unavailable"));
+	        json_string_value(jx_path(json_array_get(jx_path(s1, "conditions"), 4), "message")),
+	        "10.0.0.5 (node 2) Unavailable"));
 	assert_string_equal(jx_str_or(s1, "imex.domainState", ""), "Degraded");
 	assert_int_equal(json_integer_value(jx_path(s1, "imex.nodeIndex")), 0);
 	assert_int_equal(json_integer_value(jx_path(s1, "imex.peersTotal")), 3);
@@ -345,14 +342,14 @@ static void test_agent_status_build_imex_faults(void **state)
 	/* A hung nvidia-imex-ctl: reported, and a standing error keeps its time. */
 	f->obs.imex_part.err = NV_E_TIMEOUT;
 	str_copy(f->obs.imex.err, sizeof(f->obs.imex.err),
-		 "nvidia-imex-ctl -q timed out after 1000 ms");
+	         "nvidia-imex-ctl -q timed out after 1000 ms");
 	s2 = agent_status_build(&f->rep, s1, T0 + 1000);
 	assert_string_equal(cond(s2, "IMEXReady", c, sizeof(c)), "False StatusTimeout");
 	assert_string_equal(jx_str_or(s2, "lastError.reason", ""), "IMEXStatusTimeout");
 	s3 = agent_status_build(&f->rep, s2, T0 + 90000);
 	assert_false(agent_status_differs(s2, s3));
 	assert_string_equal(jx_str_or(s3, "lastError.time", ""),
-			    jx_str_or(s2, "lastError.time", "x"));
+	                    jx_str_or(s2, "lastError.time", "x"));
 	json_decref(s1);
 	json_decref(s2);
 	json_decref(s3);
@@ -378,7 +375,7 @@ static void test_agent_status_build_driver_change(void **state)
 	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "False InstallerRunning");
 	assert_string_equal(cond(s, "Ready", c, sizeof(c)), "False DriverNotReady");
 	assert_string_equal(jx_str_or(s, "maintenance.message", ""),
-			    "installer pid 42 still running");
+	                    "installer pid 42 still running");
 	json_decref(s);
 	f->rep.drv.phase = HOST_DRV_FAILED;
 	f->rep.drv.err = NV_E_IO;
@@ -392,7 +389,7 @@ static void test_agent_status_build_driver_change(void **state)
 static void test_agent_spec_parse_validation(void **state)
 {
 	struct fixture *f = fixture_new(",\"validation\":{\"id\":\"c-1\",\"timeoutSeconds\":60,"
-					"\"args\":[\"-b\",\"8G\"]}");
+	                                "\"args\":[\"-b\",\"8G\"]}");
 
 	(void)state;
 	assert_true(f->spec.has_validation);
@@ -466,17 +463,17 @@ static void test_agent_status_build_validation(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_agent_spec_parse_full),
-		cmocka_unit_test(test_agent_spec_parse_channel_allocation_mode),
-		cmocka_unit_test(test_agent_spec_parse_bad_imex_keeps_driver),
-		cmocka_unit_test(test_agent_spec_parse_refused_whole),
-		cmocka_unit_test(test_agent_status_build_healthy),
-		cmocka_unit_test(test_agent_status_build_stable_and_transitions),
-		cmocka_unit_test(test_agent_status_differs_ignores_heartbeat),
-		cmocka_unit_test(test_agent_status_build_imex_faults),
-		cmocka_unit_test(test_agent_status_build_driver_change),
-		cmocka_unit_test(test_agent_spec_parse_validation),
-		cmocka_unit_test(test_agent_status_build_validation),
+	        cmocka_unit_test(test_agent_spec_parse_full),
+	        cmocka_unit_test(test_agent_spec_parse_channel_allocation_mode),
+	        cmocka_unit_test(test_agent_spec_parse_bad_imex_keeps_driver),
+	        cmocka_unit_test(test_agent_spec_parse_refused_whole),
+	        cmocka_unit_test(test_agent_status_build_healthy),
+	        cmocka_unit_test(test_agent_status_build_stable_and_transitions),
+	        cmocka_unit_test(test_agent_status_differs_ignores_heartbeat),
+	        cmocka_unit_test(test_agent_status_build_imex_faults),
+	        cmocka_unit_test(test_agent_status_build_driver_change),
+	        cmocka_unit_test(test_agent_spec_parse_validation),
+	        cmocka_unit_test(test_agent_status_build_validation),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,16 +70,16 @@ static inline void test_show(const struct api_errors *e)
 
 /* Parses obj with fn and checks that it fails with an error at path whose
  * message contains msg. */
-#define TEST_REJECTS(fn, type, obj, path, msg)                                \
-	do {                                                                  \
-		struct api_errors e_;                                         \
-		type *x_ = NULL;                                              \
-		api_errors_init(&e_);                                         \
-		assert_int_equal(fn((obj), &x_, &e_), NV_E_INVALID_OBJECT);   \
-		assert_null(x_);                                              \
-		if (!api_errors_has(&e_, (path), (msg)))                      \
-			test_show(&e_);                                       \
-		assert_true(api_errors_has(&e_, (path), (msg)));              \
+#define TEST_REJECTS(fn, type, obj, path, msg)                                                     \
+	do {                                                                                       \
+		struct api_errors e_;                                                              \
+		type *x_ = NULL;                                                                   \
+		api_errors_init(&e_);                                                              \
+		assert_int_equal(fn((obj), &x_, &e_), NV_E_INVALID_OBJECT);                        \
+		assert_null(x_);                                                                   \
+		if (!api_errors_has(&e_, (path), (msg)))                                           \
+			test_show(&e_);                                                            \
+		assert_true(api_errors_has(&e_, (path), (msg)));                                   \
 	} while (0)
 
 #endif

@@ -19,18 +19,18 @@
 #include "nvl72/api_upgrade.h"
 
 // Defines name(path): the object parsed from a data file, which must be valid.
-#define DEFINE_LOAD(name, type, fn)                                 \
-	static type *name(const char *path)                         \
-	{                                                           \
-		json_t *j = test_load(path);                        \
-		struct api_errors e;                                \
-		type *out = NULL;                                   \
-		api_errors_init(&e);                                \
-		enum nv_err rc = fn(j, &out, &e);                   \
-		test_show(&e);                                      \
-		assert_int_equal(rc, NV_OK);                        \
-		json_decref(j);                                     \
-		return out;                                         \
+#define DEFINE_LOAD(name, type, fn)                                                                \
+	static type *name(const char *path)                                                        \
+	{                                                                                          \
+		json_t *j = test_load(path);                                                       \
+		struct api_errors e;                                                               \
+		type *out = NULL;                                                                  \
+		api_errors_init(&e);                                                               \
+		enum nv_err rc = fn(j, &out, &e);                                                  \
+		test_show(&e);                                                                     \
+		assert_int_equal(rc, NV_OK);                                                       \
+		json_decref(j);                                                                    \
+		return out;                                                                        \
 	}
 
 DEFINE_LOAD(load_rack, struct api_rack, api_rack_parse)
@@ -61,7 +61,7 @@ static struct api_rack *rack_other(const struct api_rack *r)
 		snprintf(o->compute[i].node, sizeof(o->compute[i].node), "r08-t%02u", i + 1);
 	for (unsigned i = 0; i < o->nswitch; i++)
 		snprintf(o->switches[i].oob_address, sizeof(o->switches[i].oob_address),
-			 "10.40.8.%u", 101 + i);
+		         "10.40.8.%u", 101 + i);
 	return o;
 }
 
@@ -78,10 +78,11 @@ static void test_api_rack_check_unique_node_in_two_racks(void **state)
 	memcpy(o->switches[0].oob_address, r->switches[0].oob_address,
 	       sizeof(o->switches[0].oob_address));
 	assert_int_equal(api_rack_check_unique(r, others, 2, &e), NV_E_INVALID_OBJECT);
-	assert_true(api_errors_has(&e, "spec.computeTrays[4].node",
-				   "node \"gb300-r07-t05\" is already tray 5 of rack \"gb300-r08\""));
+	assert_true(
+	        api_errors_has(&e, "spec.computeTrays[4].node",
+	                       "node \"gb300-r07-t05\" is already tray 5 of rack \"gb300-r08\""));
 	assert_true(api_errors_has(&e, "spec.switchTrays[0].oobAddress",
-				   "is already switch tray 1 of rack \"gb300-r08\""));
+	                           "is already switch tray 1 of rack \"gb300-r08\""));
 	assert_int_equal(e.n, 2);
 	free(o);
 	api_rack_free(r);
@@ -98,8 +99,9 @@ static void test_api_rack_check_matrix_stack_and_platform(void **state)
 	snprintf(r->matrix_stack, sizeof(r->matrix_stack), "gb300-r999");
 	r->platform = MATRIX_GB200;
 	assert_int_equal(api_rack_check_matrix(r, m, &e), NV_E_INVALID_OBJECT);
-	assert_true(api_errors_has(&e, "spec.matrix.stack",
-				   "stack \"gb300-r999\" is not in CompatibilityMatrix \"gb300-2026.10\""));
+	assert_true(api_errors_has(
+	        &e, "spec.matrix.stack",
+	        "stack \"gb300-r999\" is not in CompatibilityMatrix \"gb300-2026.10\""));
 	assert_true(api_errors_has(&e, "spec.platform", "rack is gb200"));
 	api_errors_init(&e);
 	assert_int_equal(api_rack_check_matrix(r, NULL, &e), NV_E_INVALID_OBJECT);
@@ -112,16 +114,19 @@ static void test_api_rack_partition_check_overlap(void **state)
 {
 	(void)state;
 	struct api_rack *r = rack_load();
-	struct api_rack_partition *a = load_partition("tests/data/api/rackpartition-gb300-r07-a.json");
-	struct api_rack_partition *b = load_partition("tests/data/api/rackpartition-gb300-r07-b.json");
+	struct api_rack_partition *a =
+	        load_partition("tests/data/api/rackpartition-gb300-r07-a.json");
+	struct api_rack_partition *b =
+	        load_partition("tests/data/api/rackpartition-gb300-r07-b.json");
 	const struct api_rack_partition *others[] = {a, b};
 	struct api_errors e;
 	api_errors_init(&e);
 	assert_int_equal(api_rack_partition_check(b, r, others, 2, &e), NV_OK);
 	b->trays |= 1u << 9;
 	assert_int_equal(api_rack_partition_check(b, r, others, 2, &e), NV_E_INVALID_OBJECT);
-	assert_true(api_errors_has(&e, "spec.trays",
-				   "tray 9 of rack \"gb300-r07\" is already in partition \"gb300-r07-a\""));
+	assert_true(api_errors_has(
+	        &e, "spec.trays",
+	        "tray 9 of rack \"gb300-r07\" is already in partition \"gb300-r07-a\""));
 	// Another rack's partition with the same trays is no overlap.
 	api_errors_init(&e);
 	snprintf(a->rack, sizeof(a->rack), "gb300-r08");
@@ -143,8 +148,9 @@ static void test_api_compute_tray_check_rack_lists_it(void **state)
 	assert_int_equal(api_compute_tray_check_rack(t, r, &e), NV_OK);
 	snprintf(t->node, sizeof(t->node), "gb300-r07-t04");
 	assert_int_equal(api_compute_tray_check_rack(t, r, &e), NV_E_INVALID_OBJECT);
-	assert_true(api_errors_has(&e, "spec.node",
-				   "rack \"gb300-r07\" puts node \"gb300-r07-t03\" at tray 3, not \"gb300-r07-t04\""));
+	assert_true(api_errors_has(
+	        &e, "spec.node",
+	        "rack \"gb300-r07\" puts node \"gb300-r07-t03\" at tray 3, not \"gb300-r07-t04\""));
 	api_errors_init(&e);
 	assert_int_equal(api_compute_tray_check_rack(t, NULL, &e), NV_E_INVALID_OBJECT);
 	assert_true(api_errors_has(&e, "spec.rack", "does not exist"));
@@ -156,35 +162,38 @@ static void test_api_rack_upgrade_check_matrix_moves(void **state)
 {
 	(void)state;
 	struct matrix *m = matrix_load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
-	struct api_rack_upgrade *u = load_upgrade("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	struct api_rack_upgrade *u =
+	        load_upgrade("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
 	struct api_errors e;
 	api_errors_init(&e);
 	const char *from_ok[] = {"gb300-r580-159", "gb300-r580-159", "gb300-r580-173"};
 	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_ok, 3, 0, &e), NV_OK);
 	const char *from_old[] = {"gb300-r580-95"};
 	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_old, 1, 0, &e),
-			 NV_E_INVALID_OBJECT);
+	                 NV_E_INVALID_OBJECT);
 	assert_true(api_errors_has(&e, "spec.target.stack",
-				   "no allowed move from \"gb300-r580-95\": gb300-r580-95 -> gb300-r580-173 is listed as blocked"));
+	                           "no allowed move from \"gb300-r580-95\": gb300-r580-95 -> "
+	                           "gb300-r580-173 is listed as blocked"));
 	api_errors_init(&e);
-	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_old, 1,
-						       MATRIX_PLAN_MULTI_HOP, &e), NV_OK);
+	assert_int_equal(
+	        api_rack_upgrade_check_matrix(u, m, from_old, 1, MATRIX_PLAN_MULTI_HOP, &e), NV_OK);
 	const char *from_bad[] = {"gb300-r123", NULL};
 	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_bad, 2, 0, &e),
-			 NV_E_INVALID_OBJECT);
+	                 NV_E_INVALID_OBJECT);
 	assert_true(api_errors_has(&e, "spec.target.stack",
-				   "the rack runs stack \"gb300-r123\", which is not in"));
+	                           "the rack runs stack \"gb300-r123\", which is not in"));
 	assert_true(api_errors_has(&e, "spec.target.stack", "runs no stack of the matrix"));
 	api_errors_init(&e);
 	snprintf(u->target_stack, sizeof(u->target_stack), "gb300-r580-999");
 	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_ok, 1, 0, &e),
-			 NV_E_INVALID_OBJECT);
-	assert_true(api_errors_has(&e, "spec.target.stack",
-				   "stack \"gb300-r580-999\" is not in CompatibilityMatrix \"gb300-2026.10\""));
+	                 NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(
+	        &e, "spec.target.stack",
+	        "stack \"gb300-r580-999\" is not in CompatibilityMatrix \"gb300-2026.10\""));
 	api_errors_init(&e);
 	snprintf(u->target_matrix, sizeof(u->target_matrix), "gb300-2026.07");
 	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from_ok, 1, 0, &e),
-			 NV_E_INVALID_OBJECT);
+	                 NV_E_INVALID_OBJECT);
 	assert_true(api_errors_has(&e, "spec.target.matrix", "does not exist"));
 	api_rack_upgrade_free(u);
 	matrix_free(m);
@@ -194,17 +203,17 @@ static void test_api_rack_upgrade_check_matrix_cves(void **state)
 {
 	(void)state;
 	struct matrix *m = matrix_load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
-	struct api_rack_upgrade *u = load_upgrade("tests/data/api/rackupgrade-gb300-r07-cve-2026-24101.json");
+	struct api_rack_upgrade *u =
+	        load_upgrade("tests/data/api/rackupgrade-gb300-r07-cve-2026-24101.json");
 	struct api_errors e;
 	api_errors_init(&e);
 	const char *from[] = {"gb300-r580-95"};
 	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from, 1, 0, &e), NV_OK);
 	snprintf(u->cves[1], sizeof(u->cves[1]), "CVE-2026-99999");
 	u->ncves = 2;
-	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from, 1, 0, &e),
-			 NV_E_INVALID_OBJECT);
+	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from, 1, 0, &e), NV_E_INVALID_OBJECT);
 	assert_true(api_errors_has(&e, "spec.cves[1]",
-				   "CVE-2026-99999 is not fixed by stack \"gb300-r580-159\""));
+	                           "CVE-2026-99999 is not fixed by stack \"gb300-r580-159\""));
 	assert_int_equal(e.n, 1);
 	api_rack_upgrade_free(u);
 	matrix_free(m);
@@ -229,10 +238,10 @@ static void test_api_rack_upgrade_check_matrix_intermediate(void **state)
 	const char *from[] = {"s1"};
 	struct api_errors e;
 	api_errors_init(&e);
-	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from, 1, 0, &e),
-			 NV_E_INVALID_OBJECT);
-	assert_true(api_errors_has(&e, "spec.target.stack",
-				   "s1 -> s6: the tuple after step 1 (kubernetes) is not a stack of this matrix"));
+	assert_int_equal(api_rack_upgrade_check_matrix(u, m, from, 1, 0, &e), NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(
+	        &e, "spec.target.stack",
+	        "s1 -> s6: the tuple after step 1 (kubernetes) is not a stack of this matrix"));
 	free(u);
 	matrix_free(m);
 }
@@ -240,8 +249,10 @@ static void test_api_rack_upgrade_check_matrix_intermediate(void **state)
 static void test_api_upgrade_approval_check_rules(void **state)
 {
 	(void)state;
-	struct api_rack_upgrade *u = load_upgrade("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
-	struct api_upgrade_approval *a = load_approval("tests/data/api/upgradeapproval-gb300-r07-r580-173-fabric.json");
+	struct api_rack_upgrade *u =
+	        load_upgrade("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	struct api_upgrade_approval *a =
+	        load_approval("tests/data/api/upgradeapproval-gb300-r07-r580-173-fabric.json");
 	struct api_rack_upgrade_status *us = calloc(1, sizeof(*us));
 	struct api_errors e;
 	api_errors_init(&e);
@@ -256,7 +267,7 @@ static void test_api_upgrade_approval_check_rules(void **state)
 	api_errors_init(&e);
 	assert_int_equal(api_upgrade_approval_check(a, NULL, us, &e), NV_E_INVALID_OBJECT);
 	assert_true(api_errors_has(&e, "spec.upgrade",
-				   "RackUpgrade \"gb300-r07-r580-173\" does not exist"));
+	                           "RackUpgrade \"gb300-r07-r580-173\" does not exist"));
 	free(us);
 	api_upgrade_approval_free(a);
 	api_rack_upgrade_free(u);
@@ -265,14 +276,14 @@ static void test_api_upgrade_approval_check_rules(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_api_rack_check_unique_node_in_two_racks),
-		cmocka_unit_test(test_api_rack_check_matrix_stack_and_platform),
-		cmocka_unit_test(test_api_rack_partition_check_overlap),
-		cmocka_unit_test(test_api_compute_tray_check_rack_lists_it),
-		cmocka_unit_test(test_api_rack_upgrade_check_matrix_moves),
-		cmocka_unit_test(test_api_rack_upgrade_check_matrix_cves),
-		cmocka_unit_test(test_api_rack_upgrade_check_matrix_intermediate),
-		cmocka_unit_test(test_api_upgrade_approval_check_rules),
+	        cmocka_unit_test(test_api_rack_check_unique_node_in_two_racks),
+	        cmocka_unit_test(test_api_rack_check_matrix_stack_and_platform),
+	        cmocka_unit_test(test_api_rack_partition_check_overlap),
+	        cmocka_unit_test(test_api_compute_tray_check_rack_lists_it),
+	        cmocka_unit_test(test_api_rack_upgrade_check_matrix_moves),
+	        cmocka_unit_test(test_api_rack_upgrade_check_matrix_cves),
+	        cmocka_unit_test(test_api_rack_upgrade_check_matrix_intermediate),
+	        cmocka_unit_test(test_api_upgrade_approval_check_rules),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,9 +15,9 @@
 #define PART_A "tests/data/api/rackpartition-gb300-r07-a.json"
 #define DOMAIN "tests/data/api/computedomain-llm-pretrain.json"
 
-#define PART_REJECTS(obj, path, msg) \
+#define PART_REJECTS(obj, path, msg)                                                               \
 	TEST_REJECTS(api_rack_partition_parse, struct api_rack_partition, obj, path, msg)
-#define CD_REJECTS(obj, path, msg) \
+#define CD_REJECTS(obj, path, msg)                                                                 \
 	TEST_REJECTS(api_compute_domain_parse, struct api_compute_domain, obj, path, msg)
 
 static void test_api_rack_partition_parse_sample(void **state)
@@ -124,7 +124,7 @@ static void test_api_compute_domain_check_selector(void **state)
 	d->num_nodes = 10;
 	assert_int_equal(api_compute_domain_check(d, &rack, p, &e), NV_E_INVALID_OBJECT);
 	assert_true(api_errors_has(&e, "spec.numNodes",
-				   "must be at most 9: the selected partition has 9 trays"));
+	                           "must be at most 9: the selected partition has 9 trays"));
 	api_errors_init(&e);
 	d->num_nodes = 8;
 	assert_int_equal(api_compute_domain_check(d, NULL, NULL, &e), NV_E_INVALID_OBJECT);
@@ -134,7 +134,7 @@ static void test_api_compute_domain_check_selector(void **state)
 	memcpy(p->rack, "gb300-r08", 10);
 	assert_int_equal(api_compute_domain_check(d, &rack, p, &e), NV_E_INVALID_OBJECT);
 	assert_true(api_errors_has(&e, "spec.selector.partition",
-				   "belongs to rack \"gb300-r08\", not \"gb300-r07\""));
+	                           "belongs to rack \"gb300-r08\", not \"gb300-r07\""));
 	api_compute_domain_free(d);
 	api_rack_partition_free(p);
 	json_decref(jd);
@@ -144,12 +144,12 @@ static void test_api_compute_domain_check_selector(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_api_rack_partition_parse_sample),
-		cmocka_unit_test(test_api_rack_partition_parse_errors),
-		cmocka_unit_test(test_api_compute_domain_parse_sample),
-		cmocka_unit_test(test_api_compute_domain_parse_errors),
-		cmocka_unit_test(test_api_compute_domain_parse_replace_failed_nodes),
-		cmocka_unit_test(test_api_compute_domain_check_selector),
+	        cmocka_unit_test(test_api_rack_partition_parse_sample),
+	        cmocka_unit_test(test_api_rack_partition_parse_errors),
+	        cmocka_unit_test(test_api_compute_domain_parse_sample),
+	        cmocka_unit_test(test_api_compute_domain_parse_errors),
+	        cmocka_unit_test(test_api_compute_domain_parse_replace_failed_nodes),
+	        cmocka_unit_test(test_api_compute_domain_check_selector),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

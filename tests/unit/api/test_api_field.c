@@ -53,8 +53,8 @@ static void test_api_get_duration_forms(void **state)
 	struct api_ctx c;
 	api_errors_init(&e);
 	api_ctx_init(&c, &e);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "a", "1h30m", "b", "90s",
-			      "c", "30m1h", "d", "100000h", "e", "0s");
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "a", "1h30m", "b", "90s", "c", "30m1h",
+	                      "d", "100000h", "e", "0s");
 	int64_t ms = 0;
 	assert_true(api_get_duration(&c, o, "a", &ms));
 	assert_int_equal(ms, 90 * 60000);
@@ -98,22 +98,21 @@ static void test_api_enum_tables_match_matrix(void **state)
 	(void)state;
 	for (unsigned i = 0; i < MATRIX_C__COUNT; i++)
 		assert_string_equal(api_component_names[i],
-				    matrix_component_name((enum matrix_component)i));
+		                    matrix_component_name((enum matrix_component)i));
 	for (unsigned i = 0; i < MATRIX_L__COUNT; i++)
-		assert_string_equal(api_layer_names[i],
-				    matrix_layer_name((enum matrix_layer)i));
+		assert_string_equal(api_layer_names[i], matrix_layer_name((enum matrix_layer)i));
 	for (unsigned i = 0; i < 3; i++)
 		assert_string_equal(api_platform_names[i],
-				    matrix_platform_name((enum matrix_platform)i));
+		                    matrix_platform_name((enum matrix_platform)i));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_api_str_matches_patterns),
-		cmocka_unit_test(test_api_get_duration_forms),
-		cmocka_unit_test(test_api_path_push_pop),
-		cmocka_unit_test(test_api_enum_tables_match_matrix),
+	        cmocka_unit_test(test_api_str_matches_patterns),
+	        cmocka_unit_test(test_api_get_duration_forms),
+	        cmocka_unit_test(test_api_path_push_pop),
+	        cmocka_unit_test(test_api_enum_tables_match_matrix),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

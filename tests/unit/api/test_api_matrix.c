@@ -25,8 +25,7 @@ static int teardown(void **state)
 	return 0;
 }
 
-#define REJECTS(obj, path, msg) \
-	TEST_REJECTS(api_matrix_parse, struct matrix, obj, path, msg)
+#define REJECTS(obj, path, msg) TEST_REJECTS(api_matrix_parse, struct matrix, obj, path, msg)
 
 static void test_api_matrix_parse_sample(void **state)
 {
@@ -53,14 +52,14 @@ static void test_api_matrix_parse_driver_rules(void **state)
 {
 	test_set(*state, "spec.stacks[1].components.driver.version", json_string("581.1.1"));
 	REJECTS(*state, "spec.stacks[1].components.driver.version",
-		"driver.version must belong to driver.branch (580.x for R580)");
+	        "driver.version must belong to driver.branch (580.x for R580)");
 	test_set(*state, "spec.stacks[1].components.driver.version", json_string("615.23"));
 	test_set(*state, "spec.stacks[1].components.driver.branch", json_string("R615"));
 	test_set(*state, "spec.stacks[1].components.driver.flavour", json_string("proprietary"));
 	REJECTS(*state, "spec.stacks[1].components.driver.flavour",
-		"driver.flavour must be open from branch R615 on");
+	        "driver.flavour must be open from branch R615 on");
 	REJECTS(*state, "spec.stacks[1].components.imex",
-		"components.imex must equal components.driver.version");
+	        "components.imex must equal components.driver.version");
 	test_set(*state, "spec.stacks[1].components.driver", NULL);
 	REJECTS(*state, "spec.stacks[1].components.driver", "is required");
 }
@@ -68,8 +67,7 @@ static void test_api_matrix_parse_driver_rules(void **state)
 static void test_api_matrix_parse_component_formats(void **state)
 {
 	test_set(*state, "spec.stacks[0].components.kubernetes", json_string("2.0"));
-	REJECTS(*state, "spec.stacks[0].components.kubernetes",
-		"must be a Kubernetes version");
+	REJECTS(*state, "spec.stacks[0].components.kubernetes", "must be a Kubernetes version");
 	test_set(*state, "spec.stacks[0].components.kubernetes", json_string("1.34.2"));
 	test_set(*state, "spec.stacks[0].components.kernel.pageSize", json_string("16k"));
 	REJECTS(*state, "spec.stacks[0].components.kernel.pageSize", "must be one of: 4k, 64k");
@@ -102,14 +100,14 @@ static void test_api_matrix_parse_gate(void **state)
 {
 	test_set(*state, "spec.stacks[0].gate.ncclAllReduce.floorGBps", json_integer(0));
 	REJECTS(*state, "spec.stacks[0].gate.ncclAllReduce.floorGBps",
-		"must be between 1 and 100000");
+	        "must be between 1 and 100000");
 	test_set(*state, "spec.stacks[0].gate.ncclAllReduce.floorGBps", json_integer(500));
 	test_set(*state, "spec.stacks[0].gate.soak", json_string("1d"));
 	REJECTS(*state, "spec.stacks[0].gate.soak", "must be a duration");
 	test_set(*state, "spec.stacks[0].gate.soak", json_string("1h30m"));
 	test_set(*state, "spec.stacks[0].gate.ncclAllReduce.tolerancePercent", json_integer(60));
 	REJECTS(*state, "spec.stacks[0].gate.ncclAllReduce.tolerancePercent",
-		"must be between 0 and 50");
+	        "must be between 0 and 50");
 }
 
 static void test_api_matrix_parse_stack_names(void **state)
@@ -133,7 +131,7 @@ static void test_api_matrix_parse_transition_rules(void **state)
 	test_set(*state, "spec.transitions[0].from", json_string("gb300-r580-95"));
 	test_set(*state, "spec.transitions[0].steps", NULL);
 	REJECTS(*state, "spec.transitions[0].steps",
-		"safe and manual transitions must list their ordered steps");
+	        "safe and manual transitions must list their ordered steps");
 	test_set(*state, "spec.transitions[0].verdict", json_string("blocked"));
 	test_set(*state, "spec.transitions[0].notes", NULL);
 	REJECTS(*state, "spec.transitions[0].notes", "a blocked transition must explain itself");
@@ -145,14 +143,14 @@ static void test_api_matrix_parse_step_rules(void **state)
 {
 	test_set(*state, "spec.transitions[4].steps[1].components[0]", json_string("nvos"));
 	REJECTS(*state, "spec.transitions[4].steps[1].components[0]",
-		"each component may appear in only one step");
+	        "each component may appear in only one step");
 	test_set(*state, "spec.transitions[4].steps[1].components[0]", json_string("imex"));
 	REJECTS(*state, "spec.transitions[4].steps[1].components[0]", "must be one of");
 	test_set(*state, "spec.transitions[4].steps[1].components[0]", json_string("driver"));
 	test_set(*state, "spec.transitions[1].from", json_string("gb300-r580-95"));
 	test_set(*state, "spec.transitions[1].to", json_string("gb300-r580-159"));
 	REJECTS(*state, "spec.transitions[1]",
-		"each (from, to) pair may appear only once (also spec.transitions[0])");
+	        "each (from, to) pair may appear only once (also spec.transitions[0])");
 }
 
 static void test_api_matrix_parse_intermediate_not_a_stack(void **state)
@@ -161,24 +159,25 @@ static void test_api_matrix_parse_intermediate_not_a_stack(void **state)
 	// gb300-r580-159 lands on a tuple no stack has.
 	test_set(*state, "spec.stacks[2].components.doca", json_string("3.9.9"));
 	REJECTS(*state, "spec.transitions[4].steps",
-		"gb300-r580-159 -> gb300-r580-173: the tuple after step 1 (nvos,switchTrayFirmware,nmx) is not a stack of this matrix");
+	        "gb300-r580-159 -> gb300-r580-173: the tuple after step 1 "
+	        "(nvos,switchTrayFirmware,nmx) is not a stack of this matrix");
 	REJECTS(*state, "spec.transitions[2].steps",
-		"gb300-r580-159 -> gb300-nvos2508-r580-159: no step moves doca");
+	        "gb300-r580-159 -> gb300-nvos2508-r580-159: no step moves doca");
 }
 
 int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_api_matrix_parse_sample),
-		T(test_api_matrix_parse_driver_rules),
-		T(test_api_matrix_parse_component_formats),
-		T(test_api_matrix_parse_workloads_and_cves),
-		T(test_api_matrix_parse_gate),
-		T(test_api_matrix_parse_stack_names),
-		T(test_api_matrix_parse_transition_rules),
-		T(test_api_matrix_parse_step_rules),
-		T(test_api_matrix_parse_intermediate_not_a_stack),
+	        T(test_api_matrix_parse_sample),
+	        T(test_api_matrix_parse_driver_rules),
+	        T(test_api_matrix_parse_component_formats),
+	        T(test_api_matrix_parse_workloads_and_cves),
+	        T(test_api_matrix_parse_gate),
+	        T(test_api_matrix_parse_stack_names),
+	        T(test_api_matrix_parse_transition_rules),
+	        T(test_api_matrix_parse_step_rules),
+	        T(test_api_matrix_parse_intermediate_not_a_stack),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

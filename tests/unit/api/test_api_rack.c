@@ -26,8 +26,7 @@ static int teardown(void **state)
 	return 0;
 }
 
-#define REJECTS(obj, path, msg) \
-	TEST_REJECTS(api_rack_parse, struct api_rack, obj, path, msg)
+#define REJECTS(obj, path, msg) TEST_REJECTS(api_rack_parse, struct api_rack, obj, path, msg)
 
 static void test_api_rack_parse_sample(void **state)
 {
@@ -49,7 +48,7 @@ static void test_api_rack_parse_sample(void **state)
 	assert_int_equal(r->windows[0].end_min, 4 * 60);
 	assert_int_equal(r->windows[0].days, 0x0e); // Tue, Wed, Thu
 	assert_int_equal(r->windows[1].layers,
-			 MATRIX_BIT(MATRIX_L_NODE) | MATRIX_BIT(MATRIX_L_KUBERNETES));
+	                 MATRIX_BIT(MATRIX_L_NODE) | MATRIX_BIT(MATRIX_L_KUBERNETES));
 	assert_int_equal(r->nfreezes, 1);
 	assert_true(r->freezes[0].end_ms > r->freezes[0].start_ms);
 	assert_int_equal(r->policy.drain_mode, API_DRAIN_CHECKPOINT);
@@ -101,9 +100,9 @@ static void test_api_rack_parse_tray_count(void **state)
 static void test_api_rack_parse_tray_node_unique(void **state)
 {
 	json_t *j = *state;
-	const char *n0 = json_string_value(
-		json_object_get(json_array_get(json_object_get(json_object_get(j, "spec"),
-							       "computeTrays"), 0), "node"));
+	const char *n0 = json_string_value(json_object_get(
+	        json_array_get(json_object_get(json_object_get(j, "spec"), "computeTrays"), 0),
+	        "node"));
 	test_set(j, "spec.computeTrays[5].node", json_string(n0));
 	REJECTS(j, "spec.computeTrays[5].node", "must be unique");
 }
@@ -136,11 +135,10 @@ static void test_api_rack_parse_policy_rules(void **state)
 {
 	test_set(*state, "spec.policy.minHealthyTrays", json_integer(17));
 	REJECTS(*state, "spec.policy.minHealthyTrays",
-		"must not exceed 18, the number of compute trays");
+	        "must not exceed 18, the number of compute trays");
 	test_set(*state, "spec.policy.minHealthyTrays", json_integer(10));
 	test_set(*state, "spec.policy.maxUnavailableTrays", json_integer(3));
-	REJECTS(*state, "spec.policy.maxUnavailableTrays",
-		"must not exceed degradedThreshold");
+	REJECTS(*state, "spec.policy.maxUnavailableTrays", "must not exceed degradedThreshold");
 	test_set(*state, "spec.policy.drain.mode", json_string("Kill"));
 	REJECTS(*state, "spec.policy.drain.mode", "must be one of: Evict, Checkpoint");
 }
@@ -150,8 +148,7 @@ static void test_api_rack_parse_windows(void **state)
 	test_set(*state, "spec.maintenance.windows[0].start", json_string("25:00"));
 	REJECTS(*state, "spec.maintenance.windows[0].start", "must be a time of day");
 	test_set(*state, "spec.maintenance.windows[0].start", json_string("04:00"));
-	REJECTS(*state, "spec.maintenance.windows[0].end",
-		"window end must differ from start");
+	REJECTS(*state, "spec.maintenance.windows[0].end", "window end must differ from start");
 	json_t *days = json_pack("[ss]", "Monday", "Monday");
 	test_set(*state, "spec.maintenance.windows[1].days", days);
 	REJECTS(*state, "spec.maintenance.windows[1].days[1]", "duplicate value");
@@ -161,13 +158,10 @@ static void test_api_rack_parse_windows(void **state)
 
 static void test_api_rack_parse_freezes(void **state)
 {
-	test_set(*state, "spec.maintenance.freezes[0].end",
-		 json_string("2026-12-01T00:00:00Z"));
-	REJECTS(*state, "spec.maintenance.freezes[0].end",
-		"freeze end must be after start");
+	test_set(*state, "spec.maintenance.freezes[0].end", json_string("2026-12-01T00:00:00Z"));
+	REJECTS(*state, "spec.maintenance.freezes[0].end", "freeze end must be after start");
 	test_set(*state, "spec.maintenance.freezes[0].start", json_string("tomorrow"));
-	REJECTS(*state, "spec.maintenance.freezes[0].start",
-		"must be an RFC 3339 date-time");
+	REJECTS(*state, "spec.maintenance.freezes[0].start", "must be an RFC 3339 date-time");
 }
 
 static void test_api_rack_parse_responsibilities(void **state)
@@ -209,10 +203,12 @@ static void test_api_rack_parse_collects_all(void **state)
 	struct buf b;
 	buf_init(&b, 4096);
 	assert_int_equal(api_errors_format(&e, &b), NV_OK);
-	assert_string_equal(buf_str(&b),
-			    "spec.chassisSerial: must be a serial (letters, digits, '.', '_' and '-'); "
-			    "spec.computeTrays[0].node: must not be empty; "
-			    "spec.computeTrays[9].serial: must be a serial (letters, digits, '.', '_' and '-')");
+	assert_string_equal(
+	        buf_str(&b),
+	        "spec.chassisSerial: must be a serial (letters, digits, '.', '_' and '-'); "
+	        "spec.computeTrays[0].node: must not be empty; "
+	        "spec.computeTrays[9].serial: must be a serial (letters, digits, '.', '_' and "
+	        "'-')");
 	buf_clear(&b);
 	api_errors_init(&e);
 	json_t *arr = json_array();
@@ -225,21 +221,21 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_api_rack_parse_sample),
-		T(test_api_rack_parse_defaults),
-		T(test_api_rack_parse_tray_node_empty),
-		T(test_api_rack_parse_tray_node_type),
-		T(test_api_rack_parse_tray_count),
-		T(test_api_rack_parse_tray_node_unique),
-		T(test_api_rack_parse_tray_index),
-		T(test_api_rack_parse_switch_tray),
-		T(test_api_rack_parse_platform_and_matrix),
-		T(test_api_rack_parse_policy_rules),
-		T(test_api_rack_parse_windows),
-		T(test_api_rack_parse_freezes),
-		T(test_api_rack_parse_responsibilities),
-		T(test_api_rack_parse_metadata),
-		T(test_api_rack_parse_collects_all),
+	        T(test_api_rack_parse_sample),
+	        T(test_api_rack_parse_defaults),
+	        T(test_api_rack_parse_tray_node_empty),
+	        T(test_api_rack_parse_tray_node_type),
+	        T(test_api_rack_parse_tray_count),
+	        T(test_api_rack_parse_tray_node_unique),
+	        T(test_api_rack_parse_tray_index),
+	        T(test_api_rack_parse_switch_tray),
+	        T(test_api_rack_parse_platform_and_matrix),
+	        T(test_api_rack_parse_policy_rules),
+	        T(test_api_rack_parse_windows),
+	        T(test_api_rack_parse_freezes),
+	        T(test_api_rack_parse_responsibilities),
+	        T(test_api_rack_parse_metadata),
+	        T(test_api_rack_parse_collects_all),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -54,12 +54,14 @@ static void test_api_rack_status_to_json_fields(void **state)
 	memcpy(s->conditions[0].reason, "TrayDown", 9);
 	char *txt = dump_take(api_rack_status_to_json(s));
 	assert_non_null(strstr(txt, "\"observedGeneration\":4"));
-	assert_non_null(strstr(txt, "\"versionSkew\":[{\"component\":\"driver\",\"versions\":[\"580.95.05\",\"580.159.03\"]}]"));
+	assert_non_null(strstr(txt, "\"versionSkew\":[{\"component\":\"driver\",\"versions\":["
+	                            "\"580.95.05\",\"580.159.03\"]}]"));
 	assert_non_null(strstr(txt, "\"state\":\"Degraded\""));
 	assert_non_null(strstr(txt, "\"trays\":[1,18]"));
 	assert_non_null(strstr(txt, "\"readyTrays\":17"));
 	assert_non_null(strstr(txt, "{\"lastTransitionTime\":\"2026-11-18T11:06:40Z\""));
-	assert_non_null(strstr(txt, "\"reason\":\"TrayDown\",\"status\":\"False\",\"type\":\"Ready\""));
+	assert_non_null(
+	        strstr(txt, "\"reason\":\"TrayDown\",\"status\":\"False\",\"type\":\"Ready\""));
 	assert_null(strstr(txt, "\"upgrade\""));
 	free(txt);
 	free(s);
@@ -115,8 +117,10 @@ static void test_api_partition_and_domain_status_to_json(void **state)
 	memcpy(d->selector[0].value, "llm-pretrain", 13);
 	txt = dump_take(api_compute_domain_status_to_json(d));
 	assert_non_null(strstr(txt, "\"status\":\"NotReady\""));
-	assert_non_null(strstr(txt, "{\"cliqueID\":\"\",\"index\":0,\"name\":\"gb300-r07-t01\",\"status\":\"NotReady\"}"));
-	assert_non_null(strstr(txt, "\"nodeSelector\":{\"nvl72.io/compute-domain\":\"llm-pretrain\"}"));
+	assert_non_null(strstr(txt, "{\"cliqueID\":\"\",\"index\":0,\"name\":\"gb300-r07-t01\","
+	                            "\"status\":\"NotReady\"}"));
+	assert_non_null(
+	        strstr(txt, "\"nodeSelector\":{\"nvl72.io/compute-domain\":\"llm-pretrain\"}"));
 	free(txt);
 	free(d);
 }
@@ -130,7 +134,8 @@ static void test_api_matrix_and_approval_status_to_json(void **state)
 	m.transition_count = 7;
 	m.racks = 2;
 	char *txt = dump_take(api_matrix_status_to_json(&m));
-	assert_string_equal(txt, "{\"conditions\":[],\"racks\":2,\"stackCount\":4,\"transitionCount\":7}");
+	assert_string_equal(
+	        txt, "{\"conditions\":[],\"racks\":2,\"stackCount\":4,\"transitionCount\":7}");
 	free(txt);
 	struct api_upgrade_approval_status a;
 	memset(&a, 0, sizeof(a));
@@ -174,11 +179,11 @@ static void test_api_errors_add_bounded(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_api_rack_status_to_json_fields),
-		cmocka_unit_test(test_api_compute_tray_status_to_json_fields),
-		cmocka_unit_test(test_api_partition_and_domain_status_to_json),
-		cmocka_unit_test(test_api_matrix_and_approval_status_to_json),
-		cmocka_unit_test(test_api_errors_add_bounded),
+	        cmocka_unit_test(test_api_rack_status_to_json_fields),
+	        cmocka_unit_test(test_api_compute_tray_status_to_json_fields),
+	        cmocka_unit_test(test_api_partition_and_domain_status_to_json),
+	        cmocka_unit_test(test_api_matrix_and_approval_status_to_json),
+	        cmocka_unit_test(test_api_errors_add_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

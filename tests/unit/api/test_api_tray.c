@@ -25,7 +25,7 @@ static int teardown(void **state)
 	return 0;
 }
 
-#define REJECTS(obj, path, msg) \
+#define REJECTS(obj, path, msg)                                                                    \
 	TEST_REJECTS(api_compute_tray_parse, struct api_compute_tray, obj, path, msg)
 
 static void test_api_compute_tray_parse_sample(void **state)
@@ -115,9 +115,9 @@ static void test_api_compute_tray_parse_maintenance(void **state)
 {
 	test_set(*state, "spec.maintenance.state", json_string("Upgrading"));
 	REJECTS(*state, "spec.maintenance.upgrade",
-		"is required when maintenance.state is Upgrading");
-	json_t *up = json_pack("{s:s, s:i, s:[s]}", "name", "gb300-r07-r580-173",
-			       "step", 1, "components", "imex");
+	        "is required when maintenance.state is Upgrading");
+	json_t *up = json_pack("{s:s, s:i, s:[s]}", "name", "gb300-r07-r580-173", "step", 1,
+	                       "components", "imex");
 	test_set(*state, "spec.maintenance.upgrade", up);
 	REJECTS(*state, "spec.maintenance.upgrade.components[0]", "must be one of: nvos");
 	struct api_errors e;
@@ -155,7 +155,7 @@ static void test_api_compute_tray_parse_validation(void **state)
 	struct api_compute_tray *t = NULL;
 
 	test_set(*state, "spec.validation",
-		 json_pack("{s:s, s:[s,s]}", "id", "r07-canary-1", "args", "--partition", "a"));
+	         json_pack("{s:s, s:[s,s]}", "id", "r07-canary-1", "args", "--partition", "a"));
 	api_errors_init(&e);
 	assert_int_equal(api_compute_tray_parse(*state, &t, &e), NV_OK);
 	assert_true(t->has_validation);
@@ -186,10 +186,10 @@ static void test_api_tray_validation_parse_status(void **state)
 	/* No record: phase None, not an error. */
 	assert_int_equal(api_tray_validation_parse(*state, &v, &e), NV_OK);
 	assert_int_equal(v.phase, API_VALIDATION_NONE);
-	st = json_pack("{s:{s:s, s:s, s:f, s:s, s:s, s:s, s:s}}", "validation", "id", "c1",
-		       "phase", "Succeeded", "busBandwidthGbps", 812.5, "transport", "NVLink",
-		       "startTime", "2026-11-29T15:49:51Z", "completionTime",
-		       "2026-11-29T15:50:51Z", "message", "bus bandwidth 812.50 GB/s");
+	st = json_pack("{s:{s:s, s:s, s:f, s:s, s:s, s:s, s:s}}", "validation", "id", "c1", "phase",
+	               "Succeeded", "busBandwidthGbps", 812.5, "transport", "NVLink", "startTime",
+	               "2026-11-29T15:49:51Z", "completionTime", "2026-11-29T15:50:51Z", "message",
+	               "bus bandwidth 812.50 GB/s");
 	test_set(*state, "status", st);
 	assert_int_equal(api_tray_validation_parse(*state, &v, &e), NV_OK);
 	assert_string_equal(v.id, "c1");
@@ -217,15 +217,15 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_api_compute_tray_parse_sample),
-		T(test_api_compute_tray_parse_name_rule),
-		T(test_api_compute_tray_parse_driver),
-		T(test_api_compute_tray_parse_imex),
-		T(test_api_compute_tray_parse_channel_allocation),
-		T(test_api_compute_tray_parse_maintenance),
-		T(test_api_compute_tray_parse_spec_required),
-		T(test_api_compute_tray_parse_validation),
-		T(test_api_tray_validation_parse_status),
+	        T(test_api_compute_tray_parse_sample),
+	        T(test_api_compute_tray_parse_name_rule),
+	        T(test_api_compute_tray_parse_driver),
+	        T(test_api_compute_tray_parse_imex),
+	        T(test_api_compute_tray_parse_channel_allocation),
+	        T(test_api_compute_tray_parse_maintenance),
+	        T(test_api_compute_tray_parse_spec_required),
+	        T(test_api_compute_tray_parse_validation),
+	        T(test_api_tray_validation_parse_status),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

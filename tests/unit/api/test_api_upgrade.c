@@ -17,9 +17,9 @@
 #define SECURITY "tests/data/api/rackupgrade-gb300-r07-cve-2026-24101.json"
 #define APPROVAL "tests/data/api/upgradeapproval-gb300-r07-r580-173-fabric.json"
 
-#define UP_REJECTS(obj, path, msg) \
+#define UP_REJECTS(obj, path, msg)                                                                 \
 	TEST_REJECTS(api_rack_upgrade_parse, struct api_rack_upgrade, obj, path, msg)
-#define AP_REJECTS(obj, path, msg) \
+#define AP_REJECTS(obj, path, msg)                                                                 \
 	TEST_REJECTS(api_upgrade_approval_parse, struct api_upgrade_approval, obj, path, msg)
 
 static void test_api_rack_upgrade_parse_samples(void **state)
@@ -71,8 +71,8 @@ static void test_api_rack_upgrade_parse_target(void **state)
 {
 	(void)state;
 	json_t *j = test_load(ROUTINE);
-	test_set(j, "spec.rackSelector", json_pack("{s:{s:s}}", "matchLabels",
-						     "nvl72.io/fleet", "training"));
+	test_set(j, "spec.rackSelector",
+	         json_pack("{s:{s:s}}", "matchLabels", "nvl72.io/fleet", "training"));
 	UP_REJECTS(j, "spec.rack", "exactly one of rack and rackSelector must be set");
 	test_set(j, "spec.rack", NULL);
 	struct api_errors e;
@@ -133,11 +133,13 @@ static void test_api_rack_upgrade_status_to_json_plan(void **state)
 	s->phase = API_PHASE_CANARY;
 	memcpy(s->from_stack, "gb300-r580-159", 15);
 	s->has_plan = true;
-	assert_int_equal(matrix_plan_build(m, "gb300-r580-159", "gb300-r580-173", 0,
-					   &s->plan), NV_OK);
+	assert_int_equal(matrix_plan_build(m, "gb300-r580-159", "gb300-r580-173", 0, &s->plan),
+	                 NV_OK);
 	s->required_approvals = s->plan.layers;
-	struct api_upgrade_step step = {.index = 0, .action = API_ACT_VALIDATE,
-					 .trays = 0x3fe, .phase = API_STEP_SUCCEEDED};
+	struct api_upgrade_step step = {.index = 0,
+	                                .action = API_ACT_VALIDATE,
+	                                .trays = 0x3fe,
+	                                .phase = API_STEP_SUCCEEDED};
 	step.evidence.set = true;
 	step.evidence.busbw_gbps = 612;
 	step.evidence.floor_gbps = 500;
@@ -169,46 +171,64 @@ static void status_fill(struct api_rack_upgrade_status *s, struct matrix *m)
 	memcpy(s->message, "wave 2 of 4", 12);
 	memcpy(s->from_stack, "gb300-r580-159", 15);
 	s->has_plan = true;
-	assert_int_equal(matrix_plan_build(m, "gb300-r580-159", "gb300-r580-173", 0,
-					   &s->plan), NV_OK);
+	assert_int_equal(matrix_plan_build(m, "gb300-r580-159", "gb300-r580-173", 0, &s->plan),
+	                 NV_OK);
 	s->notice_start_ms = 1794000000000;
 	s->notice_end_ms = 1794259200000;
 	s->required_approvals = MATRIX_BIT(MATRIX_L_FABRIC) | MATRIX_BIT(MATRIX_L_WORKLOAD);
 	s->napprovals = 2;
-	s->approvals[0] = (struct api_upgrade_approval_ref){
-		.layer = MATRIX_L_FABRIC, .name = "a-fabric", .user = "alice", .time_ms = 1794100000000};
-	s->approvals[1] = (struct api_upgrade_approval_ref){
-		.layer = MATRIX_L_WORKLOAD, .name = "a-wl", .user = "system:serviceaccount:t:b",
-		.rejected = true, .time_ms = 1794100001000};
+	s->approvals[0] = (struct api_upgrade_approval_ref){.layer = MATRIX_L_FABRIC,
+	                                                    .name = "a-fabric",
+	                                                    .user = "alice",
+	                                                    .time_ms = 1794100000000};
+	s->approvals[1] = (struct api_upgrade_approval_ref){.layer = MATRIX_L_WORKLOAD,
+	                                                    .name = "a-wl",
+	                                                    .user = "system:serviceaccount:t:b",
+	                                                    .rejected = true,
+	                                                    .time_ms = 1794100001000};
 	s->scheduled_start_ms = 1794300000000;
 	memcpy(s->window, "weekday-night", 14);
 	memcpy(s->canary_partition, "gb300-r07-a", 12);
 	s->canary_trays = 0x6;
 	s->nwaves = 2;
-	s->waves[0] = (struct api_upgrade_wave){0, 0x6, API_STEP_SUCCEEDED, 1794300000000,
-						1794300100000};
+	s->waves[0] =
+	        (struct api_upgrade_wave){0, 0x6, API_STEP_SUCCEEDED, 1794300000000, 1794300100000};
 	s->waves[1] = (struct api_upgrade_wave){1, 0x18, API_STEP_RUNNING, 1794300200000, 0};
 	s->nsteps = 3;
 	s->steps = calloc(3, sizeof(*s->steps));
-	s->steps[0] = (struct api_upgrade_step){.index = 0, .action = API_ACT_DRAIN, .trays = 0x6,
-						.phase = API_STEP_SUCCEEDED, .start_ms = 1794300000000,
-						.completion_ms = 1794300010000};
-	s->steps[1] = (struct api_upgrade_step){.index = 1, .action = API_ACT_APPLY,
-						.components = MATRIX_BIT(MATRIX_C_DRIVER),
-						.trays = 0x6, .phase = API_STEP_SKIPPED,
-						.message = "no switch-tray backend configured"};
-	s->steps[2] = (struct api_upgrade_step){.index = 2, .wave = 0, .action = API_ACT_VALIDATE,
-						.trays = 0x6, .phase = API_STEP_FAILED};
-	s->steps[2].evidence = (struct api_gate_evidence){
-		.set = true, .fabric_state = "Completed", .imex_domain_state = "UP",
-		.busbw_gbps = 401, .floor_gbps = 500, .tolerance_pct = 10, .transport = "NVLS",
-		.report = "401 < 450"};
+	s->steps[0] = (struct api_upgrade_step){.index = 0,
+	                                        .action = API_ACT_DRAIN,
+	                                        .trays = 0x6,
+	                                        .phase = API_STEP_SUCCEEDED,
+	                                        .start_ms = 1794300000000,
+	                                        .completion_ms = 1794300010000};
+	s->steps[1] = (struct api_upgrade_step){.index = 1,
+	                                        .action = API_ACT_APPLY,
+	                                        .components = MATRIX_BIT(MATRIX_C_DRIVER),
+	                                        .trays = 0x6,
+	                                        .phase = API_STEP_SKIPPED,
+	                                        .message = "no switch-tray backend configured"};
+	s->steps[2] = (struct api_upgrade_step){.index = 2,
+	                                        .wave = 0,
+	                                        .action = API_ACT_VALIDATE,
+	                                        .trays = 0x6,
+	                                        .phase = API_STEP_FAILED};
+	s->steps[2].evidence = (struct api_gate_evidence){.set = true,
+	                                                  .fabric_state = "Completed",
+	                                                  .imex_domain_state = "UP",
+	                                                  .busbw_gbps = 401,
+	                                                  .floor_gbps = 500,
+	                                                  .tolerance_pct = 10,
+	                                                  .transport = "NVLS",
+	                                                  .report = "401 < 450"};
 	s->start_ms = 1794300000000;
 	s->nconditions = 1;
-	s->conditions[0] = (struct api_condition){.type = "Progressing", .status = API_COND_TRUE,
-						  .observed_generation = 4,
-						  .last_transition_ms = 1794300000000,
-						  .reason = "RollingOut", .message = "wave 2"};
+	s->conditions[0] = (struct api_condition){.type = "Progressing",
+	                                          .status = API_COND_TRUE,
+	                                          .observed_generation = 4,
+	                                          .last_transition_ms = 1794300000000,
+	                                          .reason = "RollingOut",
+	                                          .message = "wave 2"};
 }
 
 static void test_api_rack_upgrade_status_parse_round_trip(void **state)
@@ -263,25 +283,24 @@ static void test_api_rack_upgrade_status_parse_empty(void **state)
 	json_decref(o);
 }
 
-#define ST_REJECTS(js, where, why)                                                      \
-	do {                                                                           \
-		struct api_errors e_;                                                  \
-		struct api_rack_upgrade_status s_;                                     \
-		json_error_t je_;                                                      \
-		json_t *j_ = json_loads(js, 0, &je_);                                  \
-		assert_non_null(j_);                                                   \
-		api_errors_init(&e_);                                                  \
-		memset(&s_, 0, sizeof(s_));                                            \
-		assert_int_equal(api_rack_upgrade_status_parse(j_, &s_, &e_),          \
-				 NV_E_INVALID_OBJECT);                                 \
-		if (!api_errors_has(&e_, where, why)) {                                 \
-			for (unsigned i_ = 0; i_ < e_.n; i_++)                         \
-				fprintf(stderr, "%s: %s\n", e_.list[i_].path,          \
-					e_.list[i_].msg);                              \
-			fail_msg("no error at %s", where);                              \
-		}                                                                      \
-		assert_null(s_.steps);                                                 \
-		json_decref(j_);                                                       \
+#define ST_REJECTS(js, where, why)                                                                 \
+	do {                                                                                       \
+		struct api_errors e_;                                                              \
+		struct api_rack_upgrade_status s_;                                                 \
+		json_error_t je_;                                                                  \
+		json_t *j_ = json_loads(js, 0, &je_);                                              \
+		assert_non_null(j_);                                                               \
+		api_errors_init(&e_);                                                              \
+		memset(&s_, 0, sizeof(s_));                                                        \
+		assert_int_equal(api_rack_upgrade_status_parse(j_, &s_, &e_),                      \
+		                 NV_E_INVALID_OBJECT);                                             \
+		if (!api_errors_has(&e_, where, why)) {                                            \
+			for (unsigned i_ = 0; i_ < e_.n; i_++)                                     \
+				fprintf(stderr, "%s: %s\n", e_.list[i_].path, e_.list[i_].msg);    \
+			fail_msg("no error at %s", where);                                         \
+		}                                                                                  \
+		assert_null(s_.steps);                                                             \
+		json_decref(j_);                                                                   \
 	} while (0)
 
 static void test_api_rack_upgrade_status_parse_rejects(void **state)
@@ -291,17 +310,18 @@ static void test_api_rack_upgrade_status_parse_rejects(void **state)
 	ST_REJECTS("{\"phase\":\"Dancing\"}", "status.phase", NULL);
 	ST_REJECTS("{\"phaseTime\":\"yesterday\"}", "status.phaseTime", "RFC 3339");
 	ST_REJECTS("{\"steps\":[{\"index\":0,\"action\":\"Apply\",\"phase\":\"Bogus\"}]}",
-		   "status.steps[0].phase", NULL);
+	           "status.steps[0].phase", NULL);
 	ST_REJECTS("{\"steps\":[{\"index\":1,\"action\":\"Apply\",\"phase\":\"Pending\"}]}",
-		   "status.steps[0].index", "must be 0");
+	           "status.steps[0].index", "must be 0");
 	ST_REJECTS("{\"steps\":[{\"index\":0,\"action\":\"Apply\",\"phase\":\"Pending\","
-		   "\"trays\":[0]}]}", "status.steps[0].trays[0]", NULL);
+	           "\"trays\":[0]}]}",
+	           "status.steps[0].trays[0]", NULL);
 	ST_REJECTS("{\"approvals\":[{\"layer\":\"node\"}]}", "status.approvals[0].name", NULL);
 	ST_REJECTS("{\"waves\":[{\"index\":0,\"trays\":[1,1]}]}", "status.waves[0].trays[1]",
-		   "duplicate");
+	           "duplicate");
 	ST_REJECTS("{\"steps\":[{\"index\":0,\"action\":\"Validate\",\"phase\":\"Failed\","
-		   "\"evidence\":{\"tolerancePercent\":80}}]}",
-		   "status.steps[0].evidence.tolerancePercent", NULL);
+	           "\"evidence\":{\"tolerancePercent\":80}}]}",
+	           "status.steps[0].evidence.tolerancePercent", NULL);
 }
 
 static void test_api_step_action_name_crd_spelling(void **state)
@@ -317,15 +337,15 @@ static void test_api_step_action_name_crd_spelling(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_api_rack_upgrade_parse_samples),
-		cmocka_unit_test(test_api_rack_upgrade_parse_security_rules),
-		cmocka_unit_test(test_api_rack_upgrade_parse_target),
-		cmocka_unit_test(test_api_upgrade_approval_parse_rules),
-		cmocka_unit_test(test_api_rack_upgrade_status_to_json_plan),
-		cmocka_unit_test(test_api_rack_upgrade_status_parse_round_trip),
-		cmocka_unit_test(test_api_rack_upgrade_status_parse_empty),
-		cmocka_unit_test(test_api_rack_upgrade_status_parse_rejects),
-		cmocka_unit_test(test_api_step_action_name_crd_spelling),
+	        cmocka_unit_test(test_api_rack_upgrade_parse_samples),
+	        cmocka_unit_test(test_api_rack_upgrade_parse_security_rules),
+	        cmocka_unit_test(test_api_rack_upgrade_parse_target),
+	        cmocka_unit_test(test_api_upgrade_approval_parse_rules),
+	        cmocka_unit_test(test_api_rack_upgrade_status_to_json_plan),
+	        cmocka_unit_test(test_api_rack_upgrade_status_parse_round_trip),
+	        cmocka_unit_test(test_api_rack_upgrade_status_parse_empty),
+	        cmocka_unit_test(test_api_rack_upgrade_status_parse_rejects),
+	        cmocka_unit_test(test_api_step_action_name_crd_spelling),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,9 +58,9 @@ static void test_xreallocarray_overflow_aborts(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_xstrndup_and_xasprintf),
-		cmocka_unit_test(test_secure_free_str_null_ok),
-		cmocka_unit_test(test_xreallocarray_overflow_aborts),
+	        cmocka_unit_test(test_xstrndup_and_xasprintf),
+	        cmocka_unit_test(test_secure_free_str_null_ok),
+	        cmocka_unit_test(test_xreallocarray_overflow_aborts),
 	};
 	return cmocka_run_group_tests_name("base/alloc", tests, NULL, NULL);
 }

@@ -99,12 +99,12 @@ static void test_buf_init_huge_max_is_clamped(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_buf_append_grows_and_terminates),
-		cmocka_unit_test(test_buf_append_over_cap_fails_unchanged),
-		cmocka_unit_test(test_buf_printf_formats_and_respects_cap),
-		cmocka_unit_test(test_buf_consume_shifts),
-		cmocka_unit_test(test_buf_take_moves_ownership),
-		cmocka_unit_test(test_buf_init_huge_max_is_clamped),
+	        cmocka_unit_test(test_buf_append_grows_and_terminates),
+	        cmocka_unit_test(test_buf_append_over_cap_fails_unchanged),
+	        cmocka_unit_test(test_buf_printf_formats_and_respects_cap),
+	        cmocka_unit_test(test_buf_consume_shifts),
+	        cmocka_unit_test(test_buf_take_moves_ownership),
+	        cmocka_unit_test(test_buf_init_huge_max_is_clamped),
 	};
 	return cmocka_run_group_tests_name("base/buf", tests, NULL, NULL);
 }

@@ -22,7 +22,7 @@ static void test_nv_err_name_every_value(void **state)
 	}
 	assert_string_equal(nv_err_name(NV_E_CONFLICT), "NV_E_CONFLICT");
 	assert_string_equal(nv_err_name((enum nv_err)9999), "NV_E_UNKNOWN");
-	assert_string_equal(nv_err_str((enum nv_err)-1), "unknown error");
+	assert_string_equal(nv_err_str((enum nv_err) - 1), "unknown error");
 }
 
 static void test_nv_err_retryable_only_transient(void **state)
@@ -42,8 +42,8 @@ static void test_nv_err_retryable_only_transient(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_nv_err_name_every_value),
-		cmocka_unit_test(test_nv_err_retryable_only_transient),
+	        cmocka_unit_test(test_nv_err_name_every_value),
+	        cmocka_unit_test(test_nv_err_retryable_only_transient),
 	};
 	return cmocka_run_group_tests_name("base/err", tests, NULL, NULL);
 }

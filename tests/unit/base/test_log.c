@@ -88,8 +88,8 @@ static void test_log_write_json_fields(void **state)
 	log_error("rack", "say \"hi\"", "rack=%s reason=\"%s\" lone", "r1", "two words");
 	fflush(stream);
 	assert_non_null(strstr(captured, "\"level\":\"error\",\"comp\":\"rack\","
-					 "\"msg\":\"say \\\"hi\\\"\",\"rack\":\"r1\","
-					 "\"reason\":\"two words\",\"extra\":\"lone\"}\n"));
+	                                 "\"msg\":\"say \\\"hi\\\"\",\"rack\":\"r1\","
+	                                 "\"reason\":\"two words\",\"extra\":\"lone\"}\n"));
 }
 
 static void test_log_level_parse_names(void **state)
@@ -105,11 +105,12 @@ static void test_log_level_parse_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_log_level_filters_before_evaluating, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_log_set_debug_per_component, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_log_write_one_line_per_event, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_log_write_json_fields, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_log_level_parse_names, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_log_level_filters_before_evaluating, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_log_set_debug_per_component, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_log_write_one_line_per_event, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_log_write_json_fields, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_log_level_parse_names, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("base/log", tests, NULL, NULL);
 }

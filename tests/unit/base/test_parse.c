@@ -53,7 +53,8 @@ static void test_parse_i64_n_reads_prefix(void **state)
 	assert_int_equal(parse_i64_n("1234abc", 4, 0, 10000, &v), NV_OK);
 	assert_int_equal(v, 1234);
 	assert_int_equal(parse_i64_n("12", 0, 0, 10, &v), NV_E_PARSE);
-	assert_int_equal(parse_i64_n("1234567890123456789012345678901234", 34, 0, 10, &v), NV_E_RANGE);
+	assert_int_equal(parse_i64_n("1234567890123456789012345678901234", 34, 0, 10, &v),
+	                 NV_E_RANGE);
 }
 
 static void test_parse_hex_u64_prefix_optional(void **state)
@@ -153,9 +154,18 @@ static void test_parse_hostport_rejects(void **state)
 	(void)state;
 	char host[16] = "kept";
 	int port = 7;
-	const char *bad[] = {"[::1]",   "[::1]x:80", "[:80",        "8080",  "h:",
-			     "h:99999", "h:-1",      "h:80x",       "h: 80", "h:0x50",
-			     "a-host-name-too-long:80", "[0123:4567:89ab::1]:80"};
+	const char *bad[] = {"[::1]",
+	                     "[::1]x:80",
+	                     "[:80",
+	                     "8080",
+	                     "h:",
+	                     "h:99999",
+	                     "h:-1",
+	                     "h:80x",
+	                     "h: 80",
+	                     "h:0x50",
+	                     "a-host-name-too-long:80",
+	                     "[0123:4567:89ab::1]:80"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(parse_hostport(bad[i], host, sizeof(host), &port), NV_E_INVAL);
 	assert_string_equal(host, "kept");
@@ -165,17 +175,17 @@ static void test_parse_hostport_rejects(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_i64_accepts_and_bounds),
-		cmocka_unit_test(test_parse_i64_rejects_garbage),
-		cmocka_unit_test(test_parse_u64_rejects_negative),
-		cmocka_unit_test(test_parse_i64_n_reads_prefix),
-		cmocka_unit_test(test_parse_hex_u64_prefix_optional),
-		cmocka_unit_test(test_parse_double_rejects_nan_and_bounds),
-		cmocka_unit_test(test_parse_bool_words),
-		cmocka_unit_test(test_parse_duration_ms_units),
-		cmocka_unit_test(test_str_copy_truncates_and_reports),
-		cmocka_unit_test(test_parse_hostport_forms),
-		cmocka_unit_test(test_parse_hostport_rejects),
+	        cmocka_unit_test(test_parse_i64_accepts_and_bounds),
+	        cmocka_unit_test(test_parse_i64_rejects_garbage),
+	        cmocka_unit_test(test_parse_u64_rejects_negative),
+	        cmocka_unit_test(test_parse_i64_n_reads_prefix),
+	        cmocka_unit_test(test_parse_hex_u64_prefix_optional),
+	        cmocka_unit_test(test_parse_double_rejects_nan_and_bounds),
+	        cmocka_unit_test(test_parse_bool_words),
+	        cmocka_unit_test(test_parse_duration_ms_units),
+	        cmocka_unit_test(test_str_copy_truncates_and_reports),
+	        cmocka_unit_test(test_parse_hostport_forms),
+	        cmocka_unit_test(test_parse_hostport_rejects),
 	};
 	return cmocka_run_group_tests_name("base/parse", tests, NULL, NULL);
 }

@@ -52,10 +52,15 @@ static void test_time_parse_rfc3339_rejects(void **state)
 {
 	(void)state;
 	int64_t t = 42;
-	const char *bad[] = {"", "2026-11-29", "2026-11-29T15:49:51", "2026-11-29 15:49:51Z",
-			     "2026-13-01T00:00:00Z", "2026-11-29T25:00:00Z",
-			     "2026-11-29T15:49:51Zjunk", "2026-11-29T15:49:51.Z",
-			     "2026-11-29T15:49:51+0100"};
+	const char *bad[] = {"",
+	                     "2026-11-29",
+	                     "2026-11-29T15:49:51",
+	                     "2026-11-29 15:49:51Z",
+	                     "2026-13-01T00:00:00Z",
+	                     "2026-11-29T25:00:00Z",
+	                     "2026-11-29T15:49:51Zjunk",
+	                     "2026-11-29T15:49:51.Z",
+	                     "2026-11-29T15:49:51+0100"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_not_equal(time_parse_rfc3339(bad[i], &t), NV_OK);
 	assert_int_equal(t, 42);
@@ -64,10 +69,10 @@ static void test_time_parse_rfc3339_rejects(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_time_mono_ms_advances),
-		cmocka_unit_test(test_time_format_rfc3339_round_trip),
-		cmocka_unit_test(test_time_parse_rfc3339_offsets_and_fractions),
-		cmocka_unit_test(test_time_parse_rfc3339_rejects),
+	        cmocka_unit_test(test_time_mono_ms_advances),
+	        cmocka_unit_test(test_time_format_rfc3339_round_trip),
+	        cmocka_unit_test(test_time_parse_rfc3339_offsets_and_fractions),
+	        cmocka_unit_test(test_time_parse_rfc3339_rejects),
 	};
 	return cmocka_run_group_tests_name("base/timeutil", tests, NULL, NULL);
 }

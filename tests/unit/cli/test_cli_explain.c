@@ -33,8 +33,8 @@ static struct api_rack_upgrade_status *status_new(enum api_upgrade_phase phase)
 }
 
 static struct api_upgrade_step *step_add(struct api_rack_upgrade_status *s,
-					 enum api_step_action act, enum api_step_phase phase,
-					 uint32_t trays, int wave, const char *msg)
+                                         enum api_step_action act, enum api_step_phase phase,
+                                         uint32_t trays, int wave, const char *msg)
 {
 	struct api_upgrade_step *st = &s->steps[s->nsteps];
 	st->index = (int)s->nsteps++;
@@ -46,8 +46,8 @@ static struct api_upgrade_step *step_add(struct api_rack_upgrade_status *s,
 	return st;
 }
 
-static void approval_add(struct api_rack_upgrade_status *s, enum matrix_layer l,
-			 const char *user, bool rejected)
+static void approval_add(struct api_rack_upgrade_status *s, enum matrix_layer l, const char *user,
+                         bool rejected)
 {
 	struct api_upgrade_approval_ref *a = &s->approvals[s->napprovals++];
 	a->layer = l;
@@ -60,10 +60,11 @@ static void approval_add(struct api_rack_upgrade_status *s, enum matrix_layer l,
 /* The RackUpgrade object around a status (NULL: none yet); frees s. */
 static json_t *upgrade_obj(struct api_rack_upgrade_status *s, bool paused, bool abort)
 {
-	json_t *u = json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:{s:s,s:s},s:b,s:b}}", "apiVersion",
-			      "nvl72.io/v1alpha1", "kind", "RackUpgrade", "metadata", "name", "r07-up",
-			      "spec", "rack", "gb300-r07", "target", "matrix", "gb300-2026.10",
-			      "stack", "gb300-r580-173", "paused", paused, "abort", abort);
+	json_t *u =
+	        json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:{s:s,s:s},s:b,s:b}}", "apiVersion",
+	                  "nvl72.io/v1alpha1", "kind", "RackUpgrade", "metadata", "name", "r07-up",
+	                  "spec", "rack", "gb300-r07", "target", "matrix", "gb300-2026.10", "stack",
+	                  "gb300-r580-173", "paused", paused, "abort", abort);
 	if (s != NULL) {
 		json_object_set_new(u, "status", api_rack_upgrade_status_to_json(s));
 		free(s->steps);
@@ -74,17 +75,18 @@ static json_t *upgrade_obj(struct api_rack_upgrade_status *s, bool paused, bool 
 
 static json_t *rack_obj(bool in_freeze)
 {
-	json_t *r = json_pack(
-		"{s:{s:s},s:{s:[{s:s,s:s,s:s},{s:s,s:s,s:s}],s:{s:[]}},s:{s:{s:s}}}", "metadata",
-		"name", "gb300-r07", "spec", "responsibilities", "layer", "fabric", "owner",
-		"platform-fabric", "windowOwner", "nvl72:platform", "layer", "workload", "owner",
-		"ml-training", "windowOwner", "nvl72:training-leads", "maintenance", "freezes",
-		"status", "maintenance", "nextWindowStart", "2026-11-18T22:00:00Z");
+	json_t *r = json_pack("{s:{s:s},s:{s:[{s:s,s:s,s:s},{s:s,s:s,s:s}],s:{s:[]}},s:{s:{s:s}}}",
+	                      "metadata", "name", "gb300-r07", "spec", "responsibilities", "layer",
+	                      "fabric", "owner", "platform-fabric", "windowOwner", "nvl72:platform",
+	                      "layer", "workload", "owner", "ml-training", "windowOwner",
+	                      "nvl72:training-leads", "maintenance", "freezes", "status",
+	                      "maintenance", "nextWindowStart", "2026-11-18T22:00:00Z");
 	if (in_freeze)
 		json_array_append_new(jx_path(r, "spec.maintenance.freezes"),
-				      json_pack("{s:s,s:s,s:s,s:s}", "name", "year-end", "start",
-						"2026-11-01T00:00:00Z", "end", "2027-01-04T00:00:00Z",
-						"reason", "Year-end change freeze."));
+		                      json_pack("{s:s,s:s,s:s,s:s}", "name", "year-end", "start",
+		                                "2026-11-01T00:00:00Z", "end",
+		                                "2027-01-04T00:00:00Z", "reason",
+		                                "Year-end change freeze."));
 	return r;
 }
 
@@ -104,10 +106,10 @@ static char *explain(json_t *u, json_t *rack)
 	return s;
 }
 
-#define ASSERT_HAS(s, needle)                                                            \
-	do {                                                                             \
-		if (strstr((s), (needle)) == NULL)                                       \
-			fail_msg("\"%s\" lacks \"%s\"", (s), (needle));                  \
+#define ASSERT_HAS(s, needle)                                                                      \
+	do {                                                                                       \
+		if (strstr((s), (needle)) == NULL)                                                 \
+			fail_msg("\"%s\" lacks \"%s\"", (s), (needle));                            \
 	} while (0)
 
 static void test_cli_explain_no_status(void **state)
@@ -115,7 +117,7 @@ static void test_cli_explain_no_status(void **state)
 	(void)state;
 	char *s = explain(upgrade_obj(NULL, false, false), NULL);
 	assert_string_equal(s, "r07-up has no status yet: no nvl72-operator has picked it up "
-			       "(is the operator running and leading?).\n");
+	                       "(is the operator running and leading?).\n");
 	free(s);
 }
 
@@ -126,7 +128,7 @@ static void test_cli_explain_proposed(void **state)
 	(void)snprintf(st->message, sizeof(st->message), "waiting for matrix gb300-2026.10.");
 	char *s = explain(upgrade_obj(st, false, false), NULL);
 	assert_string_equal(s, "r07-up is Proposed: the operator has not planned it yet "
-			       "(waiting for matrix gb300-2026.10).\n");
+	                       "(waiting for matrix gb300-2026.10).\n");
 	free(s);
 }
 
@@ -137,9 +139,9 @@ static void test_cli_explain_notice_names_end_and_owners(void **state)
 	st->notice_end_ms = NOW + 50 * HOUR;
 	char *s = explain(upgrade_obj(st, false, false), rack_obj(false));
 	assert_string_equal(s, "r07-up is serving its notice period until 2026-11-20T13:06:40Z "
-			       "(in 2d2h), and then needs approval of fabric (owner "
-			       "platform-fabric, window owner nvl72:platform) and workload (owner "
-			       "ml-training, window owner nvl72:training-leads).\n");
+	                       "(in 2d2h), and then needs approval of fabric (owner "
+	                       "platform-fabric, window owner nvl72:platform) and workload (owner "
+	                       "ml-training, window owner nvl72:training-leads).\n");
 	free(s);
 }
 
@@ -150,16 +152,15 @@ static void test_cli_explain_awaiting_names_only_missing(void **state)
 	approval_add(st, MATRIX_L_FABRIC, "carol", false);
 	char *s = explain(upgrade_obj(st, false, false), rack_obj(false));
 	assert_string_equal(s, "r07-up is waiting for approval of workload (owner ml-training, "
-			       "window owner nvl72:training-leads); an owner approves with "
-			       "`kubectl nvl72 approve r07-up --layer LAYER`.\n");
+	                       "window owner nvl72:training-leads); an owner approves with "
+	                       "`kubectl nvl72 approve r07-up --layer LAYER`.\n");
 	free(s);
 }
 
 static void test_cli_explain_awaiting_without_rack(void **state)
 {
 	(void)state;
-	char *s = explain(upgrade_obj(status_new(API_PHASE_AWAITING_APPROVAL), false, false),
-			  NULL);
+	char *s = explain(upgrade_obj(status_new(API_PHASE_AWAITING_APPROVAL), false, false), NULL);
 	ASSERT_HAS(s, "waiting for approval of fabric and workload;");
 	free(s);
 }
@@ -171,7 +172,7 @@ static void test_cli_explain_awaiting_rejected(void **state)
 	approval_add(st, MATRIX_L_WORKLOAD, "dave", true);
 	char *s = explain(upgrade_obj(st, false, false), rack_obj(false));
 	assert_string_equal(s, "r07-up is blocked: the workload layer's approval was rejected "
-			       "by dave.\n");
+	                       "by dave.\n");
 	free(s);
 }
 
@@ -183,7 +184,7 @@ static void test_cli_explain_scheduled_start_and_window(void **state)
 	(void)snprintf(st->window, sizeof(st->window), "weekday-night");
 	char *s = explain(upgrade_obj(st, false, false), rack_obj(false));
 	assert_string_equal(s, "r07-up is scheduled to start at 2026-11-18T14:36:40Z (in 3h30m) "
-			       "in the weekday-night window.\n");
+	                       "in the weekday-night window.\n");
 	free(s);
 }
 
@@ -194,7 +195,7 @@ static void test_cli_explain_scheduled_in_freeze(void **state)
 	st->scheduled_start_ms = NOW + HOUR;
 	char *s = explain(upgrade_obj(st, false, false), rack_obj(true));
 	assert_string_equal(s, "r07-up is scheduled but rack gb300-r07 is in the year-end freeze "
-			       "until 2027-01-04T00:00:00Z (in 46d12h): Year-end change freeze.\n");
+	                       "until 2027-01-04T00:00:00Z (in 46d12h): Year-end change freeze.\n");
 	free(s);
 }
 
@@ -202,9 +203,9 @@ static void test_cli_explain_scheduled_next_window(void **state)
 {
 	(void)state;
 	char *s = explain(upgrade_obj(status_new(API_PHASE_SCHEDULED), false, false),
-			  rack_obj(false));
+	                  rack_obj(false));
 	assert_string_equal(s, "r07-up is waiting for the next maintenance window, which opens "
-			       "at 2026-11-18T22:00:00Z (in 10h53m).\n");
+	                       "at 2026-11-18T22:00:00Z (in 10h53m).\n");
 	free(s);
 }
 
@@ -216,14 +217,14 @@ static void test_cli_explain_canary_pdb_block(void **state)
 	st->canary_trays = (1u << 1) | (1u << 2);
 	step_add(st, API_ACT_CORDON, API_STEP_SUCCEEDED, st->canary_trays, 0, "");
 	step_add(st, API_ACT_DRAIN, API_STEP_RUNNING, st->canary_trays, 0,
-		 "Cannot evict pod train/worker-3: it would violate the PodDisruptionBudget "
-		 "train/workers.");
+	         "Cannot evict pod train/worker-3: it would violate the PodDisruptionBudget "
+	         "train/workers.");
 	step_add(st, API_ACT_APPLY, API_STEP_PENDING, st->canary_trays, 0, "");
 	char *s = explain(upgrade_obj(st, false, false), rack_obj(false));
 	assert_string_equal(s, "r07-up is running its canary on partition gb300-r07-a: step 2 of "
-			       "3 (Drain, trays 1-2) is blocked by a PodDisruptionBudget: Cannot "
-			       "evict pod train/worker-3: it would violate the PodDisruptionBudget "
-			       "train/workers.\n");
+	                       "3 (Drain, trays 1-2) is blocked by a PodDisruptionBudget: Cannot "
+	                       "evict pod train/worker-3: it would violate the PodDisruptionBudget "
+	                       "train/workers.\n");
 	free(s);
 }
 
@@ -231,9 +232,8 @@ static void test_cli_explain_validating_evidence(void **state)
 {
 	(void)state;
 	struct api_rack_upgrade_status *st = status_new(API_PHASE_VALIDATING);
-	struct api_upgrade_step *v =
-		step_add(st, API_ACT_VALIDATE, API_STEP_RUNNING, (1u << 1) | (1u << 2), 0,
-			 "all-reduce job running");
+	struct api_upgrade_step *v = step_add(st, API_ACT_VALIDATE, API_STEP_RUNNING,
+	                                      (1u << 1) | (1u << 2), 0, "all-reduce job running");
 	v->evidence.set = true;
 	(void)snprintf(v->evidence.fabric_state, sizeof(v->evidence.fabric_state), "Completed");
 	(void)snprintf(v->evidence.imex_domain_state, sizeof(v->evidence.imex_domain_state), "UP");
@@ -242,9 +242,9 @@ static void test_cli_explain_validating_evidence(void **state)
 	v->evidence.tolerance_pct = 5;
 	char *s = explain(upgrade_obj(st, false, false), NULL);
 	assert_string_equal(s, "r07-up is validating the canary against the matrix's gate: step 1 "
-			       "of 1 (Validate, trays 1-2) is Running: all-reduce job running; "
-			       "evidence so far: fabric Completed, IMEX domain UP, bus bandwidth "
-			       "812 GB/s against a floor of 800 GB/s (5% tolerance).\n");
+	                       "of 1 (Validate, trays 1-2) is Running: all-reduce job running; "
+	                       "evidence so far: fabric Completed, IMEX domain UP, bus bandwidth "
+	                       "812 GB/s against a floor of 800 GB/s (5% tolerance).\n");
 	free(s);
 }
 
@@ -255,11 +255,11 @@ static void test_cli_explain_rolling_out_checkpoint(void **state)
 	st->nwaves = 3;
 	step_add(st, API_ACT_APPLY, API_STEP_SUCCEEDED, 1u << 1, 1, "");
 	step_add(st, API_ACT_DRAIN, API_STEP_RUNNING, (1u << 3) | (1u << 4) | (1u << 9), 2,
-		 "waiting for 2 pods to acknowledge the checkpoint request (deadline in 40m)");
+	         "waiting for 2 pods to acknowledge the checkpoint request (deadline in 40m)");
 	char *s = explain(upgrade_obj(st, false, false), NULL);
 	assert_string_equal(s, "r07-up is rolling out in waves: step 2 of 2 (Drain, trays 3-4,9, "
-			       "wave 2) is waiting for pods to checkpoint: waiting for 2 pods to "
-			       "acknowledge the checkpoint request (deadline in 40m).\n");
+	                       "wave 2) is waiting for pods to checkpoint: waiting for 2 pods to "
+	                       "acknowledge the checkpoint request (deadline in 40m).\n");
 	free(s);
 }
 
@@ -270,7 +270,7 @@ static void test_cli_explain_halted_failed_gate(void **state)
 	(void)snprintf(st->message, sizeof(st->message), "canary gate failed.");
 	step_add(st, API_ACT_APPLY, API_STEP_SUCCEEDED, 1u << 1, 0, "");
 	struct api_upgrade_step *v = step_add(st, API_ACT_VALIDATE, API_STEP_FAILED, 1u << 1, 0,
-					      "bus bandwidth below the floor");
+	                                      "bus bandwidth below the floor");
 	v->evidence.set = true;
 	(void)snprintf(v->evidence.fabric_state, sizeof(v->evidence.fabric_state), "Completed");
 	(void)snprintf(v->evidence.imex_domain_state, sizeof(v->evidence.imex_domain_state), "UP");
@@ -279,10 +279,10 @@ static void test_cli_explain_halted_failed_gate(void **state)
 	v->evidence.tolerance_pct = 5;
 	char *s = explain(upgrade_obj(st, false, false), NULL);
 	assert_string_equal(s, "r07-up is halted: canary gate failed; step 2 of 2 (Validate, "
-			       "trays 1) failed with fabric Completed, IMEX domain UP, bus "
-			       "bandwidth 612 GB/s against a floor of 800 GB/s (5% tolerance); it "
-			       "holds with its evidence kept until the cause is fixed or "
-			       "`kubectl nvl72 abort r07-up`.\n");
+	                       "trays 1) failed with fabric Completed, IMEX domain UP, bus "
+	                       "bandwidth 612 GB/s against a floor of 800 GB/s (5% tolerance); it "
+	                       "holds with its evidence kept until the cause is fixed or "
+	                       "`kubectl nvl72 abort r07-up`.\n");
 	free(s);
 }
 
@@ -291,10 +291,10 @@ static void test_cli_explain_halted_step_message(void **state)
 	(void)state;
 	struct api_rack_upgrade_status *st = status_new(API_PHASE_HALTED);
 	step_add(st, API_ACT_WAIT_IMEX, API_STEP_FAILED, 1u << 5, 0,
-		 "IMEX domain DEGRADED after 15m");
+	         "IMEX domain DEGRADED after 15m");
 	char *s = explain(upgrade_obj(st, false, false), NULL);
 	ASSERT_HAS(s, "r07-up is halted: step 1 of 1 (WaitIMEX, trays 5) failed: IMEX domain "
-		      "DEGRADED after 15m;");
+	              "DEGRADED after 15m;");
 	free(s);
 }
 
@@ -303,7 +303,7 @@ static void test_cli_explain_paused(void **state)
 	(void)state;
 	char *s = explain(upgrade_obj(status_new(API_PHASE_PAUSED), true, false), NULL);
 	assert_string_equal(s, "r07-up is paused by spec.paused and no new step starts until "
-			       "`kubectl nvl72 resume r07-up`.\n");
+	                       "`kubectl nvl72 resume r07-up`.\n");
 	free(s);
 }
 
@@ -312,7 +312,7 @@ static void test_cli_explain_pausing_not_yet_observed(void **state)
 	(void)state;
 	char *s = explain(upgrade_obj(status_new(API_PHASE_CANARY), true, false), NULL);
 	assert_string_equal(s, "r07-up is pausing (spec.paused is set) and the operator has not "
-			       "yet recorded it, still in phase Canary.\n");
+	                       "yet recorded it, still in phase Canary.\n");
 	free(s);
 }
 
@@ -332,7 +332,7 @@ static void test_cli_explain_completed(void **state)
 	st->completion_ms = NOW - 2 * HOUR;
 	char *s = explain(upgrade_obj(st, false, false), NULL);
 	assert_string_equal(s, "r07-up is not waiting: it completed at 2026-11-18T09:06:40Z "
-			       "(2h ago).\n");
+	                       "(2h ago).\n");
 	free(s);
 }
 
@@ -343,7 +343,7 @@ static void test_cli_explain_aborted(void **state)
 	(void)snprintf(st->message, sizeof(st->message), "aborted by spec.abort; waves 1-2 new");
 	char *s = explain(upgrade_obj(st, false, true), NULL);
 	assert_string_equal(s, "r07-up is not waiting: it was aborted (aborted by spec.abort; "
-			       "waves 1-2 new).\n");
+	                       "waves 1-2 new).\n");
 	free(s);
 }
 
@@ -351,11 +351,12 @@ static void test_cli_explain_unknown_phase(void **state)
 {
 	(void)state;
 	json_t *u = upgrade_obj(NULL, false, false);
-	json_object_set_new(u, "status", json_pack("{s:s,s:s}", "phase", "Rebooting", "message",
-						   "tray 4 reboots"));
+	json_object_set_new(
+	        u, "status",
+	        json_pack("{s:s,s:s}", "phase", "Rebooting", "message", "tray 4 reboots"));
 	char *s = explain(u, NULL);
 	assert_string_equal(s, "r07-up is in phase Rebooting, which this version of kubectl-nvl72 "
-			       "does not know: tray 4 reboots.\n");
+	                       "does not know: tray 4 reboots.\n");
 	free(s);
 }
 
@@ -373,27 +374,27 @@ static void test_cli_explain_rejects_non_object(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_cli_explain_no_status),
-		cmocka_unit_test(test_cli_explain_proposed),
-		cmocka_unit_test(test_cli_explain_notice_names_end_and_owners),
-		cmocka_unit_test(test_cli_explain_awaiting_names_only_missing),
-		cmocka_unit_test(test_cli_explain_awaiting_without_rack),
-		cmocka_unit_test(test_cli_explain_awaiting_rejected),
-		cmocka_unit_test(test_cli_explain_scheduled_start_and_window),
-		cmocka_unit_test(test_cli_explain_scheduled_in_freeze),
-		cmocka_unit_test(test_cli_explain_scheduled_next_window),
-		cmocka_unit_test(test_cli_explain_canary_pdb_block),
-		cmocka_unit_test(test_cli_explain_validating_evidence),
-		cmocka_unit_test(test_cli_explain_rolling_out_checkpoint),
-		cmocka_unit_test(test_cli_explain_halted_failed_gate),
-		cmocka_unit_test(test_cli_explain_halted_step_message),
-		cmocka_unit_test(test_cli_explain_paused),
-		cmocka_unit_test(test_cli_explain_pausing_not_yet_observed),
-		cmocka_unit_test(test_cli_explain_aborting),
-		cmocka_unit_test(test_cli_explain_completed),
-		cmocka_unit_test(test_cli_explain_aborted),
-		cmocka_unit_test(test_cli_explain_unknown_phase),
-		cmocka_unit_test(test_cli_explain_rejects_non_object),
+	        cmocka_unit_test(test_cli_explain_no_status),
+	        cmocka_unit_test(test_cli_explain_proposed),
+	        cmocka_unit_test(test_cli_explain_notice_names_end_and_owners),
+	        cmocka_unit_test(test_cli_explain_awaiting_names_only_missing),
+	        cmocka_unit_test(test_cli_explain_awaiting_without_rack),
+	        cmocka_unit_test(test_cli_explain_awaiting_rejected),
+	        cmocka_unit_test(test_cli_explain_scheduled_start_and_window),
+	        cmocka_unit_test(test_cli_explain_scheduled_in_freeze),
+	        cmocka_unit_test(test_cli_explain_scheduled_next_window),
+	        cmocka_unit_test(test_cli_explain_canary_pdb_block),
+	        cmocka_unit_test(test_cli_explain_validating_evidence),
+	        cmocka_unit_test(test_cli_explain_rolling_out_checkpoint),
+	        cmocka_unit_test(test_cli_explain_halted_failed_gate),
+	        cmocka_unit_test(test_cli_explain_halted_step_message),
+	        cmocka_unit_test(test_cli_explain_paused),
+	        cmocka_unit_test(test_cli_explain_pausing_not_yet_observed),
+	        cmocka_unit_test(test_cli_explain_aborting),
+	        cmocka_unit_test(test_cli_explain_completed),
+	        cmocka_unit_test(test_cli_explain_aborted),
+	        cmocka_unit_test(test_cli_explain_unknown_phase),
+	        cmocka_unit_test(test_cli_explain_rejects_non_object),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

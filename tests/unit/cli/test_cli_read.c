@@ -40,8 +40,8 @@ static void test_cli_duration_units(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_cli_trays_str_ranges),
-		cmocka_unit_test(test_cli_duration_units),
+	        cmocka_unit_test(test_cli_trays_str_ranges),
+	        cmocka_unit_test(test_cli_duration_units),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

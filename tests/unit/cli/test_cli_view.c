@@ -26,15 +26,16 @@ static char *render_racks(json_t *racks)
 static void test_cli_racks_table_row(void **state)
 {
 	(void)state;
-	json_t *r = json_pack(
-		"[{s:{s:s},s:{s:s,s:{s:i,s:i},s:[{s:s},{s:s},{s:s}],s:{s:s},s:[{s:s,s:s},{s:s,s:s}]}}]",
-		"metadata", "name", "r07", "status", "stack", "s-95", "capacity", "trays", 18,
-		"readyTrays", 16, "trays", "maintenance", "None", "maintenance", "Cordoned",
-		"maintenance", "Draining", "upgrade", "name", "up1", "conditions", "type", "Ready",
-		"status", "True", "type", "Degraded", "status", "True");
+	json_t *r = json_pack("[{s:{s:s},s:{s:s,s:{s:i,s:i},s:[{s:s},{s:s},{s:s}],s:{s:s},s:[{s:s,"
+	                      "s:s},{s:s,s:s}]}}]",
+	                      "metadata", "name", "r07", "status", "stack", "s-95", "capacity",
+	                      "trays", 18, "readyTrays", 16, "trays", "maintenance", "None",
+	                      "maintenance", "Cordoned", "maintenance", "Draining", "upgrade",
+	                      "name", "up1", "conditions", "type", "Ready", "status", "True",
+	                      "type", "Degraded", "status", "True");
 	char *s = render_racks(r);
 	assert_string_equal(s, "RACK   READY   STACK   TRAYS   DEGRADED   CORDONED   UPGRADE\n"
-			       "r07    True    s-95    16/18   True       2          up1\n");
+	                       "r07    True    s-95    16/18   True       2          up1\n");
 	free(s);
 }
 
@@ -50,22 +51,23 @@ static void test_cli_upgrades_table_step_wave_pending(void **state)
 {
 	(void)state;
 	struct buf b;
-	json_t *ups = json_pack(
-		"[{s:{s:s},s:{s:s,s:{s:s}},s:{s:s,s:[s,s],s:[{s:s,s:s}],s:[{},{}],"
-		"s:[{s:s,s:s,s:i},{s:s,s:s,s:i}]}}]",
-		"metadata", "name", "up1", "spec", "rack", "r07", "target", "stack", "s-173",
-		"status", "phase", "RollingOut", "requiredApprovals", "fabric", "workload",
-		"approvals", "layer", "fabric", "decision", "Approved", "waves", "steps", "action",
-		"Apply", "phase", "Succeeded", "wave", 1, "action", "Drain", "phase", "Running",
-		"wave", 2);
-	json_t *racks = json_pack("[{s:{s:s},s:{s:[{s:s,s:s}]}}]", "metadata", "name", "r07",
-				  "spec", "responsibilities", "layer", "workload", "owner",
-				  "ml-training");
+	json_t *ups =
+	        json_pack("[{s:{s:s},s:{s:s,s:{s:s}},s:{s:s,s:[s,s],s:[{s:s,s:s}],s:[{},{}],"
+	                  "s:[{s:s,s:s,s:i},{s:s,s:s,s:i}]}}]",
+	                  "metadata", "name", "up1", "spec", "rack", "r07", "target", "stack",
+	                  "s-173", "status", "phase", "RollingOut", "requiredApprovals", "fabric",
+	                  "workload", "approvals", "layer", "fabric", "decision", "Approved",
+	                  "waves", "steps", "action", "Apply", "phase", "Succeeded", "wave", 1,
+	                  "action", "Drain", "phase", "Running", "wave", 2);
+	json_t *racks =
+	        json_pack("[{s:{s:s},s:{s:[{s:s,s:s}]}}]", "metadata", "name", "r07", "spec",
+	                  "responsibilities", "layer", "workload", "owner", "ml-training");
 	buf_init(&b, 1 << 16);
 	assert_int_equal(cli_upgrades_table(ups, racks, &b), NV_OK);
-	assert_string_equal(buf_str(&b),
-			    "UPGRADE   RACK   TARGET   PHASE        STEP        WAVE   PENDING APPROVALS\n"
-			    "up1       r07    s-173    RollingOut   2/2 Drain   2/2    workload=ml-training\n");
+	assert_string_equal(
+	        buf_str(&b),
+	        "UPGRADE   RACK   TARGET   PHASE        STEP        WAVE   PENDING APPROVALS\n"
+	        "up1       r07    s-173    RollingOut   2/2 Drain   2/2    workload=ml-training\n");
 	buf_clear(&b);
 	json_decref(ups);
 	json_decref(racks);
@@ -87,8 +89,16 @@ static void test_cli_args_parse_approve(void **state)
 	(void)state;
 	struct cli_args a;
 	char err[256];
-	const char *w[] = {"kubectl-nvl72", "approve", "up1", "--layer=fabric", "--comment",
-			   "ok by us", "--reject", "--kubeconfig", "kc", NULL};
+	const char *w[] = {"kubectl-nvl72",
+	                   "approve",
+	                   "up1",
+	                   "--layer=fabric",
+	                   "--comment",
+	                   "ok by us",
+	                   "--reject",
+	                   "--kubeconfig",
+	                   "kc",
+	                   NULL};
 	assert_int_equal(parse(&a, err, w), NV_OK);
 	assert_int_equal(a.verb, CLI_APPROVE);
 	assert_int_equal(a.npos, 1);
@@ -148,8 +158,10 @@ static void test_cli_help_every_verb_and_its_flags(void **state)
 		} else {
 			assert_non_null(strstr(buf_str(&b), cli_verbs[v].summary));
 			assert_non_null(strstr(buf_str(&b), "--kubeconfig FILE"));
-			assert_true((strstr(buf_str(&b), "--layer LAYER") != NULL) == (v == CLI_APPROVE));
-			assert_true((strstr(buf_str(&b), "--output FORMAT") != NULL) == (v == CLI_STATUS));
+			assert_true((strstr(buf_str(&b), "--layer LAYER") != NULL) ==
+			            (v == CLI_APPROVE));
+			assert_true((strstr(buf_str(&b), "--output FORMAT") != NULL) ==
+			            (v == CLI_STATUS));
 		}
 		buf_clear(&b);
 	}
@@ -158,13 +170,13 @@ static void test_cli_help_every_verb_and_its_flags(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_cli_racks_table_row),
-		cmocka_unit_test(test_cli_racks_table_without_status),
-		cmocka_unit_test(test_cli_upgrades_table_step_wave_pending),
-		cmocka_unit_test(test_cli_args_parse_approve),
-		cmocka_unit_test(test_cli_args_parse_alias_and_output),
-		cmocka_unit_test(test_cli_args_parse_errors_name_the_problem),
-		cmocka_unit_test(test_cli_help_every_verb_and_its_flags),
+	        cmocka_unit_test(test_cli_racks_table_row),
+	        cmocka_unit_test(test_cli_racks_table_without_status),
+	        cmocka_unit_test(test_cli_upgrades_table_step_wave_pending),
+	        cmocka_unit_test(test_cli_args_parse_approve),
+	        cmocka_unit_test(test_cli_args_parse_alias_and_output),
+	        cmocka_unit_test(test_cli_args_parse_errors_name_the_problem),
+	        cmocka_unit_test(test_cli_help_every_verb_and_its_flags),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

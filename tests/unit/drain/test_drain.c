@@ -16,16 +16,15 @@
 
 #define NOW 1795000000000LL /* 2026-11-18T08:26:40Z */
 
-static const struct drain_policy CKPT = {.mode = API_DRAIN_CHECKPOINT,
-                                         .checkpoint_deadline_ms = 300000,
-                                         .owner = "rackupgrade/u1"};
+static const struct drain_policy CKPT = {
+        .mode = API_DRAIN_CHECKPOINT, .checkpoint_deadline_ms = 300000, .owner = "rackupgrade/u1"};
 static const struct drain_policy EVICT = {.mode = API_DRAIN_EVICT, .owner = "rackupgrade/u1"};
 
 static json_t *pod(const char *name)
 {
 	return json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:s,s:{},s:{}},s:{s:s},s:{s:s}}", "apiVersion",
-	                 "v1", "kind", "Pod", "metadata", "name", name, "namespace", "team-a", "uid",
-	                 "uid-x", "resourceVersion", "7", "labels", "annotations", "spec",
+	                 "v1", "kind", "Pod", "metadata", "name", name, "namespace", "team-a",
+	                 "uid", "uid-x", "resourceVersion", "7", "labels", "annotations", "spec",
 	                 "nodeName", "r07-t01", "status", "phase", "Running");
 }
 

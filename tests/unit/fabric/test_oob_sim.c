@@ -84,26 +84,27 @@ static void test_oob_target_check_components_and_indices(void **state)
 	assert_false(oob_component_is_oob(MATRIX_C_DRIVER));
 	assert_false(oob_component_is_oob(MATRIX_C_KUBERNETES));
 	assert_int_equal(oob_target_check(MATRIX_C_NVOS, &(struct oob_target){OOB_SWITCH_TRAY, 9},
-					  why, sizeof(why)),
-			 NV_OK);
+	                                  why, sizeof(why)),
+	                 NV_OK);
 	assert_int_equal(oob_target_check(MATRIX_C_GPU_FIRMWARE,
-					  &(struct oob_target){OOB_COMPUTE_TRAY, 18}, why,
-					  sizeof(why)),
-			 NV_OK);
+	                                  &(struct oob_target){OOB_COMPUTE_TRAY, 18}, why,
+	                                  sizeof(why)),
+	                 NV_OK);
 	assert_int_equal(oob_target_check(MATRIX_C_NVOS, &(struct oob_target){OOB_SWITCH_TRAY, 10},
-					  why, sizeof(why)),
-			 NV_E_INVAL);
+	                                  why, sizeof(why)),
+	                 NV_E_INVAL);
 	assert_non_null(strstr(why, "outside 1..9"));
 	assert_int_equal(oob_target_check(MATRIX_C_NVOS, &(struct oob_target){OOB_SWITCH_TRAY, 0},
-					  why, sizeof(why)),
-			 NV_E_INVAL);
+	                                  why, sizeof(why)),
+	                 NV_E_INVAL);
 	assert_int_equal(oob_target_check(MATRIX_C_NVOS, &(struct oob_target){OOB_COMPUTE_TRAY, 1},
-					  why, sizeof(why)),
-			 NV_E_INVAL);
+	                                  why, sizeof(why)),
+	                 NV_E_INVAL);
 	assert_non_null(strstr(why, "not updated on compute trays"));
-	assert_int_equal(oob_target_check(MATRIX_C_DRIVER, &(struct oob_target){OOB_COMPUTE_TRAY, 1},
-					  why, sizeof(why)),
-			 NV_E_INVAL);
+	assert_int_equal(oob_target_check(MATRIX_C_DRIVER,
+	                                  &(struct oob_target){OOB_COMPUTE_TRAY, 1}, why,
+	                                  sizeof(why)),
+	                 NV_E_INVAL);
 	assert_non_null(strstr(why, "not updated out of band"));
 }
 
@@ -164,9 +165,9 @@ static void test_oob_update_counts_each_step_once(void **state)
 	/* Every switch tray once. */
 	for (unsigned i = 1; i <= 9; i++) {
 		struct oob_target ti = {OOB_SWITCH_TRAY, i};
-		assert_int_equal(oob_update(x.b, MATRIX_C_SWITCH_TRAY_FIRMWARE, &ti, "1.2.3", &other,
-					    &st),
-				 NV_OK);
+		assert_int_equal(
+		        oob_update(x.b, MATRIX_C_SWITCH_TRAY_FIRMWARE, &ti, "1.2.3", &other, &st),
+		        NV_OK);
 	}
 	assert_int_equal(oob_op_wait(x.b, &other, NULL, &st), NV_OK);
 	assert_int_equal(count(&x, "switchTrayFirmware.switch-1"), 1);
@@ -221,11 +222,11 @@ static void test_oob_backend_new_bad_config(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_oob_target_check_components_and_indices),
-		cmocka_unit_test(test_oob_update_completes_after_delay),
-		cmocka_unit_test(test_oob_update_counts_each_step_once),
-		cmocka_unit_test(test_oob_update_injected_failure),
-		cmocka_unit_test(test_oob_backend_new_bad_config),
+	        cmocka_unit_test(test_oob_target_check_components_and_indices),
+	        cmocka_unit_test(test_oob_update_completes_after_delay),
+	        cmocka_unit_test(test_oob_update_counts_each_step_once),
+	        cmocka_unit_test(test_oob_update_injected_failure),
+	        cmocka_unit_test(test_oob_backend_new_bad_config),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

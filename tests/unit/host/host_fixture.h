@@ -95,8 +95,8 @@ static inline void fx_script(struct fx *x, int which, const char *body)
 
 static inline void fx_init(struct fx *x, const struct host_ops *ops)
 {
-	static const char *const names[] = {"systemctl", "modprobe", "modinfo", "nvidia-imex",
-					    "nvidia-imex-ctl", "installer"};
+	static const char *const names[] = {"systemctl",   "modprobe",        "modinfo",
+	                                    "nvidia-imex", "nvidia-imex-ctl", "installer"};
 	struct host_cfg cfg = {0};
 
 	memset(x, 0, sizeof(*x));

@@ -67,8 +67,8 @@ static void test_host_driver_read_loaded(void **state)
 	(void)state;
 	fx_init(&x, NULL);
 	fx_file(&x, "proc/driver/nvidia/version",
-		"NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build"
-		"  (b@h)  Thu Oct  2 11:04:17 UTC 2025\n");
+	        "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build"
+	        "  (b@h)  Thu Oct  2 11:04:17 UTC 2025\n");
 	fx_file(&x, "sys/module/nvidia/version", "580.95.05\n");
 	fx_file(&x, "proc/driver/nvidia/params", "ImexChannelCount: 2048\n");
 	assert_int_equal(host_driver_read(&x.h, &d), NV_OK);
@@ -126,12 +126,12 @@ static void test_host_kind_read_nvl72_and_hgx(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_host_path_joins),
-		cmocka_unit_test(test_host_write_atomic_and_read),
-		cmocka_unit_test(test_host_driver_read_not_loaded),
-		cmocka_unit_test(test_host_driver_read_loaded),
-		cmocka_unit_test(test_host_gpus_read_without_nvml),
-		cmocka_unit_test(test_host_kind_read_nvl72_and_hgx),
+	        cmocka_unit_test(test_host_path_joins),
+	        cmocka_unit_test(test_host_write_atomic_and_read),
+	        cmocka_unit_test(test_host_driver_read_not_loaded),
+	        cmocka_unit_test(test_host_driver_read_loaded),
+	        cmocka_unit_test(test_host_gpus_read_without_nvml),
+	        cmocka_unit_test(test_host_kind_read_nvl72_and_hgx),
 	};
 	return cmocka_run_group_tests_name("agent/host", tests, NULL, NULL);
 }

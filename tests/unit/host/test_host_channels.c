@@ -15,8 +15,8 @@
 static unsigned made, last_major;
 
 /* Records the call and leaves a regular file where the node would be. */
-static enum nv_err fake_mknod(struct host *h, const char *path, unsigned major,
-			      unsigned minor, unsigned mode)
+static enum nv_err fake_mknod(struct host *h, const char *path, unsigned major, unsigned minor,
+                              unsigned mode)
 {
 	(void)h;
 	(void)minor;
@@ -28,13 +28,13 @@ static enum nv_err fake_mknod(struct host *h, const char *path, unsigned major,
 }
 
 static const struct host_ops fake_ops = {
-	.name = "test",
-	.run = NULL,
-	.mknod_chr = fake_mknod,
+        .name = "test",
+        .run = NULL,
+        .mknod_chr = fake_mknod,
 };
 
 static const char devices[] = "Character devices:\n195 nvidia\n235 nvidia-caps\n"
-			      "236 nvidia-caps-imex-channels\n\nBlock devices:\n  7 loop\n";
+                              "236 nvidia-caps-imex-channels\n\nBlock devices:\n  7 loop\n";
 
 static void test_host_channels_ensure_uses_class_major(void **state)
 {
@@ -92,8 +92,8 @@ static void test_host_channels_ensure_real_nodes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_host_channels_ensure_uses_class_major),
-		cmocka_unit_test(test_host_channels_ensure_real_nodes),
+	        cmocka_unit_test(test_host_channels_ensure_uses_class_major),
+	        cmocka_unit_test(test_host_channels_ensure_real_nodes),
 	};
 	return cmocka_run_group_tests_name("agent/host_channels", tests, NULL, NULL);
 }

@@ -12,28 +12,28 @@
 #include "host_fixture.h"
 
 static const char modinfo_sh[] =
-	"cat \"$R/ondisk\" 2>/dev/null || { echo 'modinfo: ERROR: Module nvidia not found.' >&2; "
-	"exit 1; }";
-static const char installer_sh[] =
-	"echo \"run $1\" >> \"$R/runs\"; [ -f \"$R/fail\" ] && exit 1\n"
-	"echo \"$1\" > \"$R/ondisk\"";
+        "cat \"$R/ondisk\" 2>/dev/null || { echo 'modinfo: ERROR: Module nvidia not found.' >&2; "
+        "exit 1; }";
+static const char installer_sh[] = "echo \"run $1\" >> \"$R/runs\"; [ -f \"$R/fail\" ] && exit 1\n"
+                                   "echo \"$1\" > \"$R/ondisk\"";
 static const char modprobe_sh[] =
-	"if [ \"$1\" = -r ]; then\n"
-	"  [ -f \"$R/busy\" ] && { echo 'modprobe: FATAL: Module nvidia is in use.' >&2; exit 1; }\n"
-	"  shift; for m in \"$@\"; do rm -rf \"$R/sys/module/$m\"; done\n"
-	"  rm -f \"$R/proc/driver/nvidia/version\"; exit 0\n"
-	"fi\n"
-	"v=$(cat \"$R/ondisk\"); mkdir -p \"$R/sys/module/nvidia\"\n"
-	"echo \"$v\" > \"$R/sys/module/nvidia/version\"; echo 0 > \"$R/sys/module/nvidia/refcnt\"";
+        "if [ \"$1\" = -r ]; then\n"
+        "  [ -f \"$R/busy\" ] && { echo 'modprobe: FATAL: Module nvidia is in use.' >&2; exit 1; "
+        "}\n"
+        "  shift; for m in \"$@\"; do rm -rf \"$R/sys/module/$m\"; done\n"
+        "  rm -f \"$R/proc/driver/nvidia/version\"; exit 0\n"
+        "fi\n"
+        "v=$(cat \"$R/ondisk\"); mkdir -p \"$R/sys/module/nvidia\"\n"
+        "echo \"$v\" > \"$R/sys/module/nvidia/version\"; echo 0 > \"$R/sys/module/nvidia/refcnt\"";
 static const char systemctl_sh[] =
-	"echo \"$*\" >> \"$R/calls\"\n"
-	"f=\"$R/units/$3\"; [ \"$1\" = show ] && f=\"$R/units/$5\"\n"
-	"case \"$1\" in\n"
-	"show) cat \"$f\" 2>/dev/null || printf 'LoadState=not-found\\nActiveState=inactive\\n"
-	"UnitFileState=\\n';;\n"
-	"stop) sed -i 's/^ActiveState=.*/ActiveState=inactive/' \"$f\";;\n"
-	"start) sed -i 's/^ActiveState=.*/ActiveState=active/' \"$f\";;\n"
-	"esac";
+        "echo \"$*\" >> \"$R/calls\"\n"
+        "f=\"$R/units/$3\"; [ \"$1\" = show ] && f=\"$R/units/$5\"\n"
+        "case \"$1\" in\n"
+        "show) cat \"$f\" 2>/dev/null || printf 'LoadState=not-found\\nActiveState=inactive\\n"
+        "UnitFileState=\\n';;\n"
+        "stop) sed -i 's/^ActiveState=.*/ActiveState=inactive/' \"$f\";;\n"
+        "start) sed -i 's/^ActiveState=.*/ActiveState=active/' \"$f\";;\n"
+        "esac";
 
 static void tray_setup(struct fx *x)
 {
@@ -47,7 +47,7 @@ static void tray_setup(struct fx *x)
 	fx_file(x, "sys/module/nvidia/refcnt", "1\n");
 	fx_file(x, "sys/module/nvidia_uvm/refcnt", "0\n");
 	fx_file(x, "units/nvidia-persistenced.service",
-		"LoadState=loaded\nActiveState=active\nUnitFileState=enabled\n");
+	        "LoadState=loaded\nActiveState=active\nUnitFileState=enabled\n");
 }
 
 static int count_lines(struct fx *x, const char *rel)
@@ -166,7 +166,7 @@ static void test_host_driver_step_waits_for_live_installer(void **state)
 	(void)state;
 	tray_setup(&x);
 	fx_file(&x, "units/nvidia-persistenced.service",
-		"LoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n");
+	        "LoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n");
 	assert_int_equal(x.h.ops->spawn(&x.h, argv, NULL, &pid), NV_OK);
 	snprintf(line, sizeof(line), "%d %llu 2.0.0\n", (int)pid, host_pid_starttime(pid));
 	fx_file(&x, "run/nvl72-agent/driver-install.pid", line);
@@ -181,11 +181,11 @@ static void test_host_driver_step_waits_for_live_installer(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_host_driver_step_full_change),
-		cmocka_unit_test(test_host_driver_step_resumes_without_repeating),
-		cmocka_unit_test(test_host_driver_step_in_use_needs_reboot),
-		cmocka_unit_test(test_host_driver_step_installer_fails),
-		cmocka_unit_test(test_host_driver_step_waits_for_live_installer),
+	        cmocka_unit_test(test_host_driver_step_full_change),
+	        cmocka_unit_test(test_host_driver_step_resumes_without_repeating),
+	        cmocka_unit_test(test_host_driver_step_in_use_needs_reboot),
+	        cmocka_unit_test(test_host_driver_step_installer_fails),
+	        cmocka_unit_test(test_host_driver_step_waits_for_live_installer),
 	};
 	return cmocka_run_group_tests_name("agent/host_driver", tests, NULL, NULL);
 }

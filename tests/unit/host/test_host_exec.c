@@ -38,7 +38,8 @@ static void test_agent_run_caps_output(void **state)
 
 	(void)state;
 	fx_init(&x, NULL);
-	fx_script(&x, FX_MODINFO, "i=0; while [ $i -lt 2000 ]; do echo 0123456789; i=$((i+1)); done");
+	fx_script(&x, FX_MODINFO,
+	          "i=0; while [ $i -lt 2000 ]; do echo 0123456789; i=$((i+1)); done");
 	argv[0] = x.tool[FX_MODINFO];
 	assert_int_equal(x.h.ops->run(&x.h, argv, 5000, 100, &r), NV_OK);
 	assert_true(r.truncated);
@@ -126,12 +127,12 @@ static void test_agent_spawn_and_stop(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_agent_run_captures_output),
-		cmocka_unit_test(test_agent_run_caps_output),
-		cmocka_unit_test(test_agent_run_kills_a_hung_tool),
-		cmocka_unit_test(test_agent_run_returns_when_a_helper_keeps_the_pipe),
-		cmocka_unit_test(test_agent_run_missing_tool),
-		cmocka_unit_test(test_agent_spawn_and_stop),
+	        cmocka_unit_test(test_agent_run_captures_output),
+	        cmocka_unit_test(test_agent_run_caps_output),
+	        cmocka_unit_test(test_agent_run_kills_a_hung_tool),
+	        cmocka_unit_test(test_agent_run_returns_when_a_helper_keeps_the_pipe),
+	        cmocka_unit_test(test_agent_run_missing_tool),
+	        cmocka_unit_test(test_agent_spawn_and_stop),
 	};
 	return cmocka_run_group_tests_name("agent/host_exec", tests, NULL, NULL);
 }

@@ -140,12 +140,12 @@ static void test_agent_tray_clique_none(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_agent_health_decode_clear_mask),
-		cmocka_unit_test(test_agent_health_decode_faults),
-		cmocka_unit_test(test_agent_tray_clique_agree),
-		cmocka_unit_test(test_agent_tray_clique_one_disagrees),
-		cmocka_unit_test(test_agent_tray_clique_in_progress),
-		cmocka_unit_test(test_agent_tray_clique_none),
+	        cmocka_unit_test(test_agent_health_decode_clear_mask),
+	        cmocka_unit_test(test_agent_health_decode_faults),
+	        cmocka_unit_test(test_agent_tray_clique_agree),
+	        cmocka_unit_test(test_agent_tray_clique_one_disagrees),
+	        cmocka_unit_test(test_agent_tray_clique_in_progress),
+	        cmocka_unit_test(test_agent_tray_clique_none),
 	};
 	return cmocka_run_group_tests_name("agent/host_fabric", tests, NULL, NULL);
 }

@@ -40,7 +40,8 @@ static void test_agent_imex_render_files(void **state)
 	assert_non_null(strstr(buf_str(&cf), "IMEX_CMD_ENABLED=1\n"));
 	assert_non_null(strstr(buf_str(&cf), "DAEMONIZE=0\n"));
 	assert_non_null(strstr(buf_str(&cf), "IMEX_NODE_DISCONNECTED_GRACE_TIME=-1\n"));
-	assert_non_null(strstr(buf_str(&cf), "IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\n"));
+	assert_non_null(
+	        strstr(buf_str(&cf), "IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\n"));
 	buf_clear(&cf);
 	buf_clear(&nf);
 	free(c);
@@ -155,13 +156,13 @@ static void test_host_imex_apply_daemon_exits(void **state)
 
 /* systemctl that keeps unit state in $R/unit and logs every call. */
 static const char systemctl_sh[] =
-	"echo \"$*\" >> \"$R/calls\"\n"
-	"case \"$1\" in\n"
-	"show) cat \"$R/unit\" 2>/dev/null || printf 'LoadState=not-found\\nActiveState=inactive\\n"
-	"UnitFileState=\\n';;\n"
-	"restart|start) sed -i 's/^ActiveState=.*/ActiveState=active/' \"$R/unit\";;\n"
-	"stop) sed -i 's/^ActiveState=.*/ActiveState=inactive/' \"$R/unit\";;\n"
-	"esac";
+        "echo \"$*\" >> \"$R/calls\"\n"
+        "case \"$1\" in\n"
+        "show) cat \"$R/unit\" 2>/dev/null || printf 'LoadState=not-found\\nActiveState=inactive\\n"
+        "UnitFileState=\\n';;\n"
+        "restart|start) sed -i 's/^ActiveState=.*/ActiveState=active/' \"$R/unit\";;\n"
+        "stop) sed -i 's/^ActiveState=.*/ActiveState=inactive/' \"$R/unit\";;\n"
+        "esac";
 
 static void test_host_imex_apply_host_mode(void **state)
 {
@@ -203,9 +204,9 @@ static void test_host_imex_status_answers(void **state)
 	(void)state;
 	fx_init(&x, NULL);
 	fx_script(&x, FX_IMEX_CTL,
-		  "case \"$3\" in -q) echo READY;; -N) printf '%s' '{\"status\":\"UP\",\"nodes\":"
-		  "{\"0\":{\"status\":\"READY\",\"host\":\"10.0.0.1\",\"connections\":{\"0\":"
-		  "{\"status\":\"CONNECTED\"}}}}}';; esac");
+	          "case \"$3\" in -q) echo READY;; -N) printf '%s' '{\"status\":\"UP\",\"nodes\":"
+	          "{\"0\":{\"status\":\"READY\",\"host\":\"10.0.0.1\",\"connections\":{\"0\":"
+	          "{\"status\":\"CONNECTED\"}}}}}';; esac");
 	assert_int_equal(host_imex_status(&x.h, st), NV_OK);
 	assert_int_equal(st->daemon, HOST_IMEXD_READY);
 	assert_true(st->nodes_ok);
@@ -242,14 +243,14 @@ static void test_host_imex_status_hung_ctl(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_agent_imex_render_files),
-		cmocka_unit_test(test_agent_imex_render_rejects),
-		cmocka_unit_test(test_host_imex_apply_process_restarts_on_change),
-		cmocka_unit_test(test_host_imex_apply_repairs_crash_between_write_and_restart),
-		cmocka_unit_test(test_host_imex_apply_daemon_exits),
-		cmocka_unit_test(test_host_imex_apply_host_mode),
-		cmocka_unit_test(test_host_imex_status_answers),
-		cmocka_unit_test(test_host_imex_status_hung_ctl),
+	        cmocka_unit_test(test_agent_imex_render_files),
+	        cmocka_unit_test(test_agent_imex_render_rejects),
+	        cmocka_unit_test(test_host_imex_apply_process_restarts_on_change),
+	        cmocka_unit_test(test_host_imex_apply_repairs_crash_between_write_and_restart),
+	        cmocka_unit_test(test_host_imex_apply_daemon_exits),
+	        cmocka_unit_test(test_host_imex_apply_host_mode),
+	        cmocka_unit_test(test_host_imex_status_answers),
+	        cmocka_unit_test(test_host_imex_status_hung_ctl),
 	};
 	return cmocka_run_group_tests_name("agent/host_imex", tests, NULL, NULL);
 }

@@ -14,7 +14,7 @@
 static int nvml_mode; /* 0 healthy, 1 one GPU in progress + degraded, 2 failing */
 
 static enum nv_err fake_nvml(struct host *h, struct host_gpu *gpus, size_t cap, size_t *n,
-			     struct host_driver_info *drv, char *why, size_t whysz)
+                             struct host_driver_info *drv, char *why, size_t whysz)
 {
 	(void)h;
 	if (nvml_mode == 2) {
@@ -33,7 +33,7 @@ static enum nv_err fake_nvml(struct host *h, struct host_gpu *gpus, size_t cap, 
 		g->fabric_state = HOST_FABRIC_COMPLETED;
 		g->has_cluster = true;
 		snprintf(g->cluster_uuid, sizeof(g->cluster_uuid),
-			 "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3");
+		         "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3");
 		g->clique_id = 32766;
 		g->has_health = true;
 		g->health_summary = HOST_HEALTH_HEALTHY;
@@ -59,11 +59,12 @@ static void tray(struct fx *x, const struct host_ops *ops)
 {
 	fx_init(x, ops);
 	fx_file(x, "proc/driver/nvidia/version",
-		"NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build"
-		"  (b@h)  Thu Oct  2 11:04:17 UTC 2025\n");
+	        "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build"
+	        "  (b@h)  Thu Oct  2 11:04:17 UTC 2025\n");
 	fx_file(x, "proc/driver/nvidia/params", "ImexChannelCount: 2048\n");
-	fx_script(x, FX_SYSTEMCTL, "printf 'LoadState=not-found\\nActiveState=inactive\\n"
-				   "UnitFileState=\\n'");
+	fx_script(x, FX_SYSTEMCTL,
+	          "printf 'LoadState=not-found\\nActiveState=inactive\\n"
+	          "UnitFileState=\\n'");
 	fx_script(x, FX_IMEX_CTL, "echo 'connection refused' >&2; exit 1");
 }
 
@@ -105,8 +106,9 @@ static void test_host_observe_reports_each_broken_part(void **state)
 	tray(&x, &ops);
 	x.h.cfg.tool_timeout_ms = 300;
 	fx_file(&x, "proc/driver/nvidia/version", "NVRM versi");
-	fx_script(&x, FX_SYSTEMCTL, "printf 'LoadState=loaded\\nActiveState=active\\n"
-				    "UnitFileState=enabled\\n'");
+	fx_script(&x, FX_SYSTEMCTL,
+	          "printf 'LoadState=loaded\\nActiveState=active\\n"
+	          "UnitFileState=enabled\\n'");
 	fx_script(&x, FX_IMEX_CTL, "exec sleep 30");
 	assert_int_equal(host_observe(&x.h, HOST_IMEX_PROCESS, o), NV_OK);
 	assert_int_equal(o->driver_part.err, NV_E_PARSE);
@@ -148,9 +150,9 @@ static void test_host_observe_nvml_failure(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_host_observe_healthy_tray),
-		cmocka_unit_test(test_host_observe_reports_each_broken_part),
-		cmocka_unit_test(test_host_observe_nvml_failure),
+	        cmocka_unit_test(test_host_observe_healthy_tray),
+	        cmocka_unit_test(test_host_observe_reports_each_broken_part),
+	        cmocka_unit_test(test_host_observe_nvml_failure),
 	};
 	return cmocka_run_group_tests_name("agent/host_observe", tests, NULL, NULL);
 }

@@ -47,8 +47,8 @@ static void test_agent_proc_version_parse_open(void **state)
 static void test_agent_proc_version_parse_proprietary(void **state)
 {
 	static const char t[] = "GCC version:  gcc version 12.2.0 580.1.2\n"
-				"NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  "
-				"Sat Aug 19 01:15:15 UTC 2023\n";
+	                        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  "
+	                        "Sat Aug 19 01:15:15 UTC 2023\n";
 	struct host_driver_info d = {0};
 
 	(void)state;
@@ -61,12 +61,12 @@ static void test_agent_proc_version_parse_proprietary(void **state)
 static void test_agent_proc_version_parse_rejects(void **state)
 {
 	static const char *const bad[] = {
-		"",
-		"GCC version:  gcc version 13.3.0\n",
-		"NVRM version: NVIDIA UNIX Open Kernel Module for aarch64\n",
-		"NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580..95  Release\n",
-		"NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  x580.95  Release\n",
-		"NVRM version: something  580.95.05  else\n",
+	        "",
+	        "GCC version:  gcc version 13.3.0\n",
+	        "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64\n",
+	        "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580..95  Release\n",
+	        "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  x580.95  Release\n",
+	        "NVRM version: something  580.95.05  else\n",
 	};
 	struct host_driver_info d = {0};
 
@@ -93,8 +93,9 @@ static void test_agent_sys_version_parse_cases(void **state)
 
 static void test_agent_params_parse_sample(void **state)
 {
-	static const char t[] = "ModifyDeviceFiles: 1\nDeviceFileMode: 438\n"
-				"ImexChannelCount: 2048\nCreateImexChannel0: 0\n\nRegistryDwords: \"\"\n";
+	static const char t[] =
+	        "ModifyDeviceFiles: 1\nDeviceFileMode: 438\n"
+	        "ImexChannelCount: 2048\nCreateImexChannel0: 0\n\nRegistryDwords: \"\"\n";
 	struct host_driver_params *p = xcalloc(1, sizeof(*p));
 
 	(void)state;
@@ -148,21 +149,23 @@ static void test_agent_version_cmp_components(void **state)
 static void test_agent_proc_devices_major_full_name(void **state)
 {
 	static const char t[] = "Character devices:\n  1 mem\n195 nvidia\n235 nvidia-caps\n"
-				"236 nvidia-caps-imex-channels\n237 nvidia-uvm\n\nBlock devices:\n"
-				"240 nvidia-caps-imex-channels-x\n  7 loop\n";
+	                        "236 nvidia-caps-imex-channels\n237 nvidia-uvm\n\nBlock devices:\n"
+	                        "240 nvidia-caps-imex-channels-x\n  7 loop\n";
 	unsigned m = 0;
 
 	(void)state;
 	assert_int_equal(host_proc_devices_major(t, sizeof(t) - 1, "nvidia-caps", &m), NV_OK);
 	assert_int_equal(m, 235);
 	assert_int_equal(host_proc_devices_major(t, sizeof(t) - 1, "nvidia-caps-imex-channels", &m),
-			 NV_OK);
+	                 NV_OK);
 	assert_int_equal(m, 236);
 	assert_int_equal(host_proc_devices_major(t, sizeof(t) - 1, "loop", &m), NV_E_NOT_FOUND);
 	assert_int_equal(host_proc_devices_major("236 nvidia-caps-imex-channels\n", 30,
-						  "nvidia-caps-imex-channels", &m), NV_E_NOT_FOUND);
+	                                         "nvidia-caps-imex-channels", &m),
+	                 NV_E_NOT_FOUND);
 	assert_int_equal(host_proc_devices_major("Character devices:\n99999 nvidia-caps\n", 37,
-						  "nvidia-caps", &m), NV_E_PARSE);
+	                                         "nvidia-caps", &m),
+	                 NV_E_PARSE);
 }
 
 static void test_agent_imex_q_parse_words(void **state)
@@ -205,14 +208,17 @@ static void test_agent_imex_nodes_parse_degraded(void **state)
 static void test_agent_imex_nodes_parse_hostile(void **state)
 {
 	static const char *const bad[] = {
-		"", "[]", "{\"status\":\"UP\"}", "{\"status\":1,\"nodes\":{}}",
-		"{\"status\":\"UP\",\"nodes\":{\"64\":{\"status\":\"READY\",\"host\":\"a\"}}}",
-		"{\"status\":\"UP\",\"nodes\":{\"-1\":{\"status\":\"READY\",\"host\":\"a\"}}}",
-		"{\"status\":\"UP\",\"nodes\":{\"0\":{\"status\":\"READY\"}}}",
-		("{\"status\":\"UP\",\"nodes\":{\"0\":{\"status\":\"READY\",\"host\":\"a\","
-		 "\"connections\":{\"99\":{\"status\":\"CONNECTED\"}}}}}"),
-		"{\"status\":\"UP\",\"nodes\":{\"0\":[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]}}",
-		"{\"status\":\"UP\",\"nodes\":{\"0\":{\"status\":\"READY\",\"host\":\"a\"}}",
+	        "",
+	        "[]",
+	        "{\"status\":\"UP\"}",
+	        "{\"status\":1,\"nodes\":{}}",
+	        "{\"status\":\"UP\",\"nodes\":{\"64\":{\"status\":\"READY\",\"host\":\"a\"}}}",
+	        "{\"status\":\"UP\",\"nodes\":{\"-1\":{\"status\":\"READY\",\"host\":\"a\"}}}",
+	        "{\"status\":\"UP\",\"nodes\":{\"0\":{\"status\":\"READY\"}}}",
+	        ("{\"status\":\"UP\",\"nodes\":{\"0\":{\"status\":\"READY\",\"host\":\"a\","
+	         "\"connections\":{\"99\":{\"status\":\"CONNECTED\"}}}}}"),
+	        "{\"status\":\"UP\",\"nodes\":{\"0\":[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]}}",
+	        "{\"status\":\"UP\",\"nodes\":{\"0\":{\"status\":\"READY\",\"host\":\"a\"}}",
 	};
 	struct host_imex_domain_status *d = xcalloc(1, sizeof(*d));
 	char why[128];
@@ -220,13 +226,13 @@ static void test_agent_imex_nodes_parse_hostile(void **state)
 	(void)state;
 	for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
 		why[0] = '\0';
-		assert_int_not_equal(host_imex_nodes_parse(bad[i], strlen(bad[i]), d, why,
-							    sizeof(why)), NV_OK);
+		assert_int_not_equal(
+		        host_imex_nodes_parse(bad[i], strlen(bad[i]), d, why, sizeof(why)), NV_OK);
 		assert_true(why[0] != '\0');
 	}
 	/* Unknown words are kept as UNKNOWN, not rejected. */
 	static const char odd[] = "{\"status\":\"WEIRD\",\"nodes\":{\"0\":{\"status\":\"NEW\","
-				  "\"host\":\"a\"}}}";
+	                          "\"host\":\"a\"}}}";
 	assert_int_equal(host_imex_nodes_parse(odd, sizeof(odd) - 1, d, why, sizeof(why)), NV_OK);
 	assert_int_equal(d->domain, HOST_IMEX_DOMAIN_UNKNOWN);
 	free(d);
@@ -235,17 +241,17 @@ static void test_agent_imex_nodes_parse_hostile(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_agent_proc_version_parse_open),
-		cmocka_unit_test(test_agent_proc_version_parse_proprietary),
-		cmocka_unit_test(test_agent_proc_version_parse_rejects),
-		cmocka_unit_test(test_agent_sys_version_parse_cases),
-		cmocka_unit_test(test_agent_params_parse_sample),
-		cmocka_unit_test(test_agent_params_parse_bounds),
-		cmocka_unit_test(test_agent_version_cmp_components),
-		cmocka_unit_test(test_agent_proc_devices_major_full_name),
-		cmocka_unit_test(test_agent_imex_q_parse_words),
-		cmocka_unit_test(test_agent_imex_nodes_parse_degraded),
-		cmocka_unit_test(test_agent_imex_nodes_parse_hostile),
+	        cmocka_unit_test(test_agent_proc_version_parse_open),
+	        cmocka_unit_test(test_agent_proc_version_parse_proprietary),
+	        cmocka_unit_test(test_agent_proc_version_parse_rejects),
+	        cmocka_unit_test(test_agent_sys_version_parse_cases),
+	        cmocka_unit_test(test_agent_params_parse_sample),
+	        cmocka_unit_test(test_agent_params_parse_bounds),
+	        cmocka_unit_test(test_agent_version_cmp_components),
+	        cmocka_unit_test(test_agent_proc_devices_major_full_name),
+	        cmocka_unit_test(test_agent_imex_q_parse_words),
+	        cmocka_unit_test(test_agent_imex_nodes_parse_degraded),
+	        cmocka_unit_test(test_agent_imex_nodes_parse_hostile),
 	};
 	return cmocka_run_group_tests_name("agent/host_parse", tests, NULL, NULL);
 }

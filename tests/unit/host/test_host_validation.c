@@ -18,7 +18,7 @@
 static enum nv_err parse(const char *text, double *bw, char *tr, char *why)
 {
 	return host_validation_output_parse(text, strlen(text), bw, tr,
-					     HOST_VALIDATION_TRANSPORT_LEN, why, HOST_ERRMSG_LEN);
+	                                    HOST_VALIDATION_TRANSPORT_LEN, why, HOST_ERRMSG_LEN);
 }
 
 static void test_agent_validation_output_parse_contract(void **state)
@@ -28,7 +28,7 @@ static void test_agent_validation_output_parse_contract(void **state)
 
 	(void)state;
 	assert_int_equal(parse("warming up\nbusbw_gbps=812.345\ntransport=NVLink\n", &bw, tr, why),
-			 NV_OK);
+	                 NV_OK);
 	assert_true(bw > 812.34 && bw < 812.36); /* rounded to 0.01 */
 	assert_string_equal(tr, "NVLink");
 	assert_int_equal(parse("busbw_gbps=900\r\n", &bw, tr, why), NV_OK);
@@ -42,12 +42,12 @@ static void test_agent_validation_output_parse_contract(void **state)
 static void test_agent_validation_output_parse_nccl_tests(void **state)
 {
 	static const char nccl[] =
-		"# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor)\n"
-		"#       size         count      type   redop    root     time   algbw   busbw\n"
-		"  8589934592    2147483648     float     sum      -1    19823  433.3  853.1\n"
-		"# Out of bounds values : 0 OK\n"
-		"# Avg bus bandwidth    : 812.34 \n"
-		"#\n";
+	        "# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor)\n"
+	        "#       size         count      type   redop    root     time   algbw   busbw\n"
+	        "  8589934592    2147483648     float     sum      -1    19823  433.3  853.1\n"
+	        "# Out of bounds values : 0 OK\n"
+	        "# Avg bus bandwidth    : 812.34 \n"
+	        "#\n";
 	char tr[HOST_VALIDATION_TRANSPORT_LEN], why[HOST_ERRMSG_LEN], both[1024];
 	double bw = 0;
 
@@ -61,28 +61,28 @@ static void test_agent_validation_output_parse_nccl_tests(void **state)
 	assert_string_equal(tr, "NVLS");
 	/* Wrong results are a failed run whatever the bandwidth. */
 	assert_int_equal(parse("# Out of bounds values : 12 FAILED\n# Avg bus bandwidth : 800\n",
-			       &bw, tr, why),
-			 NV_E_PARSE);
+	                       &bw, tr, why),
+	                 NV_E_PARSE);
 	assert_non_null(strstr(why, "12 FAILED"));
 }
 
 static void test_agent_validation_output_parse_garbage(void **state)
 {
 	static const char *const bad[] = {
-		"",
-		"all good\n",
-		"busbw_gbps=\n",
-		"busbw_gbps=lots\n",
-		"busbw_gbps=-5\n",
-		"busbw_gbps=1e3\n",
-		"busbw_gbps=0x10\n",
-		"busbw_gbps=inf\n",
-		"busbw_gbps=nan\n",
-		"busbw_gbps=1.2.3\n",
-		"busbw_gbps=100001\n",
-		"busbw_gbps=900\ntransport=NV Link\n",
-		"busbw_gbps=900\ntransport=\n",
-		"# Avg bus bandwidth    : N/A\n",
+	        "",
+	        "all good\n",
+	        "busbw_gbps=\n",
+	        "busbw_gbps=lots\n",
+	        "busbw_gbps=-5\n",
+	        "busbw_gbps=1e3\n",
+	        "busbw_gbps=0x10\n",
+	        "busbw_gbps=inf\n",
+	        "busbw_gbps=nan\n",
+	        "busbw_gbps=1.2.3\n",
+	        "busbw_gbps=100001\n",
+	        "busbw_gbps=900\ntransport=NV Link\n",
+	        "busbw_gbps=900\ntransport=\n",
+	        "# Avg bus bandwidth    : N/A\n",
 	};
 	char tr[HOST_VALIDATION_TRANSPORT_LEN], why[HOST_ERRMSG_LEN];
 	double bw = -1;
@@ -97,15 +97,15 @@ static void test_agent_validation_output_parse_garbage(void **state)
 	assert_int_equal(parse("nothing\n", &bw, tr, why), NV_E_PARSE);
 	assert_non_null(strstr(why, "no busbw_gbps"));
 	assert_int_equal(host_validation_output_parse("busbw_gbps=1\0x", 14, &bw, tr, sizeof(tr),
-						       why, sizeof(why)),
-			 NV_E_PARSE);
+	                                              why, sizeof(why)),
+	                 NV_E_PARSE);
 	assert_non_null(strstr(why, "NUL"));
 }
 
 static void test_agent_validation_state_parse_roundtrip_and_garbage(void **state)
 {
 	static const char rec[] = "id=canary-1\nphase=Succeeded\nstart_ms=1000\nend_ms=2000\n"
-				  "busbw_gbps=812.50\ntransport=NVLink\nmessage=ok\nfuture=1\n";
+	                          "busbw_gbps=812.50\ntransport=NVLink\nmessage=ok\nfuture=1\n";
 	struct host_val_result r;
 	long long pid = -1;
 	unsigned long long ps = 1;
@@ -120,12 +120,12 @@ static void test_agent_validation_state_parse_roundtrip_and_garbage(void **state
 	assert_int_equal(pid, 0);
 	assert_int_equal(ps, 0);
 	assert_int_equal(host_validation_state_parse("phase=Running\n", 14, &r, &pid, &ps),
-			 NV_E_PARSE);
+	                 NV_E_PARSE);
 	assert_int_equal(host_validation_state_parse("id=x\nphase=Maybe\n", 17, &r, &pid, &ps),
-			 NV_E_PARSE);
-	assert_int_equal(host_validation_state_parse("id=x\nphase=Failed\npid=-3\n", 24, &r,
-						      &pid, &ps),
-			 NV_E_PARSE);
+	                 NV_E_PARSE);
+	assert_int_equal(
+	        host_validation_state_parse("id=x\nphase=Failed\npid=-3\n", 24, &r, &pid, &ps),
+	        NV_E_PARSE);
 	assert_int_equal(host_validation_state_parse("garbage\n", 8, &r, &pid, &ps), NV_E_PARSE);
 }
 
@@ -148,7 +148,7 @@ static void req_init(struct host_val_request *r, const char *id, int64_t timeout
 
 /* Steps until the run is no longer Running (10 s at most: a busy machine). */
 static void run_to_end(struct host *h, const struct host_val_request *req,
-		       struct host_val_result *out)
+                       struct host_val_result *out)
 {
 	int64_t deadline = time_mono_ms() + 10000;
 
@@ -181,7 +181,7 @@ static void test_host_validation_step_once_per_id(void **state)
 
 	(void)state;
 	setup(&x, "echo \"$*\" >> \"$R/runs\"; echo busbw_gbps=$(cat \"$R/bw\"); "
-		  "echo transport=NVLink");
+	          "echo transport=NVLink");
 	fx_file(&x, "bw", "812.5\n");
 	req_init(&req, "canary-1", 10000);
 	snprintf(req.args[req.n_args++], HOST_VALIDATION_ARG_LEN, "--partition");
@@ -290,7 +290,7 @@ static void test_host_validation_step_output_cap(void **state)
 
 	(void)state;
 	setup(&x, "yes 'busbw_gbps=1 and a long line of chatter' | head -c 400000; "
-		  "echo; echo busbw_gbps=9");
+	          "echo; echo busbw_gbps=9");
 	req_init(&req, "chatty", 10000);
 	run_to_end(&x.h, &req, &v);
 	assert_int_equal(v.phase, HOST_VAL_FAILED);
@@ -370,17 +370,17 @@ static void test_host_validation_step_adopts_reported(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_agent_validation_output_parse_contract),
-		cmocka_unit_test(test_agent_validation_output_parse_nccl_tests),
-		cmocka_unit_test(test_agent_validation_output_parse_garbage),
-		cmocka_unit_test(test_agent_validation_state_parse_roundtrip_and_garbage),
-		cmocka_unit_test(test_host_validation_step_once_per_id),
-		cmocka_unit_test(test_host_validation_step_no_command),
-		cmocka_unit_test(test_host_validation_step_failures),
-		cmocka_unit_test(test_host_validation_step_timeout),
-		cmocka_unit_test(test_host_validation_step_output_cap),
-		cmocka_unit_test(test_host_validation_step_restart_during_run),
-		cmocka_unit_test(test_host_validation_step_adopts_reported),
+	        cmocka_unit_test(test_agent_validation_output_parse_contract),
+	        cmocka_unit_test(test_agent_validation_output_parse_nccl_tests),
+	        cmocka_unit_test(test_agent_validation_output_parse_garbage),
+	        cmocka_unit_test(test_agent_validation_state_parse_roundtrip_and_garbage),
+	        cmocka_unit_test(test_host_validation_step_once_per_id),
+	        cmocka_unit_test(test_host_validation_step_no_command),
+	        cmocka_unit_test(test_host_validation_step_failures),
+	        cmocka_unit_test(test_host_validation_step_timeout),
+	        cmocka_unit_test(test_host_validation_step_output_cap),
+	        cmocka_unit_test(test_host_validation_step_restart_during_run),
+	        cmocka_unit_test(test_host_validation_step_adopts_reported),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -51,7 +51,7 @@ static void test_jx_get_str_names_path(void **state)
 	struct jx_err e;
 	const char *s = NULL;
 	json_t *v = load("{\"metadata\":{\"name\":7,\"annotations\":{\"nvl72.io/rack\":\"r1\"}},"
-			 "\"items\":[{\"x\":\"y\"}]}");
+	                 "\"items\":[{\"x\":\"y\"}]}");
 	assert_int_equal(jx_get_str(v, "metadata.name", &s, &e), NV_E_INVAL);
 	assert_string_equal(e.msg, "metadata.name: expected a string, got an integer");
 	assert_int_equal(jx_get_str(v, "metadata.uid", &s, &e), NV_E_NOT_FOUND);
@@ -125,12 +125,12 @@ static void test_jx_merge_patch_rfc7386_cases(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_jx_loadb_rejects_garbage_and_trailing),
-		cmocka_unit_test(test_jx_loadb_caps_size_and_depth),
-		cmocka_unit_test(test_jx_get_str_names_path),
-		cmocka_unit_test(test_jx_get_int_bool_range),
-		cmocka_unit_test(test_jx_set_take_creates_objects),
-		cmocka_unit_test(test_jx_merge_patch_rfc7386_cases),
+	        cmocka_unit_test(test_jx_loadb_rejects_garbage_and_trailing),
+	        cmocka_unit_test(test_jx_loadb_caps_size_and_depth),
+	        cmocka_unit_test(test_jx_get_str_names_path),
+	        cmocka_unit_test(test_jx_get_int_bool_range),
+	        cmocka_unit_test(test_jx_set_take_creates_objects),
+	        cmocka_unit_test(test_jx_merge_patch_rfc7386_cases),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,9 +33,11 @@ static struct kube_config *parse(const char *user)
 	char text[2048];
 	struct kube_config *c = NULL;
 	struct kube_status st;
-	snprintf(text, sizeof(text), "current-context: t\nclusters:\n- name: c\n  cluster: {server: "
-		 "\"https://h:1\"}\nusers:\n- name: u\n  user:\n%scontexts:\n- name: t\n"
-		 "  context: {cluster: c, user: u}\n", user);
+	snprintf(text, sizeof(text),
+	         "current-context: t\nclusters:\n- name: c\n  cluster: {server: "
+	         "\"https://h:1\"}\nusers:\n- name: u\n  user:\n%scontexts:\n- name: t\n"
+	         "  context: {cluster: c, user: u}\n",
+	         user);
 	if (kube_config_parse(text, strlen(text), dir, NULL, &c, &st) != NV_OK)
 		fail_msg("%s", st.message);
 	return c;
@@ -137,14 +139,18 @@ static void test_kube_auth_get_exec_expiry(void **state)
 	char script[512], runs[128];
 	snprintf(runs, sizeof(runs), "%s/runs", dir);
 	snprintf(script, sizeof(script),
-		 "#!/bin/sh\necho x >> %s\n"
-		 "test \"$1\" = --flag || exit 4\n"
-		 "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
-		 "\"status\":{\"token\":\"%%s\",\"expirationTimestamp\":\"%%s\"}}' \"$TOK\" \"$EXP\"\n", runs);
+	         "#!/bin/sh\necho x >> %s\n"
+	         "test \"$1\" = --flag || exit 4\n"
+	         "printf "
+	         "'{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+	         "\"status\":{\"token\":\"%%s\",\"expirationTimestamp\":\"%%s\"}}' \"$TOK\" "
+	         "\"$EXP\"\n",
+	         runs);
 	put("plugin", script, 0700);
-	c = parse("    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: ./plugin\n"
-		  "      args: [--flag]\n      env:\n      - {name: TOK, value: tok-1}\n"
-		  "      - {name: EXP, value: \"2099-01-01T00:00:00Z\"}\n");
+	c = parse("    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: "
+	          "./plugin\n"
+	          "      args: [--flag]\n      env:\n      - {name: TOK, value: tok-1}\n"
+	          "      - {name: EXP, value: \"2099-01-01T00:00:00Z\"}\n");
 	kube_auth_init(&a, c, 1000);
 	assert_int_equal(kube_auth_get(&a, &cr, &st), NV_OK);
 	assert_string_equal(cr.token, "tok-1");
@@ -165,14 +171,15 @@ static void test_kube_auth_get_exec_expiry(void **state)
 	kube_auth_clear(&a);
 	kube_config_free(c);
 
-	c = parse("    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: ./plugin\n");
+	c = parse("    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: "
+	          "./plugin\n");
 	kube_auth_init(&a, c, 1000);
 	assert_int_equal(kube_auth_get(&a, &cr, &st), NV_E_AUTH);
 	assert_non_null(strstr(st.message, "exited with status 4"));
 	kube_auth_clear(&a);
 	kube_config_free(c);
 	c = parse("    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
-		  "      command: ./no-such-plugin\n");
+	          "      command: ./no-such-plugin\n");
 	kube_auth_init(&a, c, 1000);
 	assert_int_equal(kube_auth_get(&a, &cr, &st), NV_E_AUTH);
 	kube_auth_clear(&a);
@@ -182,9 +189,9 @@ static void test_kube_auth_get_exec_expiry(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_kube_auth_get_token_file_cache),
-		cmocka_unit_test(test_kube_auth_get_cert_files_reread),
-		cmocka_unit_test(test_kube_auth_get_exec_expiry),
+	        cmocka_unit_test(test_kube_auth_get_token_file_cache),
+	        cmocka_unit_test(test_kube_auth_get_cert_files_reread),
+	        cmocka_unit_test(test_kube_auth_get_exec_expiry),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -21,7 +21,7 @@ static void test_kube_condition_set_transition_rules(void **state)
 	int64_t t1 = 1764431391000, t2 = t1 + 60000;
 	assert_true(kube_condition_set(o, "Ready", "False", "Starting", "", 1, t1));
 	assert_string_equal(jx_str_or(kube_condition_find(o, "Ready"), "lastTransitionTime", ""),
-			    "2025-11-29T15:49:51Z");
+	                    "2025-11-29T15:49:51Z");
 	/* Same everything: no change reported, nothing touched. */
 	assert_false(kube_condition_set(o, "Ready", "False", "Starting", "", 1, t2));
 	/* Reason and generation change: in place, time kept. */
@@ -32,7 +32,7 @@ static void test_kube_condition_set_transition_rules(void **state)
 	/* Status flips: the time moves. */
 	assert_true(kube_condition_set(o, "Ready", "True", "Ready", "", 2, t2));
 	assert_string_equal(jx_str_or(kube_condition_find(o, "Ready"), "lastTransitionTime", ""),
-			    "2025-11-29T15:50:51Z");
+	                    "2025-11-29T15:50:51Z");
 	assert_true(kube_condition_is_true(o, "Ready"));
 	assert_true(kube_condition_set(o, "Degraded", "False", "AsExpected", "", 2, t2));
 	assert_int_equal(json_array_size(jx_path(o, "status.conditions")), 2);
@@ -51,19 +51,21 @@ static void test_kube_path_build_escapes(void **state)
 	assert_string_equal(buf_str(&b), "/api/v1/namespaces/ns%201/pods/a%2Fb/eviction");
 	buf_reset(&b);
 	assert_int_equal(kube_path_build(&b, &KUBE_RES_LEASES, "kube-system", NULL, NULL), NV_OK);
-	assert_string_equal(buf_str(&b), "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases");
+	assert_string_equal(buf_str(&b),
+	                    "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases");
 	buf_reset(&b);
 	assert_int_equal(kube_path_build(&b, &KUBE_RES_NODES, "ignored", "n1", NULL), NV_OK);
 	assert_string_equal(buf_str(&b), "/api/v1/nodes/n1");
 	buf_clear(&b);
 	buf_init(&b, 16);
 	assert_int_equal(kube_path_build(&b, &KUBE_RES_PODS, "default", "long-name-here", NULL),
-			 NV_E_TOO_LARGE);
+	                 NV_E_TOO_LARGE);
 	buf_clear(&b);
 	buf_init(&b, 256);
 	assert_int_equal(kube_query_add(&b, "labelSelector", "app in (a,b),tier!=x"), NV_OK);
 	assert_int_equal(kube_query_add(&b, "limit", "5"), NV_OK);
-	assert_string_equal(buf_str(&b), "labelSelector=app%20in%20%28a%2Cb%29%2Ctier%21%3Dx&limit=5");
+	assert_string_equal(buf_str(&b),
+	                    "labelSelector=app%20in%20%28a%2Cb%29%2Ctier%21%3Dx&limit=5");
 	buf_clear(&b);
 }
 
@@ -98,10 +100,10 @@ static void test_kube_status_from_body_non_status(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_kube_condition_set_transition_rules),
-		cmocka_unit_test(test_kube_path_build_escapes),
-		cmocka_unit_test(test_kube_http_err_maps_reasons),
-		cmocka_unit_test(test_kube_status_from_body_non_status),
+	        cmocka_unit_test(test_kube_condition_set_transition_rules),
+	        cmocka_unit_test(test_kube_path_build_escapes),
+	        cmocka_unit_test(test_kube_http_err_maps_reasons),
+	        cmocka_unit_test(test_kube_status_from_body_non_status),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,14 +17,15 @@
 #include "../../../src/kube/kube_int.h"
 
 static const char *good =
-	"apiVersion: v1\nkind: Config\ncurrent-context: a\n"
-	"clusters:\n- name: c1\n  cluster:\n    server: https://127.0.0.1:6443/\n"
-	"    certificate-authority-data: aGVsbG8=\n    insecure-skip-tls-verify: false\n"
-	"users:\n- name: u1\n  user:\n    token: \"s3cret\"\n"
-	"- name: u2\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
-	"      command: ./plugin\n      args: [\"--x\", \"y\"]\n      env:\n      - {name: A, value: b}\n"
-	"contexts:\n- name: a\n  context: {cluster: c1, user: u1, namespace: ops}\n"
-	"- name: b\n  context: {cluster: c1, user: u2}\n";
+        "apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+        "clusters:\n- name: c1\n  cluster:\n    server: https://127.0.0.1:6443/\n"
+        "    certificate-authority-data: aGVsbG8=\n    insecure-skip-tls-verify: false\n"
+        "users:\n- name: u1\n  user:\n    token: \"s3cret\"\n"
+        "- name: u2\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+        "      command: ./plugin\n      args: [\"--x\", \"y\"]\n      env:\n      - {name: A, "
+        "value: b}\n"
+        "contexts:\n- name: a\n  context: {cluster: c1, user: u1, namespace: ops}\n"
+        "- name: b\n  context: {cluster: c1, user: u2}\n";
 
 static struct kube_config *parse_ok(const char *text, const char *ctx)
 {
@@ -43,7 +44,7 @@ static void expect_err(const char *text, const char *ctx, enum nv_err want, cons
 	enum nv_err rc = kube_config_parse(text, strlen(text), "/etc/kc", ctx, &c, &st);
 	if (rc != want || strstr(st.message, needle) == NULL)
 		fail_msg("want %s containing \"%s\", got %s: %s", nv_err_name(want), needle,
-			 nv_err_name(rc), st.message);
+		         nv_err_name(rc), st.message);
 	assert_null(c);
 }
 
@@ -79,41 +80,46 @@ static void test_kube_config_parse_hostile_types(void **state)
 	(void)state;
 	expect_err("clusters: 5\n", NULL, NV_E_CONFIG, "clusters: expected a list, got an integer");
 	expect_err("current-context: a\nclusters:\n- name: c\n  cluster: {server: [1]}\n"
-		   "users:\n- name: u\n  user: {}\ncontexts:\n- name: a\n  context: {cluster: c, user: u}\n",
-		   NULL, NV_E_CONFIG, "clusters[0].cluster.server: expected a string, got an array");
+	           "users:\n- name: u\n  user: {}\ncontexts:\n- name: a\n  context: {cluster: c, "
+	           "user: u}\n",
+	           NULL, NV_E_CONFIG,
+	           "clusters[0].cluster.server: expected a string, got an array");
 	expect_err("users:\n- name: u\n  user: {token: 12}\n"
-		   "clusters:\n- name: c\n  cluster: {server: \"https://x\"}\n"
-		   "contexts:\n- name: a\n  context: {cluster: c, user: u}\n", "a", NV_E_CONFIG,
-		   "users[0].user.token: expected a string, got an integer");
+	           "clusters:\n- name: c\n  cluster: {server: \"https://x\"}\n"
+	           "contexts:\n- name: a\n  context: {cluster: c, user: u}\n",
+	           "a", NV_E_CONFIG, "users[0].user.token: expected a string, got an integer");
 	expect_err("users:\n- user: {}\n", "a", NV_E_CONFIG, "users[0].name: missing");
 	expect_err("clusters:\n- name: c\n  cluster: {server: \"https://x\", "
-		   "insecure-skip-tls-verify: maybe}\nusers:\n- name: u\n  user: {}\n"
-		   "contexts:\n- name: a\n  context: {cluster: c, user: u}\n", "a", NV_E_CONFIG,
-		   "cluster.insecure-skip-tls-verify: expected a boolean");
+	           "insecure-skip-tls-verify: maybe}\nusers:\n- name: u\n  user: {}\n"
+	           "contexts:\n- name: a\n  context: {cluster: c, user: u}\n",
+	           "a", NV_E_CONFIG, "cluster.insecure-skip-tls-verify: expected a boolean");
 }
 
 static void test_kube_config_parse_missing_refs(void **state)
 {
 	(void)state;
 	expect_err(good, "nope", NV_E_CONFIG, "no context named \"nope\"");
-	expect_err("current-context: a\ncontexts:\n- name: a\n  context: {cluster: gone, user: u}\n",
-		   NULL, NV_E_CONFIG, "contexts[0].context.cluster: no cluster named \"gone\"");
+	expect_err(
+	        "current-context: a\ncontexts:\n- name: a\n  context: {cluster: gone, user: u}\n",
+	        NULL, NV_E_CONFIG, "contexts[0].context.cluster: no cluster named \"gone\"");
 	expect_err("clusters: []\n", NULL, NV_E_CONFIG, "current-context: not set");
 	expect_err("current-context: a\nclusters:\n- name: c\n  cluster: {server: \"https://x\"}\n"
-		   "users:\n- name: u\n  user: {client-certificate-data: aGk=}\n"
-		   "contexts:\n- name: a\n  context: {cluster: c, user: u}\n", NULL, NV_E_CONFIG,
-		   "users[0].user.client-key: missing");
+	           "users:\n- name: u\n  user: {client-certificate-data: aGk=}\n"
+	           "contexts:\n- name: a\n  context: {cluster: c, user: u}\n",
+	           NULL, NV_E_CONFIG, "users[0].user.client-key: missing");
 	expect_err("current-context: a\nclusters:\n- name: c\n  cluster: {server: \"https://x\", "
-		   "certificate-authority: /nonexistent/ca.crt}\nusers:\n- name: u\n  user: {}\n"
-		   "contexts:\n- name: a\n  context: {cluster: c, user: u}\n", NULL, NV_E_CONFIG,
-		   "cluster.certificate-authority: cannot read /nonexistent/ca.crt");
+	           "certificate-authority: /nonexistent/ca.crt}\nusers:\n- name: u\n  user: {}\n"
+	           "contexts:\n- name: a\n  context: {cluster: c, user: u}\n",
+	           NULL, NV_E_CONFIG,
+	           "cluster.certificate-authority: cannot read /nonexistent/ca.crt");
 	expect_err("current-context: a\nclusters:\n- name: c\n  cluster: {server: \"ftp://x\"}\n"
-		   "users:\n- name: u\n  user: {}\ncontexts:\n- name: a\n  context: {cluster: c, user: u}\n",
-		   NULL, NV_E_CONFIG, "cluster.server: must be an http(s) URL");
+	           "users:\n- name: u\n  user: {}\ncontexts:\n- name: a\n  context: {cluster: c, "
+	           "user: u}\n",
+	           NULL, NV_E_CONFIG, "cluster.server: must be an http(s) URL");
 	expect_err("current-context: a\nclusters:\n- name: c\n  cluster: {server: \"https://x\"}\n"
-		   "users:\n- name: u\n  user: {auth-provider: {name: gcp}}\n"
-		   "contexts:\n- name: a\n  context: {cluster: c, user: u}\n", NULL, NV_E_UNSUPPORTED,
-		   "users[0].user.auth-provider: not supported");
+	           "users:\n- name: u\n  user: {auth-provider: {name: gcp}}\n"
+	           "contexts:\n- name: a\n  context: {cluster: c, user: u}\n",
+	           NULL, NV_E_UNSUPPORTED, "users[0].user.auth-provider: not supported");
 }
 
 static void test_kube_config_parse_huge_and_hostile_yaml(void **state)
@@ -157,8 +163,8 @@ static void test_kube_config_load_merges_first_wins(void **state)
 	fclose(f);
 	f = fopen(p2, "w");
 	fprintf(f, "current-context: a\nusers:\n- name: u\n  user: {token: later}\n"
-		   "clusters:\n- name: c\n  cluster: {server: \"https://two\"}\n"
-		   "contexts:\n- name: a\n  context: {cluster: c, user: u}\n");
+	           "clusters:\n- name: c\n  cluster: {server: \"https://two\"}\n"
+	           "contexts:\n- name: a\n  context: {cluster: c, user: u}\n");
 	fclose(f);
 	snprintf(env, sizeof(env), "%s:%s/missing:%s", p1, dir, p2);
 	setenv("KUBECONFIG", env, 1);
@@ -224,15 +230,17 @@ static void test_kube_exec_parse_credential(void **state)
 	struct kube_status st;
 	int64_t exp = 0;
 	const char *ok = "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
-			 "\"ExecCredential\",\"status\":{\"token\":\"t0k\",\"expirationTimestamp\":"
-			 "\"2030-01-01T00:00:00Z\"}}";
-	assert_int_equal(kube_exec_parse(ok, strlen(ok), "client.authentication.k8s.io/v1",
-					 &cred, &exp, &st), NV_OK);
+	                 "\"ExecCredential\",\"status\":{\"token\":\"t0k\",\"expirationTimestamp\":"
+	                 "\"2030-01-01T00:00:00Z\"}}";
+	assert_int_equal(kube_exec_parse(ok, strlen(ok), "client.authentication.k8s.io/v1", &cred,
+	                                 &exp, &st),
+	                 NV_OK);
 	assert_string_equal(cred.token, "t0k");
 	assert_true(exp > 0);
 	kube_cred_clear(&cred);
 	assert_int_equal(kube_exec_parse(ok, strlen(ok), "client.authentication.k8s.io/v1beta1",
-					 &cred, &exp, &st), NV_E_AUTH);
+	                                 &cred, &exp, &st),
+	                 NV_E_AUTH);
 	assert_non_null(strstr(st.message, "apiVersion"));
 	const char *none = "{\"apiVersion\":\"v\",\"kind\":\"ExecCredential\",\"status\":{}}";
 	assert_int_equal(kube_exec_parse(none, strlen(none), "v", &cred, &exp, &st), NV_E_AUTH);
@@ -242,15 +250,15 @@ static void test_kube_exec_parse_credential(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_kube_config_parse_token_context),
-		cmocka_unit_test(test_kube_config_parse_exec_context),
-		cmocka_unit_test(test_kube_config_parse_hostile_types),
-		cmocka_unit_test(test_kube_config_parse_missing_refs),
-		cmocka_unit_test(test_kube_config_parse_huge_and_hostile_yaml),
-		cmocka_unit_test(test_kube_config_load_merges_first_wins),
-		cmocka_unit_test(test_kube_config_in_cluster_at),
-		cmocka_unit_test(test_kube_b64_decode_variants),
-		cmocka_unit_test(test_kube_exec_parse_credential),
+	        cmocka_unit_test(test_kube_config_parse_token_context),
+	        cmocka_unit_test(test_kube_config_parse_exec_context),
+	        cmocka_unit_test(test_kube_config_parse_hostile_types),
+	        cmocka_unit_test(test_kube_config_parse_missing_refs),
+	        cmocka_unit_test(test_kube_config_parse_huge_and_hostile_yaml),
+	        cmocka_unit_test(test_kube_config_load_merges_first_wins),
+	        cmocka_unit_test(test_kube_config_in_cluster_at),
+	        cmocka_unit_test(test_kube_b64_decode_variants),
+	        cmocka_unit_test(test_kube_exec_parse_credential),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

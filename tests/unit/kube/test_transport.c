@@ -78,8 +78,7 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-static struct kube_client *start(struct canned *c, size_t max_body, const char *f0,
-				 const char *f1)
+static struct kube_client *start(struct canned *c, size_t max_body, const char *f0, const char *f1)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(sa);
@@ -98,11 +97,14 @@ static struct kube_client *start(struct canned *c, size_t max_body, const char *
 	struct kube_config *cfg = NULL;
 	struct kube_client *cl = NULL;
 	struct kube_status st;
-	snprintf(text, sizeof(text), "current-context: t\nclusters:\n- name: c\n  cluster: {server: "
-		 "\"http://127.0.0.1:%d\"}\nusers:\n- name: u\n  user: {token: t0k}\ncontexts:\n"
-		 "- name: t\n  context: {cluster: c, user: u}\n", c->port);
+	snprintf(text, sizeof(text),
+	         "current-context: t\nclusters:\n- name: c\n  cluster: {server: "
+	         "\"http://127.0.0.1:%d\"}\nusers:\n- name: u\n  user: {token: t0k}\ncontexts:\n"
+	         "- name: t\n  context: {cluster: c, user: u}\n",
+	         c->port);
 	assert_int_equal(kube_config_parse(text, strlen(text), NULL, NULL, &cfg, &st), NV_OK);
-	struct kube_client_opts o = {.max_body = max_body, .backoff_base_ms = 10, .timeout_ms = 5000};
+	struct kube_client_opts o = {
+	        .max_body = max_body, .backoff_base_ms = 10, .timeout_ms = 5000};
 	assert_int_equal(kube_client_new(cfg, &o, &cl, &st), NV_OK);
 	return cl;
 }
@@ -154,7 +156,8 @@ static void test_kube_create_500_is_not_repeated(void **state)
 	struct kube_client *cl = start(&c, 0, "500-internal.http", NULL);
 	struct kube_status st;
 	json_t *o = json_pack("{s:{s:s}}", "metadata", "name", "x");
-	assert_int_equal(kube_create(cl, &KUBE_RES_CONFIGMAPS, "default", o, NULL, &st), NV_E_SERVER);
+	assert_int_equal(kube_create(cl, &KUBE_RES_CONFIGMAPS, "default", o, NULL, &st),
+	                 NV_E_SERVER);
 	assert_int_equal(st.attempts, 1);
 	assert_int_equal(st.http_code, 500);
 	assert_string_equal(st.reason, "InternalError");
@@ -171,7 +174,7 @@ static void test_kube_update_409_is_a_conflict(void **state)
 	struct kube_status st;
 	json_t *o = json_pack("{s:{s:s,s:s}}", "metadata", "name", "cm1", "resourceVersion", "1");
 	assert_int_equal(kube_update(cl, &KUBE_RES_CONFIGMAPS, "default", o, NULL, NULL, &st),
-			 NV_E_CONFLICT);
+	                 NV_E_CONFLICT);
 	assert_false(nv_err_retryable(NV_E_CONFLICT));
 	assert_int_equal(st.attempts, 1);
 	assert_non_null(strstr(c.last_req, "PUT /api/v1/namespaces/default/configmaps/cm1 "));
@@ -188,7 +191,7 @@ static void test_kube_create_422_reports_causes(void **state)
 	struct kube_status st;
 	json_t *o = json_pack("{s:{s:s}}", "metadata", "name", "Bad_Name");
 	assert_int_equal(kube_create(cl, &KUBE_RES_CONFIGMAPS, "default", o, NULL, &st),
-			 NV_E_INVALID_OBJECT);
+	                 NV_E_INVALID_OBJECT);
 	assert_non_null(strstr(st.causes, "metadata.name: Invalid value"));
 	json_decref(o);
 	stop(&c, cl);
@@ -214,7 +217,8 @@ static void test_kube_get_body_over_cap(void **state)
 	struct kube_client *cl = start(&c, 64, "200-configmap.http", NULL);
 	struct kube_status st;
 	json_t *o = NULL;
-	assert_int_equal(kube_get(cl, &KUBE_RES_CONFIGMAPS, "default", "cm1", &o, &st), NV_E_TOO_LARGE);
+	assert_int_equal(kube_get(cl, &KUBE_RES_CONFIGMAPS, "default", "cm1", &o, &st),
+	                 NV_E_TOO_LARGE);
 	stop(&c, cl);
 }
 
@@ -228,19 +232,20 @@ static enum nv_err record(void *ud, enum kube_event_type t, json_t *o)
 	struct seen *s = ud;
 	if (s->n < 8)
 		snprintf(s->log[s->n++], 64, "%s:%s:%s", kube_event_type_name(t), kube_obj_name(o),
-			 kube_obj_rv(o));
+		         kube_obj_rv(o));
 	return NV_OK;
 }
 
 static enum nv_err watch_file(const char *file, size_t max_event, struct seen *s, char **rv,
-			      struct kube_status *st)
+                              struct kube_status *st)
 {
 	struct canned c;
 	struct kube_client *cl = start(&c, 0, file, NULL);
-	struct kube_watch_opts o = {.resource_version = "200", .timeout_s = 5, .max_event = max_event};
+	struct kube_watch_opts o = {
+	        .resource_version = "200", .timeout_s = 5, .max_event = max_event};
 	enum nv_err rc = kube_watch(cl, &KUBE_RES_CONFIGMAPS, "default", &o, record, s, rv, st);
 	assert_non_null(strstr(c.last_req, "watch=1&allowWatchBookmarks=true&timeoutSeconds=5&"
-				  "resourceVersion=200"));
+	                                   "resourceVersion=200"));
 	stop(&c, cl);
 	return rc;
 }
@@ -316,8 +321,8 @@ static void test_kube_create_unsent_is_retried(void **state)
 {
 	(void)state;
 	const char *text = "current-context: t\nclusters:\n- name: c\n  cluster: {server: "
-			   "\"http://127.0.0.1:1\"}\nusers:\n- name: u\n  user: {}\ncontexts:\n"
-			   "- name: t\n  context: {cluster: c, user: u}\n";
+	                   "\"http://127.0.0.1:1\"}\nusers:\n- name: u\n  user: {}\ncontexts:\n"
+	                   "- name: t\n  context: {cluster: c, user: u}\n";
 	struct kube_config *cfg = NULL;
 	struct kube_client *cl = NULL;
 	struct kube_status st;
@@ -326,7 +331,7 @@ static void test_kube_create_unsent_is_retried(void **state)
 	assert_int_equal(kube_client_new(cfg, &o, &cl, &st), NV_OK);
 	json_t *obj = json_pack("{s:{s:s}}", "metadata", "name", "x");
 	assert_int_equal(kube_create(cl, &KUBE_RES_CONFIGMAPS, "default", obj, NULL, &st),
-			 NV_E_TRANSPORT);
+	                 NV_E_TRANSPORT);
 	assert_int_equal(st.attempts, 3);
 	assert_int_equal(st.http_code, 0);
 	json_decref(obj);
@@ -364,8 +369,10 @@ static void test_kube_watch_backpressure(void **state)
 	pad[1000] = '\0';
 	fputs("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n", f);
 	for (int i = 0; i < 4000; i++)
-		fprintf(f, "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"o%d\","
-			"\"resourceVersion\":\"%d\"},\"data\":{\"p\":\"%s\"}}}\n", i, 1000 + i, pad);
+		fprintf(f,
+		        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"o%d\","
+		        "\"resourceVersion\":\"%d\"},\"data\":{\"p\":\"%s\"}}}\n",
+		        i, 1000 + i, pad);
 	fclose(f);
 	struct canned c;
 	struct kube_client *cl = start(&c, 0, path, NULL);
@@ -373,8 +380,8 @@ static void test_kube_watch_backpressure(void **state)
 	struct kube_status st;
 	struct kube_watch_opts o = {.timeout_s = 5};
 	char *rv = NULL;
-	assert_int_equal(kube_watch(cl, &KUBE_RES_CONFIGMAPS, NULL, &o, slow_consumer, &s, &rv, &st),
-			 NV_OK);
+	assert_int_equal(
+	        kube_watch(cl, &KUBE_RES_CONFIGMAPS, NULL, &o, slow_consumer, &s, &rv, &st), NV_OK);
 	assert_int_equal(s.n, 4000);
 	assert_true(s.in_order);
 	assert_string_equal(rv, "4999");
@@ -389,20 +396,20 @@ static void test_kube_watch_backpressure(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_kube_get_retries_429_after_retry_after),
-		cmocka_unit_test(test_kube_get_retries_503_with_retry_after),
-		cmocka_unit_test(test_kube_create_500_is_not_repeated),
-		cmocka_unit_test(test_kube_update_409_is_a_conflict),
-		cmocka_unit_test(test_kube_create_422_reports_causes),
-		cmocka_unit_test(test_kube_get_garbage_json_is_parse_error),
-		cmocka_unit_test(test_kube_get_body_over_cap),
-		cmocka_unit_test(test_kube_watch_events_across_chunks),
-		cmocka_unit_test(test_kube_watch_truncated_chunk),
-		cmocka_unit_test(test_kube_watch_oversized_event),
-		cmocka_unit_test(test_kube_watch_garbage),
-		cmocka_unit_test(test_kube_watch_error_410),
-		cmocka_unit_test(test_kube_watch_backpressure),
-		cmocka_unit_test(test_kube_create_unsent_is_retried),
+	        cmocka_unit_test(test_kube_get_retries_429_after_retry_after),
+	        cmocka_unit_test(test_kube_get_retries_503_with_retry_after),
+	        cmocka_unit_test(test_kube_create_500_is_not_repeated),
+	        cmocka_unit_test(test_kube_update_409_is_a_conflict),
+	        cmocka_unit_test(test_kube_create_422_reports_causes),
+	        cmocka_unit_test(test_kube_get_garbage_json_is_parse_error),
+	        cmocka_unit_test(test_kube_get_body_over_cap),
+	        cmocka_unit_test(test_kube_watch_events_across_chunks),
+	        cmocka_unit_test(test_kube_watch_truncated_chunk),
+	        cmocka_unit_test(test_kube_watch_oversized_event),
+	        cmocka_unit_test(test_kube_watch_garbage),
+	        cmocka_unit_test(test_kube_watch_error_410),
+	        cmocka_unit_test(test_kube_watch_backpressure),
+	        cmocka_unit_test(test_kube_create_unsent_is_retried),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

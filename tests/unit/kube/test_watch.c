@@ -14,9 +14,12 @@
 #include "../../../src/kube/kube_int.h"
 
 static const char *stream =
-	"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a}{\\\"\",\"resourceVersion\":\"1\"}}}\n"
-	"  {\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"b\",\"resourceVersion\":\"2\"}}}"
-	"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"3\"}}}\r\n";
+        "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a}{\\\"\",\"resourceVersion\":"
+        "\"1\"}}}\n"
+        "  "
+        "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"b\",\"resourceVersion\":\"2\"}"
+        "}}"
+        "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"3\"}}}\r\n";
 
 static int drain(struct kube_framer *f, json_t **got, int max)
 {
@@ -109,10 +112,10 @@ static void test_kube_watch_event_decode_types(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_kube_framer_next_every_split),
-		cmocka_unit_test(test_kube_framer_next_oversized),
-		cmocka_unit_test(test_kube_framer_next_garbage),
-		cmocka_unit_test(test_kube_watch_event_decode_types),
+	        cmocka_unit_test(test_kube_framer_next_every_split),
+	        cmocka_unit_test(test_kube_framer_next_oversized),
+	        cmocka_unit_test(test_kube_framer_next_garbage),
+	        cmocka_unit_test(test_kube_watch_event_decode_types),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

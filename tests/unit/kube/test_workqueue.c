@@ -150,12 +150,12 @@ static void test_kube_workers_start_processes_and_retries(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_kube_workqueue_add_dedupes),
-		cmocka_unit_test(test_kube_workqueue_add_after_orders_by_time),
-		cmocka_unit_test(test_kube_workqueue_rate_limited_backoff),
-		cmocka_unit_test(test_kube_workqueue_defaults_5ms_to_1000s),
-		cmocka_unit_test(test_kube_workqueue_shutdown_unblocks),
-		cmocka_unit_test(test_kube_workers_start_processes_and_retries),
+	        cmocka_unit_test(test_kube_workqueue_add_dedupes),
+	        cmocka_unit_test(test_kube_workqueue_add_after_orders_by_time),
+	        cmocka_unit_test(test_kube_workqueue_rate_limited_backoff),
+	        cmocka_unit_test(test_kube_workqueue_defaults_5ms_to_1000s),
+	        cmocka_unit_test(test_kube_workqueue_shutdown_unblocks),
+	        cmocka_unit_test(test_kube_workers_start_processes_and_retries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

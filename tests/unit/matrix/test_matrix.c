@@ -41,8 +41,8 @@ static int teardown(void **state)
 	return 0;
 }
 
-static enum matrix_verdict verdict(const struct matrix *m, const char *from,
-				   const char *to, enum matrix_reason reason)
+static enum matrix_verdict verdict(const struct matrix *m, const char *from, const char *to,
+                                   enum matrix_reason reason)
 {
 	struct matrix_verdict_info vi;
 	enum matrix_verdict v = matrix_verdict_get(m, from, to, &vi);
@@ -51,8 +51,8 @@ static enum matrix_verdict verdict(const struct matrix *m, const char *from,
 	return v;
 }
 
-static void add_edge(struct matrix *m, const char *from, const char *to,
-		     enum matrix_verdict v, uint32_t step1, uint32_t step2)
+static void add_edge(struct matrix *m, const char *from, const char *to, enum matrix_verdict v,
+                     uint32_t step1, uint32_t step2)
 {
 	struct matrix_transition t;
 	memset(&t, 0, sizeof(t));
@@ -88,12 +88,9 @@ static void test_matrix_verdict_get_fails_closed(void **state)
 	const struct matrix *m = *state;
 	assert_int_equal(verdict(m, "s2", "s4", MATRIX_R_UNLISTED), MATRIX_BLOCKED);
 	// s4 -> s1 is listed (blocked), which says nothing about s1 -> s4.
-	assert_int_equal(verdict(m, "s1", "s4", MATRIX_R_REVERSE_UNLISTED),
-			 MATRIX_BLOCKED);
-	assert_int_equal(verdict(m, "s1", "nope", MATRIX_R_UNKNOWN_STACK),
-			 MATRIX_BLOCKED);
-	assert_int_equal(verdict(m, NULL, "s1", MATRIX_R_UNKNOWN_STACK),
-			 MATRIX_BLOCKED);
+	assert_int_equal(verdict(m, "s1", "s4", MATRIX_R_REVERSE_UNLISTED), MATRIX_BLOCKED);
+	assert_int_equal(verdict(m, "s1", "nope", MATRIX_R_UNKNOWN_STACK), MATRIX_BLOCKED);
+	assert_int_equal(verdict(m, NULL, "s1", MATRIX_R_UNKNOWN_STACK), MATRIX_BLOCKED);
 	assert_int_equal(verdict(m, "s1", "s1", MATRIX_R_SAME_STACK), MATRIX_SAFE);
 }
 
@@ -105,8 +102,7 @@ static void test_matrix_verdict_get_downgrade_not_inherited(void **state)
 	assert_non_null(fwd);
 	assert_true(fwd->reversible);
 	assert_int_equal(fwd->verdict, MATRIX_SAFE);
-	assert_int_equal(verdict(m, "s2", "s1", MATRIX_R_REVERSE_UNLISTED),
-			 MATRIX_BLOCKED);
+	assert_int_equal(verdict(m, "s2", "s1", MATRIX_R_REVERSE_UNLISTED), MATRIX_BLOCKED);
 }
 
 static void test_matrix_verdict_get_bad_steps(void **state)
@@ -114,7 +110,7 @@ static void test_matrix_verdict_get_bad_steps(void **state)
 	struct matrix *m = *state;
 	// kubernetes first lands on a tuple that is no stack.
 	add_edge(m, "s1", "s6", MATRIX_SAFE, MATRIX_BIT(MATRIX_C_KUBERNETES),
-		 MATRIX_BIT(MATRIX_C_NVOS) | MATRIX_BIT(MATRIX_C_DRIVER));
+	         MATRIX_BIT(MATRIX_C_NVOS) | MATRIX_BIT(MATRIX_C_DRIVER));
 	assert_int_equal(verdict(m, "s1", "s6", MATRIX_R_BAD_STEPS), MATRIX_BLOCKED);
 	// doca changes but no step moves it.
 	add_edge(m, "s3", "s5", MATRIX_SAFE, MATRIX_BIT(MATRIX_C_DRIVER), 0);
@@ -164,8 +160,7 @@ static void test_matrix_cve_fixed_by_lookup(void **state)
 	assert_string_equal(m->stacks[idx[0]].name, "s6");
 	assert_int_equal(matrix_cve_fixed_by(m, "CVE-2020-0001", idx, 8), 0);
 	assert_int_equal(matrix_cve_fixed_by(m, "CVE-2026-24101", idx, 2), 4);
-	assert_true(matrix_stack_is_affected(matrix_stack_find(m, "s1"),
-					     "CVE-2026-24101"));
+	assert_true(matrix_stack_is_affected(matrix_stack_find(m, "s1"), "CVE-2026-24101"));
 	assert_false(matrix_stack_fixes(matrix_stack_find(m, "s1"), "CVE-2026-24101"));
 }
 
@@ -209,15 +204,14 @@ static void test_matrix_names_roundtrip(void **state)
 	(void)state;
 	for (unsigned c = 0; c < MATRIX_C__COUNT; c++) {
 		enum matrix_component x;
-		assert_true(matrix_component_parse(
-			matrix_component_name((enum matrix_component)c), &x));
+		assert_true(matrix_component_parse(matrix_component_name((enum matrix_component)c),
+		                                   &x));
 		assert_int_equal(x, c);
 	}
 	enum matrix_component x;
 	assert_false(matrix_component_parse("imex", &x));
 	assert_int_equal(matrix_component_layer(MATRIX_C_NVOS), MATRIX_L_FABRIC);
-	assert_int_equal(matrix_component_layer(MATRIX_C_GPU_FIRMWARE),
-			 MATRIX_L_FIRMWARE);
+	assert_int_equal(matrix_component_layer(MATRIX_C_GPU_FIRMWARE), MATRIX_L_FIRMWARE);
 	assert_int_equal(matrix_component_layer(MATRIX_C_DRIVER), MATRIX_L_NODE);
 	enum matrix_verdict v;
 	assert_true(matrix_verdict_parse("manual", &v));
@@ -233,9 +227,9 @@ static void test_matrix_samples_parse(void **state)
 {
 	(void)state;
 	const char *files[] = {
-		"tests/data/matrix/compatibilitymatrix-gb200-2026.10.json",
-		"tests/data/matrix/compatibilitymatrix-gb300-2026.10.json",
-		"tests/data/matrix/compatibilitymatrix-vr200-preview-2026.10.json",
+	        "tests/data/matrix/compatibilitymatrix-gb200-2026.10.json",
+	        "tests/data/matrix/compatibilitymatrix-gb300-2026.10.json",
+	        "tests/data/matrix/compatibilitymatrix-vr200-preview-2026.10.json",
 	};
 	for (size_t i = 0; i < 3; i++) {
 		struct matrix *m = load(files[i]);
@@ -246,9 +240,9 @@ static void test_matrix_samples_parse(void **state)
 	assert_int_equal(m->platform, MATRIX_GB300);
 	struct matrix_verdict_info vi;
 	assert_int_equal(matrix_verdict_get(m, "gb300-r580-159", "gb300-r580-173", &vi),
-			 MATRIX_MANUAL);
+	                 MATRIX_MANUAL);
 	assert_int_equal(matrix_verdict_get(m, "gb300-r580-95", "gb300-r580-173", &vi),
-			 MATRIX_BLOCKED);
+	                 MATRIX_BLOCKED);
 	assert_int_equal(vi.reason, MATRIX_R_LISTED);
 	matrix_free(m);
 }
@@ -257,16 +251,16 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_matrix_verdict_get_listed),
-		T(test_matrix_verdict_get_fails_closed),
-		T(test_matrix_verdict_get_downgrade_not_inherited),
-		T(test_matrix_verdict_get_bad_steps),
-		T(test_matrix_stack_check_workload_ranges),
-		T(test_matrix_cve_fixed_by_lookup),
-		T(test_matrix_gate_passes_tolerance),
-		T(test_matrix_builder_rules),
-		cmocka_unit_test(test_matrix_names_roundtrip),
-		cmocka_unit_test(test_matrix_samples_parse),
+	        T(test_matrix_verdict_get_listed),
+	        T(test_matrix_verdict_get_fails_closed),
+	        T(test_matrix_verdict_get_downgrade_not_inherited),
+	        T(test_matrix_verdict_get_bad_steps),
+	        T(test_matrix_stack_check_workload_ranges),
+	        T(test_matrix_cve_fixed_by_lookup),
+	        T(test_matrix_gate_passes_tolerance),
+	        T(test_matrix_builder_rules),
+	        cmocka_unit_test(test_matrix_names_roundtrip),
+	        cmocka_unit_test(test_matrix_samples_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -95,12 +95,12 @@ static void test_matrix_plan_build_intermediate_not_a_stack(void **state)
 	t.steps[1].components = MATRIX_BIT(MATRIX_C_NVOS) | MATRIX_BIT(MATRIX_C_DRIVER);
 	assert_int_equal(matrix_transition_add(m, &t), NV_OK);
 	struct matrix_plan p;
-	assert_int_equal(matrix_plan_build(m, "s1", "s6", MATRIX_PLAN_MULTI_HOP, &p),
-			 NV_OK);
+	assert_int_equal(matrix_plan_build(m, "s1", "s6", MATRIX_PLAN_MULTI_HOP, &p), NV_OK);
 	assert_int_equal(p.verdict, MATRIX_BLOCKED);
 	assert_int_equal(p.reason, MATRIX_R_BAD_STEPS);
-	assert_string_equal(p.problem,
-			    "s1 -> s6: the tuple after step 1 (kubernetes) is not a stack of this matrix");
+	assert_string_equal(
+	        p.problem,
+	        "s1 -> s6: the tuple after step 1 (kubernetes) is not a stack of this matrix");
 }
 
 static void test_matrix_plan_build_step_missing(void **state)
@@ -128,19 +128,16 @@ static void test_matrix_plan_build_multi_hop(void **state)
 	assert_int_equal(p.verdict, MATRIX_BLOCKED);
 	assert_int_equal(p.reason, MATRIX_R_UNLISTED);
 	assert_string_equal(p.problem, "s2 -> s6 is not listed");
-	assert_int_equal(matrix_plan_build(m, "s2", "s6", MATRIX_PLAN_MULTI_HOP, &p),
-			 NV_OK);
+	assert_int_equal(matrix_plan_build(m, "s2", "s6", MATRIX_PLAN_MULTI_HOP, &p), NV_OK);
 	assert_int_equal(p.verdict, MATRIX_SAFE);
 	assert_int_equal(p.nhops, 2);
 	assert_int_equal(p.nsteps, 2);
 	assert_int_equal(p.steps[0].components, MATRIX_BIT(MATRIX_C_DRIVER));
 	assert_int_equal(p.steps[1].components, MATRIX_BIT(MATRIX_C_KUBERNETES));
 	assert_string_equal(stack_at(m, p.steps[1].from_stack), "s3");
-	assert_int_equal(p.layers,
-			 MATRIX_BIT(MATRIX_L_NODE) | MATRIX_BIT(MATRIX_L_KUBERNETES));
+	assert_int_equal(p.layers, MATRIX_BIT(MATRIX_L_NODE) | MATRIX_BIT(MATRIX_L_KUBERNETES));
 	// s1 -> s6: the all-safe route (3 hops) beats the one with a manual edge.
-	assert_int_equal(matrix_plan_build(m, "s1", "s6", MATRIX_PLAN_MULTI_HOP, &p),
-			 NV_OK);
+	assert_int_equal(matrix_plan_build(m, "s1", "s6", MATRIX_PLAN_MULTI_HOP, &p), NV_OK);
 	assert_int_equal(p.verdict, MATRIX_SAFE);
 	assert_int_equal(p.nhops, 3);
 	assert_string_equal(stack_at(m, m->transitions[p.hops[0]].to), "s2");
@@ -150,8 +147,7 @@ static void test_matrix_plan_build_blocked_reasons(void **state)
 {
 	const struct matrix *m = *state;
 	struct matrix_plan p;
-	assert_int_equal(matrix_plan_build(m, "s4", "s1", MATRIX_PLAN_MULTI_HOP, &p),
-			 NV_OK);
+	assert_int_equal(matrix_plan_build(m, "s4", "s1", MATRIX_PLAN_MULTI_HOP, &p), NV_OK);
 	assert_int_equal(p.verdict, MATRIX_BLOCKED);
 	assert_int_equal(p.reason, MATRIX_R_LISTED);
 	assert_string_equal(p.problem, "s4 -> s1 is listed as blocked");
@@ -173,21 +169,19 @@ static void test_matrix_plan_build_gb300_sample(void **state)
 	(void)state;
 	struct matrix *m = load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
 	struct matrix_plan p;
-	assert_int_equal(matrix_plan_build(m, "gb300-r580-159", "gb300-r580-173", 0, &p),
-			 NV_OK);
+	assert_int_equal(matrix_plan_build(m, "gb300-r580-159", "gb300-r580-173", 0, &p), NV_OK);
 	assert_int_equal(p.verdict, MATRIX_MANUAL);
 	assert_int_equal(p.nsteps, 2);
 	assert_string_equal(stack_at(m, p.steps[0].to_stack), "gb300-nvos2508-r580-159");
-	assert_int_equal(p.steps[0].components,
-			 MATRIX_BIT(MATRIX_C_NMX) | MATRIX_BIT(MATRIX_C_NVOS) |
-				 MATRIX_BIT(MATRIX_C_SWITCH_TRAY_FIRMWARE));
+	assert_int_equal(p.steps[0].components, MATRIX_BIT(MATRIX_C_NMX) |
+	                                                MATRIX_BIT(MATRIX_C_NVOS) |
+	                                                MATRIX_BIT(MATRIX_C_SWITCH_TRAY_FIRMWARE));
 	// Listed as blocked directly; two listed hops get there.
-	assert_int_equal(matrix_plan_build(m, "gb300-r580-95", "gb300-r580-173", 0, &p),
-			 NV_OK);
+	assert_int_equal(matrix_plan_build(m, "gb300-r580-95", "gb300-r580-173", 0, &p), NV_OK);
 	assert_int_equal(p.verdict, MATRIX_BLOCKED);
-	assert_int_equal(matrix_plan_build(m, "gb300-r580-95", "gb300-r580-173",
-					   MATRIX_PLAN_MULTI_HOP, &p),
-			 NV_OK);
+	assert_int_equal(
+	        matrix_plan_build(m, "gb300-r580-95", "gb300-r580-173", MATRIX_PLAN_MULTI_HOP, &p),
+	        NV_OK);
 	assert_int_equal(p.verdict, MATRIX_MANUAL);
 	assert_int_equal(p.nhops, 2);
 	assert_int_equal(p.nsteps, 3);
@@ -227,14 +221,14 @@ int main(void)
 {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_matrix_plan_build_ordered_steps),
-		T(test_matrix_plan_build_driver_first),
-		T(test_matrix_plan_build_intermediate_not_a_stack),
-		T(test_matrix_plan_build_step_missing),
-		T(test_matrix_plan_build_multi_hop),
-		T(test_matrix_plan_build_blocked_reasons),
-		cmocka_unit_test(test_matrix_plan_build_gb300_sample),
-		T(test_matrix_plan_trays_groups),
+	        T(test_matrix_plan_build_ordered_steps),
+	        T(test_matrix_plan_build_driver_first),
+	        T(test_matrix_plan_build_intermediate_not_a_stack),
+	        T(test_matrix_plan_build_step_missing),
+	        T(test_matrix_plan_build_multi_hop),
+	        T(test_matrix_plan_build_blocked_reasons),
+	        cmocka_unit_test(test_matrix_plan_build_gb300_sample),
+	        T(test_matrix_plan_trays_groups),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

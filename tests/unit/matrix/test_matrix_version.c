@@ -67,8 +67,8 @@ static void test_matrix_version_parse_rejects(void **state)
 {
 	(void)state;
 	struct matrix_version v;
-	const char *bad[] = {"", ".1", "1.", "1..2", "1.2 ", "1/2", "-1",
-			     "1.2.3.4.5.6.7.8.9.10.11.12.13.14.15.16.17"};
+	const char *bad[] = {"",     ".1",  "1.", "1..2",
+	                     "1.2 ", "1/2", "-1", "1.2.3.4.5.6.7.8.9.10.11.12.13.14.15.16.17"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_not_equal(matrix_version_parse(bad[i], &v), NV_OK);
 	char longv[80];
@@ -145,13 +145,13 @@ static void test_matrix_range_parse_rejects(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_matrix_version_cmp_driver),
-		cmocka_unit_test(test_matrix_version_cmp_firmware),
-		cmocka_unit_test(test_matrix_version_cmp_edges),
-		cmocka_unit_test(test_matrix_version_parse_rejects),
-		cmocka_unit_test(test_matrix_driver_parse_branch),
-		cmocka_unit_test(test_matrix_range_contains_bounds),
-		cmocka_unit_test(test_matrix_range_parse_rejects),
+	        cmocka_unit_test(test_matrix_version_cmp_driver),
+	        cmocka_unit_test(test_matrix_version_cmp_firmware),
+	        cmocka_unit_test(test_matrix_version_cmp_edges),
+	        cmocka_unit_test(test_matrix_version_parse_rejects),
+	        cmocka_unit_test(test_matrix_driver_parse_branch),
+	        cmocka_unit_test(test_matrix_range_contains_bounds),
+	        cmocka_unit_test(test_matrix_range_parse_rejects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

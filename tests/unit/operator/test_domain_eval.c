@@ -520,7 +520,8 @@ static void test_op_domain_clique_split_marks_moved_members(void **state)
 	assert_string_equal(jx_str_or(ready, "status", ""), "False");
 	assert_string_equal(jx_str_or(ready, "reason", ""), "CliqueSplit");
 	assert_non_null(strstr(jx_str_or(ready, "message", ""), "split across cliques"));
-	assert_non_null(strstr(jx_str_or(ready, "message", ""), "n03 (CliqueChanged: now in clique " CQ2 ")"));
+	assert_non_null(strstr(jx_str_or(ready, "message", ""),
+	                       "n03 (CliqueChanged: now in clique " CQ2 ")"));
 	assert_string_equal(jx_str_or(d, "status.nodes[2].reason", ""), "CliqueChanged");
 
 	/* With it: replaced at once (no grace) by the lowest free trays of the
@@ -595,8 +596,7 @@ static void test_op_domain_member_heartbeat_stale(void **state)
 	assert_int_equal(at_ms, NOW - 60000 + 120000 + 1);
 	/* At the timeout still fresh (the Rack controller's rule), past it stale. */
 	assert_null(op_domain_member_heartbeat(t, 0, 60000, NOW, NULL));
-	assert_string_equal(op_domain_member_heartbeat(t, 0, 59000, NOW, &at_ms),
-	                    "HeartbeatStale");
+	assert_string_equal(op_domain_member_heartbeat(t, 0, 59000, NOW, &at_ms), "HeartbeatStale");
 	assert_int_equal(at_ms, 0);
 	/* A later Lease renewal counts as a sign of life. */
 	assert_null(op_domain_member_heartbeat(t, NOW - 1000, 59000, NOW, &at_ms));

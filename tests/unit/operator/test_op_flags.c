@@ -90,8 +90,12 @@ static void test_op_flags_parse_fabric(void **state)
 	char *a3[] = {A("op"), A("--fabric-backend=sim"), NULL};
 	assert_int_equal(parse(2, a3, &cfg, err), NV_E_CONFIG);
 	assert_non_null(strstr(err, "--fabric-sim-root: required"));
-	char *a4[] = {A("op"), A("--fabric-backend=sim"), A("--fabric-sim-root=/r"),
-	              A("--fabric-sim-delay=8s"), A("--fabric-poll-interval=500ms"), NULL};
+	char *a4[] = {A("op"),
+	              A("--fabric-backend=sim"),
+	              A("--fabric-sim-root=/r"),
+	              A("--fabric-sim-delay=8s"),
+	              A("--fabric-poll-interval=500ms"),
+	              NULL};
 	assert_int_equal(parse(5, a4, &cfg, err), NV_OK);
 	assert_string_equal(cfg.fabric_sim_root, "/r");
 	assert_int_equal(cfg.fabric_sim_delay_ms, 8000);
@@ -115,8 +119,13 @@ static void test_op_flags_parse_workers(void **state)
 	assert_int_equal(cfg.domain_workers, 2);
 	assert_int_equal(cfg.partition_workers, 2);
 	assert_int_equal(cfg.upgrade_workers, 2);
-	char *a1[] = {A("op"), A("--rack-workers=5"), A("--domain-workers=1"),
-	              A("--partition-workers=64"), A("--upgrade-workers"), A("7"), NULL};
+	char *a1[] = {A("op"),
+	              A("--rack-workers=5"),
+	              A("--domain-workers=1"),
+	              A("--partition-workers=64"),
+	              A("--upgrade-workers"),
+	              A("7"),
+	              NULL};
 	assert_int_equal(parse(6, a1, &cfg, err), NV_OK);
 	assert_int_equal(cfg.rack_workers, 5);
 	assert_int_equal(cfg.domain_workers, 1);

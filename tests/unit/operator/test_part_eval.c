@@ -241,8 +241,8 @@ static void test_op_part_decide_failed_operation_retries(void **state)
 	pfx_init(&f, "[1,2,3,4]");
 	pfx_status(&f, "Requesting", "7", "op-3");
 	f.be.looked = true;
-	f.be.op = (struct fabric_op){.id = "op-3", .state = FABRIC_OP_FAILED,
-	                             .message = "NVSwitch tray 4 unreachable"};
+	f.be.op = (struct fabric_op){
+	        .id = "op-3", .state = FABRIC_OP_FAILED, .message = "NVSwitch tray 4 unreachable"};
 	op_part_decide(&f.in, &d);
 	assert_int_equal(d.phase, API_PART_FAILED);
 	assert_true(d.retry);
@@ -253,8 +253,11 @@ static void test_op_part_decide_failed_operation_retries(void **state)
 	/* Next pass: nothing at the backend, asked again. */
 	pfx_status(&f, "Failed", "", "");
 	memset(&f.be, 0, sizeof(f.be));
-	f.be = (struct op_part_backend){.configured = true, .name = "sim", .poll_ms = 1000,
-	                                .looked = true, .find_err = NV_E_NOT_FOUND};
+	f.be = (struct op_part_backend){.configured = true,
+	                                .name = "sim",
+	                                .poll_ms = 1000,
+	                                .looked = true,
+	                                .find_err = NV_E_NOT_FOUND};
 	op_part_decide(&f.in, &d);
 	assert_int_equal(d.action, OP_PART_CREATE);
 	pfx_clear(&f);
@@ -382,8 +385,8 @@ static void test_op_part_decide_member_change_updates_and_drains_leavers(void **
 	assert_string_equal(d.backend_id, "7");
 	assert_int_equal(d.spec.n_gpus, 16);
 	/* members 1, 2, 5, 6 and the leavers 3, 4 */
-	assert_int_equal(d.cordon, (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) |
-	                                   (1u << 6));
+	assert_int_equal(d.cordon,
+	                 (1u << 1) | (1u << 2) | (1u << 3) | (1u << 4) | (1u << 5) | (1u << 6));
 
 	/* Updated, but tray 3 still reports the clique. */
 	int t1256[] = {1, 2, 5, 6};
@@ -521,9 +524,9 @@ static void test_op_part_drain_policy_from_rack(void **state)
 	assert_false(pol.force);
 	assert_int_equal(pol.started_ms, FX_NOW);
 
-	json_object_set_new(json_object_get(json_object_get(f.rack, "spec"), "policy"), "drain",
-	                    json_pack("{s:s,s:s}", "mode", "Checkpoint", "checkpointDeadline",
-	                              "10m"));
+	json_object_set_new(
+	        json_object_get(json_object_get(f.rack, "spec"), "policy"), "drain",
+	        json_pack("{s:s,s:s}", "mode", "Checkpoint", "checkpointDeadline", "10m"));
 	/* Already Draining: the drain began when the phase did. */
 	pfx_status(&f, "Draining", "", "");
 	fx_time(FX_NOW - 90000, began);

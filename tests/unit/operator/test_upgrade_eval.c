@@ -39,8 +39,8 @@ struct world {
 	json_t *status; /* the record, as stored */
 	int64_t now;
 	struct op_upgrade_out out;
-	int started[256];  /* passes that asked for step i's action */
-	uint32_t touched;  /* trays any action was asked for */
+	int started[256]; /* passes that asked for step i's action */
+	uint32_t touched; /* trays any action was asked for */
 	unsigned events;
 	char last_event[48];
 	bool gate_failed_event;
@@ -163,8 +163,7 @@ static int oob_count(struct world *w, const char *key)
 	return n;
 }
 
-static void oob_version_is(struct world *w, enum matrix_component c, unsigned idx,
-                           const char *want)
+static void oob_version_is(struct world *w, enum matrix_component c, unsigned idx, const char *want)
 {
 	struct oob_target t = {OOB_SWITCH_TRAY, idx};
 	struct fabric_status st;
@@ -379,16 +378,14 @@ static void test_op_upgrade_eval_happy_path(void **state)
 	 * last step (Uncordon) is finished by the controller. */
 	json_t *wv;
 	size_t wi;
-	json_array_foreach(json_object_get(w->status, "waves"), wi, wv)
-	{
+	json_array_foreach(json_object_get(w->status, "waves"), wi, wv) {
 		assert_string_equal(jx_str_or(wv, "phase", ""), "Succeeded");
 		assert_true(jx_str_or(wv, "completionTime", "")[0]);
 	}
 	json_t *ev = NULL;
 	size_t i;
 	json_t *s;
-	json_array_foreach(json_object_get(w->status, "steps"), i, s)
-	{
+	json_array_foreach(json_object_get(w->status, "steps"), i, s) {
 		const char *ph = jx_str_or(s, "phase", "");
 		assert_true(strcmp(ph, "Succeeded") == 0 || strcmp(ph, "Skipped") == 0);
 		if (strcmp(jx_str_or(s, "action", ""), "Validate") == 0)
@@ -400,8 +397,7 @@ static void test_op_upgrade_eval_happy_path(void **state)
 	assert_int_equal(json_integer_value(json_object_get(ev, "floorGBps")), 500);
 	/* No step's action was asked for after it succeeded: each Drain and
 	 * Uncordon once (they finish at once here). */
-	json_array_foreach(json_object_get(w->status, "steps"), i, s)
-	{
+	json_array_foreach(json_object_get(w->status, "steps"), i, s) {
 		const char *a = jx_str_or(s, "action", "");
 		if (strcmp(a, "Drain") == 0 || strcmp(a, "Uncordon") == 0)
 			assert_int_equal(w->started[i], 1);
@@ -427,8 +423,7 @@ static void test_op_upgrade_eval_gate_failure(void **state)
 	json_t *s;
 	size_t i;
 	bool found = false;
-	json_array_foreach(json_object_get(w->status, "steps"), i, s)
-	{
+	json_array_foreach(json_object_get(w->status, "steps"), i, s) {
 		if (strcmp(jx_str_or(s, "action", ""), "Validate") != 0)
 			continue;
 		found = true;
@@ -472,10 +467,11 @@ static void test_op_upgrade_eval_security(void **state)
 	snprintf(w->u->reason, sizeof(w->u->reason), "GPU driver escalation");
 	/* A window that is closed now and a freeze: both skipped. */
 	w->rack->nwindows = 1;
-	w->rack->windows[0] = (struct api_window){.name = "sat", .days = 32, .start_min = 360,
-	                                          .end_min = 1080};
+	w->rack->windows[0] =
+	        (struct api_window){.name = "sat", .days = 32, .start_min = 360, .end_min = 1080};
 	w->rack->nfreezes = 1;
-	w->rack->freezes[0] = (struct api_freeze){.name = "f", .start_ms = T0, .end_ms = T0 + 86400000LL};
+	w->rack->freezes[0] =
+	        (struct api_freeze){.name = "f", .start_ms = T0, .end_ms = T0 + 86400000LL};
 	pass(w, &st);
 	assert_int_equal(st.phase, API_PHASE_NOTICE); /* notice honoured */
 	assert_int_equal(st.required_approvals, 0);
@@ -504,8 +500,8 @@ static void test_op_upgrade_eval_window_wait(void **state)
 	struct api_rack_upgrade_status st;
 	approve(w, MATRIX_L_WORKLOAD, "alice", false);
 	w->rack->nwindows = 1;
-	w->rack->windows[0] = (struct api_window){.name = "tue", .days = 2, .start_min = 22 * 60,
-	                                          .end_min = 4 * 60};
+	w->rack->windows[0] = (struct api_window){
+	        .name = "tue", .days = 2, .start_min = 22 * 60, .end_min = 4 * 60};
 	assert_int_equal(run_until(w, P(SCHEDULED)), API_PHASE_SCHEDULED);
 	pass(w, &st);
 	assert_int_equal(st.scheduled_start_ms, T0 + 86400000LL + 22 * 3600 * SEC);
@@ -685,8 +681,9 @@ static void test_op_upgrade_eval_oob_switch_before_driver(void **state)
 	/* Only once for the rack: no later wave has an out-of-band step. */
 	size_t i;
 	json_t *s;
-	json_array_foreach(json_object_get(w->status, "steps"), i, s) if (i > 0)
-	        assert_null(json_object_get(s, "operations"));
+	json_array_foreach(json_object_get(w->status, "steps"), i, s)
+		if (i > 0)
+			assert_null(json_object_get(s, "operations"));
 	for (int t = 0; t < 18; t++)
 		assert_string_equal(w->driver[t], "580.173.02");
 	world_free(w);

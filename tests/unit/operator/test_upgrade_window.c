@@ -33,13 +33,13 @@ static void test_op_window_open_overnight(void **state)
 {
 	(void)state;
 	struct api_window w = win("night", B_TUE | B_WED, 22, 4);
-	assert_false(op_window_open(&w, MON + 23 * HOUR));           /* Monday night */
+	assert_false(op_window_open(&w, MON + 23 * HOUR)); /* Monday night */
 	assert_false(op_window_open(&w, MON + DAY + 21 * HOUR + 59 * MIN));
-	assert_true(op_window_open(&w, MON + DAY + 22 * HOUR));      /* Tuesday 22:00 */
+	assert_true(op_window_open(&w, MON + DAY + 22 * HOUR)); /* Tuesday 22:00 */
 	assert_true(op_window_open(&w, MON + 2 * DAY + 3 * HOUR + 59 * MIN));
-	assert_false(op_window_open(&w, MON + 2 * DAY + 4 * HOUR));  /* Wednesday 04:00 */
-	assert_true(op_window_open(&w, MON + 3 * DAY + 1 * HOUR));   /* Thursday 01:00, from Wed */
-	assert_false(op_window_open(&w, MON + 4 * DAY + 1 * HOUR));  /* Friday 01:00 */
+	assert_false(op_window_open(&w, MON + 2 * DAY + 4 * HOUR)); /* Wednesday 04:00 */
+	assert_true(op_window_open(&w, MON + 3 * DAY + 1 * HOUR));  /* Thursday 01:00, from Wed */
+	assert_false(op_window_open(&w, MON + 4 * DAY + 1 * HOUR)); /* Friday 01:00 */
 }
 
 static void test_op_window_open_week_boundary(void **state)
@@ -70,14 +70,15 @@ static void test_op_window_next_windows(void **state)
 	(void)state;
 	struct api_rack *r = rack_new();
 	char w[64], f[64];
-	assert_int_equal(op_window_next(r, ALL_LAYERS, MON + HOUR, false, w, sizeof(w), f, sizeof(f)),
-	                 MON + HOUR); /* no window: any time */
+	assert_int_equal(
+	        op_window_next(r, ALL_LAYERS, MON + HOUR, false, w, sizeof(w), f, sizeof(f)),
+	        MON + HOUR); /* no window: any time */
 	assert_string_equal(w, "");
 	r->windows[r->nwindows++] = win("weekday-night", B_TUE | B_WED | B_THU, 22, 4);
 	r->windows[r->nwindows++] = win("saturday", B_SAT, 6, 18);
-	assert_int_equal(op_window_next(r, ALL_LAYERS, MON + 12 * HOUR, false, w, sizeof(w), f,
-	                                sizeof(f)),
-	                 MON + DAY + 22 * HOUR);
+	assert_int_equal(
+	        op_window_next(r, ALL_LAYERS, MON + 12 * HOUR, false, w, sizeof(w), f, sizeof(f)),
+	        MON + DAY + 22 * HOUR);
 	assert_string_equal(w, "weekday-night");
 	/* Inside a window: now. */
 	assert_int_equal(op_window_next(r, ALL_LAYERS, MON + 2 * DAY + HOUR, false, w, sizeof(w), f,
@@ -118,7 +119,8 @@ static void test_op_window_next_freezes(void **state)
 	char w[64], f[64];
 	r->windows[r->nwindows++] = win("weekday-night", B_TUE | B_WED, 22, 4);
 	/* A freeze over the start of Tuesday's window: the rest of it. */
-	r->freezes[0] = (struct api_freeze){.name = "deploy", .start_ms = MON + DAY + 20 * HOUR,
+	r->freezes[0] = (struct api_freeze){.name = "deploy",
+	                                    .start_ms = MON + DAY + 20 * HOUR,
 	                                    .end_ms = MON + 2 * DAY + 2 * HOUR};
 	r->nfreezes = 1;
 	assert_int_equal(op_window_next(r, ALL_LAYERS, MON, false, w, sizeof(w), f, sizeof(f)),
@@ -130,22 +132,22 @@ static void test_op_window_next_freezes(void **state)
 	assert_int_equal(op_window_next(r, ALL_LAYERS, MON, false, w, sizeof(w), f, sizeof(f)),
 	                 MON + 2 * DAY + 22 * HOUR);
 	/* Two freezes back to back. */
-	r->freezes[1] = (struct api_freeze){.name = "year-end", .start_ms = MON + 2 * DAY + 5 * HOUR,
-	                                    .end_ms = MON + 30 * DAY};
+	r->freezes[1] = (struct api_freeze){
+	        .name = "year-end", .start_ms = MON + 2 * DAY + 5 * HOUR, .end_ms = MON + 30 * DAY};
 	r->nfreezes = 2;
 	int64_t t = op_window_next(r, ALL_LAYERS, MON, false, w, sizeof(w), f, sizeof(f));
 	assert_true(t >= MON + 30 * DAY);
 	assert_true(op_window_open(&r->windows[0], t));
 	assert_string_equal(f, "year-end");
 	/* The security class ignores windows and freezes. */
-	assert_int_equal(op_window_next(r, ALL_LAYERS, MON + 10 * DAY, true, w, sizeof(w), f,
-	                                sizeof(f)),
-	                 MON + 10 * DAY);
+	assert_int_equal(
+	        op_window_next(r, ALL_LAYERS, MON + 10 * DAY, true, w, sizeof(w), f, sizeof(f)),
+	        MON + 10 * DAY);
 	/* No window, only a freeze: its end. */
 	r->nwindows = 0;
-	assert_int_equal(op_window_next(r, ALL_LAYERS, MON + 3 * DAY, false, w, sizeof(w), f,
-	                                sizeof(f)),
-	                 MON + 30 * DAY);
+	assert_int_equal(
+	        op_window_next(r, ALL_LAYERS, MON + 3 * DAY, false, w, sizeof(w), f, sizeof(f)),
+	        MON + 30 * DAY);
 	free(r);
 }
 
@@ -155,7 +157,8 @@ static void test_op_window_next_clock_jumps(void **state)
 	struct api_rack *r = rack_new();
 	char w[64], f[64];
 	r->windows[r->nwindows++] = win("weekday-night", B_TUE, 22, 4);
-	int64_t a = op_window_next(r, ALL_LAYERS, MON + 12 * HOUR, false, w, sizeof(w), f, sizeof(f));
+	int64_t a =
+	        op_window_next(r, ALL_LAYERS, MON + 12 * HOUR, false, w, sizeof(w), f, sizeof(f));
 	/* The clock steps back a day: the same opening, found again. */
 	int64_t b = op_window_next(r, ALL_LAYERS, MON - DAY, false, w, sizeof(w), f, sizeof(f));
 	assert_int_equal(a, MON + DAY + 22 * HOUR);
@@ -163,11 +166,12 @@ static void test_op_window_next_clock_jumps(void **state)
 	/* The clock jumps into the window: now; past it: next week's. */
 	assert_int_equal(op_window_next(r, ALL_LAYERS, a + HOUR, false, w, sizeof(w), f, sizeof(f)),
 	                 a + HOUR);
-	assert_int_equal(op_window_next(r, ALL_LAYERS, a + 7 * HOUR, false, w, sizeof(w), f,
-	                                sizeof(f)),
-	                 a + 7 * DAY);
+	assert_int_equal(
+	        op_window_next(r, ALL_LAYERS, a + 7 * HOUR, false, w, sizeof(w), f, sizeof(f)),
+	        a + 7 * DAY);
 	/* A freeze past the horizon never yields a start. */
-	r->freezes[0] = (struct api_freeze){.name = "forever", .start_ms = MON,
+	r->freezes[0] = (struct api_freeze){.name = "forever",
+	                                    .start_ms = MON,
 	                                    .end_ms = MON + OP_WINDOW_HORIZON_MS + 10 * DAY};
 	r->nfreezes = 1;
 	assert_int_equal(op_window_next(r, ALL_LAYERS, MON, false, w, sizeof(w), f, sizeof(f)), -1);

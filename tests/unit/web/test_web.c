@@ -370,7 +370,7 @@ static enum nv_err post_authz(void *arg, const char *bearer, const char *verb, c
 	if (bearer == NULL)
 		return NV_E_UNAUTHORIZED;
 	return strcmp(bearer, "operator") == 0 && strcmp(path, "/validate") == 0 ? NV_OK
-	                                                                          : NV_E_FORBIDDEN;
+	                                                                         : NV_E_FORBIDDEN;
 }
 
 static void test_web_post_authz(void **state)

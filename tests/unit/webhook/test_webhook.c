@@ -112,9 +112,8 @@ static json_t *patch_of(const struct answer *a)
 	assert_string_equal(jx_str_or(a->resp, "response.patchType", ""), "JSONPatch");
 	char *raw = NULL;
 	size_t len = 0;
-	assert_int_equal(
-	        b64_decode(jx_str_or(a->resp, "response.patch", ""), 1 << 20, &raw, &len),
-	        NV_OK);
+	assert_int_equal(b64_decode(jx_str_or(a->resp, "response.patch", ""), 1 << 20, &raw, &len),
+	                 NV_OK);
 	json_t *p = json_loadb(raw, len, 0, NULL);
 	free(raw);
 	assert_non_null(p);

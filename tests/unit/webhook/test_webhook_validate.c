@@ -47,16 +47,14 @@ static json_t *fake_get(void *arg, enum webhook_kind kind, const char *name)
 	json_t *o;
 	(void)arg;
 	fake_gets++;
-	json_array_foreach(fake_server[kind], i, o)
-	{
+	json_array_foreach(fake_server[kind], i, o) {
 		if (strcmp(jx_str_or(o, "metadata.name", ""), name) == 0)
 			return json_incref(o);
 	}
 	return NULL;
 }
 
-static const struct webhook_cache_ops fake_ops_read_through = {.list = fake_list,
-                                                                  .get = fake_get};
+static const struct webhook_cache_ops fake_ops_read_through = {.list = fake_list, .get = fake_get};
 
 static json_t *load(const char *path)
 {
@@ -131,8 +129,8 @@ static struct answer judge_as(struct webhook *w, const char *op, const char *res
 	struct answer a;
 	memset(&a, 0, sizeof(a));
 	buf_init(&out, 1 << 20);
-	assert_int_equal(webhook_review(w, WEBHOOK_VALIDATE, "application/json", text,
-	                                   strlen(text), &a.http, &out),
+	assert_int_equal(webhook_review(w, WEBHOOK_VALIDATE, "application/json", text, strlen(text),
+	                                &a.http, &out),
 	                 NV_OK);
 	json_t *resp = json_loads(buf_str(&out), 0, NULL);
 	assert_non_null(resp);
@@ -150,8 +148,7 @@ static struct answer judge_as(struct webhook *w, const char *op, const char *res
 	return a;
 }
 
-static struct answer judge(struct webhook *w, const char *resource, const char *kind,
-                           json_t *obj)
+static struct answer judge(struct webhook *w, const char *resource, const char *kind, json_t *obj)
 {
 	return judge_as(w, "CREATE", resource, kind, obj, NULL);
 }
@@ -611,7 +608,7 @@ static void test_wh_validate_canned_reviews(void **state)
 		int http = 0;
 		buf_init(&out, 1 << 20);
 		assert_int_equal(webhook_review(f->w, cases[i].mode, "application/json", text,
-		                                   strlen(text), &http, &out),
+		                                strlen(text), &http, &out),
 		                 NV_OK);
 		json_t *resp = json_loads(buf_str(&out), 0, NULL);
 		assert_int_equal(http, 200);
