@@ -52,12 +52,4 @@ struct api_compute_domain_status {
 
 json_t *api_compute_domain_status_to_json(const struct api_compute_domain_status *s);
 
-/* The selector must name things that exist and fit: the rack (when set),
- * the partition and its rack, and numNodes no more than the trays the
- * selection holds. rack and partition may be NULL when not found. */
-enum nv_err api_compute_domain_check(const struct api_compute_domain *d,
-                                     const struct api_rack *rack,
-                                     const struct api_rack_partition *partition,
-                                     struct api_errors *errs);
-
 #endif

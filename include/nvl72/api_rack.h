@@ -373,8 +373,4 @@ enum nv_err api_rack_partition_check(const struct api_rack_partition *p,
                                      const struct api_rack_partition *const *others, unsigned n,
                                      struct api_errors *errs);
 
-/* A tray's rack must exist and list the tray's node at the tray's index. */
-enum nv_err api_compute_tray_check_rack(const struct api_compute_tray *t,
-                                        const struct api_rack *rack, struct api_errors *errs);
-
 #endif

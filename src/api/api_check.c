@@ -111,28 +111,6 @@ enum nv_err api_rack_partition_check(const struct api_rack_partition *p,
 	return result(errs, before);
 }
 
-enum nv_err api_compute_tray_check_rack(const struct api_compute_tray *t,
-                                        const struct api_rack *rack, struct api_errors *errs)
-{
-	unsigned before = errs->n + errs->dropped;
-	if (rack == NULL) {
-		api_errors_add(errs, "spec.rack", "rack \"%s\" does not exist", t->rack);
-		return NV_E_INVALID_OBJECT;
-	}
-	const struct api_rack_compute_tray *rt = NULL;
-	for (unsigned i = 0; i < rack->ncompute; i++)
-		if (rack->compute[i].index == t->index)
-			rt = &rack->compute[i];
-	if (rt == NULL)
-		api_errors_add(errs, "spec.index", "rack \"%s\" has no compute tray %d",
-		               rack->meta.name, t->index);
-	else if (strcmp(rt->node, t->node) != 0)
-		api_errors_add(errs, "spec.node",
-		               "rack \"%s\" puts node \"%s\" at tray %d, not \"%s\"",
-		               rack->meta.name, rt->node, t->index, t->node);
-	return result(errs, before);
-}
-
 static void from_check(const struct api_rack_upgrade *u, const struct matrix *m, const char *from,
                        unsigned flags, struct api_errors *errs)
 {

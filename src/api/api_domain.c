@@ -10,14 +10,6 @@
 #include "nvl72/alloc.h"
 #include "nvl72/api_domain.h"
 
-static unsigned popcount(uint32_t x)
-{
-	unsigned n = 0;
-	for (; x != 0; x &= x - 1)
-		n++;
-	return n;
-}
-
 enum nv_err api_rack_partition_parse(const json_t *obj, struct api_rack_partition **out,
                                      struct api_errors *errs)
 {
@@ -132,33 +124,4 @@ json_t *api_compute_domain_status_to_json(const struct api_compute_domain_status
 	json_object_set_new(o, "nodeSelector", sel);
 	json_object_set_new(o, "conditions", api_conditions_to_json(s->conditions, s->nconditions));
 	return o;
-}
-
-enum nv_err api_compute_domain_check(const struct api_compute_domain *d,
-                                     const struct api_rack *rack,
-                                     const struct api_rack_partition *partition,
-                                     struct api_errors *errs)
-{
-	unsigned before = errs->n + errs->dropped;
-	unsigned room = API_COMPUTE_TRAYS;
-	if (d->rack[0] != '\0' && rack == NULL)
-		api_errors_add(errs, "spec.selector.rack", "rack \"%s\" does not exist", d->rack);
-	if (d->partition[0] != '\0') {
-		if (partition == NULL) {
-			api_errors_add(errs, "spec.selector.partition",
-			               "partition \"%s\" does not exist", d->partition);
-		} else {
-			room = popcount(partition->trays);
-			if (d->rack[0] != '\0' && strcmp(partition->rack, d->rack) != 0)
-				api_errors_add(
-				        errs, "spec.selector.partition",
-				        "partition \"%s\" belongs to rack \"%s\", not \"%s\"",
-				        d->partition, partition->rack, d->rack);
-		}
-	}
-	if (d->num_nodes > 0 && (unsigned)d->num_nodes > room)
-		api_errors_add(errs, "spec.numNodes",
-		               "must be at most %u: the selected partition has %u trays", room,
-		               room);
-	return errs->n + errs->dropped == before ? NV_OK : NV_E_INVALID_OBJECT;
 }

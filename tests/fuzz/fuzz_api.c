@@ -40,7 +40,6 @@ static void domain_one(const json_t *j, struct api_errors *e)
 	struct api_compute_domain *d = NULL;
 	if (api_compute_domain_parse(j, &d, e) != NV_OK)
 		return;
-	(void)api_compute_domain_check(d, NULL, NULL, e);
 	api_compute_domain_free(d);
 }
 

@@ -36,7 +36,6 @@
 DEFINE_LOAD(load_rack, struct api_rack, api_rack_parse)
 DEFINE_LOAD(load_matrix, struct matrix, api_matrix_parse)
 DEFINE_LOAD(load_partition, struct api_rack_partition, api_rack_partition_parse)
-DEFINE_LOAD(load_tray, struct api_compute_tray, api_compute_tray_parse)
 DEFINE_LOAD(load_upgrade, struct api_rack_upgrade, api_rack_upgrade_parse)
 DEFINE_LOAD(load_approval, struct api_upgrade_approval, api_upgrade_approval_parse)
 
@@ -135,26 +134,6 @@ static void test_api_rack_partition_check_overlap(void **state)
 	assert_true(api_errors_has(&e, "spec.rack", "rack \"gb300-r07\" does not exist"));
 	api_rack_partition_free(a);
 	api_rack_partition_free(b);
-	api_rack_free(r);
-}
-
-static void test_api_compute_tray_check_rack_lists_it(void **state)
-{
-	(void)state;
-	struct api_rack *r = rack_load();
-	struct api_compute_tray *t = load_tray("tests/data/api/computetray-gb300-r07-t03.json");
-	struct api_errors e;
-	api_errors_init(&e);
-	assert_int_equal(api_compute_tray_check_rack(t, r, &e), NV_OK);
-	snprintf(t->node, sizeof(t->node), "gb300-r07-t04");
-	assert_int_equal(api_compute_tray_check_rack(t, r, &e), NV_E_INVALID_OBJECT);
-	assert_true(api_errors_has(
-	        &e, "spec.node",
-	        "rack \"gb300-r07\" puts node \"gb300-r07-t03\" at tray 3, not \"gb300-r07-t04\""));
-	api_errors_init(&e);
-	assert_int_equal(api_compute_tray_check_rack(t, NULL, &e), NV_E_INVALID_OBJECT);
-	assert_true(api_errors_has(&e, "spec.rack", "does not exist"));
-	api_compute_tray_free(t);
 	api_rack_free(r);
 }
 
@@ -279,7 +258,6 @@ int main(void)
 	        cmocka_unit_test(test_api_rack_check_unique_node_in_two_racks),
 	        cmocka_unit_test(test_api_rack_check_matrix_stack_and_platform),
 	        cmocka_unit_test(test_api_rack_partition_check_overlap),
-	        cmocka_unit_test(test_api_compute_tray_check_rack_lists_it),
 	        cmocka_unit_test(test_api_rack_upgrade_check_matrix_moves),
 	        cmocka_unit_test(test_api_rack_upgrade_check_matrix_cves),
 	        cmocka_unit_test(test_api_rack_upgrade_check_matrix_intermediate),

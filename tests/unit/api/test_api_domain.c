@@ -107,40 +107,6 @@ static void test_api_compute_domain_parse_replace_failed_nodes(void **state)
 	json_decref(j);
 }
 
-static void test_api_compute_domain_check_selector(void **state)
-{
-	(void)state;
-	json_t *jd = test_load(DOMAIN);
-	json_t *jp = test_load(PART_A);
-	struct api_errors e;
-	struct api_compute_domain *d = NULL;
-	struct api_rack_partition *p = NULL;
-	struct api_rack rack;
-	memset(&rack, 0, sizeof(rack));
-	api_errors_init(&e);
-	assert_int_equal(api_compute_domain_parse(jd, &d, &e), NV_OK);
-	assert_int_equal(api_rack_partition_parse(jp, &p, &e), NV_OK);
-	assert_int_equal(api_compute_domain_check(d, &rack, p, &e), NV_OK);
-	d->num_nodes = 10;
-	assert_int_equal(api_compute_domain_check(d, &rack, p, &e), NV_E_INVALID_OBJECT);
-	assert_true(api_errors_has(&e, "spec.numNodes",
-	                           "must be at most 9: the selected partition has 9 trays"));
-	api_errors_init(&e);
-	d->num_nodes = 8;
-	assert_int_equal(api_compute_domain_check(d, NULL, NULL, &e), NV_E_INVALID_OBJECT);
-	assert_true(api_errors_has(&e, "spec.selector.rack", "does not exist"));
-	assert_true(api_errors_has(&e, "spec.selector.partition", "does not exist"));
-	api_errors_init(&e);
-	memcpy(p->rack, "gb300-r08", 10);
-	assert_int_equal(api_compute_domain_check(d, &rack, p, &e), NV_E_INVALID_OBJECT);
-	assert_true(api_errors_has(&e, "spec.selector.partition",
-	                           "belongs to rack \"gb300-r08\", not \"gb300-r07\""));
-	api_compute_domain_free(d);
-	api_rack_partition_free(p);
-	json_decref(jd);
-	json_decref(jp);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -149,7 +115,6 @@ int main(void)
 	        cmocka_unit_test(test_api_compute_domain_parse_sample),
 	        cmocka_unit_test(test_api_compute_domain_parse_errors),
 	        cmocka_unit_test(test_api_compute_domain_parse_replace_failed_nodes),
-	        cmocka_unit_test(test_api_compute_domain_check_selector),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
