@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The pure half of the RackPartition controller: from a RackPartition, its
- * Rack, the rack's ComputeTrays and Nodes and what the fabric backend said
- * this pass, it decides the next phase and the one backend request to make,
- * and builds the status. No API or backend calls here. */
+/* The pure half of the RackPartition controller: from a RackPartition and
+ * its Rack (both parsed by the API's parsers), the rack's ComputeTrays and
+ * Nodes and what the fabric backend said this pass, it decides the next
+ * phase and the one backend request to make, and builds the status. No API
+ * or backend calls here. */
 /* Contract: pure functions with no global state: no I/O, no clock (time
  * comes in as now_ms), never blocking, thread-safe on distinct arguments.
  * Objects and strings passed in are borrowed for the call. A json_t
@@ -31,7 +32,7 @@
 /* One compute tray of the partition's rack (index 1..18). Borrowed. */
 struct op_part_tray {
 	int index;
-	const char *node;     /* from the Rack's spec.computeTrays */
+	const char *node;     /* from the Rack's computeTrays */
 	const json_t *tray;   /* the ComputeTray, NULL when absent */
 	const json_t *node_o; /* the Node, NULL when absent */
 };
@@ -51,8 +52,10 @@ struct op_part_backend {
 };
 
 struct op_part_in {
-	const json_t *part;
-	const json_t *rack; /* NULL when the Rack does not exist */
+	const json_t *part;                    /* the object: metadata and status */
+	const struct api_rack_partition *spec; /* its parsed spec */
+	const struct api_rack *rack;           /* NULL when absent or refused */
+	const char *rack_invalid;              /* why the parser refused it, or NULL */
 	unsigned ntrays;
 	struct op_part_tray trays[API_COMPUTE_TRAYS];
 	const struct op_part_backend *be;
@@ -116,7 +119,8 @@ void op_part_status_apply(json_t *obj, const struct op_part_in *in,
 
 /* The drain before a partition change: owner "rackpartition/<name>" into
  * owner (cap bytes, which p->owner then points at), the Rack's drain mode
- * and checkpointDeadline (Evict and 30m when the Rack does not say), and
+ * and checkpointDeadline (Evict and 30m without a Rack; the parser gives
+ * the same when the Rack does not say), and
  * when the drain began: the status's lastTransitionTime while the phase is
  * already Draining, else now_ms. Never forced: a partition change waits for
  * PodDisruptionBudgets. */

@@ -189,7 +189,10 @@ static const struct op_watch part_watches[] = {
 /* ---- one pass ---- */
 
 struct part_pass {
-	json_t *part, *rack;
+	json_t *part;
+	struct api_rack_partition *spec;
+	struct api_rack *rack;
+	struct buf rack_errs; /* why the parser refused the Rack */
 	json_t *trays[API_COMPUTE_TRAYS], *nodes[API_COMPUTE_TRAYS];
 	struct op_part_in in;
 	struct op_part_backend be;
@@ -202,34 +205,79 @@ static void pass_clear(struct part_pass *p)
 		json_decref(p->trays[i]);
 		json_decref(p->nodes[i]);
 	}
-	json_decref(p->rack);
+	buf_clear(&p->rack_errs);
+	api_rack_free(p->rack);
+	api_rack_partition_free(p->spec);
 	json_decref(p->part);
+}
+
+/* The field errors of a refused object as one line, into text. */
+static void errors_text(const struct api_errors *errs, struct buf *text)
+{
+	buf_init(text, 4096);
+	(void)api_errors_format(errs, text);
+}
+
+/* Parses the RackPartition. One the parser refuses (the CRD's schema and
+ * the webhook let none through) is logged and reported in a SpecInvalid
+ * event; its status is left alone. */
+static enum nv_err spec_read(struct op *op, struct part_pass *p)
+{
+	struct api_errors *errs = xcalloc(1, sizeof(*errs));
+	struct buf text;
+	enum nv_err rc;
+
+	api_errors_init(errs);
+	if ((rc = api_rack_partition_parse(p->part, &p->spec, errs)) != NV_OK) {
+		errors_text(errs, &text);
+		log_warn(PART_COMP, "spec refused", "partition=%s err=\"%s\"", p->name,
+		         buf_str(&text));
+		op_event(op, p->part, "Warning", "SpecInvalid", "Reconcile", "%s", buf_str(&text));
+		buf_clear(&text);
+	}
+	free(errs);
+	return rc;
+}
+
+/* Parses the partition's Rack from the cache. A Rack the parser refuses is
+ * left out, as if it did not exist, with the reason kept for the message. */
+static void rack_read(struct op *op, struct part_pass *p)
+{
+	json_t *obj = kube_informer_get(op->racks, p->spec->rack);
+	struct api_errors *errs;
+
+	if (obj == NULL)
+		return;
+	errs = xcalloc(1, sizeof(*errs));
+	api_errors_init(errs);
+	if (api_rack_parse(obj, &p->rack, errs) != NV_OK) {
+		errors_text(errs, &p->rack_errs);
+		p->in.rack_invalid = buf_str(&p->rack_errs);
+		log_warn(PART_COMP, "rack refused", "partition=%s rack=%s err=\"%s\"", p->name,
+		         p->spec->rack, p->in.rack_invalid);
+	}
+	free(errs);
+	json_decref(obj);
 }
 
 static void pass_load(struct op *op, struct part_pass *p)
 {
-	const char *rack = jx_str_or(p->part, "spec.rack", "");
-	const json_t *t;
-	size_t i;
-
-	p->rack = rack[0] ? kube_informer_get(op->racks, rack) : NULL;
+	rack_read(op, p);
 	p->in.part = p->part;
+	p->in.spec = p->spec;
 	p->in.rack = p->rack;
 	p->in.be = &p->be;
 	p->be.configured = op->fabric != NULL;
 	p->be.name = op->fabric ? fabric_backend_name(op->fabric) : "none";
 	p->be.poll_ms = op->cfg.fabric_poll_ms;
-	json_array_foreach(jx_path(p->rack, "spec.computeTrays"), i, t) {
+	for (unsigned k = 0; p->rack && k < p->rack->ncompute; k++) {
+		const struct api_rack_compute_tray *t = &p->rack->compute[k];
 		char tname[64];
-		unsigned k = p->in.ntrays;
-		int idx = (int)json_integer_value(json_object_get(t, "index"));
-		if (k >= API_COMPUTE_TRAYS || idx < 1 || idx > API_COMPUTE_TRAYS)
-			continue;
-		op_tray_name(rack, idx, tname);
+		op_tray_name(p->spec->rack, t->index, tname);
 		p->trays[k] = kube_informer_get(op->trays, tname);
-		p->nodes[k] = kube_informer_get(op->nodes, jx_str_or(t, "node", ""));
-		p->in.trays[k] = (struct op_part_tray){.index = idx,
-		                                       .node = jx_str_or(t, "node", ""),
+		p->nodes[k] = kube_informer_get(op->nodes, t->node);
+		p->in.trays[k] = (struct op_part_tray){.index = t->index,
+		                                       .node = t->node,
 		                                       .tray = p->trays[k],
 		                                       .node_o = p->nodes[k]};
 		p->in.ntrays++;
@@ -521,6 +569,10 @@ static struct kube_result part_reconcile(void *ud, const char *key)
 	if (!ours) {
 		if (!deleting) /* the update brings us back */
 			res.err = finalizer_set(op, &p, true);
+		goto out;
+	}
+	if ((rc = spec_read(op, &p)) != NV_OK) { /* until the object changes */
+		res = (struct kube_result){.err = rc, .terminal = true};
 		goto out;
 	}
 	pass_load(op, &p);

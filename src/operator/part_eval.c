@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The pure half of the RackPartition controller: the lifecycle (drain, ask
 // the fabric backend, wait for every member GPU to report the clique, wait
-// for labels and IMEX, Active; Deleting) as a function of the objects and of
-// what the backend said, the status it leads to and the cordon patches.
-// Everything works on plain JSON and is unit-tested.
+// for labels and IMEX, Active; Deleting) as a function of the parsed specs,
+// the objects and what the backend said, the status it leads to and the
+// cordon patches. Everything is pure and unit-tested.
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,19 +41,6 @@ static void msg(struct op_part_decision *d, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(d->message, sizeof(d->message), fmt, ap);
 	va_end(ap);
-}
-
-static uint32_t members_of(const json_t *part)
-{
-	const json_t *t;
-	uint32_t m = 0;
-	size_t i;
-	json_array_foreach(jx_path(part, "spec.trays"), i, t) {
-		json_int_t v = json_integer_value(t);
-		if (v >= 1 && v <= API_COMPUTE_TRAYS)
-			m |= 1u << v;
-	}
-	return m;
 }
 
 /* "3, 4, 7" into out. */
@@ -270,10 +257,9 @@ static bool spec_build(const struct op_part_in *in, const char *cluster, struct 
 	struct fabric_partition_spec *s = &d->spec;
 	fabric_spec_init(s);
 	(void)str_copy(s->name, sizeof(s->name), kube_obj_name(in->part));
-	(void)str_copy(s->rack, sizeof(s->rack), jx_str_or(in->part, "spec.rack", ""));
+	(void)str_copy(s->rack, sizeof(s->rack), in->spec->rack);
 	(void)str_copy(s->domain_uuid, sizeof(s->domain_uuid), cluster);
-	(void)str_copy(s->chassis_serial, sizeof(s->chassis_serial),
-	               jx_str_or(in->rack, "spec.chassisSerial", ""));
+	(void)str_copy(s->chassis_serial, sizeof(s->chassis_serial), in->rack->chassis_serial);
 	for (int idx = 1; idx <= API_COMPUTE_TRAYS; idx++) {
 		const struct op_part_tray *t = tray_at(in, idx);
 		if (!(d->members & (1u << idx)))
@@ -384,7 +370,10 @@ static const char *blocked(const struct op_part_in *in, struct op_part_decision 
 		return "NoFabricBackend";
 	}
 	if (in->rack == NULL) {
-		msg(d, "rack %s does not exist", jx_str_or(in->part, "spec.rack", ""));
+		if (in->rack_invalid)
+			msg(d, "rack %s is invalid: %s", in->spec->rack, in->rack_invalid);
+		else
+			msg(d, "rack %s does not exist", in->spec->rack);
 		return "RackNotFound";
 	}
 	for (int idx = 1; idx <= API_COMPUTE_TRAYS; idx++) {
@@ -399,7 +388,7 @@ static const char *blocked(const struct op_part_in *in, struct op_part_decision 
 	if (missing) {
 		tray_list(missing, list, sizeof(list));
 		msg(d, "spec.trays: trays %s are not in rack %s's spec.computeTrays", list,
-		    jx_str_or(in->part, "spec.rack", ""));
+		    in->spec->rack);
 		return "TrayNotInRack";
 	}
 	if (silent) {
@@ -491,7 +480,7 @@ void op_part_decide(const struct op_part_in *in, struct op_part_decision *d)
 	               jx_str_or(p, "status.backend.partitionId", ""));
 	(void)str_copy(d->op_id, sizeof(d->op_id), jx_str_or(p, "status.backend.operationId", ""));
 	(void)str_copy(d->clique, sizeof(d->clique), jx_str_or(p, "status.cliqueID", ""));
-	d->members = members_of(p);
+	d->members = in->spec->trays;
 	if (json_is_string(jx_path(p, "metadata.deletionTimestamp"))) {
 		decide_delete(in, d);
 		return;
@@ -631,17 +620,13 @@ void op_part_drain_policy(const struct op_part_in *in, int64_t now_ms, char *own
                           struct drain_policy *p)
 {
 	const json_t *part = in->part;
-	const char *mode = jx_str_or(in->rack, "spec.policy.drain.mode", "Evict");
-	const char *deadline = jx_str_or(in->rack, "spec.policy.drain.checkpointDeadline", "");
 	int64_t began = 0;
 
 	memset(p, 0, sizeof(*p));
 	snprintf(owner, cap, "%s%s", OP_PART_CORDON_PREFIX, kube_obj_name(part));
 	p->owner = owner;
-	p->mode = strcmp(mode, "Checkpoint") == 0 ? API_DRAIN_CHECKPOINT : API_DRAIN_EVICT;
-	/* The CRD checks the format; an unreadable value gets the default. */
-	if (deadline[0] == '\0' || parse_duration_ms(deadline, &p->checkpoint_deadline_ms) != NV_OK)
-		p->checkpoint_deadline_ms = 30 * 60000;
+	p->mode = in->rack ? in->rack->policy.drain_mode : API_DRAIN_EVICT;
+	p->checkpoint_deadline_ms = in->rack ? in->rack->policy.checkpoint_deadline_ms : 30 * 60000;
 	p->started_ms = now_ms;
 	if (strcmp(jx_str_or(part, "status.phase", ""), "Draining") == 0 &&
 	    time_parse_rfc3339(jx_str_or(part, "status.lastTransitionTime", ""), &began) == NV_OK &&

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The RackPartition lifecycle decided on plain JSON: every phase transition,
-// restart safety (a recorded operation is polled, an existing partition is
-// found by name), backend failures and retries, deletion, the status and
-// the cordon patches.
+// The RackPartition lifecycle decided on the parsed specs and plain JSON:
+// every phase transition, restart safety (a recorded operation is polled,
+// an existing partition is found by name), backend failures and retries,
+// deletion, the status and the cordon patches.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <cmocka.h>
 
@@ -19,6 +20,8 @@
 
 struct pfx {
 	json_t *part, *rack;
+	struct api_rack_partition *spec;
+	struct api_rack *rs;
 	json_t *trays[18], *nodes[18];
 	struct op_part_backend be;
 	struct op_part_in in;
@@ -34,11 +37,29 @@ static json_t *part_new(const char *trays_json)
 	return p;
 }
 
+/* Parses f->part and f->rack again into the specs the eval reads, as a
+ * pass of the controller does. */
+static void pfx_parse(struct pfx *f)
+{
+	struct api_errors *e = calloc(1, sizeof(*e));
+	assert_non_null(e);
+	api_rack_partition_free(f->spec);
+	api_rack_free(f->rs);
+	f->spec = NULL;
+	f->rs = NULL;
+	api_errors_init(e);
+	assert_int_equal(api_rack_partition_parse(f->part, &f->spec, e), NV_OK);
+	assert_int_equal(api_rack_parse(f->rack, &f->rs, e), NV_OK);
+	f->in.spec = f->spec;
+	f->in.rack = f->rs;
+	free(e);
+}
+
 static void pfx_init(struct pfx *f, const char *trays)
 {
 	memset(f, 0, sizeof(*f));
 	f->part = part_new(trays);
-	f->rack = fx_rack(2);
+	f->rack = fx_rack_whole(2);
 	for (int i = 0; i < 18; i++) {
 		f->trays[i] = fx_tray(i + 1, "580.95.05", DEF, FX_NOW, "True");
 		f->nodes[i] = fx_node(i + 1, true);
@@ -49,7 +70,7 @@ static void pfx_init(struct pfx *f, const char *trays)
 	}
 	f->in.ntrays = 18;
 	f->in.part = f->part;
-	f->in.rack = f->rack;
+	pfx_parse(f);
 	f->in.be = &f->be;
 	f->be.configured = true;
 	f->be.name = "sim";
@@ -58,6 +79,8 @@ static void pfx_init(struct pfx *f, const char *trays)
 
 static void pfx_clear(struct pfx *f)
 {
+	api_rack_partition_free(f->spec);
+	api_rack_free(f->rs);
 	json_decref(f->part);
 	json_decref(f->rack);
 	for (int i = 0; i < 18; i++) {
@@ -139,7 +162,16 @@ static void test_op_part_decide_blocked_names_rack_and_trays(void **state)
 	op_part_decide(&f.in, &d);
 	assert_string_equal(d.reason, "RackNotFound");
 	assert_non_null(strstr(d.message, "rack r07 does not exist"));
-	f.in.rack = f.rack;
+	/* A Rack the parser refused counts as missing; the message says why. */
+	f.in.rack_invalid = "spec.switchTrays: must have exactly 9 items";
+	op_part_decide(&f.in, &d);
+	assert_string_equal(d.reason, "RackNotFound");
+	assert_int_equal(d.phase, API_PART_PENDING);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_string_equal(d.message,
+	                    "rack r07 is invalid: spec.switchTrays: must have exactly 9 items");
+	f.in.rack_invalid = NULL;
+	f.in.rack = f.rs;
 	json_object_del(json_object_get(f.trays[2], "status"), "gpus");
 	f.in.trays[3].tray = NULL;
 	op_part_decide(&f.in, &d);
@@ -527,6 +559,7 @@ static void test_op_part_drain_policy_from_rack(void **state)
 	json_object_set_new(
 	        json_object_get(json_object_get(f.rack, "spec"), "policy"), "drain",
 	        json_pack("{s:s,s:s}", "mode", "Checkpoint", "checkpointDeadline", "10m"));
+	pfx_parse(&f);
 	/* Already Draining: the drain began when the phase did. */
 	pfx_status(&f, "Draining", "", "");
 	fx_time(FX_NOW - 90000, began);
@@ -536,6 +569,12 @@ static void test_op_part_drain_policy_from_rack(void **state)
 	assert_int_equal(pol.mode, API_DRAIN_CHECKPOINT);
 	assert_int_equal(pol.checkpoint_deadline_ms, 10 * 60000);
 	assert_int_equal(pol.started_ms, FX_NOW - 90000);
+
+	/* Without a Rack: the defaults. */
+	f.in.rack = NULL;
+	op_part_drain_policy(&f.in, FX_NOW, owner, sizeof(owner), &pol);
+	assert_int_equal(pol.mode, API_DRAIN_EVICT);
+	assert_int_equal(pol.checkpoint_deadline_ms, 30 * 60000);
 	pfx_clear(&f);
 }
 
