@@ -239,6 +239,25 @@ static enum nv_err spec_read(struct op *op, struct part_pass *p)
 	return rc;
 }
 
+/* What a deletion needs of a spec the parser refused: the rack and the
+ * member trays, read as far as they are well formed. A spec that became
+ * invalid (a stricter schema after an upgrade of the CRDs) must not hold
+ * the deletion of its partition: the backend partition is still deleted
+ * and our cordons still lifted. */
+static void spec_fallback(struct part_pass *p)
+{
+	const json_t *t;
+	size_t i;
+
+	p->spec = xcalloc(1, sizeof(*p->spec));
+	(void)str_copy(p->spec->rack, sizeof(p->spec->rack), jx_str_or(p->part, "spec.rack", ""));
+	json_array_foreach(jx_path(p->part, "spec.trays"), i, t) {
+		json_int_t idx = json_integer_value(t);
+		if (json_is_integer(t) && idx >= 1 && idx <= API_COMPUTE_TRAYS)
+			p->spec->trays |= 1u << idx;
+	}
+}
+
 /* Parses the partition's Rack from the cache. A Rack the parser refuses is
  * left out, as if it did not exist, with the reason kept for the message. */
 static void rack_read(struct op *op, struct part_pass *p)
@@ -571,9 +590,12 @@ static struct kube_result part_reconcile(void *ud, const char *key)
 			res.err = finalizer_set(op, &p, true);
 		goto out;
 	}
-	if ((rc = spec_read(op, &p)) != NV_OK) { /* until the object changes */
-		res = (struct kube_result){.err = rc, .terminal = true};
-		goto out;
+	if ((rc = spec_read(op, &p)) != NV_OK) {
+		if (!deleting) { /* until the object changes */
+			res = (struct kube_result){.err = rc, .terminal = true};
+			goto out;
+		}
+		spec_fallback(&p);
 	}
 	pass_load(op, &p);
 	if (op_part_wants_backend(&p.in))
