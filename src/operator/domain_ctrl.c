@@ -9,7 +9,6 @@
 
 #include "nvl72/alloc.h"
 #include "nvl72/api_domain.h"
-#include "nvl72/buf.h"
 #include "nvl72/json.h"
 #include "nvl72/log.h"
 #include "nvl72/operator_domain.h"
@@ -508,22 +507,9 @@ static struct kube_result domain_delete(struct op *op, struct domain_pass *p)
  * and left alone until the object changes. */
 static enum nv_err spec_read(struct op *op, struct domain_pass *p)
 {
-	struct api_errors *errs = xcalloc(1, sizeof(*errs));
-	struct buf text;
-	enum nv_err rc;
-
-	api_errors_init(errs);
-	rc = api_compute_domain_parse(p->dom, &p->spec, errs);
-	if (rc != NV_OK) {
-		buf_init(&text, 4096);
-		(void)api_errors_format(errs, &text);
-		log_warn(DOMAIN_COMP, "spec refused", "domain=%s/%s err=\"%s\"", p->ns, p->name,
-		         buf_str(&text));
-		op_event(op, p->dom, "Warning", "SpecInvalid", "Place", "%s", buf_str(&text));
-		buf_clear(&text);
-	}
-	free(errs);
-	return rc;
+	struct api_errors *errs = op_spec_errors_new();
+	enum nv_err rc = api_compute_domain_parse(p->dom, &p->spec, errs);
+	return op_spec_report_take(op, p->dom, DOMAIN_COMP, "domain", "Place", rc, errs);
 }
 
 static struct kube_result domain_reconcile(void *ud, const char *key)

@@ -5,8 +5,12 @@
 // through its controller's map functions.
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "nvl72/alloc.h"
+#include "nvl72/api.h"
+#include "nvl72/buf.h"
 #include "nvl72/json.h"
 #include "nvl72/log.h"
 #include "nvl72/timeutil.h"
@@ -49,6 +53,31 @@ void op_event(struct op *op, const json_t *obj, const char *type, const char *re
 	log_info(OP_COMP, "event", "object=%s type=%s reason=%s note=\"%s\"", object, type, reason,
 	         note);
 	op_feed_event(op, type, reason, object, note);
+}
+
+struct api_errors *op_spec_errors_new(void)
+{
+	struct api_errors *errs = xcalloc(1, sizeof(*errs));
+	api_errors_init(errs);
+	return errs;
+}
+
+enum nv_err op_spec_report_take(struct op *op, const json_t *obj, const char *comp, const char *key,
+                                const char *action, enum nv_err rc, struct api_errors *errs)
+{
+	const char *ns = jx_str_or(obj, "metadata.namespace", "");
+	struct buf text;
+
+	if (rc != NV_OK) {
+		buf_init(&text, 4096);
+		(void)api_errors_format(errs, &text);
+		log_warn(comp, "spec refused", "%s=%s%s%s err=\"%s\"", key, ns, ns[0] ? "/" : "",
+		         kube_obj_name(obj), buf_str(&text));
+		op_event(op, obj, "Warning", "SpecInvalid", action, "%s", buf_str(&text));
+		buf_clear(&text);
+	}
+	free(errs);
+	return rc;
 }
 
 /* ---- the generic handler ---- */

@@ -186,6 +186,18 @@ struct kube_workqueue *op_queue(struct op *op, const char *name);
 void op_event(struct op *op, const json_t *obj, const char *type, const char *reason,
               const char *action, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
+/* A new, empty error list for one parse of a spec (32 KiB: too large for
+ * a worker's stack); op_spec_report_take frees it. */
+struct api_errors *op_spec_errors_new(void);
+/* Takes the result rc of one api parse of obj and its errs, and frees
+ * errs. A refusal (rc not NV_OK) is reported: one warning line naming the
+ * object as key=name (key=namespace/name when namespaced) with every field
+ * and its problem, and a Warning SpecInvalid Event on obj. The caller then
+ * writes nothing and does not requeue: the object's next change brings it
+ * back. Returns rc. */
+enum nv_err op_spec_report_take(struct op *op, const json_t *obj, const char *comp, const char *key,
+                                const char *action, enum nv_err rc, struct api_errors *errs);
+
 bool op_is_leading(struct op *op);
 
 /* ---- what several controllers read ---- */
