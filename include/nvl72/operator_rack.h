@@ -2,7 +2,8 @@
 /* The pure half of the Rack controller: from a Rack, its ComputeTrays, their
  * Nodes and agent heartbeats it derives the rack's status, conditions and the
  * degraded decision, and the patches for Node labels, cordons and trays. No
- * API calls here, so every rule is unit-tested on plain JSON. */
+ * API calls here, so every rule is unit-tested on plain JSON and the
+ * Rack's parsed spec. */
 /* Contract: pure functions with no global state: no I/O, no clock (time
  * comes in as now_ms), never blocking, thread-safe on distinct arguments.
  * Objects and strings passed in are borrowed for the call. A json_t
@@ -19,6 +20,7 @@
 #include <jansson.h>
 
 #include "nvl72/api.h"
+#include "nvl72/api_rack.h"
 #include "nvl72/drain.h"
 
 #define OP_LABEL_RACK "nvl72.io/rack"
@@ -37,7 +39,7 @@
  * borrowed. */
 struct op_tray_in {
 	int index;              /* 1..18 */
-	const char *node_name;  /* from the Rack's spec */
+	const char *node_name;  /* from the Rack's parsed spec */
 	const json_t *tray;     /* the ComputeTray, NULL when absent */
 	const json_t *node;     /* the Node, NULL when absent */
 	int64_t lease_renew_ms; /* renewTime of the agent's Lease; 0: none */
@@ -111,11 +113,13 @@ struct op_rack_eval {
 	int64_t next_check_ms;
 };
 
-/* Classifies every tray and aggregates the rack. matrix may be NULL (the
- * CompatibilityMatrix is not known yet). hb_timeout_ms of 0 turns the
- * heartbeat check off. */
-void op_rack_evaluate(const json_t *rack, const json_t *matrix, const struct op_tray_in *in,
-                      unsigned n, int64_t now_ms, int64_t hb_timeout_ms, struct op_rack_eval *out);
+/* Classifies every tray and aggregates the rack: rack is the Rack as
+ * api_rack_parse read it (policy, desired stack), matrix the parsed
+ * CompatibilityMatrix it names, or NULL while that is not known (or does
+ * not parse). hb_timeout_ms of 0 turns the heartbeat check off. */
+void op_rack_evaluate(const struct api_rack *rack, const struct matrix *matrix,
+                      const struct op_tray_in *in, unsigned n, int64_t now_ms,
+                      int64_t hb_timeout_ms, struct op_rack_eval *out);
 
 /* Writes the status fields the Rack controller owns (observedGeneration,
  * stack, trays, versionSkew, fabric, capacity and the five conditions) into

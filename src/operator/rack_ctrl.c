@@ -3,11 +3,15 @@
 // and (when the rack is degraded) cordons the rack's Nodes, and writes the
 // rack's status, only when something changed; its finalizer releases the
 // Nodes and deletes the trays when the Rack goes. Level-based: every pass
-// reads the caches and derives everything from them.
+// reads the caches and derives everything from them, the Rack's spec and
+// its matrix through the api's parsers.
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "nvl72/api_rack.h"
+#include "nvl72/api_upgrade.h"
 #include "nvl72/json.h"
 #include "nvl72/log.h"
 #include "nvl72/parse.h"
@@ -104,7 +108,8 @@ static const struct op_watch rack_watches[] = {
 /* Everything one pass reads, with the references it holds. */
 struct rack_pass {
 	json_t *rack;
-	json_t *matrix;
+	struct api_rack *spec;
+	struct matrix *matrix; /* NULL: not known */
 	json_t *parts;
 	json_t *trays[API_COMPUTE_TRAYS];
 	json_t *nodes[API_COMPUTE_TRAYS];
@@ -117,7 +122,8 @@ struct rack_pass {
 static void pass_clear(struct rack_pass *p)
 {
 	json_decref(p->rack);
-	json_decref(p->matrix);
+	api_rack_free(p->spec);
+	matrix_free(p->matrix);
 	json_decref(p->parts);
 	for (unsigned i = 0; i < API_COMPUTE_TRAYS; i++) {
 		json_decref(p->trays[i]);
@@ -352,20 +358,48 @@ static enum nv_err rack_finalize(struct op *op, const json_t *rack)
 	return rc;
 }
 
+/* The Rack's spec, read with the api's parser. The apiserver's schema and
+ * the admission webhook let no spec through that it refuses; should one
+ * come, it is reported and left alone until the object changes. */
+static enum nv_err spec_read(struct op *op, struct rack_pass *p)
+{
+	struct api_errors *errs = op_spec_errors_new();
+	enum nv_err rc = api_rack_parse(p->rack, &p->spec, errs);
+	return op_spec_report_take(op, p->rack, RACK_COMP, "rack", "Reconcile", rc, errs);
+}
+
+/* The matrix the Rack names, parsed; NULL while it is not in the cache.
+ * The webhook admits no matrix the parser refuses; one that comes anyway
+ * is logged and counts as not known. */
+static struct matrix *matrix_read(struct op *op, const struct api_rack *r)
+{
+	json_t *obj = kube_informer_get(op->matrices, r->matrix_name);
+	struct api_errors *errs;
+	struct matrix *m = NULL;
+
+	if (obj == NULL)
+		return NULL;
+	errs = op_spec_errors_new();
+	if (api_matrix_parse(obj, &m, errs) != NV_OK)
+		log_warn(RACK_COMP, "matrix does not parse", "rack=%s matrix=%s error=\"%s: %s\"",
+		         r->meta.name, r->matrix_name, errs->n ? errs->list[0].path : "",
+		         errs->n ? errs->list[0].msg : "");
+	free(errs);
+	json_decref(obj);
+	return m;
+}
+
 static void pass_load(struct op *op, struct rack_pass *p)
 {
 	const char *rname = kube_obj_name(p->rack);
-	const json_t *t;
-	size_t i;
 
-	p->matrix = kube_informer_get(op->matrices, jx_str_or(p->rack, "spec.matrix.name", ""));
+	p->matrix = matrix_read(op, p->spec);
 	p->parts = kube_informer_list(op->partitions);
-	json_array_foreach(jx_path(p->rack, "spec.computeTrays"), i, t) {
-		if (p->n >= API_COMPUTE_TRAYS)
-			break;
+	for (unsigned i = 0; i < p->spec->ncompute && p->n < API_COMPUTE_TRAYS; i++) {
+		const struct api_rack_compute_tray *t = &p->spec->compute[i];
 		struct op_tray_in *in = &p->in[p->n];
-		in->index = (int)json_integer_value(json_object_get(t, "index"));
-		in->node_name = jx_str_or(t, "node", "");
+		in->index = t->index;
+		in->node_name = t->node;
 		op_tray_name(rname, in->index, p->names[p->n]);
 		p->trays[p->n] = kube_informer_get(op->trays, p->names[p->n]);
 		p->nodes[p->n] = kube_informer_get(op->nodes, in->node_name);
@@ -461,8 +495,12 @@ static struct kube_result rack_reconcile(void *ud, const char *key)
 		pass_clear(&p);
 		return (struct kube_result){.err = rc};
 	}
+	if ((rc = spec_read(op, &p)) != NV_OK) {
+		pass_clear(&p);
+		return (struct kube_result){.err = rc, .terminal = true};
+	}
 	pass_load(op, &p);
-	op_rack_evaluate(p.rack, p.matrix, p.in, p.n, time_wall_ms(), op->cfg.heartbeat_timeout_ms,
+	op_rack_evaluate(p.spec, p.matrix, p.in, p.n, time_wall_ms(), op->cfg.heartbeat_timeout_ms,
 	                 &ev);
 	for (unsigned i = 0; i < p.n; i++)
 		if ((r2 = ensure_tray(op, &p, i, ev.desired_driver)) != NV_OK)

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tray classification and rack aggregation for the Rack controller: which
 // trays are ready, down or still starting, what stack the rack runs, how its
-// fabric looks and whether it is degraded. Pure functions on JSON.
+// fabric looks and whether it is degraded. Pure functions on the parsed
+// Rack and matrix and on the JSON of the trays and Nodes.
 #include <stdio.h>
 #include <string.h>
 
@@ -10,12 +11,6 @@
 #include "nvl72/operator_rack.h"
 #include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
-
-static int64_t int_or(const json_t *o, const char *path, int64_t lo, int64_t hi, int64_t def)
-{
-	int64_t v;
-	return jx_get_int(o, path, lo, hi, &v, NULL) == NV_OK ? v : def;
-}
 
 static int64_t time_or_zero(const json_t *o, const char *path)
 {
@@ -37,31 +32,28 @@ static const char *cond_status(const json_t *obj, const char *type)
 	return c ? jx_str_or(c, "status", "Unknown") : NULL;
 }
 
-static const json_t *matrix_stack(const json_t *matrix, const char *name)
+/* The driver version a stack names, as written in the matrix. */
+static const char *stack_driver(const struct matrix_stack *s)
 {
-	const json_t *stacks = jx_path(matrix, "spec.stacks"), *s;
-	size_t i;
-	json_array_foreach(stacks, i, s)
-		if (strcmp(jx_str_or(s, "name", ""), name) == 0)
-			return s;
-	return NULL;
+	return s->tuple.set & MATRIX_BIT(MATRIX_C_DRIVER) ? s->tuple.version[MATRIX_C_DRIVER].text
+	                                                  : "";
 }
 
 /* The stack whose driver is version; the desired stack wins a tie. */
-static const char *stack_of_driver(const json_t *matrix, const char *desired, const char *version)
+static const char *stack_of_driver(const struct matrix *matrix, const char *desired,
+                                   const char *version)
 {
-	const json_t *stacks = jx_path(matrix, "spec.stacks"), *s;
 	const char *first = NULL;
-	size_t i;
-	if (!version[0])
+	if (!version[0] || matrix == NULL)
 		return "";
-	json_array_foreach(stacks, i, s) {
-		if (strcmp(jx_str_or(s, "components.driver.version", ""), version) != 0)
+	for (unsigned i = 0; i < matrix->nstacks; i++) {
+		const struct matrix_stack *s = &matrix->stacks[i];
+		if (strcmp(stack_driver(s), version) != 0)
 			continue;
-		if (strcmp(jx_str_or(s, "name", ""), desired) == 0)
+		if (strcmp(s->name, desired) == 0)
 			return desired;
 		if (first == NULL)
-			first = jx_str_or(s, "name", "");
+			first = s->name;
 	}
 	return first ? first : "";
 }
@@ -150,11 +142,11 @@ static void classify_health(struct op_tray_eval *t, const struct op_tray_in *in,
 }
 
 static void eval_tray(struct op_tray_eval *t, const struct op_tray_in *in, const char *rack,
-                      const json_t *matrix, const char *desired, int64_t now, int64_t timeout,
-                      int64_t *next)
+                      const struct matrix *matrix, const char *desired, int64_t now,
+                      int64_t timeout, int64_t *next)
 {
 	const json_t *gpus, *g;
-	char mine[128];
+	char mine[264]; /* "rack/" and a name of up to 253 */
 	size_t i;
 
 	memset(t, 0, sizeof(*t));
@@ -342,24 +334,24 @@ static void eval_fabric(struct op_rack_eval *ev, const struct op_tray_in *in, un
 	fabric_set(ev, "Healthy", "AllCompleted", msg);
 }
 
-void op_rack_evaluate(const json_t *rack, const json_t *matrix, const struct op_tray_in *in,
-                      unsigned n, int64_t now_ms, int64_t hb_timeout_ms, struct op_rack_eval *out)
+void op_rack_evaluate(const struct api_rack *rack, const struct matrix *matrix,
+                      const struct op_tray_in *in, unsigned n, int64_t now_ms,
+                      int64_t hb_timeout_ms, struct op_rack_eval *out)
 {
-	const char *name = jx_str_or(rack, "metadata.name", "");
-	const json_t *st;
+	const char *name = rack->meta.name;
+	const struct matrix_stack *st;
 
 	memset(out, 0, sizeof(*out));
 	if (n > API_COMPUTE_TRAYS)
 		n = API_COMPUTE_TRAYS;
 	out->ntrays = n;
-	out->threshold = (int)int_or(rack, "spec.policy.degradedThreshold", 0, 18, 2);
-	out->min_healthy = (int)int_or(rack, "spec.policy.minHealthyTrays", 0, 18, 16);
-	out->cordon_policy = !json_is_false(jx_path(rack, "spec.policy.cordonWhenDegraded"));
-	(void)str_copy(out->desired_stack, sizeof(out->desired_stack),
-	               jx_str_or(rack, "spec.matrix.stack", ""));
-	st = matrix ? matrix_stack(matrix, out->desired_stack) : NULL;
+	out->threshold = rack->policy.degraded_threshold;
+	out->min_healthy = rack->policy.min_healthy_trays;
+	out->cordon_policy = rack->policy.cordon_when_degraded;
+	(void)str_copy(out->desired_stack, sizeof(out->desired_stack), rack->matrix_stack);
+	st = matrix ? matrix_stack_find(matrix, out->desired_stack) : NULL;
 	(void)str_copy(out->desired_driver, sizeof(out->desired_driver),
-	               st ? jx_str_or(st, "components.driver.version", "") : "");
+	               st ? stack_driver(st) : "");
 	for (unsigned i = 0; i < n; i++) {
 		struct op_tray_eval *t = &out->trays[i];
 		eval_tray(t, &in[i], name, matrix, out->desired_stack, now_ms, hb_timeout_ms,

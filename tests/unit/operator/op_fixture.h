@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Builders for the operator unit tests: a Rack of 18 trays, healthy agent
- * status, Ready Nodes and a matrix, all as plain JSON, plus a helper that
- * evaluates the rack with every tray filled in. */
+ * status, Ready Nodes and a matrix, all as plain JSON, the Rack and matrix
+ * also as the api's parsers read them, plus a helper that evaluates the
+ * rack with every tray filled in. */
 #ifndef NVL72_TEST_OP_FIXTURE_H
 #define NVL72_TEST_OP_FIXTURE_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "nvl72/api_rack.h"
+#include "nvl72/api_upgrade.h"
 #include "nvl72/json.h"
 #include "nvl72/operator_rack.h"
 #include "nvl72/timeutil.h"
@@ -19,18 +23,33 @@
 
 static inline json_t *fx_rack(int threshold)
 {
-	json_t *trays = json_array();
+	json_t *trays = json_array(), *switches = json_array();
 	char node[64];
 	for (int i = 1; i <= 18; i++) {
 		snprintf(node, sizeof(node), "r07-t%02d", i);
 		json_array_append_new(trays, json_pack("{s:i,s:s}", "index", i, "node", node));
 	}
-	return json_pack("{s:s,s:s,s:{s:s,s:s,s:I,s:s},s:{s:s,s:o,s:{s:s,s:s},s:{s:i,s:i,s:b}}}",
+	for (int i = 1; i <= 9; i++) {
+		snprintf(node, sizeof(node), "r07-s%d.oob", i);
+		json_array_append_new(switches,
+		                      json_pack("{s:i,s:s}", "index", i, "oobAddress", node));
+	}
+	return json_pack("{s:s,s:s,s:{s:s,s:s,s:I,s:s},s:{s:s,s:o,s:o,s:{s:s,s:s},s:{s:i,s:i,s:"
+	                 "b}}}",
 	                 "apiVersion", "nvl72.io/v1alpha1", "kind", "Rack", "metadata", "name",
 	                 "r07", "uid", "uid-r07", "generation", (json_int_t)3, "resourceVersion",
-	                 "100", "spec", "platform", "gb300", "computeTrays", trays, "matrix",
-	                 "name", "m1", "stack", "s-95", "policy", "degradedThreshold", threshold,
-	                 "minHealthyTrays", 16, "cordonWhenDegraded", 1);
+	                 "100", "spec", "platform", "gb300", "computeTrays", trays, "switchTrays",
+	                 switches, "matrix", "name", "m1", "stack", "s-95", "policy",
+	                 "degradedThreshold", threshold, "minHealthyTrays", 16,
+	                 "cordonWhenDegraded", 1);
+}
+
+/* One stack of the matrix: the driver it names and what the schema asks. */
+static inline json_t *fx_stack(const char *name, const char *driver)
+{
+	return json_pack("{s:s,s:{s:{s:s,s:s},s:{s:s},s:s}}", "name", name, "components", "driver",
+	                 "branch", "R580", "version", driver, "kernel", "pageSize", "64k",
+	                 "kubernetes", "1.34.2");
 }
 
 /* fx_rack with its nine switch trays: a Rack that api_rack_parse accepts. */
@@ -48,10 +67,42 @@ static inline json_t *fx_rack_whole(int threshold)
 
 static inline json_t *fx_matrix(void)
 {
-	return json_pack("{s:{s:s},s:{s:[{s:s,s:{s:{s:s}}},{s:s,s:{s:{s:s}}}]}}", "metadata",
-	                 "name", "m1", "spec", "stacks", "name", "s-95", "components", "driver",
-	                 "version", "580.95.05", "name", "s-173", "components", "driver", "version",
-	                 "580.173.02");
+	return json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:[o,o]}}", "apiVersion", "nvl72.io/v1alpha1",
+	                 "kind", "CompatibilityMatrix", "metadata", "name", "m1", "spec",
+	                 "platform", "gb300", "stacks", fx_stack("s-95", "580.95.05"),
+	                 fx_stack("s-173", "580.173.02"));
+}
+
+/* The api's parse of a fixture; a fixture that does not parse stops the
+ * test with its errors. */
+static inline void fx_parse_failed(const char *kind, const struct api_errors *e)
+{
+	fprintf(stderr, "fixture %s does not parse:\n", kind);
+	for (unsigned i = 0; i < e->n; i++)
+		fprintf(stderr, "  %s: %s\n", e->list[i].path, e->list[i].msg);
+	abort();
+}
+
+static inline struct api_rack *fx_rack_spec(const json_t *rack)
+{
+	struct api_errors *e = calloc(1, sizeof(*e));
+	struct api_rack *r = NULL;
+	api_errors_init(e);
+	if (api_rack_parse(rack, &r, e) != NV_OK)
+		fx_parse_failed("Rack", e);
+	free(e);
+	return r;
+}
+
+static inline struct matrix *fx_matrix_spec(const json_t *matrix)
+{
+	struct api_errors *e = calloc(1, sizeof(*e));
+	struct matrix *m = NULL;
+	api_errors_init(e);
+	if (api_matrix_parse(matrix, &m, e) != NV_OK)
+		fx_parse_failed("CompatibilityMatrix", e);
+	free(e);
+	return m;
 }
 
 static inline void fx_time(int64_t ms, char out[TIME_RFC3339_LEN])
@@ -94,9 +145,12 @@ static inline json_t *fx_node(int index, bool ready)
 	                 "conditions", "type", "Ready", "status", ready ? "True" : "False");
 }
 
-/* Everything healthy: trays[i], nodes[i] owned by the caller. */
+/* Everything healthy: trays[i], nodes[i] owned by the caller; spec and m
+ * are rack and matrix parsed. */
 struct fx_rack_objs {
 	json_t *rack, *matrix;
+	struct api_rack *spec;
+	struct matrix *m;
 	json_t *trays[18], *nodes[18];
 	struct op_tray_in in[18];
 	char names[18][64];
@@ -107,6 +161,8 @@ static inline void fx_objs_init(struct fx_rack_objs *o, int threshold)
 	memset(o, 0, sizeof(*o));
 	o->rack = fx_rack(threshold);
 	o->matrix = fx_matrix();
+	o->spec = fx_rack_spec(o->rack);
+	o->m = fx_matrix_spec(o->matrix);
 	for (int i = 0; i < 18; i++) {
 		snprintf(o->names[i], sizeof(o->names[i]), "r07-t%02d", i + 1);
 		o->trays[i] = fx_tray(i + 1, "580.95.05", i < 9 ? 1 : 2, FX_NOW - 10000, "True");
@@ -123,6 +179,8 @@ static inline void fx_objs_clear(struct fx_rack_objs *o)
 {
 	json_decref(o->rack);
 	json_decref(o->matrix);
+	api_rack_free(o->spec);
+	matrix_free(o->m);
 	for (int i = 0; i < 18; i++) {
 		json_decref(o->trays[i]);
 		json_decref(o->nodes[i]);

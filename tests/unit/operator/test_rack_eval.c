@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Unit tests for tray verdicts and rack aggregation: ready and pending trays,
 // the degraded decision and what counts towards it, stacks and skew, fabric
-// state and the timer for the next heartbeat expiry.
+// state, the timer for the next heartbeat expiry, and the policy and
+// desired stack as the parsed Rack gives them.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +14,7 @@
 
 static void eval(struct fx_rack_objs *o, struct op_rack_eval *ev)
 {
-	op_rack_evaluate(o->rack, o->matrix, o->in, 18, FX_NOW, 120000, ev);
+	op_rack_evaluate(o->spec, o->m, o->in, 18, FX_NOW, 120000, ev);
 }
 
 static void test_op_rack_evaluate_all_healthy(void **state)
@@ -94,7 +95,7 @@ static void test_op_rack_evaluate_pending_trays_do_not_degrade(void **state)
 	assert_string_equal(ev.fabric, "Unknown");
 	assert_string_equal(ev.stack, "");
 	/* Past the grace a silent tray is down. */
-	op_rack_evaluate(o.rack, o.matrix, o.in, 18, FX_NOW + 200000, 120000, &ev);
+	op_rack_evaluate(o.spec, o.m, o.in, 18, FX_NOW + 200000, 120000, &ev);
 	assert_true(ev.degraded);
 	assert_string_equal(ev.trays[0].why, "NoHeartbeat");
 	fx_objs_clear(&o);
@@ -123,7 +124,7 @@ static void test_op_rack_evaluate_lease_without_status_is_pending(void **state)
 	/* Past the grace, a heartbeat without a status is down. */
 	for (int i = 0; i < 18; i++)
 		o.in[i].lease_renew_ms = FX_NOW + 199000;
-	op_rack_evaluate(o.rack, o.matrix, o.in, 18, FX_NOW + 200000, 120000, &ev);
+	op_rack_evaluate(o.spec, o.m, o.in, 18, FX_NOW + 200000, 120000, &ev);
 	assert_true(ev.degraded);
 	assert_string_equal(ev.trays[0].why, "NoStatus");
 	fx_objs_clear(&o);
@@ -213,6 +214,59 @@ static void test_op_rack_evaluate_fabric_problems(void **state)
 	fx_objs_clear(&o);
 }
 
+static void test_op_rack_evaluate_policy_defaults(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	json_object_del(json_object_get(o.rack, "spec"), "policy");
+	api_rack_free(o.spec);
+	o.spec = fx_rack_spec(o.rack);
+	eval(&o, &ev);
+	assert_int_equal(ev.threshold, 2);
+	assert_int_equal(ev.min_healthy, 16);
+	assert_true(ev.cordon_policy);
+	fx_objs_clear(&o);
+}
+
+static void test_op_rack_evaluate_policy_from_spec(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	jx_set_take(o.rack, "spec.policy",
+	            json_pack("{s:i,s:i,s:i,s:b}", "maxUnavailableTrays", 1, "degradedThreshold", 4,
+	                      "minHealthyTrays", 12, "cordonWhenDegraded", 0));
+	api_rack_free(o.spec);
+	o.spec = fx_rack_spec(o.rack);
+	for (int i = 0; i < 4; i++)
+		fx_set_tray(&o, i, fx_tray(i + 1, "580.95.05", 1, FX_NOW - 1000, "False"));
+	eval(&o, &ev);
+	assert_int_equal(ev.threshold, 4);
+	assert_int_equal(ev.min_healthy, 12);
+	assert_false(ev.cordon_policy);
+	assert_int_equal(ev.counted, 4);
+	assert_false(ev.degraded);
+	fx_objs_clear(&o);
+}
+
+static void test_op_rack_evaluate_matrix_unknown(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	op_rack_evaluate(o.spec, NULL, o.in, 18, FX_NOW, 120000, &ev);
+	assert_string_equal(ev.desired_stack, "s-95");
+	assert_string_equal(ev.desired_driver, "");
+	assert_string_equal(ev.trays[0].stack, "");
+	assert_string_equal(ev.trays[0].driver, "580.95.05");
+	assert_int_equal(ev.ready, 18);
+	fx_objs_clear(&o);
+}
+
 static void test_op_tray_heartbeat_ms_later_wins(void **state)
 {
 	(void)state;
@@ -235,6 +289,9 @@ int main(void)
 	        cmocka_unit_test(test_op_rack_evaluate_node_problems),
 	        cmocka_unit_test(test_op_rack_evaluate_mixed_stack_and_skew),
 	        cmocka_unit_test(test_op_rack_evaluate_fabric_problems),
+	        cmocka_unit_test(test_op_rack_evaluate_policy_defaults),
+	        cmocka_unit_test(test_op_rack_evaluate_policy_from_spec),
+	        cmocka_unit_test(test_op_rack_evaluate_matrix_unknown),
 	        cmocka_unit_test(test_op_tray_heartbeat_ms_later_wins),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,7 +24,7 @@ static void test_op_rack_status_apply_healthy_then_no_change(void **state)
 	struct fx_rack_objs o;
 	struct op_rack_eval ev;
 	fx_objs_init(&o, 2);
-	op_rack_evaluate(o.rack, o.matrix, o.in, 18, FX_NOW, 120000, &ev);
+	op_rack_evaluate(o.spec, o.m, o.in, 18, FX_NOW, 120000, &ev);
 	json_t *want = json_deep_copy(o.rack);
 	jx_set_take(want, "status.upgrade",
 	            json_pack("{s:s,s:s}", "name", "u1", "phase", "Notice"));
@@ -70,14 +70,14 @@ static void test_op_rack_status_apply_degraded_message(void **state)
 	struct op_rack_eval ev;
 	fx_objs_init(&o, 2);
 	json_t *want = json_deep_copy(o.rack);
-	op_rack_evaluate(o.rack, o.matrix, o.in, 18, FX_NOW, 120000, &ev);
+	op_rack_evaluate(o.spec, o.m, o.in, 18, FX_NOW, 120000, &ev);
 	op_rack_status_apply(want, &ev, false, FX_NOW);
 	const char *t0 = cond(want, "Degraded", "lastTransitionTime");
 	char first[TIME_RFC3339_LEN];
 	snprintf(first, sizeof(first), "%s", t0);
 	for (int i = 2; i < 5; i++)
 		fx_set_tray(&o, i, fx_tray(i + 1, "580.95.05", 1, FX_NOW - 1000, "False"));
-	op_rack_evaluate(o.rack, o.matrix, o.in, 18, FX_NOW, 120000, &ev);
+	op_rack_evaluate(o.spec, o.m, o.in, 18, FX_NOW, 120000, &ev);
 	op_rack_status_apply(want, &ev, true, FX_NOW + 60000);
 	assert_string_equal(cond(want, "Degraded", "status"), "True");
 	assert_string_equal(cond(want, "Degraded", "reason"), "TraysUnavailable");
