@@ -211,32 +211,15 @@ static void pass_clear(struct part_pass *p)
 	json_decref(p->part);
 }
 
-/* The field errors of a refused object as one line, into text. */
-static void errors_text(const struct api_errors *errs, struct buf *text)
-{
-	buf_init(text, 4096);
-	(void)api_errors_format(errs, text);
-}
-
 /* Parses the RackPartition. One the parser refuses (the CRD's schema and
  * the webhook let none through) is logged and reported in a SpecInvalid
  * event; its status is left alone. */
 static enum nv_err spec_read(struct op *op, struct part_pass *p)
 {
-	struct api_errors *errs = xcalloc(1, sizeof(*errs));
-	struct buf text;
-	enum nv_err rc;
+	struct api_errors *errs = op_spec_errors_new();
+	enum nv_err rc = api_rack_partition_parse(p->part, &p->spec, errs);
 
-	api_errors_init(errs);
-	if ((rc = api_rack_partition_parse(p->part, &p->spec, errs)) != NV_OK) {
-		errors_text(errs, &text);
-		log_warn(PART_COMP, "spec refused", "partition=%s err=\"%s\"", p->name,
-		         buf_str(&text));
-		op_event(op, p->part, "Warning", "SpecInvalid", "Reconcile", "%s", buf_str(&text));
-		buf_clear(&text);
-	}
-	free(errs);
-	return rc;
+	return op_spec_report_take(op, p->part, PART_COMP, "partition", "Reconcile", rc, errs);
 }
 
 /* What a deletion needs of a spec the parser refused: the rack and the
@@ -267,10 +250,10 @@ static void rack_read(struct op *op, struct part_pass *p)
 
 	if (obj == NULL)
 		return;
-	errs = xcalloc(1, sizeof(*errs));
-	api_errors_init(errs);
+	errs = op_spec_errors_new();
 	if (api_rack_parse(obj, &p->rack, errs) != NV_OK) {
-		errors_text(errs, &p->rack_errs);
+		buf_init(&p->rack_errs, 4096);
+		(void)api_errors_format(errs, &p->rack_errs);
 		p->in.rack_invalid = buf_str(&p->rack_errs);
 		log_warn(PART_COMP, "rack refused", "partition=%s rack=%s err=\"%s\"", p->name,
 		         p->spec->rack, p->in.rack_invalid);

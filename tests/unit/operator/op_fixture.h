@@ -52,19 +52,6 @@ static inline json_t *fx_stack(const char *name, const char *driver)
 	                 "kubernetes", "1.34.2");
 }
 
-/* fx_rack with its nine switch trays: a Rack that api_rack_parse accepts. */
-static inline json_t *fx_rack_whole(int threshold)
-{
-	json_t *rack = fx_rack(threshold), *sw = json_array();
-	char oob[64];
-	for (int i = 1; i <= 9; i++) {
-		snprintf(oob, sizeof(oob), "r07-s%02d.oob", i);
-		json_array_append_new(sw, json_pack("{s:i,s:s}", "index", i, "oobAddress", oob));
-	}
-	json_object_set_new(json_object_get(rack, "spec"), "switchTrays", sw);
-	return rack;
-}
-
 static inline json_t *fx_matrix(void)
 {
 	return json_pack("{s:s,s:s,s:{s:s},s:{s:s,s:[o,o]}}", "apiVersion", "nvl72.io/v1alpha1",

@@ -59,7 +59,7 @@ static void pfx_init(struct pfx *f, const char *trays)
 {
 	memset(f, 0, sizeof(*f));
 	f->part = part_new(trays);
-	f->rack = fx_rack_whole(2);
+	f->rack = fx_rack(2);
 	for (int i = 0; i < 18; i++) {
 		f->trays[i] = fx_tray(i + 1, "580.95.05", DEF, FX_NOW, "True");
 		f->nodes[i] = fx_node(i + 1, true);
