@@ -153,18 +153,12 @@ static void tray_series(struct op *op, const json_t *t, const json_t *parts, int
 	const char *rack = jx_str_or(t, "spec.rack", ""), *tray = kube_obj_name(t);
 	const char *node = jx_str_or(t, "spec.node", "");
 	const char *tl[] = {rack, tray, node};
-	char key[160], part[64] = "";
-	int64_t renew = 0, hb;
+	char part[64] = "";
+	int64_t renew, hb;
 	const json_t *p, *x, *g;
 	size_t i, j;
-	json_t *l;
 
-	snprintf(key, sizeof(key), "%s/%s", op->agent_ns, tray);
-	if (op->leases && (l = kube_informer_get(op->leases, key)) != NULL) {
-		if (time_parse_rfc3339(jx_str_or(l, "spec.renewTime", ""), &renew) != NV_OK)
-			renew = 0;
-		json_decref(l);
-	}
+	renew = op_lease_renew_ms(op, tray);
 	hb = op_tray_heartbeat_ms(t, renew);
 	bool fresh = hb > 0 && (op->cfg.heartbeat_timeout_ms == 0 ||
 	                        now - hb <= op->cfg.heartbeat_timeout_ms);
