@@ -247,6 +247,13 @@ struct host_run_result {
 
 struct host;
 
+/* What a detached child waits for before it executes: the caller records
+ * the pid (a marker, a pid file) so that whoever comes after us finds it. */
+struct host_spawn_gate {
+	enum nv_err (*record)(void *arg, pid_t pid);
+	void *arg;
+};
+
 /* The seam between the host logic and a real (or fake) host: NVML, running
  * a tool under a deadline, creating a device node, starting a daemon. The
  * calls run on the thread of the host call that makes them. */
@@ -261,9 +268,11 @@ struct host_ops {
 	 * deadline, NV_E_IO when it could not start. */
 	enum nv_err (*run)(struct host *h, const char *const *argv, int64_t timeout_ms, size_t cap,
 	                   struct host_run_result *res);
-	/* Starts argv detached (own session, output to log_path) and returns its pid. */
+	/* Starts argv detached (own session, output to log_path) and returns its
+	 * pid. With a gate, argv is not executed until gate->record(pid) has
+	 * returned NV_OK; if it fails, or we die first, argv never runs. */
 	enum nv_err (*spawn)(struct host *h, const char *const *argv, const char *log_path,
-	                     pid_t *pid);
+	                     const struct host_spawn_gate *gate, pid_t *pid);
 	enum nv_err (*mknod_chr)(struct host *h, const char *path, unsigned major, unsigned minor,
 	                         unsigned mode);
 };

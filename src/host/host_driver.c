@@ -175,15 +175,40 @@ static enum nv_err installer_argv(struct host *h, const char *target,
 	return i > 0 ? NV_OK : NV_E_CONFIG;
 }
 
+struct marker_rec {
+	const char *path, *target;
+	bool written;
+};
+
+/* The installer's marker, on disk before the installer may run. */
+static enum nv_err marker_record(void *arg, pid_t pid)
+{
+	struct marker_rec *m = arg;
+	char line[96];
+	int n;
+
+	n = snprintf(line, sizeof(line), "%d %llu %s\n", (int)pid, host_pid_starttime(pid),
+	             m->target);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return NV_E_TOO_LARGE;
+	if (host_file_write_atomic(m->path, line, (size_t)n, 0644) != NV_OK)
+		return NV_E_IO;
+	m->written = true;
+	return NV_OK;
+}
+
 /* Runs the installer detached from our process group, so that if we are
- * killed it still finishes; the marker lets the next agent wait for it. */
+ * killed it still finishes. Its marker is written before it starts, so the
+ * next agent always finds a running installer and waits for it. */
 static enum nv_err install_run(struct host *h, const char *target, struct host_drv_step *o)
 {
 	char store[INSTALLER_ARGS_MAX][256], marker[PATH_MAX_HOST], logp[PATH_MAX_HOST];
-	char rel[PATH_MAX_HOST], line[96];
+	char rel[PATH_MAX_HOST];
 	const char *argv[INSTALLER_ARGS_MAX + 1];
 	int64_t deadline = time_mono_ms() + h->cfg.install_timeout_ms;
-	int status = 0, n;
+	struct marker_rec rec = {.path = marker, .target = target};
+	struct host_spawn_gate gate = {.record = marker_record, .arg = &rec};
+	int status = 0;
 	pid_t pid;
 	enum nv_err rc;
 
@@ -198,13 +223,12 @@ static enum nv_err install_run(struct host *h, const char *target, struct host_d
 		return NV_E_TOO_LARGE;
 	rc = host_mkdirs(rel, 0755);
 	if (rc == NV_OK)
-		rc = h->ops->spawn(h, argv, logp, &pid);
+		rc = h->ops->spawn(h, argv, logp, &gate, &pid);
 	if (rc != NV_OK) {
-		snprintf(o->detail, sizeof(o->detail), "cannot start %s", argv[0]);
+		snprintf(o->detail, sizeof(o->detail), "cannot start %s%s", argv[0],
+		         rec.written ? "" : " (cannot write its marker)");
 		return rc;
 	}
-	n = snprintf(line, sizeof(line), "%d %llu %s\n", (int)pid, host_pid_starttime(pid), target);
-	(void)host_file_write_atomic(marker, line, (size_t)n, 0644);
 	log_info("agent", "driver installer started", "pid=%d target=%s", (int)pid, target);
 	while (waitpid(pid, &status, WNOHANG) == 0) {
 		if (time_mono_ms() > deadline) {

@@ -154,8 +154,81 @@ static enum nv_err real_run(struct host *h, const char *const *argv, int64_t tim
 	return NV_OK;
 }
 
+/* The child of a gated spawn: set up as spawn_with would, then wait for
+ * the parent's go byte. EOF (the parent failed to record us, or died) means
+ * argv must never run. Only async-signal-safe calls: we were forked from a
+ * threaded process. */
+static void gated_child(const char *const *argv, int out_fd, int gate_rd, int gate_wr)
+{
+	static const int dfl[] = {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD};
+	struct sigaction sa = {.sa_handler = SIG_DFL};
+	sigset_t none;
+	ssize_t r;
+	char go;
+	int in;
+
+	close(gate_wr);
+	if (setsid() < 0)
+		_exit(126);
+	for (size_t i = 0; i < ARRAY_LEN(dfl); i++)
+		(void)sigaction(dfl[i], &sa, NULL);
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (in < 0 || dup2(in, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0 ||
+	    dup2(gate_rd, 3) < 0)
+		_exit(126);
+	/* Nothing else of the parent's: another gated child must see its EOF
+	 * even while we wait for ours. */
+	(void)close_range(4, ~0U, 0);
+	do
+		r = read(3, &go, 1);
+	while (r < 0 && errno == EINTR);
+	if (r != 1)
+		_exit(126);
+	close(3);
+	execve(argv[0], (char *const *)argv, environ);
+	_exit(127);
+}
+
+/* Forks a child that waits until the gate has recorded its pid. A kill -9
+ * of us between the start and the record can then never leave a child
+ * running that nobody knows about. */
+static enum nv_err spawn_gated(const char *const *argv, int out_fd,
+                               const struct host_spawn_gate *gate, pid_t *out)
+{
+	int gfd[2];
+	enum nv_err rc;
+	pid_t pid;
+
+	if (access(argv[0], X_OK) != 0)
+		return NV_E_IO;
+	if (pipe2(gfd, O_CLOEXEC) != 0)
+		return NV_E_IO;
+	pid = fork();
+	if (pid < 0) {
+		close(gfd[0]);
+		close(gfd[1]);
+		return NV_E_IO;
+	}
+	if (pid == 0)
+		gated_child(argv, out_fd, gfd[0], gfd[1]);
+	close(gfd[0]);
+	rc = gate->record(gate->arg, pid);
+	if (rc == NV_OK && write(gfd[1], "g", 1) != 1)
+		rc = NV_E_IO;
+	close(gfd[1]);
+	if (rc != NV_OK) {
+		kill(pid, SIGKILL); /* it has not executed argv; make sure it never does */
+		(void)waitpid(pid, NULL, 0);
+		return rc;
+	}
+	*out = pid;
+	return NV_OK;
+}
+
 static enum nv_err real_spawn(struct host *h, const char *const *argv, const char *log_path,
-                              pid_t *pid)
+                              const struct host_spawn_gate *gate, pid_t *pid)
 {
 	enum nv_err rc;
 	int fd;
@@ -165,7 +238,10 @@ static enum nv_err real_spawn(struct host *h, const char *const *argv, const cha
 	          0644);
 	if (fd < 0)
 		return NV_E_IO;
-	rc = spawn_with(argv, fd, POSIX_SPAWN_SETSID, pid);
+	if (gate != NULL)
+		rc = spawn_gated(argv, fd, gate, pid);
+	else
+		rc = spawn_with(argv, fd, POSIX_SPAWN_SETSID, pid);
 	close(fd);
 	return rc;
 }

@@ -178,14 +178,38 @@ enum nv_err host_imex_pid(struct host *h, pid_t *pid, char hash[65])
 	return NV_OK;
 }
 
+struct pidfile_rec {
+	const char *path, *hash;
+	bool written;
+};
+
+/* The daemon's pid file, on disk before the daemon may run: an agent killed
+ * right after the start leaves a daemon its successor knows about. */
+static enum nv_err pidfile_record(void *arg, pid_t pid)
+{
+	struct pidfile_rec *r = arg;
+	char line[128];
+	int n;
+
+	n = snprintf(line, sizeof(line), "%d %llu %s\n", (int)pid, host_pid_starttime(pid),
+	             r->hash);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return NV_E_TOO_LARGE;
+	if (host_file_write_atomic(r->path, line, (size_t)n, 0644) != NV_OK)
+		return NV_E_IO;
+	r->written = true;
+	return NV_OK;
+}
+
 static enum nv_err process_start(struct host *h, const char *hash, pid_t *out)
 {
 	char cfgp[PATH_MAX_HOST], logp[PATH_MAX_HOST], pidp[PATH_MAX_HOST];
 	char line[PATH_MAX_HOST];
 	const char *argv[] = {h->cfg.imex_bin, "-c", cfgp, NULL};
+	struct pidfile_rec rec = {.path = pidp, .hash = hash};
+	struct host_spawn_gate gate = {.record = pidfile_record, .arg = &rec};
 	pid_t pid;
 	enum nv_err rc;
-	int n;
 
 	imex_full(h, "config.cfg", cfgp, sizeof(cfgp));
 	state_path(h, "imex.log", logp, sizeof(logp));
@@ -195,15 +219,12 @@ static enum nv_err process_start(struct host *h, const char *hash, pid_t *out)
 		rc = host_mkdirs(line, 0755);
 	if (rc != NV_OK)
 		return rc;
-	rc = h->ops->spawn(h, argv, logp, &pid);
+	rc = h->ops->spawn(h, argv, logp, &gate, &pid);
 	if (rc != NV_OK) {
-		host_fail(h, "cannot start %s", h->cfg.imex_bin);
+		host_fail(h, "cannot start %s%s", h->cfg.imex_bin,
+		          rec.written ? "" : " (cannot write its pid file)");
 		return rc;
 	}
-	n = snprintf(line, sizeof(line), "%d %llu %s\n", (int)pid, host_pid_starttime(pid), hash);
-	rc = host_file_write_atomic(pidp, line, (size_t)n, 0644);
-	if (rc != NV_OK)
-		return rc;
 	/* IMEX exits at once on a bad config (own address not listed, port
 	 * taken): catch that here rather than at the next status read. */
 	time_sleep_ms(150);

@@ -480,7 +480,7 @@ static void start(struct host *h, const struct host_val_request *req, struct hos
 	}
 	state_path(h, LOG_FILE, logp, sizeof(logp));
 	(void)unlink(logp);
-	if (logp[0] == '\0' || h->ops->spawn(h, argv, logp, &pid) != NV_OK) {
+	if (logp[0] == '\0' || h->ops->spawn(h, argv, logp, NULL, &pid) != NV_OK) {
 		finish(o, HOST_VAL_FAILED, "cannot start %s", argv[0]);
 		return;
 	}

@@ -167,7 +167,7 @@ static void test_host_driver_step_waits_for_live_installer(void **state)
 	tray_setup(&x);
 	fx_file(&x, "units/nvidia-persistenced.service",
 	        "LoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n");
-	assert_int_equal(x.h.ops->spawn(&x.h, argv, NULL, &pid), NV_OK);
+	assert_int_equal(x.h.ops->spawn(&x.h, argv, NULL, NULL, &pid), NV_OK);
 	snprintf(line, sizeof(line), "%d %llu 2.0.0\n", (int)pid, host_pid_starttime(pid));
 	fx_file(&x, "run/nvl72-agent/driver-install.pid", line);
 	assert_int_equal(step(&x.h, &fin), HOST_DRV_INSTALLER_RUNNING);
