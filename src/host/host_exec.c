@@ -168,7 +168,11 @@ static void gated_child(const char *const *argv, int out_fd, int gate_rd, int ga
 	int in;
 
 	close(gate_wr);
-	if (setsid() < 0)
+	/* Above the standard fds first, so that the dup2s below cannot
+	 * overwrite them (a parent started with fd 0 closed gets low fds). */
+	out_fd = fcntl(out_fd, F_DUPFD, 10);
+	gate_rd = fcntl(gate_rd, F_DUPFD, 10);
+	if (out_fd < 0 || gate_rd < 0 || setsid() < 0)
 		_exit(126);
 	for (size_t i = 0; i < ARRAY_LEN(dfl); i++)
 		(void)sigaction(dfl[i], &sa, NULL);
