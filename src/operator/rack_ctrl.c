@@ -147,6 +147,29 @@ static const char *partition_of(const json_t *parts, const char *rack, int index
 	return "";
 }
 
+/* A tray created before the matrix was in the cache has no driver in its
+ * spec: give it the stack's once the matrix is known. Only an empty one is
+ * filled; a version in the spec belongs to whoever wrote it (an upgrade). */
+static enum nv_err driver_fill(struct op *op, struct rack_pass *p, unsigned i,
+                               const char *desired_driver, struct kube_status *st)
+{
+	json_t *patch;
+	enum nv_err rc;
+
+	if (desired_driver[0] == '\0' ||
+	    jx_str_or(p->trays[i], "spec.driver.version", "")[0] != '\0')
+		return NV_OK;
+	patch = json_pack("{s:{s:{s:s}}}", "spec", "driver", "version", desired_driver);
+	rc = kube_patch(op->c, &OP_RES_TRAYS, NULL, p->names[i],
+	                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, patch, NULL, st);
+	json_decref(patch);
+	if (rc == NV_OK)
+		log_info(RACK_COMP, "tray driver filled in from the matrix",
+		         "rack=%s tray=%s driver=%s", kube_obj_name(p->rack), p->names[i],
+		         desired_driver);
+	return rc;
+}
+
 /* Creates, adopts or replaces the tray at slot i. */
 static enum nv_err ensure_tray(struct op *op, struct rack_pass *p, unsigned i,
                                const char *desired_driver)
@@ -170,6 +193,7 @@ static enum nv_err ensure_tray(struct op *op, struct rack_pass *p, unsigned i,
 	}
 	switch (op_tray_check(p->trays[i], p->rack, in->index, in->node_name, &patch)) {
 	case OP_TRAY_OK:
+		rc = driver_fill(op, p, i, desired_driver, &st);
 		break;
 	case OP_TRAY_PATCH:
 		rc = kube_patch(op->c, &OP_RES_TRAYS, NULL, p->names[i],
