@@ -175,28 +175,6 @@ static enum nv_err installer_argv(struct host *h, const char *target,
 	return i > 0 ? NV_OK : NV_E_CONFIG;
 }
 
-struct marker_rec {
-	const char *path, *target;
-	bool written;
-};
-
-/* The installer's marker, on disk before the installer may run. */
-static enum nv_err marker_record(void *arg, pid_t pid)
-{
-	struct marker_rec *m = arg;
-	char line[96];
-	int n;
-
-	n = snprintf(line, sizeof(line), "%d %llu %s\n", (int)pid, host_pid_starttime(pid),
-	             m->target);
-	if (n < 0 || (size_t)n >= sizeof(line))
-		return NV_E_TOO_LARGE;
-	if (host_file_write_atomic(m->path, line, (size_t)n, 0644) != NV_OK)
-		return NV_E_IO;
-	m->written = true;
-	return NV_OK;
-}
-
 /* Runs the installer detached from our process group, so that if we are
  * killed it still finishes. Its marker is written before it starts, so the
  * next agent always finds a running installer and waits for it. */
@@ -206,8 +184,8 @@ static enum nv_err install_run(struct host *h, const char *target, struct host_d
 	char rel[PATH_MAX_HOST];
 	const char *argv[INSTALLER_ARGS_MAX + 1];
 	int64_t deadline = time_mono_ms() + h->cfg.install_timeout_ms;
-	struct marker_rec rec = {.path = marker, .target = target};
-	struct host_spawn_gate gate = {.record = marker_record, .arg = &rec};
+	struct host_pid_rec rec = {.path = marker, .tag = target};
+	struct host_spawn_gate gate = {.record = host_pid_record, .arg = &rec};
 	int status = 0;
 	pid_t pid;
 	enum nv_err rc;

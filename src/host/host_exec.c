@@ -318,6 +318,21 @@ bool host_pid_alive(pid_t pid)
 	return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
 }
 
+enum nv_err host_pid_record(void *arg, pid_t pid)
+{
+	struct host_pid_rec *r = arg;
+	char line[128];
+	int n;
+
+	n = snprintf(line, sizeof(line), "%d %llu %s\n", (int)pid, host_pid_starttime(pid), r->tag);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return NV_E_TOO_LARGE;
+	if (host_file_write_atomic(r->path, line, (size_t)n, 0644) != NV_OK)
+		return NV_E_IO;
+	r->written = true;
+	return NV_OK;
+}
+
 unsigned long long host_pid_starttime(pid_t pid)
 {
 	char path[64], st[1024];

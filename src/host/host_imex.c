@@ -178,36 +178,15 @@ enum nv_err host_imex_pid(struct host *h, pid_t *pid, char hash[65])
 	return NV_OK;
 }
 
-struct pidfile_rec {
-	const char *path, *hash;
-	bool written;
-};
-
-/* The daemon's pid file, on disk before the daemon may run: an agent killed
- * right after the start leaves a daemon its successor knows about. */
-static enum nv_err pidfile_record(void *arg, pid_t pid)
-{
-	struct pidfile_rec *r = arg;
-	char line[128];
-	int n;
-
-	n = snprintf(line, sizeof(line), "%d %llu %s\n", (int)pid, host_pid_starttime(pid),
-	             r->hash);
-	if (n < 0 || (size_t)n >= sizeof(line))
-		return NV_E_TOO_LARGE;
-	if (host_file_write_atomic(r->path, line, (size_t)n, 0644) != NV_OK)
-		return NV_E_IO;
-	r->written = true;
-	return NV_OK;
-}
-
 static enum nv_err process_start(struct host *h, const char *hash, pid_t *out)
 {
 	char cfgp[PATH_MAX_HOST], logp[PATH_MAX_HOST], pidp[PATH_MAX_HOST];
 	char line[PATH_MAX_HOST];
 	const char *argv[] = {h->cfg.imex_bin, "-c", cfgp, NULL};
-	struct pidfile_rec rec = {.path = pidp, .hash = hash};
-	struct host_spawn_gate gate = {.record = pidfile_record, .arg = &rec};
+	/* On disk before the daemon may run: an agent killed right after the
+	 * start leaves a daemon its successor knows about. */
+	struct host_pid_rec rec = {.path = pidp, .tag = hash};
+	struct host_spawn_gate gate = {.record = host_pid_record, .arg = &rec};
 	pid_t pid;
 	enum nv_err rc;
 

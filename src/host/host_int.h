@@ -29,6 +29,14 @@ enum nv_err host_tool_run(struct host *h, const char *const *argv, size_t cap,
 bool host_pid_alive(pid_t pid);
 /* The start time of pid from /proc (clock ticks since boot); 0 if gone. */
 unsigned long long host_pid_starttime(pid_t pid);
+/* A spawn gate's record that writes "PID STARTTIME TAG\n" atomically to
+ * path (an installer marker, a daemon's pid file); written tells a failed
+ * start apart from a failed record. */
+struct host_pid_rec {
+	const char *path, *tag;
+	bool written;
+};
+enum nv_err host_pid_record(void *arg, pid_t pid);
 /* SIGTERM, wait up to grace_ms, then SIGKILL; reaps our own children. */
 void host_pid_stop(pid_t pid, int64_t grace_ms);
 
