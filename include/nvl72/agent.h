@@ -43,6 +43,7 @@ struct agent_config {
 	char *tray;
 	char *lease_namespace;
 	char *host_root;
+	char *tool_ns; /* "host" or "agent": where the host tools run */
 	char *nvml_path;
 	char *systemctl;
 	char *modprobe;
@@ -88,6 +89,8 @@ enum nv_err agent_config_parse(struct agent_config *c, int argc, char *const *ar
                                char *const *envp, enum agent_config_action *action, char *err,
                                size_t errsz);
 enum agent_fm_policy agent_config_fm_policy(const struct agent_config *c);
+/* --tool-namespace=agent: the tools see the agent's mount namespace. */
+bool agent_config_tools_in_agent_ns(const struct agent_config *c);
 /* --metrics-bind-address as a host (without brackets; "" for every address)
  * and a port; port -1 when it is empty (off). NV_E_CONFIG when it is not
  * ADDR:PORT. */

@@ -279,10 +279,24 @@ struct host_ops {
 
 extern const struct host_ops host_real_ops;
 
+/* Which file system the configured tools see, and so which path of a host
+ * file they are handed (argv, the IMEX config's IMEX_NODE_CONFIG_FILE).
+ * The agent's own reads and writes always go through host_root. */
+enum host_tool_ns {
+	/* The host's mount namespace: run on the tray itself, or in a pod
+	 * through wrappers that nsenter into the host's (the agent image).
+	 * They get the host's own path: "/etc/nvidia-imex/config.cfg". */
+	HOST_TOOL_NS_HOST = 0,
+	/* The agent's own: they get the path under host_root, as the agent
+	 * opens it ("/host/etc/nvidia-imex/config.cfg" in a pod). */
+	HOST_TOOL_NS_AGENT,
+};
+
 /* Where things are. Every path is inside host_root; tools are absolute
- * paths run as they are (in a container: the host's, through the mount). */
+ * paths run as they are, in the namespace tool_ns says. */
 struct host_cfg {
 	const char *host_root;        /* "/" on a tray, "/host" in a pod; default "/" */
+	enum host_tool_ns tool_ns;    /* default HOST_TOOL_NS_HOST */
 	const char *nvml_path;        /* default "libnvidia-ml.so.1" */
 	const char *systemctl;        /* default "/usr/bin/systemctl" */
 	const char *modprobe;         /* default "/usr/sbin/modprobe" */
@@ -310,8 +324,14 @@ struct host {
  * ops NULL is host_real_ops. host_clear closes NVML (h NULL does nothing). */
 void host_init(struct host *h, const struct host_cfg *cfg, const struct host_ops *ops);
 void host_clear(struct host *h);
-/* host_root + path into out; NV_E_TOO_LARGE when it does not fit. */
+/* host_root + path into out: the host file as the agent opens it.
+ * NV_E_TOO_LARGE when it does not fit. */
 enum nv_err host_path(const struct host *h, const char *path, char *out, size_t outsz);
+/* The same host file as the tools see it (see enum host_tool_ns): path
+ * itself, made absolute, for HOST_TOOL_NS_HOST; host_path for
+ * HOST_TOOL_NS_AGENT. Whatever names a host file to a tool or to a file a
+ * tool reads goes through this, never through host_path. */
+enum nv_err host_tool_path(const struct host *h, const char *path, char *out, size_t outsz);
 /* Reads a host file, at most max bytes (more is NV_E_TOO_LARGE). */
 enum nv_err host_read(const struct host *h, const char *path, size_t max, struct buf *out);
 /* Writes a host file atomically: temp in the same folder, fsync, rename,

@@ -702,6 +702,7 @@ enum nv_err agent_new(const struct agent_config *cfg, struct kube_client *client
 	snprintf(a->identity, sizeof(a->identity), "nvl72-agent/%s",
 	         cfg->node_name[0] ? cfg->node_name : a->tray);
 	hc.host_root = cfg->host_root;
+	hc.tool_ns = agent_config_tools_in_agent_ns(cfg) ? HOST_TOOL_NS_AGENT : HOST_TOOL_NS_HOST;
 	hc.nvml_path = cfg->nvml_path;
 	hc.systemctl = cfg->systemctl;
 	hc.modprobe = cfg->modprobe;

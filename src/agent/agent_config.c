@@ -30,6 +30,11 @@ static const struct flag opts[] = {
          "namespace of the heartbeat Lease (named like the tray); default: the client's namespace"},
         {"host-root", S(host_root), &flag_string, "/", 0, 0, "NVL72_HOST_ROOT",
          "where the host's root file system is mounted; every host path is taken under it"},
+        {"tool-namespace", S(tool_ns), FLAG_ENUM("host|agent"), "host", 0, 0, NULL,
+         "where the host tools (--systemctl to --imex-ctl, the installer) run, and so which path "
+         "of a host file they are handed: host = in the host's mount namespace (on the tray, or "
+         "through the agent image's nsenter wrappers), the host's own path; agent = in the "
+         "agent's, the path under --host-root"},
         {"nvml-path", S(nvml_path), &flag_string, "libnvidia-ml.so.1", 0, 0, NULL,
          "NVML library opened with dlopen"},
         {"systemctl", S(systemctl), &flag_string, "/usr/bin/systemctl", 0, 0, NULL,
@@ -158,6 +163,11 @@ enum nv_err agent_config_metrics_addr(const struct agent_config *c, char *host, 
 		return NV_E_CONFIG;
 	*port = p;
 	return NV_OK;
+}
+
+bool agent_config_tools_in_agent_ns(const struct agent_config *c)
+{
+	return strcmp(c->tool_ns, "agent") == 0;
 }
 
 enum agent_fm_policy agent_config_fm_policy(const struct agent_config *c)

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The host object: configuration with defaults, paths under the host root,
-// bounded reads and atomic writes of host files, and the driver readers
-// that combine the proc and sys files with NVML.
+// The host object: configuration with defaults, a host file's path as the
+// agent opens it (under the host root) and as the tools see it, bounded
+// reads and atomic writes of host files, and the driver readers that
+// combine the proc and sys files with NVML.
 #include "nvl72/host.h"
 
 #include <errno.h>
@@ -70,6 +71,25 @@ enum nv_err host_path(const struct host *h, const char *path, char *out, size_t 
 	if (n < 0 || (size_t)n >= outsz)
 		return NV_E_TOO_LARGE;
 	return NV_OK;
+}
+
+enum nv_err host_own_path(const char *path, char *out, size_t outsz)
+{
+	int n;
+
+	while (*path == '/')
+		path++;
+	n = snprintf(out, outsz, "/%s", path);
+	if (n < 0 || (size_t)n >= outsz)
+		return NV_E_TOO_LARGE;
+	return NV_OK;
+}
+
+enum nv_err host_tool_path(const struct host *h, const char *path, char *out, size_t outsz)
+{
+	if (h->cfg.tool_ns == HOST_TOOL_NS_AGENT)
+		return host_path(h, path, out, outsz);
+	return host_own_path(path, out, outsz);
 }
 
 enum nv_err host_file_read(const char *full, size_t max, struct buf *out)

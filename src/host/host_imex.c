@@ -134,13 +134,18 @@ static enum nv_err imex_file_sync(struct host *h, const char *name, const struct
 	return NV_OK;
 }
 
-static void imex_full(const struct host *h, const char *name, char *out, size_t outsz)
+/* A file of the IMEX dir as the tools we run (the daemon in process mode,
+ * the ctl) see it: the host's own path when they run in its namespace. */
+static enum nv_err imex_tool_path(struct host *h, const char *name, char *out, size_t outsz)
 {
 	char rel[PATH_MAX_HOST];
+	enum nv_err rc;
 
 	snprintf(rel, sizeof(rel), "%s/%s", h->cfg.imex_dir, name);
-	if (host_path(h, rel, out, outsz) != NV_OK)
-		out[0] = '\0';
+	rc = host_tool_path(h, rel, out, outsz);
+	if (rc != NV_OK)
+		host_fail(h, "%s/%s: path too long", h->cfg.imex_dir, name);
+	return rc;
 }
 
 static void state_path(const struct host *h, const char *name, char *out, size_t outsz)
@@ -190,7 +195,11 @@ static enum nv_err process_start(struct host *h, const char *hash, pid_t *out)
 	pid_t pid;
 	enum nv_err rc;
 
-	imex_full(h, "config.cfg", cfgp, sizeof(cfgp));
+	/* The daemon is handed its config as it sees it; the log and the pid
+	 * file are the agent's to open and write. */
+	rc = imex_tool_path(h, "config.cfg", cfgp, sizeof(cfgp));
+	if (rc != NV_OK)
+		return rc;
 	state_path(h, "imex.log", logp, sizeof(logp));
 	state_path(h, "imex.pid", pidp, sizeof(pidp));
 	rc = host_path(h, h->cfg.state_dir, line, sizeof(line));
@@ -267,21 +276,31 @@ static enum nv_err host_apply(struct host *h, const char *hash, bool force,
 enum nv_err host_imex_apply(struct host *h, const struct host_imex_cfg *c,
                             struct host_imex_apply *out)
 {
-	char nodes_full[PATH_MAX_HOST], nodes_host[PATH_MAX_HOST];
+	char nodes_path[PATH_MAX_HOST];
 	struct host_imex_apply r = {0};
 	struct buf config, nodes;
 	enum nv_err rc;
 
 	if (c->mode == HOST_IMEX_OFF)
 		return NV_E_INVAL;
+	/* The daemon reads the nodes path as it sees it: in process mode as
+	 * our tools do (the host's own path when they run in its namespace,
+	 * under the host root when in ours); in host mode the host's systemd
+	 * starts it, always in the host's namespace. */
+	if (c->mode == HOST_IMEX_PROCESS) {
+		rc = imex_tool_path(h, "nodes_config.cfg", nodes_path, sizeof(nodes_path));
+	} else {
+		char rel[PATH_MAX_HOST];
+		snprintf(rel, sizeof(rel), "%s/nodes_config.cfg", h->cfg.imex_dir);
+		rc = host_own_path(rel, nodes_path, sizeof(nodes_path));
+		if (rc != NV_OK)
+			host_fail(h, "%s: path too long", rel);
+	}
+	if (rc != NV_OK)
+		return rc;
 	buf_init(&config, IMEX_FILE_MAX);
 	buf_init(&nodes, IMEX_FILE_MAX);
-	/* The daemon reads the nodes path as it sees it: ours in process mode
-	 * (host root included), the host's own in host mode. */
-	imex_full(h, "nodes_config.cfg", nodes_full, sizeof(nodes_full));
-	snprintf(nodes_host, sizeof(nodes_host), "%s/nodes_config.cfg", h->cfg.imex_dir);
-	rc = host_imex_render(c, c->mode == HOST_IMEX_PROCESS ? nodes_full : nodes_host, &config,
-	                      &nodes);
+	rc = host_imex_render(c, nodes_path, &config, &nodes);
 	if (rc != NV_OK) {
 		host_fail(h, "IMEX config for domain %s is invalid", c->domain);
 		goto out;
@@ -340,7 +359,10 @@ static enum nv_err ctl_run(struct host *h, const char *a1, const char *a2,
 	const char *argv[] = {h->cfg.imex_ctl, "-c", cfgp, a1, a2, NULL};
 	enum nv_err rc;
 
-	imex_full(h, "config.cfg", cfgp, sizeof(cfgp));
+	memset(res, 0, sizeof(*res));
+	rc = imex_tool_path(h, "config.cfg", cfgp, sizeof(cfgp));
+	if (rc != NV_OK)
+		return rc;
 	rc = h->ops->run(h, argv, h->cfg.tool_timeout_ms, IMEX_OUT_MAX, res);
 	if (rc == NV_E_TIMEOUT)
 		host_fail(h, "nvidia-imex-ctl %s%s%s timed out after %lld ms", a1, a2 ? " " : "",

@@ -11,6 +11,9 @@
 
 #define PATH_MAX_HOST 1024
 
+/* A host file's path as the host itself sees it (path made absolute): what
+ * the host's own processes (a systemd unit's daemon) are handed. */
+enum nv_err host_own_path(const char *path, char *out, size_t outsz);
 enum nv_err host_file_read(const char *full, size_t max, struct buf *out);
 enum nv_err host_file_write_atomic(const char *full, const char *data, size_t len, unsigned mode);
 enum nv_err host_mkdirs(const char *full, unsigned mode);

@@ -234,7 +234,7 @@ imex_up() { # imex_up PEERS TRAY...: daemon Ready, domain Up, PEERS connected
 			return 1
 	done
 }
-daemons() { pgrep -f "nvidia-imex -c $(tray "$1")/" | wc -l; }
+daemons() { simctl pids "$(tray "$1")" nvidia-imex | wc -l; }
 imex_patch 1 1 2
 imex_patch 2 1 2
 t0=$SECONDS

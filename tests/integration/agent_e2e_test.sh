@@ -253,7 +253,7 @@ hang8() { [[ $(cond 8 IMEXReady) == "False StatusTimeout"*"timed out after 1000 
 	$(st 8 .lastError.reason) == IMEXStatusTimeout ]]; }
 wait_for 20 hang8 && alive 8 && ok "a hung nvidia-imex-ctl is timed out and reported ($((SECONDS - t0))s)" ||
 	nok "hung imex-ctl" "$(cond 8 IMEXReady)"
-left=$(pgrep -f "nvidia-imex-ctl -c $(tray 8)/" | wc -l)
+left=$(simctl pids "$(tray 8)" nvidia-imex-ctl | wc -l)
 ((left <= 1)) && ok "no hung nvidia-imex-ctl piles up ($left running)" || nok "hung ctl processes" "$left"
 simctl fault "$(tray 8)" imex_ctl_hang off
 wait_for 20 imex_up 8 && ok "tray 8 reports IMEX Ready once the tool answers" || nok "tray 8 recovers" "$(cond 8 IMEXReady)"

@@ -98,7 +98,10 @@ done
 
 kill -TERM -- -"$demo" 2>/dev/null
 for _ in $(seq 100); do kill -0 "$demo" 2>/dev/null || break; sleep 0.1; done
-left=$(pgrep -f "$work/demo" | xargs -r ps -o pid=,stat=,args= -p | cut -c1-120 | tr "\n" ";")
+# Host tools are handed host paths, so the trays' IMEX daemons are found by
+# their sim root, not their command line.
+left=$({ pgrep -f "$work/demo"; build/sim/bin/simctl pids "$work/demo"; } | sort -u |
+	xargs -r ps -o pid=,stat=,args= -p | cut -c1-120 | tr "\n" ";")
 [[ -z $left ]] && ok "stopping the demo stops every process it started" || nok "demo cleanup" "left: $left"
 
 echo "$pass passed, $fail failed"

@@ -225,10 +225,11 @@ problems=$(jq -r '
 	(if $c.securityContext.privileged != true then "privileged" else empty end),
 	(if ($p.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key) != "nvl72.io/rack" then "tray node label" else empty end),
 	(if ($p.volumes | map(select(.hostPath)) | length) < 5 then "host mounts" else empty end),
-	(if ($c.resources.limits.memory | not) then "resources" else empty end)
+	(if ($c.resources.limits.memory | not) then "resources" else empty end),
+	(if ($c.args | index("--tool-namespace=host")) == null then "tools in the host namespace" else empty end)
 	' <<<"$ds" 2>&1)
 if [[ -n $ds && -z $problems ]]; then
-	ok "agent DaemonSet: privileged, hostPID, tray node label, host mounts, resources"
+	ok "agent DaemonSet: privileged, hostPID, tray node label, host mounts, resources, tools in the host namespace"
 else
 	not_ok "agent DaemonSet" "$(one_line "${problems:-no DaemonSet rendered}")"
 fi

@@ -140,6 +140,15 @@ for t in 7 8 9 10 11 12; do
 		up=$((up + 1))
 done
 [[ $up == 6 ]] && ok "six fake IMEX daemons reach READY and domain UP" || nok "IMEX up" "$up of 6: $out"
+# The daemon runs in the host's mount namespace: its argv and its config
+# name the host's own paths, never the agent's host root.
+pid7=$(cut -d' ' -f1 "$(tray 7)/host/run/nvl72-agent/imex.pid")
+args7=$(tr '\0' ' ' <"/proc/$pid7/cmdline" 2>/dev/null)
+nodes7=$(grep '^IMEX_NODE_CONFIG_FILE=' "$(tray 7)/host/etc/nvidia-imex/config.cfg")
+[[ $args7 == *" -c /etc/nvidia-imex/config.cfg "* && $args7 != *"$rack"* &&
+	$nodes7 == "IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg" ]] &&
+	ok "the IMEX daemon is handed host paths: argv and IMEX_NODE_CONFIG_FILE" ||
+	nok "host paths" "argv: $args7; $nodes7"
 
 out=$(probe 7 imex-apply process rack-a "$(ip 7)" "$port" "$cport" $peers)
 check "the same spec again changes and restarts nothing" "$out" '"changed":false' '"restarted":false'
@@ -172,7 +181,7 @@ simctl fault "$(tray 8)" imex_ctl_hang on
 t0=$SECONDS
 out=$(probe 8 --timeout-ms 1000 imex-status "$(ip 8)")
 dt=$((SECONDS - t0))
-left=$(pgrep -f "nvidia-imex-ctl -c $(tray 8)/" | wc -l)
+left=$(simctl pids "$(tray 8)" nvidia-imex-ctl | wc -l)
 [[ $out == *'"error":"NV_E_TIMEOUT"'* && $out == *'timed out after 1000 ms'* && $dt -le 3 && $left == 0 ]] &&
 	ok "a hung nvidia-imex-ctl is killed at the deadline and reported" ||
 	nok "hung imex-ctl" "${dt}s, $left left: $out"

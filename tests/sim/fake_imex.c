@@ -90,17 +90,13 @@ __attribute__((format(printf, 2, 3))) static void say(const char *lvl, const cha
 	fflush(stdout);
 }
 
-/* A host path as the simulated host's own daemon sees it: under the tray's
- * host root unless it already points there (process mode writes full paths). */
+/* A path this daemon is handed (-c, IMEX_NODE_CONFIG_FILE), where the
+ * simulated host keeps the file: the daemon runs in the host's mount
+ * namespace, as the real one does, so it only knows the host's paths. */
 static void host_view(char *out, size_t outsz, const char *path)
 {
-	const char *r = sim_root();
-	size_t rl = r ? strlen(r) : 0;
-
-	if (r == NULL || path[0] != '/' || strncmp(path, r, rl) == 0)
+	if (!sim_host_path(out, outsz, sim_root(), path))
 		snprintf(out, outsz, "%s", path);
-	else
-		snprintf(out, outsz, "%s/host%s", r, path);
 }
 
 static void cfg_line(char *line)
@@ -127,12 +123,14 @@ static void cfg_line(char *line)
 static bool config_load(const char *path)
 {
 	static char text[SIM_FILE_MAX];
+	char full[SIM_PATH_MAX];
 	char *save = NULL;
 
 	d.port = 50000;
 	d.cmd_port = 50005;
 	host_view(d.nodes_path, sizeof(d.nodes_path), "/etc/nvidia-imex/nodes_config.cfg");
-	if (sim_read(path, text, sizeof(text)) < 0) {
+	host_view(full, sizeof(full), path);
+	if (sim_read(full, text, sizeof(text)) < 0) {
 		say("ERROR", "cannot read config file %s", path);
 		return false;
 	}

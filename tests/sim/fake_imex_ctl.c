@@ -14,16 +14,20 @@
 
 #include "sim.h"
 
+/* The command endpoint from the config at cfg, a host path: the ctl runs
+ * in the host's mount namespace, as the real one does. */
 static void cmd_endpoint(const char *cfg, char *ip, size_t ipsz, unsigned *port)
 {
-	char v[64];
+	char v[64], full[SIM_PATH_MAX];
 	unsigned long p;
 
 	snprintf(ip, ipsz, "127.0.0.1");
 	*port = 50005;
-	if (sim_kv_get(cfg, "IMEX_CMD_BIND_INTERFACE_IP", v, sizeof(v)) && v[0] != '\0')
+	if (!sim_host_path(full, sizeof(full), sim_root(), cfg))
+		snprintf(full, sizeof(full), "%s", cfg);
+	if (sim_kv_get(full, "IMEX_CMD_BIND_INTERFACE_IP", v, sizeof(v)) && v[0] != '\0')
 		snprintf(ip, ipsz, "%s", v);
-	if (sim_kv_get(cfg, "IMEX_CMD_PORT", v, sizeof(v)) && sim_parse_ul(v, 65535, &p))
+	if (sim_kv_get(full, "IMEX_CMD_PORT", v, sizeof(v)) && sim_parse_ul(v, 65535, &p))
 		*port = (unsigned)p;
 }
 

@@ -242,15 +242,16 @@ static void imex_unit_stop(const char *p)
 	sim_kv_set(p, "MainPID", "0");
 }
 
+/* As the host's unit does: the daemon is handed the host's own path. */
 static bool imex_unit_start(const char *p)
 {
-	char self[SIM_PATH_MAX], bin[SIM_PATH_MAX + 16], cfg[SIM_PATH_MAX], logp[SIM_PATH_MAX];
+	static const char cfg[] = "/etc/nvidia-imex/config.cfg";
+	char self[SIM_PATH_MAX], bin[SIM_PATH_MAX + 16], logp[SIM_PATH_MAX];
 	char num[32];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	pid_t pid;
 
-	if (n <= 0 || !at(cfg, "%s", "host/etc/nvidia-imex/config.cfg") ||
-	    !at(logp, "%s", "host/var/log/nvidia-imex.log"))
+	if (n <= 0 || !at(logp, "%s", "host/var/log/nvidia-imex.log"))
 		return false;
 	self[n] = '\0';
 	*strrchr(self, '/') = '\0';

@@ -29,6 +29,16 @@ bool sim_path(char *out, size_t outsz, const char *root, const char *rel)
 	return n > 0 && (size_t)n < outsz;
 }
 
+bool sim_host_path(char *out, size_t outsz, const char *root, const char *path)
+{
+	int n;
+
+	if (root == NULL || path[0] != '/')
+		return false;
+	n = snprintf(out, outsz, "%s/host%s", root, path);
+	return n > 0 && (size_t)n < outsz;
+}
+
 long sim_read(const char *path, char *out, size_t outsz)
 {
 	size_t len = 0;

@@ -16,6 +16,13 @@
 const char *sim_root(void);
 /* root + "/" + rel into out; false when it does not fit or root is NULL. */
 bool sim_path(char *out, size_t outsz, const char *root, const char *rel);
+/* A path handed to a host tool, where the simulated host keeps that file:
+ * the tray's host folder (root/host) plus the path. The fake tools stand
+ * for tools in the host's mount namespace, so they see the host's own
+ * paths only: a path under the agent's host root, which a real host tool
+ * could not open, is translated like any other and so is not found. false
+ * when root is NULL, the path is not absolute or the result does not fit. */
+bool sim_host_path(char *out, size_t outsz, const char *root, const char *path);
 /* Reads a whole file (at most outsz - 1 bytes, NUL-terminated); -1 on error. */
 long sim_read(const char *path, char *out, size_t outsz);
 /* Writes a file through a temp file and rename, creating folders. */

@@ -2,9 +2,11 @@
 // simctl: creates a simulated rack (one sim root per compute tray, each with
 // its host files, GPUs and loopback address) and injects faults by editing
 // those state files, the same way a changing host would show them.
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim.h"
 
@@ -31,6 +33,9 @@ static int usage(void)
 	        "                       systemctl-VERB-UNIT imex-start imex-stop; each step\n"
 	        "                       is logged to steps.log, then waits MS)\n"
 	        "       simctl imex-kill TRAYDIR\n"
+	        "       simctl pids DIR [NAME]   (processes of the trays under DIR: their\n"
+	        "                       $NVL72_SIM_ROOT is DIR or below; NAME: only that\n"
+	        "                       command)\n"
 	        "       simctl busbw TRAYDIR|RACKDIR GBPS   (what the validation run reports;\n"
 	        "                       a rack folder sets every tray)\n"
 	        "       simctl validation TRAYDIR KEY=VALUE...   (busbw_gbps transport\n"
@@ -195,6 +200,55 @@ static int imex_kill(const char *dir)
 	return kill((pid_t)pid, SIGKILL) == 0 ? 0 : 1;
 }
 
+/* Whether pid runs with NVL72_SIM_ROOT at dir or below it. Host tools are
+ * handed host paths, which name no tray, so their environment tells. */
+static bool pid_in(const char *pid, const char *dir)
+{
+	static char env[SIM_FILE_MAX];
+	char p[300];
+	size_t dl = strlen(dir), kl = strlen(SIM_ENV "=");
+	long n;
+
+	snprintf(p, sizeof(p), "/proc/%s/environ", pid);
+	n = sim_read(p, env, sizeof(env));
+	for (long i = 0; i < n; i += (long)strlen(env + i) + 1) {
+		const char *e = env + i;
+		if (strncmp(e, SIM_ENV "=", kl) == 0)
+			return strncmp(e + kl, dir, dl) == 0 &&
+			       (e[kl + dl] == '\0' || e[kl + dl] == '/');
+	}
+	return false;
+}
+
+static int pids_list(const char *dir, const char *name)
+{
+	char self[32], p[300], comm[64];
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+	size_t dl = strlen(dir);
+
+	if (d == NULL || dl == 0)
+		return 1;
+	while (dl > 1 && dir[dl - 1] == '/')
+		dl--;
+	snprintf(self, sizeof(self), "%d", (int)getpid());
+	while ((de = readdir(d)) != NULL) {
+		char want[SIM_PATH_MAX];
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' || strcmp(de->d_name, self) == 0)
+			continue;
+		snprintf(want, sizeof(want), "%.*s", (int)dl, dir);
+		if (!pid_in(de->d_name, want))
+			continue;
+		snprintf(p, sizeof(p), "/proc/%s/comm", de->d_name);
+		if (name != NULL &&
+		    (sim_read(p, comm, sizeof(comm)) <= 0 || strcmp(sim_rtrim(comm), name) != 0))
+			continue;
+		printf("%s\n", de->d_name);
+	}
+	closedir(d);
+	return 0;
+}
+
 static int validation_set(const char *dir, int argc, char **argv)
 {
 	char p[SIM_PATH_MAX];
@@ -290,6 +344,8 @@ int main(int argc, char **argv)
 	}
 	if (argc == 3 && strcmp(argv[1], "imex-kill") == 0)
 		return imex_kill(argv[2]);
+	if ((argc == 3 || argc == 4) && strcmp(argv[1], "pids") == 0)
+		return pids_list(argv[2], argc == 4 ? argv[3] : NULL);
 	if (argc == 4 && strcmp(argv[1], "busbw") == 0)
 		return busbw_set(argv[2], argv[3]);
 	if (argc >= 4 && strcmp(argv[1], "validation") == 0)

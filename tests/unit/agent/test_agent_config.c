@@ -58,6 +58,8 @@ static void test_agent_config_parse_defaults(void **state)
 	assert_int_equal(p.c.resync_ms, 10000);
 	assert_int_equal(p.c.install_timeout_ms, 30 * 60 * 1000);
 	assert_int_equal(agent_config_fm_policy(&p.c), AGENT_FM_MASK);
+	assert_string_equal(p.c.tool_ns, "host");
+	assert_false(agent_config_tools_in_agent_ns(&p.c));
 	assert_int_equal(p.c.n_installer, 0);
 	agent_config_clear(&p.c);
 }
@@ -81,10 +83,16 @@ static void test_agent_config_parse_env_below_flags(void **state)
 
 static void test_agent_config_parse_installer_repeats(void **state)
 {
-	const char *argv[] = {
-	        "nvl72-agent",      "--tray",       "r1-t01",
-	        "--installer-arg",  "/usr/bin/run", "--installer-arg=--version={version}",
-	        "--host-fm-policy", "report",       NULL};
+	const char *argv[] = {"nvl72-agent",
+	                      "--tray",
+	                      "r1-t01",
+	                      "--installer-arg",
+	                      "/usr/bin/run",
+	                      "--installer-arg=--version={version}",
+	                      "--host-fm-policy",
+	                      "report",
+	                      "--tool-namespace=agent",
+	                      NULL};
 	struct parsed p;
 
 	(void)state;
@@ -95,6 +103,7 @@ static void test_agent_config_parse_installer_repeats(void **state)
 	assert_string_equal(p.c.installer[1], "--version={version}");
 	assert_null(p.c.installer[2]);
 	assert_int_equal(agent_config_fm_policy(&p.c), AGENT_FM_REPORT);
+	assert_true(agent_config_tools_in_agent_ns(&p.c));
 	agent_config_clear(&p.c);
 }
 
@@ -110,6 +119,8 @@ static void test_agent_config_parse_errors(void **state)
 	         "--tool-timeout: 1h is outside"},
 	        {{"a", "--node-name", "n", "--resync-period=soon", NULL}, "is not a duration"},
 	        {{"a", "--node-name", "n", "--log-level=loud", NULL}, "\"loud\" is not one of"},
+	        {{"a", "--node-name", "n", "--tool-namespace=pod", NULL},
+	         "--tool-namespace: \"pod\" is not one of host|agent"},
 	        {{"a", "--node-name", "n", "--heartbeat-period", NULL},
 	         "--heartbeat-period needs a value"},
 	        {{"a", "--node-name", "n", "stray", NULL}, "unexpected argument \"stray\""},
@@ -187,7 +198,8 @@ static void test_agent_config_usage_lists_every_flag(void **state)
 	        "--node-name",     "--node-ip",   "--lease-namespace", "--host-root",
 	        "--nvml-path",     "--systemctl", "--modprobe",        "--modinfo",
 	        "--imex-bin",      "--imex-ctl",  "--installer-arg",   "--tool-timeout",
-	        "--resync-period", "--log-level", "--kubeconfig",      "--tray"};
+	        "--resync-period", "--log-level", "--kubeconfig",      "--tray",
+	        "--tool-namespace"};
 	struct buf help, md;
 
 	(void)state;

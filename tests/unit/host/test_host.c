@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Unit tests for the host object: paths under the host root, bounded reads,
-// atomic writes, and the driver readers against a temp host root.
+// Unit tests for the host object: paths under the host root and as the
+// tools see them, bounded reads, atomic writes, and the driver readers
+// against a temp host root.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,42 @@ static void test_host_path_joins(void **state)
 	assert_int_equal(host_path(&h, "etc/x", out, sizeof(out)), NV_OK);
 	assert_string_equal(out, "/etc/x");
 	assert_string_equal(h.cfg.imex_dir, "/etc/nvidia-imex");
+	host_clear(&h);
+}
+
+/* The agent opens a host file under its root; a tool in the host's mount
+ * namespace is handed the host's own path, one in ours the joined path. */
+static void test_host_tool_path_by_namespace(void **state)
+{
+	struct host h;
+	struct host_cfg cfg = {.host_root = "/host/"};
+	char out[64];
+
+	(void)state;
+	host_init(&h, &cfg, NULL);
+	assert_int_equal(h.cfg.tool_ns, HOST_TOOL_NS_HOST);
+	assert_int_equal(host_tool_path(&h, "/etc/nvidia-imex/config.cfg", out, sizeof(out)),
+	                 NV_OK);
+	assert_string_equal(out, "/etc/nvidia-imex/config.cfg");
+	assert_int_equal(host_tool_path(&h, "etc/x", out, sizeof(out)), NV_OK);
+	assert_string_equal(out, "/etc/x");
+	assert_int_equal(host_tool_path(&h, "/etc/x", out, 6), NV_E_TOO_LARGE);
+	assert_int_equal(host_path(&h, "/etc/x", out, sizeof(out)), NV_OK);
+	assert_string_equal(out, "/host/etc/x");
+	host_clear(&h);
+	cfg.tool_ns = HOST_TOOL_NS_AGENT;
+	host_init(&h, &cfg, NULL);
+	assert_int_equal(host_tool_path(&h, "/etc/nvidia-imex/config.cfg", out, sizeof(out)),
+	                 NV_OK);
+	assert_string_equal(out, "/host/etc/nvidia-imex/config.cfg");
+	host_clear(&h);
+	/* On the tray itself (root "/") the two views are one. */
+	host_init(&h, NULL, NULL);
+	assert_int_equal(host_tool_path(&h, "/etc/x", out, sizeof(out)), NV_OK);
+	assert_string_equal(out, "/etc/x");
+	h.cfg.tool_ns = HOST_TOOL_NS_AGENT;
+	assert_int_equal(host_tool_path(&h, "/etc/x", out, sizeof(out)), NV_OK);
+	assert_string_equal(out, "/etc/x");
 	host_clear(&h);
 }
 
@@ -127,6 +164,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_host_path_joins),
+	        cmocka_unit_test(test_host_tool_path_by_namespace),
 	        cmocka_unit_test(test_host_write_atomic_and_read),
 	        cmocka_unit_test(test_host_driver_read_not_loaded),
 	        cmocka_unit_test(test_host_driver_read_loaded),

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Unit tests for IMEX on the host: rendering, restart only on change (also
-// when a crash left new files under an old daemon), both modes, and status
-// through a ctl that answers, fails or hangs.
+// when a crash left new files under an old daemon), both modes, the paths
+// the daemon and the ctl are handed, and status through a ctl that answers,
+// fails or hangs.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -196,6 +197,154 @@ static void test_host_imex_apply_host_mode(void **state)
 	free(c);
 }
 
+/* What the IMEX code hands its tools: the last spawn's and run's argv. */
+static struct {
+	char spawn[4][PATH_MAX_HOST], run[8][PATH_MAX_HOST], log[PATH_MAX_HOST];
+} seen;
+
+static void argv_keep(char (*dst)[PATH_MAX_HOST], size_t cap, const char *const *argv)
+{
+	bool end = false;
+
+	for (size_t i = 0; i < cap; i++) {
+		end = end || argv[i] == NULL;
+		snprintf(dst[i], PATH_MAX_HOST, "%s", end ? "" : argv[i]);
+	}
+}
+
+static size_t argv_len(const char *const *argv)
+{
+	size_t n = 0;
+
+	while (argv[n] != NULL)
+		n++;
+	return n;
+}
+
+static enum nv_err rec_spawn(struct host *h, const char *const *argv, const char *log_path,
+                             const struct host_spawn_gate *gate, pid_t *pid)
+{
+	assert_true(argv_len(argv) < 4);
+	argv_keep(seen.spawn, 4, argv);
+	snprintf(seen.log, sizeof(seen.log), "%s", log_path ? log_path : "");
+	return host_real_ops.spawn(h, argv, log_path, gate, pid);
+}
+
+static enum nv_err rec_run(struct host *h, const char *const *argv, int64_t timeout_ms, size_t cap,
+                           struct host_run_result *res)
+{
+	assert_true(argv_len(argv) < 8);
+	argv_keep(seen.run, 8, argv);
+	return host_real_ops.run(h, argv, timeout_ms, cap, res);
+}
+
+static const char ctl_ready_sh[] =
+        "case \"$3\" in -q) echo READY;; -N) printf '%s' '{\"status\":\"UP\",\"nodes\":"
+        "{\"0\":{\"status\":\"READY\",\"host\":\"10.42.8.11\",\"connections\":{\"0\":"
+        "{\"status\":\"CONNECTED\"}}}}}';; esac";
+
+/* Process mode as in the agent's pod: the host root is a folder (here a
+ * temp dir standing for /host) and the tools run in the host's mount
+ * namespace. The daemon, its config and the ctl name the host's own
+ * paths; the agent's own files (config, pid file, log) land under the
+ * root. With the tools in the agent's namespace, every path is joined. */
+static void test_host_imex_tools_get_host_paths(void **state)
+{
+	struct host_imex_cfg *c = cfg_new(HOST_IMEX_PROCESS, 2);
+	struct host_imex_status *st = xcalloc(1, sizeof(*st));
+	struct host_ops ops = host_real_ops;
+	struct host_imex_apply a;
+	char want[PATH_MAX_HOST], *cfg, *pidf;
+	long long recorded = 0;
+	struct fx x;
+
+	(void)state;
+	ops.spawn = rec_spawn;
+	ops.run = rec_run;
+	fx_init(&x, &ops);
+	fx_script(&x, FX_IMEX, "exec sleep 30");
+	fx_script(&x, FX_IMEX_CTL, ctl_ready_sh);
+	assert_int_equal(x.h.cfg.tool_ns, HOST_TOOL_NS_HOST);
+	assert_int_equal(host_imex_apply(&x.h, c, &a), NV_OK);
+	assert_true(a.restarted);
+	assert_string_equal(seen.spawn[0], x.tool[FX_IMEX]);
+	assert_string_equal(seen.spawn[1], "-c");
+	assert_string_equal(seen.spawn[2], "/etc/nvidia-imex/config.cfg");
+	snprintf(want, sizeof(want), "%s/run/nvl72-agent/imex.log", x.root);
+	assert_string_equal(seen.log, want);
+	cfg = fx_slurp(&x, "etc/nvidia-imex/config.cfg");
+	assert_non_null(cfg);
+	assert_non_null(strstr(cfg, "\nIMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\n"));
+	assert_null(strstr(cfg, x.root));
+	free(cfg);
+	pidf = fx_slurp(&x, "run/nvl72-agent/imex.pid");
+	assert_non_null(pidf);
+	assert_int_equal(sscanf(pidf, "%lld", &recorded), 1);
+	assert_int_equal(recorded, a.pid);
+	free(pidf);
+	assert_int_equal(host_imex_status(&x.h, st), NV_OK);
+	assert_int_equal(st->daemon, HOST_IMEXD_READY);
+	assert_string_equal(seen.run[0], x.tool[FX_IMEX_CTL]);
+	assert_string_equal(seen.run[1], "-c");
+	assert_string_equal(seen.run[2], "/etc/nvidia-imex/config.cfg");
+	assert_string_equal(seen.run[3], "-N");
+
+	/* Tools in the agent's namespace: they open what the agent opens. The
+	 * config names another nodes path, so the daemon is restarted. */
+	x.h.cfg.tool_ns = HOST_TOOL_NS_AGENT;
+	assert_int_equal(host_imex_apply(&x.h, c, &a), NV_OK);
+	assert_true(a.changed);
+	assert_true(a.restarted);
+	snprintf(want, sizeof(want), "%s/etc/nvidia-imex/config.cfg", x.root);
+	assert_string_equal(seen.spawn[2], want);
+	cfg = fx_slurp(&x, "etc/nvidia-imex/config.cfg");
+	snprintf(want, sizeof(want),
+	         "\nIMEX_NODE_CONFIG_FILE=%s/etc/nvidia-imex/nodes_config.cfg\n", x.root);
+	assert_non_null(strstr(cfg, want));
+	free(cfg);
+	assert_int_equal(host_imex_status(&x.h, st), NV_OK);
+	snprintf(want, sizeof(want), "%s/etc/nvidia-imex/config.cfg", x.root);
+	assert_string_equal(seen.run[2], want);
+	assert_int_equal(host_imex_stop(&x.h, HOST_IMEX_PROCESS), NV_OK);
+	free(st);
+	fx_clear(&x);
+	free(c);
+}
+
+/* Host mode: the host's systemd starts the daemon, always in the host's
+ * namespace, so its config names the host's own nodes path even when our
+ * tools run in the agent's; the ctl is ours and gets our view. */
+static void test_host_imex_host_mode_daemon_reads_host_path(void **state)
+{
+	struct host_imex_cfg *c = cfg_new(HOST_IMEX_HOST, 2);
+	struct host_imex_status *st = xcalloc(1, sizeof(*st));
+	struct host_ops ops = host_real_ops;
+	struct host_imex_apply a;
+	char want[PATH_MAX_HOST], *cfg;
+	struct fx x;
+
+	(void)state;
+	ops.run = rec_run;
+	fx_init(&x, &ops);
+	x.h.cfg.tool_ns = HOST_TOOL_NS_AGENT;
+	fx_script(&x, FX_SYSTEMCTL, systemctl_sh);
+	fx_script(&x, FX_IMEX_CTL, ctl_ready_sh);
+	fx_file(&x, "unit", "LoadState=loaded\nActiveState=inactive\nUnitFileState=enabled\n");
+	assert_int_equal(host_imex_apply(&x.h, c, &a), NV_OK);
+	cfg = fx_slurp(&x, "etc/nvidia-imex/config.cfg");
+	assert_non_null(strstr(cfg, "\nIMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\n"));
+	free(cfg);
+	assert_int_equal(host_imex_status(&x.h, st), NV_OK);
+	snprintf(want, sizeof(want), "%s/etc/nvidia-imex/config.cfg", x.root);
+	assert_string_equal(seen.run[2], want);
+	x.h.cfg.tool_ns = HOST_TOOL_NS_HOST;
+	assert_int_equal(host_imex_status(&x.h, st), NV_OK);
+	assert_string_equal(seen.run[2], "/etc/nvidia-imex/config.cfg");
+	free(st);
+	fx_clear(&x);
+	free(c);
+}
+
 static void test_host_imex_status_answers(void **state)
 {
 	struct host_imex_status *st = xcalloc(1, sizeof(*st));
@@ -249,6 +398,8 @@ int main(void)
 	        cmocka_unit_test(test_host_imex_apply_repairs_crash_between_write_and_restart),
 	        cmocka_unit_test(test_host_imex_apply_daemon_exits),
 	        cmocka_unit_test(test_host_imex_apply_host_mode),
+	        cmocka_unit_test(test_host_imex_tools_get_host_paths),
+	        cmocka_unit_test(test_host_imex_host_mode_daemon_reads_host_path),
 	        cmocka_unit_test(test_host_imex_status_answers),
 	        cmocka_unit_test(test_host_imex_status_hung_ctl),
 	};
