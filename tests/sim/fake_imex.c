@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The simulator's nvidia-imex: reads config.cfg and its nodes file, listens
-// on its own address from that list, and keeps real TCP connections to every
-// other listed peer, so a killed daemon shows up in the others' -N reports.
-// Peers swap a handshake (node map hash) and their connection rows.
+// The simulator's nvidia-imex: reads config.cfg and its nodes file (addresses
+// or host names, resolved through the host's /etc/hosts at start and again on
+// SIGUSR1), listens on its own address, and keeps real TCP connections to
+// every other listed peer, so a killed daemon shows up in the others' -N
+// reports. Peers swap a handshake (node map hash) and their connection rows.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,12 +28,18 @@
 #define RETRY_MS 300
 #define ROW_MS 200
 #define ROW_STALE_MS 1500
+/* The IMEX guide (signals) says SIGUSR1 is acted on at most once every
+ * 5 s; one that comes sooner is held until then. */
+#define RERESOLVE_MIN_MS 5000
 
 enum pstate { P_NEVER, P_UP, P_LOST, P_MISMATCH };
 
 struct peer {
-	char host[256];
-	int out; /* conn index of our connection to it, -1 */
+	char name[256];        /* the nodes file's entry: an address or a host name */
+	char host[64];         /* its address now; "" while a name does not resolve */
+	int out;               /* conn index of our connection to it, -1 */
+	unsigned long link_id; /* which connection made it P_UP (0: none yet) */
+	long long link_since;  /* wall ms of that; both kept for -N -j's simLinks */
 	enum pstate st;
 	char row[NODES_MAX + 1];
 	char state[32];
@@ -51,26 +59,35 @@ static struct {
 	char nodes_path[512], bind_ip[64], cmd_ip[64], version[64];
 	unsigned port, cmd_port;
 	size_t n, self;
-	unsigned long hash;
+	unsigned long hash, links;
+	char hosts_path[SIM_PATH_MAX];
+	long long resolved_ms;
 	struct peer peers[NODES_MAX];
 	struct conn conns[CONNS_MAX];
 	int lfd, cfd;
 } d;
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, reresolve;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	stop = 1;
+	if (sig == SIGUSR1)
+		reresolve = 1;
+	else
+		stop = 1;
+}
+
+static long long clock_ms(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static long long now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_ms(CLOCK_MONOTONIC);
 }
 
 __attribute__((format(printf, 2, 3))) static void say(const char *lvl, const char *fmt, ...)
@@ -129,6 +146,7 @@ static bool config_load(const char *path)
 	d.port = 50000;
 	d.cmd_port = 50005;
 	host_view(d.nodes_path, sizeof(d.nodes_path), "/etc/nvidia-imex/nodes_config.cfg");
+	host_view(d.hosts_path, sizeof(d.hosts_path), "/etc/hosts");
 	host_view(full, sizeof(full), path);
 	if (sim_read(full, text, sizeof(text)) < 0) {
 		say("ERROR", "cannot read config file %s", path);
@@ -137,6 +155,52 @@ static bool config_load(const char *path)
 	for (char *l = strtok_r(text, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save))
 		cfg_line(l);
 	return true;
+}
+
+/* name's address as glibc's "files" source answers from the host's hosts
+ * file: the first line listing it (IPv4 only, as the simulated trays). */
+static bool hosts_lookup(const char *name, char *out, size_t outsz)
+{
+	static char text[SIM_FILE_MAX];
+	char *save = NULL;
+
+	if (sim_read(d.hosts_path, text, sizeof(text)) < 0)
+		return false;
+	for (char *l = strtok_r(text, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save)) {
+		char *hash = strchr(l, '#'), *fs = NULL, *addr, *tok;
+		struct in_addr ia;
+
+		if (hash != NULL)
+			*hash = '\0';
+		addr = strtok_r(l, " \t", &fs);
+		if (addr == NULL || inet_pton(AF_INET, addr, &ia) != 1)
+			continue;
+		while ((tok = strtok_r(NULL, " \t", &fs)) != NULL) {
+			if (strcasecmp(tok, name) == 0) {
+				snprintf(out, outsz, "%s", addr);
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+static bool is_address(const char *s)
+{
+	struct in_addr ia;
+
+	return inet_pton(AF_INET, s, &ia) == 1;
+}
+
+/* The address entry j has now: itself, or its name looked up; "" if none. */
+static void resolve(size_t j, char *out, size_t outsz)
+{
+	const char *name = d.peers[j].name;
+
+	if (is_address(name))
+		snprintf(out, outsz, "%s", name);
+	else if (!hosts_lookup(name, out, outsz))
+		out[0] = '\0';
 }
 
 static bool nodes_load(void)
@@ -157,9 +221,13 @@ static bool nodes_load(void)
 			continue;
 		if (d.n == NODES_MAX)
 			return false;
-		snprintf(d.peers[d.n].host, sizeof(d.peers[d.n].host), "%s", l);
+		snprintf(d.peers[d.n].name, sizeof(d.peers[d.n].name), "%s", l);
+		if (!is_address(l))
+			say("INFO", "Treating node config entry '%s' as a host name.", l);
+		resolve(d.n, d.peers[d.n].host, sizeof(d.peers[d.n].host));
 		d.n++;
 	}
+	d.resolved_ms = now_ms();
 	return d.n > 0;
 }
 
@@ -257,6 +325,48 @@ static void conn_close(int i)
 	c->fd = -1;
 }
 
+/* Drops every connection with peer j (its address changed): the next
+ * dial goes to the new address. */
+static void peer_forget(size_t j)
+{
+	struct peer *p = &d.peers[j];
+
+	p->st = P_NEVER; /* not a disconnect of a known peer: no event */
+	for (int i = 0; i < CONNS_MAX; i++)
+		if (d.conns[i].fd >= 0 && !d.conns[i].cmd && d.conns[i].peer == (int)j)
+			conn_close(i);
+	p->out = -1;
+	p->row[0] = '\0';
+	p->row_ms = 0;
+	p->link_id = 0;
+	p->next_try_ms = 0;
+	snprintf(p->state, sizeof(p->state), "UNKNOWN");
+}
+
+/* SIGUSR1, as the IMEX guide describes it: the nodes file is not read
+ * again, but its host names are resolved again; a peer whose address
+ * changed is reconnected at the new one, every other connection stays. */
+static void peers_reresolve(void)
+{
+	if (now_ms() - d.resolved_ms < RERESOLVE_MIN_MS)
+		return; /* held, reresolve stays set */
+	reresolve = 0;
+	d.resolved_ms = now_ms();
+	say("INFO", "SIGUSR1: resolving the node configuration's host names again");
+	for (size_t j = 0; j < d.n; j++) {
+		char addr[64];
+		if (j == d.self)
+			continue;
+		resolve(j, addr, sizeof(addr));
+		if (strcmp(addr, d.peers[j].host) == 0)
+			continue;
+		say("INFO", "Node %zu (%s) moved from %s to %s", j, d.peers[j].name,
+		    d.peers[j].host[0] ? d.peers[j].host : "-", addr[0] ? addr : "-");
+		peer_forget(j);
+		snprintf(d.peers[j].host, sizeof(d.peers[j].host), "%s", addr);
+	}
+}
+
 static void send_line(int i, const char *s)
 {
 	/* Lines are small; a peer too slow to take one is dropped. */
@@ -274,15 +384,19 @@ static void hello_send(int i)
 
 static void dial(size_t j)
 {
-	struct sockaddr_in sa;
+	struct sockaddr_in sa, src;
 	int fd, ci;
 
 	d.peers[j].next_try_ms = now_ms() + RETRY_MS;
-	if (!addr_of(d.peers[j].host, d.port, &sa))
+	if (d.peers[j].host[0] == '\0' || !addr_of(d.peers[j].host, d.port, &sa))
 		return;
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return;
+	/* From our own address, as IMEX binds to its interface: the peer
+	 * checks it against the node we claim to be. */
+	if (addr_of(d.bind_ip, 0, &src))
+		(void)bind(fd, (struct sockaddr *)&src, sizeof(src));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
 		close(fd);
 		return;
@@ -409,16 +523,30 @@ static size_t report_json(char *out)
 
 	for (size_t j = 0; j < d.n; j++) {
 		node_row(j, row);
+		const struct peer *p = &d.peers[j];
 		u = out_add(out, u,
-		            "%s\"%zu\":{\"status\":\"%s\",\"host\":\"%s\",\"hostName\":\"N/A\","
+		            "%s\"%zu\":{\"status\":\"%s\",\"host\":\"%s\",\"hostName\":\"%s\","
 		            "\"connections\":{",
-		            j ? "," : "", j, node_state(j), d.peers[j].host);
+		            j ? "," : "", j, node_state(j), p->host[0] ? p->host : p->name,
+		            strcmp(p->name, p->host) != 0 ? p->name : "N/A");
 		for (size_t k = 0; k < d.n; k++)
 			u = out_add(out, u,
 			            "%s\"%zu\":{\"host\":\"%s\",\"status\":\"%s\",\"changed\":%s}",
 			            k ? "," : "", k, d.peers[k].host, cell_word(row[k]),
 			            row[k] == 'C' ? "false" : "true");
 		u = out_add(out, u, "}}");
+	}
+	/* Not in the real output: which connection this daemon holds to each
+	 * peer it is connected to, so a test can tell a kept connection from
+	 * a new one. */
+	u = out_add(out, u, "},\"simLinks\":{");
+	for (size_t j = 0, k = 0; j < d.n; j++) {
+		const struct peer *p = &d.peers[j];
+		if (j == d.self || p->st != P_UP)
+			continue;
+		u = out_add(out, u,
+		            "%s\"%zu\":{\"name\":\"%s\",\"host\":\"%s\",\"id\":%lu,\"since\":%lld}",
+		            k++ ? "," : "", j, p->name, p->host, p->link_id, p->link_since);
 	}
 	return out_add(out, u, "},\"timestamp\":\"%lld\",\"status\":\"%s\"}\n", now_ms(),
 	               domain_state());
@@ -431,7 +559,8 @@ static size_t report_text(char *out)
 
 	for (size_t j = 0; j < d.n; j++)
 		u = out_add(out, u, "Node #%-3zu - %-15s - %-20s - Version: %s\n", j,
-		            d.peers[j].host, node_state(j), d.version);
+		            d.peers[j].host[0] ? d.peers[j].host : d.peers[j].name, node_state(j),
+		            d.version);
 	u = out_add(out, u, "\n Nodes From\\To ");
 	for (size_t k = 0; k < d.n; k++)
 		u = out_add(out, u, " %-3zu", k);
@@ -470,6 +599,29 @@ static void cmd_answer(int i, const char *line)
 	conn_close(i);
 }
 
+/* Whether an incoming connection comes from the address node idx has now:
+ * a daemon left in a slot that another tray took (same node map, old
+ * address) is turned away, not taken for that node. */
+static bool from_node(int i, size_t idx)
+{
+	static char refused[NODES_MAX][64];
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	char from[64];
+
+	if (getpeername(d.conns[i].fd, (struct sockaddr *)&sa, &sl) != 0 ||
+	    inet_ntop(AF_INET, &sa.sin_addr, from, sizeof(from)) == NULL)
+		return false;
+	if (strcmp(from, d.peers[idx].host) == 0)
+		return true;
+	if (strcmp(refused[idx], from) != 0) {
+		say("ERROR", "Connection from %s claims node %zu, which is %s: refused", from, idx,
+		    d.peers[idx].host[0] ? d.peers[idx].host : "unresolved");
+		snprintf(refused[idx], sizeof(refused[idx]), "%s", from);
+	}
+	return false;
+}
+
 static void hello_recv(int i, const char *line)
 {
 	struct conn *c = &d.conns[i];
@@ -496,13 +648,20 @@ static void hello_recv(int i, const char *line)
 		conn_close(i);
 		return;
 	}
+	if (!c->outgoing && !from_node(i, idx)) {
+		conn_close(i);
+		return;
+	}
 	if (!c->outgoing) {
 		c->peer = (int)idx;
 		hello_send(i);
 		return;
 	}
-	if (d.peers[idx].st != P_UP)
+	if (d.peers[idx].st != P_UP) {
 		say("INFO", "Connection established to node %zu (%s)", idx, d.peers[idx].host);
+		d.peers[idx].link_id = ++d.links;
+		d.peers[idx].link_since = clock_ms(CLOCK_REALTIME);
+	}
 	d.peers[idx].st = P_UP;
 }
 
@@ -610,6 +769,8 @@ static void loop_once(long long *next_row)
 	int map[CONNS_MAX + 2], n = 2;
 	long long now = now_ms();
 
+	if (reresolve)
+		peers_reresolve();
 	for (size_t j = 0; j < d.n; j++)
 		if (j != d.self && d.peers[j].out < 0 && now >= d.peers[j].next_try_ms)
 			dial(j);
@@ -682,6 +843,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGQUIT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	if (!setup(cfg))
 		return 1;

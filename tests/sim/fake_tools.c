@@ -347,14 +347,35 @@ static int unit_verb(const char *p, const char *verb, const char *unit)
 	return 1;
 }
 
+/* `systemctl kill --signal=SIG UNIT`: the signal to the unit's main
+ * process (all that the simulated units have). */
+static int unit_kill(const char *p, const char *unit, const char *sig)
+{
+	pid_t pid = unit_is_imex(unit) ? unit_pid(p) : 0;
+	int signo = strcmp(sig, "SIGUSR1") == 0 || strcmp(sig, "USR1") == 0   ? SIGUSR1
+	            : strcmp(sig, "SIGTERM") == 0 || strcmp(sig, "TERM") == 0 ? SIGTERM
+	                                                                      : 0;
+
+	if (signo == 0) {
+		fprintf(stderr, "Failed to parse signal string %s.\n", sig);
+		return 1;
+	}
+	if (pid <= 0) /* systemd: nothing to signal is not an error */
+		return 0;
+	sim_step(root, signo == SIGUSR1 ? "systemctl-kill-usr1" : "systemctl-kill-term");
+	return kill(pid, signo) == 0 ? 0 : 1;
+}
+
 static int systemctl_main(int argc, char **argv)
 {
-	const char *verb = NULL, *unit = NULL;
+	const char *verb = NULL, *unit = NULL, *sig = "SIGTERM";
 	char p[SIM_PATH_MAX];
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "-p") == 0 && i + 1 < argc)
 			i++;
+		else if (strncmp(argv[i], "--signal=", 9) == 0)
+			sig = argv[i] + 9;
 		else if (strcmp(argv[i], "--") == 0 || argv[i][0] == '-')
 			continue;
 		else if (verb == NULL)
@@ -366,6 +387,8 @@ static int systemctl_main(int argc, char **argv)
 		fprintf(stderr, "usage: systemctl VERB [--] UNIT\n");
 		return 1;
 	}
+	if (strcmp(verb, "kill") == 0)
+		return sim_exists(p) ? unit_kill(p, unit, sig) : 5;
 	return strcmp(verb, "show") == 0 ? unit_show(p, unit) : unit_verb(p, verb, unit);
 }
 
