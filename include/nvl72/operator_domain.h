@@ -40,6 +40,8 @@ struct op_domain_cand {
 	bool imex_ready;         /* daemon Ready, domain Up, status current */
 	const char *failure;     /* why a member has failed (op_domain_member_failure), or NULL */
 	int64_t failed_since_ms; /* when that failure was first seen */
+	bool has_slot;           /* the domain's status gave it a slot: */
+	unsigned slot;           /* its status.nodes[].index (op_domain_prior_slot) */
 };
 
 struct op_domain_plan {
@@ -122,8 +124,16 @@ int64_t op_domain_failed_since(const json_t *dom, const char *node, int64_t now_
 void op_domain_replace_failed(const struct op_domain_cand *c, unsigned n, int num_nodes,
                               int64_t grace_ms, int64_t now_ms, struct op_domain_plan *p);
 
-/* The ordered peer list of the plan's members (by tray index); NULL when a
- * member has no address. */
+/* The slot (status.nodes[].index) the domain's status gives node; false
+ * when it lists none. */
+bool op_domain_prior_slot(const json_t *dom, const char *node, unsigned *slot);
+
+/* The ordered peer list of the plan's members, by slot: a member keeps the
+ * slot it had (has_slot) while that is below n and no member of a lower
+ * tray index holds it; the others fill the free slots, lowest first, in
+ * tray index order (so a new domain is in tray index order, and a spare
+ * takes the slot of the member it replaces while the survivors' lines stay
+ * where they are). NULL when a member has no address. */
 json_t *op_domain_peers(const struct op_domain_cand *c, const struct op_domain_plan *p);
 
 /* The merge patch that gives tray this domain's annotation and spec.imex

@@ -227,6 +227,7 @@ static void pass_load(struct op *op, struct domain_pass *p)
 		if (c->ip[0] == '\0')
 			c->ip = node ? internal_ip(node) : "";
 		c->owner = owner ? owner : "";
+		c->has_slot = op_domain_prior_slot(p->dom, c->node, &c->slot);
 		c->healthy = node && tray_healthy(t) && kube_condition_is_true(node, "Ready") &&
 		             !json_is_true(jx_path(node, "spec.unschedulable")) &&
 		             strcmp(jx_str_or(t, "spec.maintenance.state", "None"), "None") == 0;

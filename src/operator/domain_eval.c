@@ -298,11 +298,55 @@ void op_domain_replace_failed(const struct op_domain_cand *c, unsigned n, int nu
 	}
 }
 
-/* The plan's members by tray index (the peer-list order). */
+/* The plan's members by tray index. */
 static void by_index(const struct op_domain_cand *c, const struct op_domain_plan *p, unsigned *out)
 {
 	memcpy(out, p->member, p->n * sizeof(*out));
 	sort_by(c, out, p->n, false);
+}
+
+bool op_domain_prior_slot(const json_t *dom, const char *node, unsigned *slot)
+{
+	const json_t *e, *idx;
+	size_t i;
+
+	json_array_foreach(jx_path(dom, "status.nodes"), i, e) {
+		if (strcmp(jx_str_or(e, "name", ""), node) != 0)
+			continue;
+		idx = json_object_get(e, "index");
+		if (!json_is_integer(idx) || json_integer_value(idx) < 0 ||
+		    json_integer_value(idx) >= API_COMPUTE_TRAYS)
+			return false;
+		*slot = (unsigned)json_integer_value(idx);
+		return true;
+	}
+	return false;
+}
+
+/* The plan's members in slot order (the peer-list order). IMEX names a
+ * node by its line in the nodes file, and the agent maps a stable name per
+ * line to the address in that slot: a member that keeps its line keeps
+ * its IMEX connections across a replacement. NVIDIA's DRA driver keeps
+ * its daemons' indexes the same way (the lowest free index for a new one;
+ * k8s-dra-driver-gpu v0.4.0-rc.1, cmd/compute-domain-daemon/dnsnames.go). */
+static void by_slot(const struct op_domain_cand *c, const struct op_domain_plan *p, unsigned *out)
+{
+	unsigned sorted[API_COMPUTE_TRAYS], rest[API_COMPUTE_TRAYS], nrest = 0, k = 0;
+	bool used[API_COMPUTE_TRAYS] = {false};
+
+	by_index(c, p, sorted);
+	for (unsigned i = 0; i < p->n; i++) {
+		const struct op_domain_cand *x = &c[sorted[i]];
+		if (x->has_slot && x->slot < p->n && !used[x->slot]) {
+			out[x->slot] = sorted[i];
+			used[x->slot] = true;
+		} else {
+			rest[nrest++] = sorted[i];
+		}
+	}
+	for (unsigned s = 0; s < p->n; s++)
+		if (!used[s])
+			out[s] = rest[k++];
 }
 
 json_t *op_domain_peers(const struct op_domain_cand *c, const struct op_domain_plan *p)
@@ -311,7 +355,7 @@ json_t *op_domain_peers(const struct op_domain_cand *c, const struct op_domain_p
 	json_t *a;
 	if (p->n == 0 || !p->addresses)
 		return NULL;
-	by_index(c, p, m);
+	by_slot(c, p, m);
 	a = json_array();
 	for (unsigned i = 0; i < p->n; i++)
 		json_array_append_new(a, json_string(c[m[i]].ip));
@@ -414,7 +458,7 @@ static json_t *status_nodes(const struct op_domain_cand *c, const struct op_doma
 {
 	unsigned m[API_COMPUTE_TRAYS];
 	json_t *a = json_array();
-	by_index(c, p, m);
+	by_slot(c, p, m);
 	for (unsigned i = 0; i < p->n; i++) {
 		const struct op_domain_cand *x = &c[m[i]];
 		json_t *o = json_pack("{s:s,s:i,s:s}", "name", x->node, "index", (int)i, "status",

@@ -634,6 +634,58 @@ static void test_op_domain_replace_failed_no_spare_recorded(void **state)
 	json_decref(d);
 }
 
+/* A spare takes the failed member's slot: the survivors keep their lines
+ * of the peer list (and so their IMEX node names and connections), as the
+ * status recorded them, across passes. */
+static void test_op_domain_replacement_keeps_slots(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	fx_init(&f);
+	for (int i = 1; i <= 4; i++)
+		at(&f, i)->owner = "ns.cd";
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	json_t *d = dom_with_clique(CQ1);
+	op_domain_status_apply(d, "ns.cd", f.c, &p, NOW);
+	for (int i = 1; i <= 18; i++)
+		at(&f, i)->has_slot = op_domain_prior_slot(d, at(&f, i)->node, &at(&f, i)->slot);
+	assert_true(at(&f, 3)->has_slot);
+	assert_int_equal(at(&f, 3)->slot, 2);
+	assert_false(at(&f, 5)->has_slot);
+
+	at(&f, 2)->failure = "NodeGone";
+	at(&f, 2)->failed_since_ms = NOW - 60000;
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	op_domain_replace_failed(f.c, 18, 4, 5000, NOW, &p);
+	assert_int_equal(p.nreplaced, 1);
+	json_t *peers = op_domain_peers(f.c, &p);
+	char *s = json_dumps(peers, JSON_COMPACT);
+	assert_string_equal(s, "[\"10.0.0.1\",\"10.0.0.5\",\"10.0.0.3\",\"10.0.0.4\"]");
+	free(s);
+	json_decref(peers);
+	op_domain_status_apply(d, "ns.cd", f.c, &p, NOW);
+	assert_string_equal(jx_str_or(d, "status.nodes[1].name", ""), "n05");
+	assert_int_equal(json_integer_value(jx_path(d, "status.nodes[1].index")), 1);
+	assert_string_equal(jx_str_or(d, "status.nodes[2].name", ""), "n03");
+
+	/* A status with a slot out of range or taken twice: the lowest tray
+	 * index keeps it, the others fill the free slots. */
+	at(&f, 2)->failure = NULL;
+	at(&f, 2)->owner = "ns.other";
+	at(&f, 5)->owner = "ns.cd";
+	at(&f, 5)->has_slot = true;
+	at(&f, 5)->slot = 0;
+	at(&f, 4)->slot = 9;
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	peers = op_domain_peers(f.c, &p);
+	s = json_dumps(peers, JSON_COMPACT);
+	assert_string_equal(s, "[\"10.0.0.1\",\"10.0.0.4\",\"10.0.0.3\",\"10.0.0.5\"]");
+	free(s);
+	json_decref(peers);
+	json_decref(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -654,6 +706,7 @@ int main(void)
 	        cmocka_unit_test(test_op_domain_clique_split_majority_and_ties),
 	        cmocka_unit_test(test_op_domain_member_heartbeat_stale),
 	        cmocka_unit_test(test_op_domain_replace_failed_no_spare_recorded),
+	        cmocka_unit_test(test_op_domain_replacement_keeps_slots),
 	        cmocka_unit_test(test_op_domain_node_patch_only_our_label),
 	        cmocka_unit_test(test_op_domain_status_apply_shape_and_no_change),
 	};
