@@ -159,12 +159,57 @@ struct host_imex_cfg {
 	unsigned cmd_port;               /* 0: 50005 */
 	unsigned channels;               /* channel nodes to create; 0: none */
 	int grace_s;                     /* IMEX_NODE_DISCONNECTED_GRACE_TIME, -1 never */
+	/* The nodes file lists one stable name per slot (peers[] position)
+	 * and the hosts file maps the names to peers[], so a new address in a
+	 * slot is a SIGUSR1, not a restart. Needs IMEX 570.158.01 or later
+	 * and a daemon that resolves through the host's /etc/hosts; taken
+	 * only when every peer is an address. false: the peers themselves,
+	 * restarted on every change. */
+	bool by_name;
 };
 
-/* Renders config.cfg (for nodes_path) and nodes_config.cfg into two buffers.
- * NV_E_CONFIG on an empty peer list, a bad entry or a duplicate. */
+/* Names: "nvl72-imex-" + 8 hex digits of sha256(domain) + "-" + the slot,
+ * two digits: one DNS label, the same on every member, never another
+ * domain's. */
+#define HOST_IMEX_NAME_PREFIX "nvl72-imex-"
+void host_imex_slot_name(const char *domain, size_t slot, char out[HOST_HOSTNAME_LEN]);
+
+/* Renders config.cfg (for nodes_path), nodes_config.cfg and the hosts
+ * file block (empty unless c->by_name) into three buffers. NV_E_CONFIG on
+ * an empty peer list, a bad entry or a duplicate. */
 enum nv_err host_imex_render(const struct host_imex_cfg *c, const char *nodes_path,
-                             struct buf *config, struct buf *nodes);
+                             struct buf *config, struct buf *nodes, struct buf *hosts);
+
+/* A hosts file's text with the agent's part replaced by block ("": none):
+ * the lines between "# BEGIN nvl72-agent IMEX" and "# END nvl72-agent IMEX"
+ * markers and any line naming a HOST_IMEX_NAME_PREFIX name are dropped,
+ * every other line is kept as it was, and block is appended. NV_E_PARSE
+ * on a NUL byte; NV_E_TOO_LARGE past out's cap. */
+#define HOST_HOSTS_BEGIN "# BEGIN nvl72-agent IMEX"
+#define HOST_HOSTS_END "# END nvl72-agent IMEX"
+enum nv_err host_hosts_merge(const char *text, size_t len, const char *block, struct buf *out);
+
+/* What a running daemon was started or last signalled with. */
+struct host_imex_running {
+	bool alive;
+	char hash[65];       /* config.cfg + nodes_config.cfg */
+	char hosts_hash[65]; /* the hosts block; "" when not recorded */
+	int64_t resolved_ms; /* wall time it last resolved the names (start, SIGUSR1) */
+};
+
+enum host_imex_action {
+	HOST_IMEX_KEEP = 0,     /* runs with exactly these files */
+	HOST_IMEX_RESTART,      /* not running, or its own config changed */
+	HOST_IMEX_SIGNAL,       /* only the name mapping changed: SIGUSR1 */
+	HOST_IMEX_SIGNAL_LATER, /* the same, but the last resolve is too recent */
+};
+/* The IMEX guide (signals): SIGUSR1 is acted on at most once per 5 s. */
+#define HOST_IMEX_RESOLVE_GAP_MS 5000
+/* Restart or signal: restart only when the daemon's own files (hash)
+ * differ; a new hosts block alone is a signal, or a wait of *wait_ms when
+ * the daemon resolved less than HOST_IMEX_RESOLVE_GAP_MS ago. */
+enum host_imex_action host_imex_decide(const struct host_imex_running *run, const char *hash,
+                                       const char *hosts_hash, int64_t now_ms, int64_t *wait_ms);
 
 enum host_imex_daemon {
 	HOST_IMEXD_UNKNOWN = 0,
@@ -304,6 +349,7 @@ struct host_cfg {
 	const char *imex_bin;         /* default "/usr/bin/nvidia-imex" */
 	const char *imex_ctl;         /* default "/usr/bin/nvidia-imex-ctl" */
 	const char *imex_dir;         /* in host root; default "/etc/nvidia-imex" */
+	const char *hosts_file;       /* in host root; default "/etc/hosts" */
 	const char *state_dir;        /* in host root; default "/run/nvl72-agent" */
 	const char *const *installer; /* argv; "{version}" is replaced; NULL: none */
 	const char *validation_cmd;   /* validation command; NULL or "": none */
@@ -390,20 +436,25 @@ enum nv_err host_unit_query(struct host *h, const char *unit, struct host_unit_s
 enum nv_err host_unit_reconcile(struct host *h, const char *unit, enum host_unit_want want,
                                 bool allowed, bool *changed);
 enum nv_err host_unit_action(struct host *h, const char *verb, const char *unit);
+/* `systemctl kill --kill-whom=main --signal=SIG -- unit` (SIG like "SIGUSR1"). */
+enum nv_err host_unit_signal(struct host *h, const char *unit, const char *sig);
 
 /* ---- IMEX on the host ---- */
 
 struct host_imex_apply {
 	bool changed;        /* the files' content changed */
 	bool restarted;      /* the daemon was (re)started */
+	bool signalled;      /* the daemon was sent SIGUSR1 to resolve again */
+	int64_t retry_ms;    /* > 0: a signal is due in that many ms */
 	char hash[65];       /* sha256 of config.cfg + nodes_config.cfg */
-	char nodes_hash[65]; /* sha256 of nodes_config.cfg: equal on all members */
+	char nodes_hash[65]; /* sha256 of nodes_config.cfg + hosts block: equal on all members */
 	pid_t pid;           /* process mode: the daemon's pid */
 };
 
-/* Writes both files when their content differs, then makes the daemon run
- * with exactly those files: restarts it when the hash it was started with
- * differs (so a crash between the write and the restart is repaired). */
+/* Writes the files (and the hosts block) when their content differs, then
+ * makes the daemon run with exactly those: host_imex_decide on what it was
+ * started or signalled with, as recorded, so a crash between the write and
+ * the restart or signal is repaired by the next call. */
 enum nv_err host_imex_apply(struct host *h, const struct host_imex_cfg *c,
                             struct host_imex_apply *out);
 /* Stops the daemon of either mode; nothing running is NV_OK. */

@@ -282,6 +282,7 @@ struct pass {
 	struct host_driver_params params;
 	struct agent_report rep;
 	bool host_changed;
+	int64_t imex_retry_ms; /* > 0: IMEX is due a signal that soon */
 };
 
 static void pass_units(struct agent *a, struct pass *p)
@@ -441,6 +442,45 @@ static void channels_scan(struct agent *a, struct pass *p)
 	}
 }
 
+/* Host names in the nodes file need IMEX 570.158.01 or later (the IMEX
+ * guide, nodes_config; NVIDIA's DRA driver refuses its DNS-name mode below
+ * it too) and a daemon that resolves through the host's /etc/hosts, the
+ * file the agent edits: the host's unit, or our own daemon when the tools
+ * run in the host's namespace. Otherwise the nodes file lists addresses. */
+#define IMEX_NAMES_MIN_DRIVER "570.158.01"
+static bool imex_by_name(const struct agent *a, const struct pass *p)
+{
+	int cmp = -1;
+
+	if (p->spec.imex.mode == HOST_IMEX_PROCESS && a->host.cfg.tool_ns != HOST_TOOL_NS_HOST)
+		return false;
+	return p->obs.driver.loaded &&
+	       host_version_cmp(p->obs.driver.version, IMEX_NAMES_MIN_DRIVER, &cmp) == NV_OK &&
+	       cmp >= 0;
+}
+
+static void imex_applied_event(struct agent *a, const json_t *tray, struct pass *p,
+                               const struct host_imex_apply *ap)
+{
+	if (ap->restarted) {
+		p->host_changed = true;
+		log_info("agent", "IMEX daemon (re)started",
+		         "tray=%s domain=%s changed=%d hash=%.12s", a->tray, p->spec.imex.domain,
+		         ap->changed, ap->nodes_hash);
+		kube_recorder_eventf(a->rec, tray, "Normal", "IMEXRestarted", "ApplyIMEX",
+		                     "domain %s, %zu peers, peer list %.12s", p->spec.imex.domain,
+		                     p->spec.imex.n_peers, ap->nodes_hash);
+	} else if (ap->signalled) {
+		p->host_changed = true;
+		log_info("agent", "IMEX daemon told the new peer addresses",
+		         "tray=%s domain=%s hash=%.12s", a->tray, p->spec.imex.domain,
+		         ap->nodes_hash);
+		kube_recorder_eventf(a->rec, tray, "Normal", "IMEXPeersUpdated", "ApplyIMEX",
+		                     "domain %s, %zu peers, peer list %.12s, daemon kept",
+		                     p->spec.imex.domain, p->spec.imex.n_peers, ap->nodes_hash);
+	}
+}
+
 static void pass_imex(struct agent *a, const json_t *tray, struct pass *p)
 {
 	struct host_imex_apply ap;
@@ -450,6 +490,7 @@ static void pass_imex(struct agent *a, const json_t *tray, struct pass *p)
 	if (!p->spec.has_imex || p->rep.drv.active)
 		return;
 	a->host.err[0] = '\0';
+	p->spec.imex.by_name = imex_by_name(a, p);
 	rc = host_imex_apply(&a->host, &p->spec.imex, &ap);
 	p->rep.imex_apply_err = rc;
 	if (rc != NV_OK) {
@@ -458,15 +499,8 @@ static void pass_imex(struct agent *a, const json_t *tray, struct pass *p)
 	}
 	p->rep.imex_applied = true;
 	memcpy(p->rep.imex_hash, ap.nodes_hash, sizeof(p->rep.imex_hash));
-	if (ap.restarted) {
-		p->host_changed = true;
-		log_info("agent", "IMEX daemon (re)started",
-		         "tray=%s domain=%s changed=%d hash=%.12s", a->tray, p->spec.imex.domain,
-		         ap.changed, ap.nodes_hash);
-		kube_recorder_eventf(a->rec, tray, "Normal", "IMEXRestarted", "ApplyIMEX",
-		                     "domain %s, %zu peers, peer list %.12s", p->spec.imex.domain,
-		                     p->spec.imex.n_peers, ap.nodes_hash);
-	}
+	p->imex_retry_ms = ap.retry_ms;
+	imex_applied_event(a, tray, p, &ap);
 	for (size_t i = 0; i < p->spec.n_channel_ids; i++)
 		if (p->spec.channel_ids[i] + 1 > top)
 			top = p->spec.channel_ids[i] + 1;
@@ -615,6 +649,8 @@ static struct kube_result reconcile(void *ud, const char *key)
 		res.requeue_after_ms = VALIDATION_POLL_MS;
 	else if (!all_ready(p) && a->cfg->resync_ms > SETTLE_REQUEUE_MS)
 		res.requeue_after_ms = SETTLE_REQUEUE_MS;
+	if (p->imex_retry_ms > 0 && p->imex_retry_ms < res.requeue_after_ms)
+		res.requeue_after_ms = p->imex_retry_ms;
 	(void)metrics_counter_inc(a->m.reconciles,
 	                          (const char *const[]){res.err == NV_OK ? "success" : "error"});
 	pthread_mutex_lock(&a->mu);

@@ -42,6 +42,8 @@ void host_init(struct host *h, const struct host_cfg *cfg, const struct host_ops
 		h->cfg.imex_ctl = "/usr/bin/nvidia-imex-ctl";
 	if (h->cfg.imex_dir == NULL)
 		h->cfg.imex_dir = "/etc/nvidia-imex";
+	if (h->cfg.hosts_file == NULL)
+		h->cfg.hosts_file = "/etc/hosts";
 	if (h->cfg.state_dir == NULL)
 		h->cfg.state_dir = "/run/nvl72-agent";
 	if (h->cfg.tool_timeout_ms <= 0)

@@ -321,7 +321,7 @@ bool host_pid_alive(pid_t pid)
 enum nv_err host_pid_record(void *arg, pid_t pid)
 {
 	struct host_pid_rec *r = arg;
-	char line[128];
+	char line[256];
 	int n;
 
 	n = snprintf(line, sizeof(line), "%d %llu %s\n", (int)pid, host_pid_starttime(pid), r->tag);

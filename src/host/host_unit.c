@@ -117,6 +117,23 @@ enum nv_err host_unit_action(struct host *h, const char *verb, const char *unit)
 	return rc;
 }
 
+enum nv_err host_unit_signal(struct host *h, const char *unit, const char *sig)
+{
+	char opt[32];
+	const char *argv[] = {h->cfg.systemctl, "kill", "--kill-whom=main", opt, "--", unit, NULL};
+	struct host_run_result res;
+	enum nv_err rc;
+
+	if (!unit_name_ok(unit) || strncmp(sig, "SIG", 3) != 0 || strlen(sig) > 16)
+		return NV_E_INVAL;
+	snprintf(opt, sizeof(opt), "--signal=%s", sig);
+	rc = host_tool_run(h, argv, UNIT_OUT_MAX, &res);
+	buf_clear(&res.out);
+	if (rc == NV_OK)
+		log_info("agent", "host unit signalled", "unit=%s signal=%s", unit, sig);
+	return rc;
+}
+
 static bool unit_matches(const struct host_unit_state *s, enum host_unit_want want)
 {
 	bool running = s->active == HOST_UNIT_ACTIVE || s->active == HOST_UNIT_ACTIVATING;

@@ -269,7 +269,7 @@ sleep 3
 for t in 1 2; do
 	n=$(($(steps "$t" imex-start) - ${starts0[$t]}))
 	d=$(daemons "$t")
-	nodes=$(grep -c '^127\.' "$(tray "$t")/host/etc/nvidia-imex/nodes_config.cfg" 2>/dev/null)
+	nodes=$(grep -c . "$(tray "$t")/host/etc/nvidia-imex/nodes_config.cfg" 2>/dev/null)
 	[[ $n == 1 && $d == 1 && $nodes == 3 ]]
 	check "IMEX -> 3 peers: tray $t restarted its daemon once, one daemon runs, on the 3 new peers" $? \
 		"starts $n, daemons $d, peers in nodes_config $nodes"

@@ -9,7 +9,10 @@
 # deleting it releases the labels and peer lists through its finalizer. A
 # domain with replaceFailedNodes and allocationMode All gets every channel
 # on its members, and when a member's Node is deleted it marks the member
-# and after the grace replaces it with a spare of the same clique.
+# and after the grace replaces it with a spare of the same clique, in the
+# same slot: the three survivors keep
+# their IMEX daemons (same pid) and their connections to each other, and
+# the spare joins.
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
 # control plane (KUBECONFIG, KUBECTL, NVL72_CLUSTER_DIR set). Prints `ok - …`
@@ -295,9 +298,26 @@ done
 	k get computetrays -o json | jq -e --arg d "$SPKEY" '[.items[] | select(.spec.imex.domain == $d and .spec.imex.channels.allocationMode == "All")] | length == 4' >/dev/null
 check "allocationMode All: every member tray has all 2048 channel device nodes" $? "counts: $nch"
 
+# What the survivors' IMEX daemons hold: the pid, and per connection to
+# another member its id and start (the fake daemon's simLinks).
+imex_pid() { cut -d' ' -f1 "$(tray "$1")/host/run/nvl72-agent/imex.pid" 2>/dev/null; }
+imex_links() { # imex_links TRAY EXCEPT_IP
+	NVL72_SIM_ROOT=$(tray "$1") "$sim/bin/nvidia-imex-ctl" -c /etc/nvidia-imex/config.cfg -N -j 2>/dev/null |
+		jq -c --arg x "$2" '[.simLinks[]? | select(.host != $x) | {host, id, since}] | sort_by(.host)'
+}
+
 # The Node of one member is deleted: the member is marked, and after the
-# grace a free tray of the same clique takes its place.
+# grace a free tray of the same clique takes its place. (Its IMEX daemon
+# keeps running: the survivors turn it away once its slot names the spare.)
 victim=$(sed -n 2p <<<"$sp_members")
+vip=$(sp_json | jq -r --arg n "$victim" '.status.nodes[] | select(.name == $n) | .ipAddress')
+declare -A spid0 slinks0
+survivors=$(grep -vx "$victim" <<<"$sp_members")
+for m in $survivors; do
+	st_=$((10#${m##*-t}))
+	spid0[$st_]=$(imex_pid "$st_")
+	slinks0[$st_]=$(imex_links "$st_" "$vip")
+done
 k delete node "$victim" --wait=false >/dev/null 2>&1
 marked() {
 	sp_json | jq -e --arg n "$victim" '[.status.nodes[] | select(.name == $n and .status == "NotReady" and .reason == "NodeGone" and .failedSince != null)] | length == 1' >/dev/null
@@ -325,6 +345,37 @@ want=$(jq -r '[.status.nodes[].ipAddress] | join(",")' <<<"$st")
 	$(jq -r '[.status.nodes[].cliqueID] | unique | join(",")' <<<"$st") == "$CLIQUE" ]]
 check "one new member ($newm) in the same clique; the 4 peer lists are identical ($peer_lists)" $? \
 	"new=$newm trays=$nimex lists=$peer_lists want=$want"
+nslot=$(jq -r --arg n "$newm" '.status.nodes[] | select(.name == $n) | .index' <<<"$st")
+[[ $nslot == 1 ]]
+check "the new member takes the replaced member's slot (index 1 of the peer list)" $? \
+	"slot=$nslot $(jq -c '[.status.nodes[] | {name, index}]' <<<"$st")"
+nip=$(jq -r --arg n "$newm" '.status.nodes[] | select(.name == $n) | .ipAddress' <<<"$st")
+kept=0 why=""
+for m in $survivors; do
+	st_=$((10#${m##*-t}))
+	p_=$(imex_pid "$st_")
+	l_=$(imex_links "$st_" "$nip")
+	if [[ -n $p_ && $p_ == "${spid0[$st_]}" && -d /proc/$p_ && $l_ == *'"id"'* && $l_ == "${slinks0[$st_]}" ]]; then
+		kept=$((kept + 1))
+	else
+		why+="$m: pid ${spid0[$st_]} -> $p_, links ${slinks0[$st_]} -> $l_; "
+	fi
+done
+[[ $kept == 3 ]]
+check "the 3 survivors keep their IMEX daemon (same pid) and their connections to each other" $? "$why"
+joined=$(k get computetrays -o json | jq --arg d "$SPKEY" --arg ip "$nip" '[.items[] | select(.spec.imex.domain == $d and .status.imex.daemonState == "Ready" and .status.imex.domainState == "Up" and .status.imex.peersConnected == 4)] | length')
+nl=0
+for m in $survivors; do
+	st_=$((10#${m##*-t}))
+	[[ $(imex_links "$st_" "" | jq --arg ip "$nip" '[.[] | select(.host == $ip)] | length') == 1 ]] && nl=$((nl + 1))
+done
+[[ $joined == 4 && $nl == 3 ]]
+check "the new member joins: 4 daemons Ready, domain Up with 4 connected; each survivor connected to it" $? \
+	"joined=$joined survivors connected to $nip: $nl"
+signalled=$(cat "$work"/agent-*.log | grep -c 'IMEX daemon told the new peer addresses')
+[[ $signalled -ge 3 ]]
+check "the survivors' agents signalled their daemons ($signalled) instead of restarting them" $? \
+	"$(grep -h 'IMEX daemon' "$work"/agent-*.log | tail -5 | cut -c1-200)"
 k -n "$CD_NS" get events -o json | jq -e --arg a "$victim" --arg b "$newm" \
 	'[.items[] | select(.reason == "NodeReplaced" and (.note // .message | contains("node " + $a + " (NodeGone") and contains("with node " + $b)))] | length == 1' >/dev/null
 check "a NodeReplaced Event names the replaced and the replacement node" $? \

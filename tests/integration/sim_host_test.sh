@@ -198,6 +198,84 @@ for t in 7 8 9 10 11 12; do
 done
 [[ $alive == 0 ]] && ok "imex-stop stops every daemon" || nok "imex-stop" "$alive alive"
 
+# ---- IMEX by name: a member replaced, the survivors' daemons untouched ----
+# The nodes file lists one name per slot and the hosts file maps them; a
+# new tray in slot 2 is a new mapping and a SIGUSR1, not a restart.
+links() { # links TRAY EXCEPT_IP: the connections the daemon holds, as JSON
+	NVL72_SIM_ROOT=$(tray "$1") "$sim/bin/nvidia-imex-ctl" -c /etc/nvidia-imex/config.cfg -N -j |
+		jq -c --arg x "$2" '[.simLinks[] | select(.host != $x) | {host, id, since}] | sort_by(.host)'
+}
+imexpid() { cut -d' ' -f1 "$(tray "$1")/host/run/nvl72-agent/imex.pid"; }
+npeers="$(ip 7) $(ip 8) $(ip 9) $(ip 10)"
+started=0
+for t in 7 8 9 10; do
+	out=$(probe "$t" imex-apply process-by-name rack-n "$(ip "$t")" "$port" "$cport" $npeers)
+	[[ $out == *'"error":""'* && $out == *'"restarted":true'* ]] && started=$((started + 1))
+done
+nodes7=$(cat "$(tray 7)/host/etc/nvidia-imex/nodes_config.cfg")
+block7=$(sed -n '/^# BEGIN nvl72-agent IMEX/,/^# END nvl72-agent IMEX/p' "$(tray 7)/host/etc/hosts")
+[[ $started == 4 && $(grep -c '^nvl72-imex-[0-9a-f]\{8\}-0[0-3]$' <<<"$nodes7") == 4 &&
+	$(grep -c "^$(ip 9)	nvl72-imex-[0-9a-f]\{8\}-02\$" <<<"$block7") == 1 ]] &&
+	ok "by name: four daemons; the nodes file lists slot names, the hosts block maps them" ||
+	nok "by-name files" "started $started; nodes: $nodes7; block: $block7"
+up=0
+for t in 7 8 9 10; do
+	wait_for 10 "$t" '"daemon":"READY"' '"domain":"UP"' '"peersConnected":3' && up=$((up + 1))
+done
+[[ $up == 4 ]] && ok "by name: the four daemons resolve each other and the domain is UP" ||
+	nok "by-name up" "$up of 4: $out"
+declare -A pid0 links0
+for t in 7 8 10; do
+	pid0[$t]=$(imexpid "$t")
+	links0[$t]=$(links "$t" "$(ip 9)")
+done
+# Tray 9 fails; tray 11 takes its slot.
+probe 9 imex-stop process >/dev/null
+rpeers="$(ip 7) $(ip 8) $(ip 11) $(ip 10)"
+out=$(probe 11 imex-apply process-by-name rack-n "$(ip 11)" "$port" "$cport" $rpeers)
+[[ $out == *'"restarted":true'* ]] || nok "the new member's daemon starts" "$out"
+signalled=0
+for t in 7 8 10; do
+	# IMEX acts on SIGUSR1 at most once per 5 s: until then the agent has
+	# written the mapping and holds the signal.
+	end=$((SECONDS + 15))
+	while :; do
+		out=$(probe "$t" imex-apply process-by-name rack-n "$(ip "$t")" "$port" "$cport" $rpeers)
+		[[ $out == *'"signalled":true'* || $out == *'"restarted":true'* || $out == *'"error":"N'* ]] &&
+			break
+		((SECONDS > end)) && break
+		sleep 0.2
+	done
+	[[ $out == *'"signalled":true'* && $out == *'"restarted":false'* ]] && signalled=$((signalled + 1))
+done
+[[ $signalled == 3 ]] && ok "by name: the three survivors are signalled, not restarted" ||
+	nok "survivors signalled" "$signalled of 3: $out"
+up=0
+for t in 7 8 10 11; do
+	wait_for 15 "$t" '"domain":"UP"' '"peersConnected":3' "\"host\":\"$(ip 11)\",\"index\":2" &&
+		up=$((up + 1))
+done
+[[ $up == 4 ]] && ok "by name: the new member joins in slot 2 and the domain is UP with all four" ||
+	nok "replacement up" "$up of 4: $out"
+same=0 why=""
+for t in 7 8 10; do
+	p=$(imexpid "$t")
+	l=$(links "$t" "$(ip 11)")
+	n=$(cat "$(tray "$t")/host/etc/nvidia-imex/nodes_config.cfg")
+	if [[ $p == "${pid0[$t]}" && -d /proc/$p && $l == "${links0[$t]}" && $l == *'"id"'* && $n == "$nodes7" ]]; then
+		same=$((same + 1))
+	else
+		why+="tray $t: pid ${pid0[$t]} -> $p, links ${links0[$t]} -> $l; "
+	fi
+done
+[[ $same == 3 ]] &&
+	ok "by name: the survivors keep their daemon pid, nodes file and connections to each other" ||
+	nok "survivors untouched" "$why"
+for t in 7 8 10 11; do probe "$t" imex-stop process >/dev/null; done
+[[ $(grep -c 'nvl72-imex-' "$(tray 7)/host/etc/hosts") == 0 ]] &&
+	ok "by name: imex-stop takes the agent's lines out of the hosts file" ||
+	nok "hosts file after stop" "$(cat "$(tray 7)/host/etc/hosts")"
+
 # ---- IMEX through the host's systemd unit ----
 hpeers="$(ip 1) $(ip 2) $(ip 3)"
 restarted=0

@@ -22,7 +22,7 @@ static int usage(void)
 	                "[--timeout-ms N] CMD\n"
 	                "  gpus | observe | channels N | unit NAME\n"
 	                "  unit NAME running|stopped|masked allow|deny\n"
-	                "  imex-apply process|host DOMAIN BIND_IP PORT CMD_PORT PEER...\n"
+	                "  imex-apply process|host[-by-name] DOMAIN BIND_IP PORT CMD_PORT PEER...\n"
 	                "  imex-status | imex-stop process|host\n"
 	                "  driver-step TARGET | driver-change TARGET\n");
 	return 2;
@@ -100,7 +100,8 @@ static int cmd_imex_apply(struct probe *p, int argc, char **argv)
 	if (argc < 6 || parse_i64(argv[3], 1, 65535, &port) != NV_OK ||
 	    parse_i64(argv[4], 1, 65535, &cport) != NV_OK)
 		goto out;
-	c->mode = strcmp(argv[0], "host") == 0 ? HOST_IMEX_HOST : HOST_IMEX_PROCESS;
+	c->mode = strncmp(argv[0], "host", 4) == 0 ? HOST_IMEX_HOST : HOST_IMEX_PROCESS;
+	c->by_name = strstr(argv[0], "-by-name") != NULL;
 	str_copy(c->domain, sizeof(c->domain), argv[1]);
 	str_copy(c->bind_ip, sizeof(c->bind_ip), argv[2]);
 	c->server_port = (unsigned)port;
@@ -110,9 +111,11 @@ static int cmd_imex_apply(struct probe *p, int argc, char **argv)
 		str_copy(c->peers[c->n_peers++], HOST_HOSTNAME_LEN, argv[i]);
 	rc = host_imex_apply(&p->h, c, &r);
 out:
-	emit(json_pack("{s:s,s:b,s:b,s:s,s:s,s:i,s:s}", "error", rc == NV_OK ? "" : nv_err_name(rc),
-	               "changed", r.changed, "restarted", r.restarted, "hash", r.hash, "nodesHash",
-	               r.nodes_hash, "pid", (int)r.pid, "why", rc == NV_OK ? "" : p->h.err));
+	emit(json_pack("{s:s,s:b,s:b,s:b,s:I,s:s,s:s,s:i,s:s}", "error",
+	               rc == NV_OK ? "" : nv_err_name(rc), "changed", r.changed, "restarted",
+	               r.restarted, "signalled", r.signalled, "retryMs", (json_int_t)r.retry_ms,
+	               "hash", r.hash, "nodesHash", r.nodes_hash, "pid", (int)r.pid, "why",
+	               rc == NV_OK ? "" : p->h.err));
 	free(c);
 	return rc == NV_OK ? 0 : 1;
 }

@@ -29,13 +29,16 @@ static struct host_imex_cfg *cfg_new(enum host_imex_mode mode, size_t n)
 static void test_agent_imex_render_files(void **state)
 {
 	struct host_imex_cfg *c = cfg_new(HOST_IMEX_PROCESS, 3);
-	struct buf cf, nf;
+	struct buf cf, nf, hf;
 
 	(void)state;
 	buf_init(&cf, 1 << 16);
 	buf_init(&nf, 1 << 16);
-	assert_int_equal(host_imex_render(c, "/etc/nvidia-imex/nodes_config.cfg", &cf, &nf), NV_OK);
+	buf_init(&hf, 1 << 16);
+	assert_int_equal(host_imex_render(c, "/etc/nvidia-imex/nodes_config.cfg", &cf, &nf, &hf),
+	                 NV_OK);
 	assert_string_equal(buf_str(&nf), "10.42.8.11\n10.42.8.12\n10.42.8.13\n");
+	assert_int_equal(hf.len, 0); /* addresses: nothing for the hosts file */
 	assert_non_null(strstr(buf_str(&cf), "SERVER_PORT=50000\n"));
 	assert_non_null(strstr(buf_str(&cf), "IMEX_CMD_PORT=50005\n"));
 	assert_non_null(strstr(buf_str(&cf), "IMEX_CMD_ENABLED=1\n"));
@@ -45,30 +48,33 @@ static void test_agent_imex_render_files(void **state)
 	        strstr(buf_str(&cf), "IMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\n"));
 	buf_clear(&cf);
 	buf_clear(&nf);
+	buf_clear(&hf);
 	free(c);
 }
 
 static void test_agent_imex_render_rejects(void **state)
 {
 	struct host_imex_cfg *c = cfg_new(HOST_IMEX_PROCESS, 3);
-	struct buf cf, nf;
+	struct buf cf, nf, hf;
 
 	(void)state;
 	buf_init(&cf, 1 << 16);
 	buf_init(&nf, 1 << 16);
+	buf_init(&hf, 1 << 16);
 	snprintf(c->peers[2], sizeof(c->peers[2]), "10.42.8.11");
-	assert_int_equal(host_imex_render(c, "/n", &cf, &nf), NV_E_CONFIG);
+	assert_int_equal(host_imex_render(c, "/n", &cf, &nf, &hf), NV_E_CONFIG);
 	snprintf(c->peers[2], sizeof(c->peers[2]), "10.42.8.13\nevil");
-	assert_int_equal(host_imex_render(c, "/n", &cf, &nf), NV_E_CONFIG);
+	assert_int_equal(host_imex_render(c, "/n", &cf, &nf, &hf), NV_E_CONFIG);
 	snprintf(c->peers[2], sizeof(c->peers[2]), "10.42.8.13");
 	snprintf(c->bind_ip, sizeof(c->bind_ip), "10.42.8.99");
-	assert_int_equal(host_imex_render(c, "/n", &cf, &nf), NV_E_CONFIG);
+	assert_int_equal(host_imex_render(c, "/n", &cf, &nf, &hf), NV_E_CONFIG);
 	c->bind_ip[0] = '\0';
-	assert_int_equal(host_imex_render(c, "/n", &cf, &nf), NV_OK);
+	assert_int_equal(host_imex_render(c, "/n", &cf, &nf, &hf), NV_OK);
 	c->n_peers = 0;
-	assert_int_equal(host_imex_render(c, "/n", &cf, &nf), NV_E_CONFIG);
+	assert_int_equal(host_imex_render(c, "/n", &cf, &nf, &hf), NV_E_CONFIG);
 	buf_clear(&cf);
 	buf_clear(&nf);
+	buf_clear(&hf);
 	free(c);
 }
 
@@ -91,6 +97,17 @@ static void test_host_imex_apply_process_restarts_on_change(void **state)
 	assert_int_equal(host_imex_apply(&x.h, c, &b), NV_OK);
 	assert_false(b.changed);
 	assert_false(b.restarted);
+	assert_int_equal(b.pid, a.pid);
+	/* A pid file of an older agent ("pid starttime hash"): the same
+	 * daemon, neither restarted nor signalled. */
+	{
+		char *rec = fx_slurp(&x, "run/nvl72-agent/imex.pid");
+		*strchr(strchr(strchr(rec, ' ') + 1, ' ') + 1, ' ') = '\0';
+		fx_file(&x, "run/nvl72-agent/imex.pid", rec);
+		free(rec);
+	}
+	assert_int_equal(host_imex_apply(&x.h, c, &b), NV_OK);
+	assert_false(b.restarted || b.signalled);
 	assert_int_equal(b.pid, a.pid);
 	/* A new peer list: new files and a new daemon. */
 	c->n_peers = 4;
