@@ -13,8 +13,8 @@
  * through h->ops on the calling thread, each run bounded by
  * tool_timeout_ms (default 5 s). Longer waits are named where they happen:
  * host_driver_step waits for the installer (install_timeout_ms, default
- * 30 min), stopping an IMEX daemon allows it 5 s to exit before SIGKILL,
- * and starting one waits 150 ms to see it stay up. Results go into caller
+ * 30 min, or until cfg.stopping says the agent stops), stopping an IMEX daemon allows it 5 s to
+ * exit before SIGKILL, and starting one waits 150 ms to see it stay up. Results go into caller
  * storage, which a failed call may have partly filled: read it after an
  * error only where the call says what it holds then. */
 #ifndef NVL72_HOST_H
@@ -355,6 +355,10 @@ struct host_cfg {
 	const char *validation_cmd;   /* validation command; NULL or "": none */
 	int64_t tool_timeout_ms;      /* systemctl, modprobe, imex-ctl; default 5000 */
 	int64_t install_timeout_ms;   /* default 30 min */
+	/* Polled during the installer wait: true ends the wait and leaves the
+	 * installer running for the next agent to adopt. NULL: never. */
+	bool (*stopping)(void *arg);
+	void *stopping_arg;
 };
 
 struct host {

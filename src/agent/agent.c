@@ -713,6 +713,12 @@ static enum nv_err web_start(struct agent *a)
 	return rc;
 }
 
+/* The host layer knows nothing of kube: it polls this during long waits. */
+static bool host_stopping(void *arg)
+{
+	return kube_stop_requested(arg);
+}
+
 enum nv_err agent_new(const struct agent_config *cfg, struct kube_client *client,
                       struct kube_stop *stop, struct agent **out, char *why, size_t whysz)
 {
@@ -751,6 +757,8 @@ enum nv_err agent_new(const struct agent_config *cfg, struct kube_client *client
 	hc.validation_cmd = cfg->validation_cmd;
 	hc.tool_timeout_ms = cfg->tool_timeout_ms;
 	hc.install_timeout_ms = cfg->install_timeout_ms;
+	hc.stopping = host_stopping;
+	hc.stopping_arg = stop;
 	host_init(&a->host, &hc, NULL);
 	log_info("agent", "owning ComputeTray", "tray=%s node=%s lease=%s", a->tray, cfg->node_name,
 	         a->lease_ref);

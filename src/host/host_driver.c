@@ -209,6 +209,15 @@ static enum nv_err install_run(struct host *h, const char *target, struct host_d
 	}
 	log_info("agent", "driver installer started", "pid=%d target=%s", (int)pid, target);
 	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (h->cfg.stopping != NULL && h->cfg.stopping(h->cfg.stopping_arg)) {
+			/* The marker stays: the next agent waits for this installer
+			 * and goes on from what it leaves on disk. */
+			log_info("agent", "stopping; the driver installer keeps running",
+			         "pid=%d target=%s", (int)pid, target);
+			snprintf(o->detail, sizeof(o->detail),
+			         "installer pid %d left running: the agent is stopping", (int)pid);
+			return NV_E_CANCELLED;
+		}
 		if (time_mono_ms() > deadline) {
 			kill(-pid, SIGKILL);
 			(void)waitpid(pid, &status, 0);
@@ -349,7 +358,10 @@ enum nv_err host_driver_step(struct host *h, const char *target, enum host_imex_
 	if (strcmp(o.ondisk, target) != 0) {
 		o.phase = HOST_DRV_INSTALLING;
 		rc = install_run(h, target, &o);
-		if (rc != NV_OK)
+		if (rc == NV_E_CANCELLED) {
+			o.phase = HOST_DRV_INSTALLER_RUNNING;
+			rc = NV_OK;
+		} else if (rc != NV_OK)
 			rc = step_fail(&o, HOST_DRV_FAILED, rc);
 		else
 			snprintf(o.detail, sizeof(o.detail), "installed %s", target);

@@ -11,6 +11,8 @@
 #     the modules, load the module, start the persistence daemon again); each
 #     round ends with the same status and host state as tray 3's and exactly
 #     one installer run per tray;
+#   - driver, SIGTERM: the agent stopped cleanly while the installer runs
+#     exits at once, and the next agent finishes that install exactly once;
 #   - IMEX: a new peer list, killed while the old daemon shuts down and while
 #     the new one starts; each tray ends with one daemon, started once, on the
 #     new peers, and the domain Up.
@@ -212,6 +214,39 @@ for step in systemctl-stop-nvidia-persistenced.service installer modprobe-remove
 	[[ $n == "1 1 1 " ]]
 	check "driver -> $version ($step): the installer ran exactly once per tray" $? "runs per tray: $n"
 done
+
+# ----------------------------------------- driver change, SIGTERM mid-install ---
+# A stopping agent does not wait out the installer (up to its 30-minute
+# deadline): it exits within seconds, the installer goes on with its marker,
+# and the next agent adopts it and finishes the change with no second run.
+if [[ $version == 580.95.05 ]]; then version=580.159.03; else version=580.95.05; fi
+rm -rf "$(tray 1)/delays"
+simctl installer-delay "$(tray 1)" 15000 >/dev/null
+runs0=$(runs 1)
+k patch computetray "$(name 1)" --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$version\"}}}" >/dev/null
+began1() { (($(runs 1) > runs0)); }
+gone1() { ! kill -0 "${apid[1]}" 2>/dev/null; }
+marker=$(tray 1)/host/run/nvl72-agent/driver-install.pid
+ipid=""
+if wait_for 60 began1; then
+	kill -TERM "${apid[1]}" 2>/dev/null
+	t0=$SECONDS
+	wait_for 10 gone1 && ipid=$(cut -d' ' -f1 "$marker" 2>/dev/null)
+fi
+[[ $ipid =~ ^[0-9]+$ ]] && kill -0 "$ipid" 2>/dev/null
+check "SIGTERM during the installer: the agent exits ($((SECONDS - t0))s) and leaves it running" $? \
+	"agent alive: $(gone1 && echo no || echo yes); marker: $(cat "$marker" 2>/dev/null); $(tail -2 "$work/agent-1.log" | cut -c1-300)"
+wait "${apid[1]}" 2>/dev/null
+simctl installer-delay "$(tray 1)" 0 >/dev/null
+start_agent 1
+t0=$SECONDS
+wait_for 90 settled "$version" 1
+check "SIGTERM during the installer: the next agent finishes the change ($((SECONDS - t0))s)" $? \
+	"$(st 1 .driver) $(st 1 '.conditions[]? | select(.type == "DriverReady") | .message')"
+n=$(($(runs 1) - runs0))
+[[ $n == 1 && ! -f $marker ]]
+check "SIGTERM during the installer: it ran exactly once and its marker is gone" $? \
+	"runs: $n; marker: $(cat "$marker" 2>/dev/null)"
 
 # ----------------------------------------------------- IMEX change, killed ---
 for t in 1 2 3; do

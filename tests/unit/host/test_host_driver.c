@@ -178,6 +178,56 @@ static void test_host_driver_step_waits_for_live_installer(void **state)
 	fx_clear(&x);
 }
 
+static bool stop_now(void *arg)
+{
+	return *(bool *)arg;
+}
+
+/* A stopping agent leaves its installer running with the marker in place;
+ * the next agent waits for it and finishes the change without a rerun. */
+static void test_host_driver_step_stop_leaves_installer(void **state)
+{
+	struct host_drv_step s;
+	struct host_cfg cfg;
+	struct host h2;
+	bool stopping = true, fin;
+	struct fx x;
+	char *marker;
+
+	(void)state;
+	tray_setup(&x);
+	fx_script(&x, FX_INSTALLER,
+	          "echo \"run $1\" >> \"$R/runs\"\n"
+	          "while [ ! -f \"$R/go\" ]; do sleep 0.02; done; echo \"$1\" > \"$R/ondisk\"");
+	cfg = x.h.cfg;
+	cfg.stopping = stop_now;
+	cfg.stopping_arg = &stopping;
+	host_clear(&x.h);
+	host_init(&x.h, &cfg, NULL);
+	assert_int_equal(step(&x.h, &fin), HOST_DRV_STOPPING_HOLDERS);
+	assert_int_equal(host_driver_step(&x.h, "2.0.0", HOST_IMEX_PROCESS, &s), NV_OK);
+	assert_int_equal(s.phase, HOST_DRV_INSTALLER_RUNNING);
+	assert_false(s.finished);
+	assert_non_null(strstr(s.detail, "the agent is stopping"));
+	marker = fx_slurp(&x, "run/nvl72-agent/driver-install.pid");
+	assert_non_null(marker);
+	free(marker);
+
+	/* The next agent, not stopping, finds the installer and waits. */
+	stopping = false;
+	host_init(&h2, &cfg, NULL);
+	assert_int_equal(step(&h2, &fin), HOST_DRV_INSTALLER_RUNNING);
+	fx_file(&x, "go", "");
+	while (step(&h2, &fin) == HOST_DRV_INSTALLER_RUNNING)
+		time_sleep_ms(20);
+	while (!fin)
+		(void)step(&h2, &fin);
+	assert_int_equal(step(&h2, &fin), HOST_DRV_DONE);
+	assert_int_equal(count_lines(&x, "runs"), 1);
+	host_clear(&h2);
+	fx_clear(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -186,6 +236,7 @@ int main(void)
 	        cmocka_unit_test(test_host_driver_step_in_use_needs_reboot),
 	        cmocka_unit_test(test_host_driver_step_installer_fails),
 	        cmocka_unit_test(test_host_driver_step_waits_for_live_installer),
+	        cmocka_unit_test(test_host_driver_step_stop_leaves_installer),
 	};
 	return cmocka_run_group_tests_name("agent/host_driver", tests, NULL, NULL);
 }
