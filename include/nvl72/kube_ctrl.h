@@ -87,9 +87,13 @@ enum nv_err kube_informer_start(struct kube_informer *inf);
  * Blocks up to timeout_ms; kube_informer_synced does not wait. */
 bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ms);
 bool kube_informer_synced(struct kube_informer *inf);
-/* Stops and joins the thread; then frees. NULL does nothing. Returns once
- * the request in flight is aborted and a handler in progress has returned:
- * about 200 ms plus that handler. */
+/* Stops and joins the thread: no handler runs after it returns, and the
+ * cache stays readable. Returns once the request in flight is aborted and a
+ * handler in progress has returned: about 200 ms plus that handler. Stop
+ * every informer whose handlers read others before freeing any of them.
+ * NULL or a stopped informer does nothing. */
+void kube_informer_stop(struct kube_informer *inf);
+/* kube_informer_stop, then frees. NULL does nothing. */
 void kube_informer_free(struct kube_informer *inf);
 
 /* Snapshot reads under the cache lock, from any thread, never waiting on
@@ -142,6 +146,10 @@ int kube_workqueue_num_requeues(struct kube_workqueue *q, const char *key);
 char *kube_workqueue_get(struct kube_workqueue *q);
 void kube_workqueue_done(struct kube_workqueue *q, const char *key);
 void kube_workqueue_shutdown(struct kube_workqueue *q);
+/* Accepts adds and serves gets again after a shutdown, keeping what is
+ * queued: for the next workers on the same queue (a new leadership term).
+ * Only once the workers of the shutdown have been stopped. */
+void kube_workqueue_reopen(struct kube_workqueue *q);
 bool kube_workqueue_shutting_down(struct kube_workqueue *q);
 size_t kube_workqueue_len(struct kube_workqueue *q);
 

@@ -36,6 +36,7 @@ struct kube_informer {
 	char *rv;
 	bool synced;
 	bool started;
+	bool joined; /* the reflector thread has been joined */
 	struct kube_stop *stop;
 	pthread_t thread;
 	struct kube_informer_stats stats;
@@ -418,13 +419,22 @@ bool kube_informer_synced(struct kube_informer *inf)
 	return kube_informer_wait_synced(inf, 0);
 }
 
-void kube_informer_free(struct kube_informer *inf)
+void kube_informer_stop(struct kube_informer *inf)
 {
 	if (inf == NULL)
 		return;
 	kube_stop_request(inf->stop);
-	if (inf->started)
+	if (inf->started && !inf->joined) {
 		pthread_join(inf->thread, NULL);
+		inf->joined = true;
+	}
+}
+
+void kube_informer_free(struct kube_informer *inf)
+{
+	if (inf == NULL)
+		return;
+	kube_informer_stop(inf);
 	for (size_t i = 0; i < inf->nidx; i++) {
 		free(inf->idx[i].name);
 		free(inf->idx[i].arg);

@@ -259,6 +259,13 @@ void kube_workqueue_shutdown(struct kube_workqueue *q)
 	pthread_mutex_unlock(&q->mu);
 }
 
+void kube_workqueue_reopen(struct kube_workqueue *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->shutdown = false;
+	pthread_mutex_unlock(&q->mu);
+}
+
 bool kube_workqueue_shutting_down(struct kube_workqueue *q)
 {
 	bool s;

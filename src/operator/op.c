@@ -268,6 +268,35 @@ enum nv_err op_new(const struct op_config *cfg, struct op **out)
 	return NV_OK;
 }
 
+/* Every informer of the operator, in one place. */
+#define OP_INFORMERS 9
+
+static void informers_all(struct op *op, struct kube_informer **l[OP_INFORMERS])
+{
+	struct kube_informer **all[OP_INFORMERS] = {&op->racks,    &op->trays,      &op->nodes,
+	                                            &op->matrices, &op->partitions, &op->leases,
+	                                            &op->domains,  &op->upgrades,   &op->approvals};
+	memcpy(l, all, sizeof(all));
+}
+
+static void informers_stop(struct op *op)
+{
+	struct kube_informer **l[OP_INFORMERS];
+	informers_all(op, l);
+	for (size_t i = 0; i < OP_INFORMERS; i++)
+		kube_informer_stop(*l[i]);
+}
+
+static void informers_free(struct op *op)
+{
+	struct kube_informer **l[OP_INFORMERS];
+	informers_all(op, l);
+	for (size_t i = 0; i < OP_INFORMERS; i++) {
+		kube_informer_free(*l[i]);
+		*l[i] = NULL;
+	}
+}
+
 void op_free(struct op *op)
 {
 	if (op == NULL)
@@ -279,20 +308,16 @@ void op_free(struct op *op)
 	kube_access_free(op->access);
 	for (size_t i = 0; i < op->nctrl; i++)
 		kube_workers_stop(op->ctrl[i].workers);
+	/* After an early return of op_run the informers may still run: stop
+	 * them all before the queues their handlers feed and the caches their
+	 * handlers read are freed. */
+	informers_stop(op);
 	for (size_t i = 0; i < op->nctrl; i++)
 		kube_workqueue_free(op->ctrl[i].q);
 	for (size_t i = 0; i < op->nctrl; i++)
 		if (op->ctrl[i].row->close)
 			op->ctrl[i].row->close(op);
-	kube_informer_free(op->domains);
-	kube_informer_free(op->upgrades);
-	kube_informer_free(op->approvals);
-	kube_informer_free(op->racks);
-	kube_informer_free(op->trays);
-	kube_informer_free(op->nodes);
-	kube_informer_free(op->matrices);
-	kube_informer_free(op->partitions);
-	kube_informer_free(op->leases);
+	informers_free(op);
 	kube_leader_free(op->le);
 	kube_recorder_free(op->rec);
 	kube_client_free(op->c);
@@ -405,12 +430,11 @@ void op_request_stop(struct op *op)
 static bool informers_wait(struct op *op)
 {
 	int64_t end = time_mono_ms() + op->cfg.cache_sync_timeout_ms;
-	struct kube_informer *l[] = {op->racks,    op->trays,      op->nodes,
-	                             op->matrices, op->partitions, op->leases,
-	                             op->domains,  op->upgrades,   op->approvals};
-	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++) {
+	struct kube_informer **l[OP_INFORMERS];
+	informers_all(op, l);
+	for (size_t i = 0; i < OP_INFORMERS; i++) {
 		int64_t left = end - time_mono_ms();
-		if (l[i] && !kube_informer_wait_synced(l[i], left > 0 ? left : 1))
+		if (*l[i] && !kube_informer_wait_synced(*l[i], left > 0 ? left : 1))
 			return false;
 	}
 	return true;
@@ -499,6 +523,7 @@ static void workers_stop(struct op *op)
 	for (size_t i = 0; i < op->nctrl; i++) {
 		kube_workers_stop(op->ctrl[i].workers);
 		op->ctrl[i].workers = NULL;
+		kube_workqueue_reopen(op->ctrl[i].q);
 	}
 	op->workers_on = false;
 	op_metrics_leading(op, false);
@@ -525,12 +550,11 @@ static enum nv_err servers_start(struct op *op)
 
 static enum nv_err informers_start(struct op *op)
 {
-	struct kube_informer *l[] = {op->racks,    op->trays,      op->nodes,
-	                             op->matrices, op->partitions, op->leases,
-	                             op->domains,  op->upgrades,   op->approvals};
+	struct kube_informer **l[OP_INFORMERS];
 	enum nv_err rc;
-	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++)
-		if (l[i] && (rc = kube_informer_start(l[i])) != NV_OK)
+	informers_all(op, l);
+	for (size_t i = 0; i < OP_INFORMERS; i++)
+		if (*l[i] && (rc = kube_informer_start(*l[i])) != NV_OK)
 			return rc;
 	return NV_OK;
 }
@@ -605,18 +629,10 @@ enum nv_err op_run(struct op *op)
 	web_server_stop(op->dash);
 	web_server_stop(op->metrics_srv);
 	web_server_stop(op->probes);
-	/* Caches last: the servers' metrics collector and probes read them. */
-	kube_informer_free(op->racks);
-	kube_informer_free(op->trays);
-	kube_informer_free(op->nodes);
-	kube_informer_free(op->matrices);
-	kube_informer_free(op->partitions);
-	kube_informer_free(op->leases);
-	kube_informer_free(op->domains);
-	kube_informer_free(op->upgrades);
-	kube_informer_free(op->approvals);
-	op->racks = op->trays = op->nodes = op->matrices = op->partitions = op->leases = NULL;
-	op->domains = op->upgrades = op->approvals = NULL;
+	/* Caches last: the servers' metrics collector and probes read them.
+	 * All stop before any is freed: a handler of one reads the others. */
+	informers_stop(op);
+	informers_free(op);
 	log_info(OP_COMP, "stopped", "identity=%s lost=%d", op->identity, lost);
 	return lost ? NV_E_STATE : NV_OK;
 }

@@ -103,6 +103,31 @@ static void test_kube_workqueue_shutdown_unblocks(void **state)
 	kube_workqueue_free(q);
 }
 
+/* A new term's workers get a working queue: what was queued stays, adds
+ * count again. */
+static void test_kube_workqueue_reopen_after_shutdown(void **state)
+{
+	(void)state;
+	struct kube_workqueue *q = kube_workqueue_new("t", NULL);
+	char *k1, *k2;
+	kube_workqueue_add(q, "z");
+	kube_workqueue_shutdown(q);
+	kube_workqueue_add(q, "w"); /* ignored while shut down */
+	kube_workqueue_reopen(q);
+	assert_false(kube_workqueue_shutting_down(q));
+	kube_workqueue_add(q, "v");
+	assert_int_equal(kube_workqueue_len(q), 2);
+	k1 = kube_workqueue_get(q);
+	k2 = kube_workqueue_get(q);
+	assert_string_equal(k1, "z");
+	assert_string_equal(k2, "v");
+	kube_workqueue_done(q, k1);
+	kube_workqueue_done(q, k2);
+	free(k1);
+	free(k2);
+	kube_workqueue_free(q);
+}
+
 struct counter {
 	atomic_int calls;
 	atomic_int concurrent, max_concurrent;
@@ -155,6 +180,7 @@ int main(void)
 	        cmocka_unit_test(test_kube_workqueue_rate_limited_backoff),
 	        cmocka_unit_test(test_kube_workqueue_defaults_5ms_to_1000s),
 	        cmocka_unit_test(test_kube_workqueue_shutdown_unblocks),
+	        cmocka_unit_test(test_kube_workqueue_reopen_after_shutdown),
 	        cmocka_unit_test(test_kube_workers_start_processes_and_retries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
