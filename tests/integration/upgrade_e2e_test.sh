@@ -168,13 +168,20 @@ ev=$(ustatus "$GATE" '.status.steps[] | select(.action == "Validate") | .evidenc
 check "gate: the Validate step keeps its evidence (300 GB/s, floor 500)" $? "$ev"
 events_for "$GATE" | grep -qx GateFailed
 check "gate: a GateFailed event" $? "$(events_for "$GATE" | tr '\n' ' ')"
-others=$(trays_json | jq -c --arg d "$FROM_DRIVER" '[.[] | select(.spec.index > 2) |
+# On a failure, each offending tray in full (what of it differs), and the
+# Nodes, so that a touched tray can be told from a check that read too early.
+touched=$(trays_json | jq -c --arg d "$FROM_DRIVER" '[.[] | select(.spec.index > 2) |
 	select(.spec.driver.version != $d or .status.driver.version != $d or
-		(.spec.maintenance.state // "None") != "None" or .spec.validation != null) | .spec.index]')
+		(.spec.maintenance.state // "None") != "None" or .spec.validation != null) |
+	{i: .spec.index, spec: .spec.driver.version, status: .status.driver.version,
+	 maint: .spec.maintenance, validation: .spec.validation,
+	 rv: .metadata.resourceVersion}]')
+others=$(jq -c '[.[].i]' <<<"$touched")
 cordoned=$(k get nodes -o json | jq -c '[.items[] | select(.spec.unschedulable == true) | .metadata.name]')
 [[ $others == "[]" && $cordoned == "[\"$(node 1)\",\"$(node 2)\"]" ]]
 check "gate: no tray outside the canary touched; the canary held cordoned" $? \
-	"others=$others cordoned=$cordoned"
+	"others=$others cordoned=$cordoned trays=$touched nodes=$(k get nodes -o json |
+		jq -c '[.items[] | {n: .metadata.name, u: .spec.unschedulable, l: .metadata.labels["nvl72.io/maintenance"]}]')"
 k patch rackupgrade "$GATE" --type=merge -p '{"spec":{"abort":true}}' >/dev/null
 wait_for 60 phase_is "$GATE" Aborted && released
 check "gate: abort releases the held canary" $? "$(ustatus "$GATE" '.status | {phase, message}')"
