@@ -8,7 +8,7 @@ VERSION := 0.1.0
 BUILD   ?= build
 CC      ?= gcc
 FUZZCC  ?= clang
-PKGS    := libcurl jansson yaml-0.1 libwebsockets openssl
+PKGS    := libcurl jansson yaml-0.1 libwebsockets openssl libnghttp2
 JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 
 WARN := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wconversion \

@@ -11,6 +11,7 @@ need=(
 	"pc:yaml-0.1:libyaml-dev"
 	"pc:libwebsockets:libwebsockets-dev"
 	"pc:openssl:libssl-dev"
+	"pc:libnghttp2:libnghttp2-dev"
 	"pc:cmocka:libcmocka-dev"
 	"cmd:pkg-config:pkg-config"
 	"cmd:gcc:gcc"
@@ -60,7 +61,7 @@ fi
 # sysroot under the cache, next to the installed arm64 runtime library.
 cross_pkgs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libcurl4-openssl-dev:arm64
 	libjansson-dev:arm64 libyaml-dev:arm64 libssl-dev:arm64 libcap-dev:arm64
-	libwebsockets17:arm64)
+	libnghttp2-dev:arm64 libwebsockets17:arm64)
 cache=${NVL72_CACHE:-$HOME/.cache/nvl72-operator}
 sysroot=$cache/arm64
 if [[ $(uname -m) == x86_64 ]] && command -v dpkg >/dev/null; then
