@@ -621,6 +621,55 @@ static void test_grpc_server_stream_flood(void **state)
 	cli_close(&c);
 }
 
+/* Rapid reset (CVE-2023-44487): streams opened and reset at once still
+ * take their tokens, so the peer is sent GOAWAY ENHANCE_YOUR_CALM. */
+static void test_grpc_server_rapid_reset(void **state)
+{
+	struct fix *f = *state;
+	nghttp2_hd_deflater *def;
+	nghttp2_nv nva[] = {
+	        CNV(":method", "POST"),
+	        CNV(":scheme", "http"),
+	        CNV(":path", DRA_PATH_GET_INFO),
+	        CNV(":authority", "x"),
+	        CNV("content-type", "application/grpc"),
+	};
+	static const uint8_t cancel[4] = {0, 0, 0, NGHTTP2_CANCEL};
+	uint8_t blk[512];
+	int64_t code;
+	assert_int_equal(nghttp2_hd_deflate_new(&def, 4096), 0);
+	int fd = sock_connect(f->path);
+	raw_send(fd, NGHTTP2_CLIENT_MAGIC, NGHTTP2_CLIENT_MAGIC_LEN);
+	raw_frame(fd, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+	for (uint32_t sid = 1; sid < 2 * 500; sid += 2) {
+		ssize_t n = nghttp2_hd_deflate_hd(def, blk, sizeof(blk), nva, 5);
+		assert_true(n > 0);
+		raw_frame(fd, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, sid, blk, (size_t)n);
+		raw_frame(fd, NGHTTP2_RST_STREAM, 0, sid, cancel, sizeof(cancel));
+	}
+	assert_true(raw_until_eof(fd, &code));
+	assert_int_equal(code, NGHTTP2_ENHANCE_YOUR_CALM);
+	(void)close(fd);
+	nghttp2_hd_deflate_del(def);
+}
+
+/* A peer that sends PINGs and never reads the answers is closed, once
+ * nghttp2's queue of acknowledgements or the deadline on unread output
+ * says so. */
+static void test_grpc_server_ping_flood(void **state)
+{
+	struct fix *f = *state;
+	static const uint8_t data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	int64_t code;
+	int fd = sock_connect(f->path);
+	raw_send(fd, NGHTTP2_CLIENT_MAGIC, NGHTTP2_CLIENT_MAGIC_LEN);
+	raw_frame(fd, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+	for (int i = 0; i < 20000; i++)
+		raw_frame(fd, NGHTTP2_PING, 0, 0, data, sizeof(data));
+	assert_true(raw_until_eof(fd, &code));
+	(void)close(fd);
+}
+
 /* Opens streams on a raw connection: HEADERS of a GetInfo call without
  * END_STREAM, with one extra header of extra_len bytes when extra_len > 0. */
 static int raw_open_streams(const char *path, uint32_t n, size_t extra_len)
@@ -835,6 +884,10 @@ int main(void)
 	                                        fix_teardown),
 	        cmocka_unit_test_setup_teardown(test_grpc_server_garbage, fix_setup, fix_teardown),
 	        cmocka_unit_test_setup_teardown(test_grpc_server_stream_flood, fix_setup,
+	                                        fix_teardown),
+	        cmocka_unit_test_setup_teardown(test_grpc_server_rapid_reset, fix_setup,
+	                                        fix_teardown),
+	        cmocka_unit_test_setup_teardown(test_grpc_server_ping_flood, fix_setup,
 	                                        fix_teardown),
 	        cmocka_unit_test_setup_teardown(test_grpc_server_streams_max, fix_setup,
 	                                        fix_teardown),
