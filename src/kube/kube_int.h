@@ -237,8 +237,13 @@ struct kube_backoff {
 /* Random integer in [lo, hi]. */
 int64_t kube_rand_range(int64_t lo, int64_t hi);
 
+/* A Lease claiming more than this many times our own lease duration is
+ * judged by our own duration instead (see leader.c). */
+#define KUBE_LEADER_CLAIM_FACTOR 4
+
 #ifdef NVL72_UNIT_TEST
 /* Static helpers the unit tests reach (see TESTABLE in base.h). */
+int64_t kube_leader_claim_ms(int64_t claimed_ms, int64_t lease_ms);
 enum nv_err kube_config_in_cluster_at(const char *sa_dir, const char *host, const char *port,
                                       struct kube_config **out, struct kube_status *st);
 int64_t kube_backoff_next(struct kube_backoff *b, int retry_after_s, int64_t now_ms);

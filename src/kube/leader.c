@@ -2,6 +2,8 @@
 // Leader election on a coordination.k8s.io/v1 Lease, as client-go does it:
 // expiry judged by our own clock since we saw the record change (never the
 // holder's timestamps), writes guarded by resourceVersion, release on stop.
+// A holder's claimed duration is believed only within a bound of our own.
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +21,7 @@ struct kube_leader {
 	bool leading;
 	char *obs_rv; /* resourceVersion of the record last seen */
 	char *obs_holder;
+	char *warned_holder;  /* last holder whose claimed duration was not believed */
 	int64_t obs_ms;       /* when it changed, at the earliest (monotonic) */
 	int64_t prev_poll_ms; /* when we last read the record */
 	int64_t expires_ms;   /* when another holder's lease runs out for us */
@@ -65,6 +68,7 @@ void kube_leader_free(struct kube_leader *le)
 	pthread_mutex_destroy(&le->mu);
 	free(le->obs_rv);
 	free(le->obs_holder);
+	free(le->warned_holder);
 	free(le->ns);
 	free(le->name);
 	free(le->id);
@@ -160,6 +164,36 @@ static json_t *lease_spec(struct kube_leader *le, const json_t *old, bool releas
 	return spec;
 }
 
+/* How long a holder's term is believed to last, in ms. A Lease may claim
+ * more than our own duration (replicas being rolled to a longer one), but
+ * not more than KUBE_LEADER_CLAIM_FACTOR times it: whoever can write the
+ * Lease once could otherwise claim a year and stop every other candidate. */
+TESTABLE int64_t kube_leader_claim_ms(int64_t claimed_ms, int64_t lease_ms)
+{
+	if (claimed_ms > lease_ms * KUBE_LEADER_CLAIM_FACTOR)
+		return lease_ms;
+	return claimed_ms;
+}
+
+static int64_t believed_ms(struct kube_leader *le, const json_t *lease, const char *holder)
+{
+	json_int_t secs = json_integer_value(jx_path(lease, "spec.leaseDurationSeconds"));
+	int64_t claimed = secs > 0 && secs < INT64_MAX / 1000 ? (int64_t)secs * 1000 : 0;
+	int64_t ms = kube_leader_claim_ms(claimed, le->o.lease_ms);
+
+	if (ms == claimed) {
+		free(le->warned_holder);
+		le->warned_holder = NULL;
+	} else if (le->warned_holder == NULL || strcmp(le->warned_holder, holder) != 0) {
+		log_warn("kube", "lease claims a duration far above ours; using ours",
+		         "lease=%s/%s holder=\"%s\" claimed_s=%lld used_s=%lld", le->ns, le->name,
+		         holder, (long long)secs, (long long)(ms / 1000));
+		free(le->warned_holder);
+		le->warned_holder = xstrdup(holder);
+	}
+	return ms;
+}
+
 /* One round: creates, takes over or renews the lease. */
 static bool try_acquire(struct kube_leader *le)
 {
@@ -180,8 +214,7 @@ static bool try_acquire(struct kube_leader *le)
 	} else if (rc == NV_OK) {
 		observe(le, lease, now);
 		const char *holder = jx_str_or(lease, "spec.holderIdentity", "");
-		int64_t dur =
-		        json_integer_value(jx_path(lease, "spec.leaseDurationSeconds")) * 1000;
+		int64_t dur = believed_ms(le, lease, holder);
 		if (*holder && strcmp(holder, le->id) != 0 && now < le->obs_ms + dur) {
 			le->expires_ms = le->obs_ms + dur;
 			goto out; /* held by someone else and not expired */
