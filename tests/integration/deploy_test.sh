@@ -197,6 +197,39 @@ else
 	not_ok "no wildcard verb, resource or group in any rendered Role or ClusterRole" "$(one_line "$wild")"
 fi
 
+# Leases: RBAC cannot name an agent's Lease, so the only grant of Lease
+# writes to the agent is a Role in the release namespace, and the own-lease
+# policy (Deny, fail closed) that narrows it to its tray's Lease is rendered
+# with the operator's leader Lease name.
+agent_lease_grants=$(yq -c --arg ns "$ns" '
+	select(.kind == "RoleBinding" or .kind == "ClusterRoleBinding") |
+	select(any(.subjects[]?; .kind == "ServiceAccount" and .name == "nvl72-operator-agent")) |
+	{kind, ns: (.metadata.namespace // ""), role: .roleRef.name, rkind: .roleRef.kind}' "$tmp/default.yaml" |
+	while read -r b; do
+		rk=$(jq -r .rkind <<<"$b") rn=$(jq -r .role <<<"$b")
+		verbs=$(yq -c --arg k "$rk" --arg n "$rn" 'select(.kind == $k and .metadata.name == $n) |
+			[.rules[] | select((.apiGroups // []) | index("coordination.k8s.io")) |
+			 select((.resources // []) | index("leases")) | .verbs[] |
+			 select(. == "create" or . == "update" or . == "patch" or . == "delete" or . == "deletecollection")] | unique' \
+			"$tmp/default.yaml")
+		[[ $verbs == "[]" || -z $verbs ]] || printf '%s %s %s\n' "$(jq -r .kind <<<"$b")" "$(jq -r .ns <<<"$b")" "$verbs"
+	done)
+leader=$(yq -r 'select(.kind == "Deployment") | .spec.template.spec.containers[0].args[] |
+	select(startswith("--leader-election-id=")) | sub("--leader-election-id="; "")' "$tmp/default.yaml")
+policy=$(yq -c 'select(.kind == "ValidatingAdmissionPolicy" and .metadata.name == "nvl72-operator-agent-own-lease") |
+	{f: .spec.failurePolicy, p: .spec.paramKind.kind, ops: .spec.matchConstraints.resourceRules[0].operations,
+	 v: [.spec.validations[].expression]}' "$tmp/default.yaml")
+pbind=$(yq -c 'select(.kind == "ValidatingAdmissionPolicyBinding" and .metadata.name == "nvl72-operator-agent-own-lease") |
+	{a: .spec.validationActions, nf: .spec.paramRef.parameterNotFoundAction}' "$tmp/default.yaml")
+if [[ $agent_lease_grants == "RoleBinding $ns "* && $(wc -l <<<"$agent_lease_grants") == 1 &&
+	$(jq -r '.f + " " + .p + " " + (.ops | join(","))' <<<"$policy") == "Fail ComputeTray CREATE,UPDATE,DELETE" &&
+	$(jq -r --arg l "\"$leader\"" '.v | map(select(contains($l))) | length' <<<"$policy") == 1 &&
+	$pbind == '{"a":["Deny"],"nf":"Deny"}' ]]; then
+	ok "the agent may write Leases only through a Role in $ns, narrowed to its own tray's by a fail-closed policy that names the leader Lease ($leader)"
+else
+	not_ok "agent Lease writes are confined" "grants=$(one_line "$agent_lease_grants") leader=$leader policy=$(one_line "$policy") binding=$pbind"
+fi
+
 dep=$(yq -c 'select(.kind == "Deployment")' "$tmp/default.yaml")
 problems=$(jq -r '
 	.spec.template.spec as $p | $p.containers[0] as $c |
@@ -482,6 +515,11 @@ can no "$agent_sa" get secrets -n "$ns"
 can no "$agent_sa" list pods
 can no "$agent_sa" patch nodes
 can no "$agent_sa" create leases.coordination.k8s.io -n default
+can no "$agent_sa" update leases.coordination.k8s.io -n default
+can no "$agent_sa" delete leases.coordination.k8s.io -n "$ns"
+can no "$agent_sa" delete leases.coordination.k8s.io/nvl72-operator -n "$ns"
+can no "$agent_sa" get /metrics
+can no "$op_sa" get /metrics
 # People: a window owner bound to nvl72-approver may approve, not more.
 out=$(k create clusterrolebinding deploy-test-approver --clusterrole=nvl72-approver --user=alice 2>&1) ||
 	not_ok "bind alice to nvl72-approver" "$(one_line "$out")"
