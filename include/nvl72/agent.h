@@ -61,8 +61,9 @@ struct agent_config {
 	int64_t heartbeat_ms;
 	int64_t lease_duration_ms;
 	int64_t tray_wait_ms;
-	char *fm_policy;    /* "mask" or "report" */
-	char *metrics_bind; /* "ADDR:PORT" or "" (off) */
+	char *fm_policy;            /* "mask" or "report" */
+	char *metrics_bind;         /* "ADDR:PORT" or "" (off) */
+	bool metrics_require_token; /* /metrics only for tokens allowed "get" on it */
 	char *log_level;
 	char *log_format;
 	char *log_debug;

@@ -16,6 +16,7 @@
 #include "nvl72/base.h"
 #include "nvl72/json.h"
 #include "nvl72/kube.h"
+#include "nvl72/kube_access.h"
 #include "nvl72/kube_ctrl.h"
 #include "nvl72/metrics.h"
 #include "nvl72/web.h"
@@ -51,6 +52,7 @@ struct agent {
 	struct kube_workers *w;
 	struct kube_recorder *rec;
 	struct web_server *web;
+	struct kube_access *access; /* /metrics checker with --metrics-require-token */
 	struct agent_metrics m;
 	pthread_t hb;
 	bool hb_started;
@@ -696,11 +698,19 @@ static enum nv_err web_start(struct agent *a)
 	rc = agent_config_metrics_addr(a->cfg, addr, sizeof(addr), &port);
 	if (rc != NV_OK || port < 0)
 		return rc;
-	rc = web_server_new(&(struct web_config){.name = "agent",
-	                                         .bind_addr = addr[0] ? addr : NULL,
-	                                         .port = port,
-	                                         .metrics = a->m.reg},
-	                    &a->web);
+	struct web_config wc = {.name = "agent",
+	                        .bind_addr = addr[0] ? addr : NULL,
+	                        .port = port,
+	                        .metrics = a->m.reg};
+	if (a->cfg->metrics_require_token) {
+		/* As the operator's: a TokenReview and a SubjectAccessReview for
+		 * "get" on /metrics; the probes stay open for the kubelet. */
+		if (a->access == NULL)
+			a->access = kube_access_new(a->c, 0, 0, 0);
+		wc.metrics_authz = kube_access_authz;
+		wc.metrics_authz_arg = a->access;
+	}
+	rc = web_server_new(&wc, &a->web);
 	if (rc == NV_OK)
 		rc = web_check_add(a->web, WEB_PROBE_LIVE, "heartbeat", check_heartbeat, a);
 	if (rc == NV_OK)
@@ -820,6 +830,8 @@ out:
 	a->w = NULL;
 	web_server_free(a->web);
 	a->web = NULL;
+	kube_access_free(a->access);
+	a->access = NULL;
 	kube_informer_free(a->inf);
 	a->inf = NULL;
 	if (a->hb_started)

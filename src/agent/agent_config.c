@@ -74,6 +74,10 @@ static const struct flag opts[] = {
          "disable and mask it; report = only a blocking condition"},
         {"metrics-bind-address", S(metrics_bind), &flag_string, "", 0, 0, NULL,
          "ADDR:PORT serving /metrics, /healthz and /readyz over HTTP; empty: off"},
+        {"metrics-require-token", S(metrics_require_token), &flag_bool, "false", 0, 0, NULL,
+         "serve /metrics only to a bearer token that a TokenReview authenticates and a "
+         "SubjectAccessReview allows \"get\" on /metrics (401/403 otherwise), as the operator "
+         "does; needs create on tokenreviews and subjectaccessreviews; the probes stay open"},
         {"log-level", S(log_level), FLAG_ENUM("error|warn|info|debug"), "info", 0, 0,
          "NVL72_LOG_LEVEL", "log level"},
         {"log-format", S(log_format), FLAG_ENUM("text|json"), "text", 0, 0, NULL,

@@ -109,6 +109,20 @@ static bool check_leader(void *arg, struct buf *why)
 
 /* ---- construction ---- */
 
+/* Every server that serves the registry on /metrics (the metrics server
+ * and the webhook's) authorises it alike: with --metrics-require-token, as
+ * kube-rbac-proxy does, the scraper's token must be allowed "get" on
+ * /metrics (docs/metrics.md). One checker serves them all. */
+static void metrics_guard(struct op *op, struct web_config *wc)
+{
+	if (!op->cfg.metrics_require_token)
+		return;
+	if (op->access == NULL)
+		op->access = kube_access_new(op->c, 0, 0, 0);
+	wc->metrics_authz = kube_access_authz;
+	wc->metrics_authz_arg = op->access;
+}
+
 static enum nv_err server_new(struct op *op, const char *name, const char *addr, bool metrics,
                               struct web_server **out)
 {
@@ -135,14 +149,8 @@ static enum nv_err server_new(struct op *op, const char *name, const char *addr,
 		wc.post_authz = kube_access_authz;
 		wc.post_authz_arg = op->access;
 	}
-	if (metrics && op->cfg.metrics_require_token) {
-		/* As kube-rbac-proxy: the scraper's token must be allowed "get"
-		 * on /metrics (docs/metrics.md). One checker serves both. */
-		if (op->access == NULL)
-			op->access = kube_access_new(op->c, 0, 0, 0);
-		wc.metrics_authz = kube_access_authz;
-		wc.metrics_authz_arg = op->access;
-	}
+	if (metrics)
+		metrics_guard(op, &wc);
 	return web_server_new(&wc, out);
 }
 
@@ -351,16 +359,17 @@ static enum nv_err webhook_start(struct op *op)
 	}
 	if ((rc = w->serving_cert(w->arg, op, &cert, &key)) != NV_OK)
 		return rc;
-	rc = web_server_new(&(struct web_config){.name = "webhook",
-	                                         .bind_addr = host[0] ? host : NULL,
-	                                         .port = port,
-	                                         .tls_cert_pem = cert,
-	                                         .tls_key_pem = key,
-	                                         /* The apiserver sends reviews up to
-	                                          * its own 3 MiB request limit. */
-	                                         .body_max = WEBHOOK_REVIEW_MAX_DEFAULT,
-	                                         .metrics = op->reg},
-	                    &op->webhook);
+	struct web_config wc = {.name = "webhook",
+	                        .bind_addr = host[0] ? host : NULL,
+	                        .port = port,
+	                        .tls_cert_pem = cert,
+	                        .tls_key_pem = key,
+	                        /* The apiserver sends reviews up to its own 3 MiB
+	                         * request limit. */
+	                        .body_max = WEBHOOK_REVIEW_MAX_DEFAULT,
+	                        .metrics = op->reg};
+	metrics_guard(op, &wc);
+	rc = web_server_new(&wc, &op->webhook);
 	secure_free_str(cert);
 	secure_free_str(key);
 	if (rc == NV_OK)

@@ -48,9 +48,10 @@ const struct flag op_flags[] = {
         {"metrics-bind-address", CFG(metrics_addr), OP_FLAG_STRING, ":8080", 0, 0, NULL,
          "Address of /metrics, as [host]:port; \"0\" turns it off."},
         {"metrics-require-token", CFG(metrics_require_token), OP_FLAG_BOOL, "false", 0, 1, NULL,
-         "Serve /metrics only to a bearer token that a TokenReview authenticates and a "
-         "SubjectAccessReview allows \"get\" on the non-resource URL /metrics (401/403 "
-         "otherwise); off: anyone who reaches the port may scrape."},
+         "Serve /metrics, on the metrics and the webhook port alike, only to a bearer token "
+         "that a TokenReview authenticates and a SubjectAccessReview allows \"get\" on the "
+         "non-resource URL /metrics (401/403 otherwise); off: anyone who reaches the port may "
+         "scrape."},
         {"health-probe-bind-address", CFG(probe_addr), OP_FLAG_STRING, ":8081", 0, 0, NULL,
          "Address of /healthz and /readyz; \"0\" turns it off."},
         {"dashboard-bind-address", CFG(dashboard_addr), OP_FLAG_STRING, ":8082", 0, 0, NULL,

@@ -61,6 +61,12 @@ static void test_agent_config_parse_defaults(void **state)
 	assert_string_equal(p.c.tool_ns, "host");
 	assert_false(agent_config_tools_in_agent_ns(&p.c));
 	assert_int_equal(p.c.n_installer, 0);
+	assert_false(p.c.metrics_require_token);
+	agent_config_clear(&p.c);
+	parse(&p, (const char *[]){"a", "--node-name", "n1", "--metrics-require-token", NULL},
+	      NULL);
+	assert_int_equal(p.rc, NV_OK);
+	assert_true(p.c.metrics_require_token);
 	agent_config_clear(&p.c);
 }
 
@@ -195,11 +201,12 @@ static void test_agent_config_parse_actions(void **state)
 static void test_agent_config_usage_lists_every_flag(void **state)
 {
 	static const char *const flags[] = {
-	        "--node-name",     "--node-ip",   "--lease-namespace", "--host-root",
-	        "--nvml-path",     "--systemctl", "--modprobe",        "--modinfo",
-	        "--imex-bin",      "--imex-ctl",  "--installer-arg",   "--tool-timeout",
-	        "--resync-period", "--log-level", "--kubeconfig",      "--tray",
-	        "--tool-namespace"};
+	        "--node-name",     "--node-ip",        "--lease-namespace",
+	        "--host-root",     "--nvml-path",      "--systemctl",
+	        "--modprobe",      "--modinfo",        "--imex-bin",
+	        "--imex-ctl",      "--installer-arg",  "--tool-timeout",
+	        "--resync-period", "--log-level",      "--kubeconfig",
+	        "--tray",          "--tool-namespace", "--metrics-require-token"};
 	struct buf help, md;
 
 	(void)state;
