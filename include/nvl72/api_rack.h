@@ -227,13 +227,16 @@ struct api_gpu_status {
 	char pci_bus_id[33];
 	char product[97];
 	char vbios[33];
+	char board_part_number[81];
+	char serial[31];
 	char fabric_state[17]; /* NotSupported|NotStarted|InProgress|Completed */
 	char fabric_status[65];
 	char cluster_uuid[37];
 	int64_t clique_id;   /* -1: unknown */
 	int64_t health_mask; /* -1: unknown */
 	char health_summary[17];
-	int chassis_slot; /* -1: unknown */
+	char health_source[9]; /* summary|mask; "" unknown */
+	int chassis_slot;      /* -1: unknown */
 	int tray_index;
 	char chassis_serial[33];
 };
@@ -283,6 +286,7 @@ struct api_compute_tray_status {
 	char cluster_uuid[37];
 	char clique_id[49];
 	char fabric_health[17];
+	char fabric_health_source[9]; /* summary|mask */
 	char imex_mode[9];
 	char imex_address[254];
 	char imex_version[17];

@@ -110,6 +110,24 @@ bool host_health_has_fault(const struct host_fabric_health *h);
 /* Comma-separated problems ("degradedBandwidth,noPartition") or "". */
 void host_health_describe(const struct host_fabric_health *h, char *out, size_t outsz);
 
+/* Where a GPU's health summary came from. nvmlGpuFabricInfo_v3_t, which
+ * carries healthSummary, first appears in the NVML API 13 headers (R580);
+ * API 12 drivers (R570, R575) answer only nvmlGpuFabricInfo_v2_t, which has
+ * the health mask alone. */
+enum host_health_source {
+	HOST_HEALTH_SRC_NONE = 0, /* no v2+ structure: nothing decided */
+	HOST_HEALTH_SRC_SUMMARY,  /* NVML's own healthSummary */
+	HOST_HEALTH_SRC_MASK,     /* decided here from healthMask */
+};
+/* "summary", "mask", or "" for NONE. */
+const char *host_health_source_name(enum host_health_source s);
+/* The summary a decoded mask supports on its own, for drivers that report
+ * none: NOT_SUPPORTED when no field is supported; LIMITED_CAPACITY when the
+ * only fault is degraded bandwidth; UNHEALTHY for any other fault (those of
+ * host_health_has_fault); else HEALTHY. NVML does not publish how it derives
+ * its own summary, so this mapping is the project's. */
+enum host_health_summary host_health_from_mask(const struct host_fabric_health *h);
+
 struct host_gpu {
 	unsigned index;
 	char uuid[HOST_UUID_LEN];
@@ -120,8 +138,15 @@ struct host_gpu {
 	uint32_t clique_id;
 	bool has_health; /* NVML returned a v2+ structure */
 	uint32_t health_mask;
-	enum host_health_summary health_summary;
+	enum host_health_summary health_summary; /* NVML's, or from the mask */
+	enum host_health_source health_source;
 	struct host_fabric_health health;
+	/* Inventory; "" when NVML does not give it. Sizes are the buffers
+	 * nvml.h guarantees large enough (NVML_DEVICE_*_BUFFER_SIZE). */
+	char vbios[32];      /* nvmlDeviceGetVbiosVersion: VBIOS_VERSION */
+	char pci_bus_id[32]; /* nvmlDeviceGetPciInfo_v3 busId: PCI_BUS_ID */
+	char board_part[80]; /* nvmlDeviceGetBoardPartNumber: PART_NUMBER */
+	char serial[30];     /* nvmlDeviceGetSerial: SERIAL */
 	bool has_platform;
 	char chassis_serial[17];
 	unsigned slot, tray_index, host_id, peer_type, module_id;
@@ -139,6 +164,9 @@ enum host_fabric_state host_tray_fabric_state(const struct host_gpu *gpus, size_
 /* The worst health summary of the GPUs that report one (Unhealthy, then
  * LimitedCapacity, then Healthy); NOT_SUPPORTED when none does. */
 enum host_health_summary host_tray_health_summary(const struct host_gpu *gpus, size_t n);
+/* MASK when any GPU's health was decided from its mask, else SUMMARY when
+ * any GPU reports one, else NONE. */
+enum host_health_source host_tray_health_source(const struct host_gpu *gpus, size_t n);
 
 /* ---- IMEX ---- */
 
@@ -595,6 +623,7 @@ struct host_obs {
 	struct host_obs_part gpus_part;
 	enum host_fabric_state fabric;   /* worst of the GPUs */
 	enum host_health_summary health; /* worst of the GPUs */
+	enum host_health_source health_source;
 	bool has_clique;
 	char clique[HOST_CLIQUE_LEN];
 	struct host_obs_part clique_part; /* NV_E_STATE / NV_E_CONFLICT and the GPU */

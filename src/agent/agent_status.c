@@ -256,6 +256,10 @@ static json_t *gpu_json(const struct host_gpu *g)
 
 	set_int(o, "index", g->index);
 	set_str(o, "uuid", g->uuid);
+	set_str(o, "pciBusId", g->pci_bus_id);
+	set_str(o, "vbios", g->vbios);
+	set_str(o, "boardPartNumber", g->board_part);
+	set_str(o, "serial", g->serial);
 	if (g->fabric_state != HOST_FABRIC_UNKNOWN)
 		set_str(f, "state", host_fabric_state_name(g->fabric_state));
 	if (g->fabric_state == HOST_FABRIC_COMPLETED)
@@ -268,6 +272,7 @@ static json_t *gpu_json(const struct host_gpu *g)
 		set_int(f, "healthMask", g->health_mask);
 		if (g->health_summary != HOST_HEALTH_UNKNOWN)
 			set_str(f, "healthSummary", host_health_summary_name(g->health_summary));
+		set_str(f, "healthSource", host_health_source_name(g->health_source));
 		json_object_set_new(f, "health", health_json(&g->health));
 	}
 	json_object_set_new(o, "fabric", f);
@@ -304,6 +309,7 @@ static json_t *fabric_json(const struct host_obs *obs)
 	json_object_set_new(o, "cliqueID", json_string(obs->has_clique ? obs->clique : ""));
 	if (obs->health != HOST_HEALTH_UNKNOWN)
 		set_str(o, "healthSummary", host_health_summary_name(obs->health));
+	set_str(o, "healthSource", host_health_source_name(obs->health_source));
 	return o;
 }
 
@@ -501,9 +507,10 @@ static void cond_health(const struct agent_report *r, struct cond *c)
 			continue;
 		fault = true;
 		host_health_describe(&g->health, what, sizeof(what));
-		snprintf(msg + n, sizeof(msg) - n, "%sGPU %u: %s%s%s%s", n ? "; " : "", g->index,
-		         host_health_summary_name(g->health_summary), what[0] ? " (" : "", what,
-		         what[0] ? ")" : "");
+		snprintf(msg + n, sizeof(msg) - n, "%sGPU %u: %s%s%s%s%s", n ? "; " : "", g->index,
+		         host_health_summary_name(g->health_summary),
+		         g->health_source == HOST_HEALTH_SRC_MASK ? " from the health mask" : "",
+		         what[0] ? " (" : "", what, what[0] ? ")" : "");
 	}
 	if (o->health == HOST_HEALTH_UNHEALTHY)
 		cond_set(c, "False", "Unhealthy", "%s", msg);

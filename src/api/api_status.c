@@ -111,6 +111,8 @@ static json_t *gpu_to_json(const struct api_gpu_status *g)
 	api_json_set_str(o, "pciBusId", g->pci_bus_id);
 	api_json_set_str(o, "product", g->product);
 	api_json_set_str(o, "vbios", g->vbios);
+	api_json_set_str(o, "boardPartNumber", g->board_part_number);
+	api_json_set_str(o, "serial", g->serial);
 	api_json_set_str(f, "state", g->fabric_state);
 	api_json_set_str(f, "status", g->fabric_status);
 	api_json_set_str(f, "clusterUUID", g->cluster_uuid);
@@ -119,6 +121,7 @@ static json_t *gpu_to_json(const struct api_gpu_status *g)
 	if (g->health_mask >= 0)
 		set_int(f, "healthMask", g->health_mask);
 	api_json_set_str(f, "healthSummary", g->health_summary);
+	api_json_set_str(f, "healthSource", g->health_source);
 	json_object_set_new(o, "fabric", f);
 	api_json_set_str(p, "chassisSerial", g->chassis_serial);
 	if (g->chassis_slot >= 0)
@@ -188,6 +191,7 @@ json_t *api_compute_tray_status_to_json(const struct api_compute_tray_status *s)
 	api_json_set_str(fab, "clusterUUID", s->cluster_uuid);
 	api_json_set_str(fab, "cliqueID", s->clique_id);
 	api_json_set_str(fab, "healthSummary", s->fabric_health);
+	api_json_set_str(fab, "healthSource", s->fabric_health_source);
 	json_object_set_new(o, "fabric", fab);
 	json_object_set_new(o, "imex", tray_imex_to_json(s));
 	if (s->host_fm_state[0] != '\0') {

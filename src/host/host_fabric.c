@@ -51,6 +51,27 @@ bool host_health_has_fault(const struct host_fabric_health *h)
 	       h->access_timeout == 1 || h->incorrect_config >= 2 || h->partition == 2;
 }
 
+const char *host_health_source_name(enum host_health_source s)
+{
+	return s == HOST_HEALTH_SRC_SUMMARY ? "summary" : s == HOST_HEALTH_SRC_MASK ? "mask" : "";
+}
+
+enum host_health_summary host_health_from_mask(const struct host_fabric_health *h)
+{
+	bool any = h->degraded_bw || h->route_recovery || h->route_unhealthy || h->access_timeout ||
+	           h->incorrect_config || h->partition;
+
+	if (!any)
+		return HOST_HEALTH_NOT_SUPPORTED;
+	if (h->route_recovery == 1 || h->route_unhealthy == 1 || h->access_timeout == 1 ||
+	    h->incorrect_config >= 2 || h->partition == 2)
+		return HOST_HEALTH_UNHEALTHY;
+	/* Traffic still flows, at less than full bandwidth. */
+	if (h->degraded_bw == 1)
+		return HOST_HEALTH_LIMITED_CAPACITY;
+	return HOST_HEALTH_HEALTHY;
+}
+
 static const char *const incorrect_names[] = {
         [2] = "incorrectSysGuid",    [3] = "incorrectChassisSerial",  [4] = "noPartition",
         [5] = "insufficientNvlinks", [6] = "incompatibleGpuFirmware", [7] = "invalidLocation",
@@ -124,6 +145,21 @@ enum host_health_summary host_tray_health_summary(const struct host_gpu *gpus, s
 			worst = s;
 	}
 	return worst;
+}
+
+enum host_health_source host_tray_health_source(const struct host_gpu *gpus, size_t n)
+{
+	enum host_health_source src = HOST_HEALTH_SRC_NONE;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!gpus[i].has_health)
+			continue;
+		if (gpus[i].health_source == HOST_HEALTH_SRC_MASK)
+			return HOST_HEALTH_SRC_MASK;
+		if (gpus[i].health_source == HOST_HEALTH_SRC_SUMMARY)
+			src = HOST_HEALTH_SRC_SUMMARY;
+	}
+	return src;
 }
 
 static void why_gpu(char *why, size_t whysz, const struct host_gpu *g, const char *what)

@@ -2,6 +2,9 @@
 // NVML through dlopen: the few structures and entry points the agent uses
 // are declared here with NVML's versioned layouts, so the build needs no
 // NVIDIA headers or libraries and a tray without a driver still runs us.
+// Layouts and names follow nvml.h as NVIDIA publishes it (NVIDIA/go-nvml
+// gen/nvml/nvml.h: NVML API 12 as of 12.9 for R570/R575, API 13 from
+// 13.0.39 for R580).
 #include "nvl72/host.h"
 
 #include <dlfcn.h>
@@ -26,7 +29,8 @@ struct nvml_fabric_v1 {
 	unsigned char state;
 };
 
-/* nvmlGpuFabricInfo_v3_t (v2 is the same without health_summary). */
+/* nvmlGpuFabricInfo_v3_t (API 13 / R580 headers on); v2, the newest an
+ * API 12 driver (R570, R575) knows, is the same without health_summary. */
 struct nvml_fabric_v3 {
 	unsigned int version;
 	unsigned char cluster_uuid[16];
@@ -49,6 +53,18 @@ struct nvml_platform_v2 {
 	unsigned char module_id;
 };
 
+/* nvmlPciInfo_t as nvmlDeviceGetPciInfo_v3 fills it (API 12 and 13 alike);
+ * bus_id is NVML_DEVICE_PCI_BUS_ID_FMT, "%08X:%02X:%02X.0". */
+struct nvml_pci_info {
+	char bus_id_legacy[16];
+	unsigned int domain;
+	unsigned int bus;
+	unsigned int device;
+	unsigned int pci_device_id;
+	unsigned int pci_subsystem_id;
+	char bus_id[32];
+};
+
 /* NVML_STRUCT_VERSION: the size in the low bits, the version on top. */
 #define NVML_VER(size, v) ((unsigned int)(size) | ((unsigned int)(v) << 24))
 #define NVML_FABRIC_V2_SIZE 36u
@@ -67,6 +83,10 @@ struct nvml_lib {
 	int (*fabric_v)(void *, struct nvml_fabric_v3 *);
 	int (*fabric_v1)(void *, struct nvml_fabric_v1 *);
 	int (*platform)(void *, struct nvml_platform_v2 *);
+	int (*vbios)(void *, char *, unsigned int);
+	int (*pci)(void *, struct nvml_pci_info *);
+	int (*part)(void *, char *, unsigned int);
+	int (*serial)(void *, char *, unsigned int);
 };
 
 /* dlsym into a function pointer without an object-to-function cast. */
@@ -107,6 +127,10 @@ static enum nv_err nvml_open(struct host *h, struct nvml_lib **out, char *why, s
 	SYM(l, fabric_v, "nvmlDeviceGetGpuFabricInfoV");
 	SYM(l, fabric_v1, "nvmlDeviceGetGpuFabricInfo");
 	SYM(l, platform, "nvmlDeviceGetPlatformInfo");
+	SYM(l, vbios, "nvmlDeviceGetVbiosVersion");
+	SYM(l, pci, "nvmlDeviceGetPciInfo_v3");
+	SYM(l, part, "nvmlDeviceGetBoardPartNumber");
+	SYM(l, serial, "nvmlDeviceGetSerial");
 	if (l->init == NULL || l->shutdown == NULL || l->count == NULL || l->handle == NULL) {
 		if (why != NULL)
 			snprintf(why, whysz, "%s lacks the NVML entry points", h->cfg.nvml_path);
@@ -164,21 +188,51 @@ static enum host_fabric_state fabric_state(unsigned char s)
 	return s <= HOST_FABRIC_COMPLETED ? (enum host_fabric_state)s : HOST_FABRIC_UNKNOWN;
 }
 
+/* nvmlDeviceGetGpuFabricInfoV with v3, then v2. The header documents
+ * only SUCCESS and NOT_SUPPORTED for this call; for a version it does not
+ * know, nvml.h's enum names NVML_ERROR_ARGUMENT_VERSION_MISMATCH ("the
+ * provided version is invalid/unsupported"). A v2 answer is never worse than
+ * an error, so any failure but NOT_SUPPORTED (no fabric) tries v2. */
+static int fabric_query(const struct nvml_lib *l, void *dev, struct nvml_fabric_v3 *f, bool *v3)
+{
+	int r;
+
+	memset(f, 0, sizeof(*f));
+	f->version = NVML_VER(sizeof(*f), 3);
+	r = l->fabric_v(dev, f);
+	*v3 = r == NVML_SUCCESS;
+	if (r == NVML_SUCCESS || r == NVML_ERROR_NOT_SUPPORTED)
+		return r;
+	memset(f, 0, sizeof(*f));
+	f->version = NVML_VER(NVML_FABRIC_V2_SIZE, 2);
+	return l->fabric_v(dev, f);
+}
+
+/* The summary NVML gives (v3, when supported), else one from the mask. */
+static void gpu_health_set(struct host_gpu *g, const struct nvml_fabric_v3 *f, bool v3)
+{
+	g->health_mask = f->health_mask;
+	host_health_decode(f->health_mask, &g->health);
+	if (v3 && f->health_summary != HOST_HEALTH_NOT_SUPPORTED) {
+		g->health_source = HOST_HEALTH_SRC_SUMMARY;
+		g->health_summary = f->health_summary <= HOST_HEALTH_LIMITED_CAPACITY
+		                            ? (enum host_health_summary)f->health_summary
+		                            : HOST_HEALTH_UNKNOWN;
+		return;
+	}
+	g->health_source = HOST_HEALTH_SRC_MASK;
+	g->health_summary = host_health_from_mask(&g->health);
+}
+
 static void gpu_fabric_read(const struct nvml_lib *l, void *dev, struct host_gpu *g)
 {
 	struct nvml_fabric_v3 f;
 	int r = NVML_ERROR_NOT_SUPPORTED;
+	bool v3 = false;
 
 	memset(&f, 0, sizeof(f));
 	if (l->fabric_v != NULL) {
-		f.version = NVML_VER(sizeof(f), 3);
-		r = l->fabric_v(dev, &f);
-		if (r == NVML_ERROR_ARGUMENT_VERSION_MISMATCH) {
-			memset(&f, 0, sizeof(f));
-			f.version = NVML_VER(NVML_FABRIC_V2_SIZE, 2);
-			r = l->fabric_v(dev, &f);
-			f.health_summary = HOST_HEALTH_NOT_SUPPORTED;
-		}
+		r = fabric_query(l, dev, &f, &v3);
 		g->has_health = r == NVML_SUCCESS;
 	} else if (l->fabric_v1 != NULL) {
 		struct nvml_fabric_v1 o;
@@ -202,13 +256,40 @@ static void gpu_fabric_read(const struct nvml_lib *l, void *dev, struct host_gpu
 	g->fabric_status = f.status;
 	g->clique_id = f.clique_id;
 	fabric_uuid(g, f.cluster_uuid);
-	if (g->has_health) {
-		g->health_mask = f.health_mask;
-		host_health_decode(f.health_mask, &g->health);
-		g->health_summary = f.health_summary <= HOST_HEALTH_LIMITED_CAPACITY
-		                            ? (enum host_health_summary)f.health_summary
-		                            : HOST_HEALTH_UNKNOWN;
-	}
+	if (g->has_health)
+		gpu_health_set(g, &f, v3);
+}
+
+/* A string query into out (outsz bytes, NVML's buffer size at most 96);
+ * out stays "" when the call is missing or fails (NOT_SUPPORTED on boards
+ * without the field, per nvml.h). */
+static void gpu_str_read(int (*fn)(void *, char *, unsigned int), void *dev, char *out,
+                         size_t outsz)
+{
+	char b[96];
+
+	out[0] = '\0';
+	if (fn == NULL || outsz > sizeof(b))
+		return;
+	memset(b, 0, sizeof(b));
+	if (fn(dev, b, (unsigned int)outsz) == NVML_SUCCESS)
+		nvml_str(out, outsz, b, outsz);
+}
+
+/* VBIOS, PCI bus id, board part number and serial: what the rack's
+ * firmware-skew check and the dashboard show of each GPU. */
+static void gpu_inventory_read(const struct nvml_lib *l, void *dev, struct host_gpu *g)
+{
+	struct nvml_pci_info p;
+
+	gpu_str_read(l->vbios, dev, g->vbios, sizeof(g->vbios));
+	gpu_str_read(l->part, dev, g->board_part, sizeof(g->board_part));
+	gpu_str_read(l->serial, dev, g->serial, sizeof(g->serial));
+	if (l->pci == NULL)
+		return;
+	memset(&p, 0, sizeof(p));
+	if (l->pci(dev, &p) == NVML_SUCCESS)
+		nvml_str(g->pci_bus_id, sizeof(g->pci_bus_id), p.bus_id, sizeof(p.bus_id));
 }
 
 static void gpu_platform_read(const struct nvml_lib *l, void *dev, struct host_gpu *g)
@@ -279,6 +360,7 @@ static enum nv_err gpus_fill(const struct nvml_lib *l, struct host_gpu *gpus, si
 			nvml_str(g->uuid, sizeof(g->uuid), u, sizeof(u));
 		gpu_fabric_read(l, dev, g);
 		gpu_platform_read(l, dev, g);
+		gpu_inventory_read(l, dev, g);
 	}
 	*n = count;
 	return NV_OK;

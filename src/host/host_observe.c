@@ -54,6 +54,7 @@ static void observe_gpus(struct host *h, struct host_obs *o)
 	}
 	o->fabric = host_tray_fabric_state(o->gpus, o->n_gpus);
 	o->health = host_tray_health_summary(o->gpus, o->n_gpus);
+	o->health_source = host_tray_health_source(o->gpus, o->n_gpus);
 	rc = host_tray_clique(o->gpus, o->n_gpus, &o->has_clique, o->clique, why, sizeof(why));
 	if (rc != NV_OK) {
 		o->has_clique = false;

@@ -126,6 +126,18 @@ static const char *cond_time(const json_t *status, const char *type)
 	return "";
 }
 
+static const char *cond_message(const json_t *status, const char *type)
+{
+	json_t *c;
+	size_t i;
+
+	json_array_foreach(jx_path(status, "conditions"), i, c) {
+		if (strcmp(jx_str_or(c, "type", ""), type) == 0)
+			return jx_str_or(c, "message", "");
+	}
+	return "";
+}
+
 static void test_agent_spec_parse_full(void **state)
 {
 	struct fixture *f = fixture_new(
@@ -257,6 +269,52 @@ static void test_agent_status_build_healthy(void **state)
 	assert_string_equal(cond(s, "IMEXReady", c, sizeof(c)), "True NotRequested");
 	assert_string_equal(cond(s, "HostFabricManagerOff", c, sizeof(c)), "True NotInstalled");
 	assert_int_equal(json_array_size(jx_path(s, "conditions")), 7);
+	json_decref(s);
+	fixture_free(f);
+}
+
+/* An NVML API 12 driver (R570): v2 fabric info only, health decided from
+ * the mask; then a fault in the mask names the GPU. Inventory as read. */
+static void test_agent_status_build_health_from_mask(void **state)
+{
+	struct fixture *f = fixture_new("");
+	json_t *s;
+	char c[128];
+
+	(void)state;
+	for (unsigned i = 0; i < 4; i++) {
+		struct host_gpu *g = &f->obs.gpus[i];
+		g->health_mask = 0xAA;
+		host_health_decode(g->health_mask, &g->health);
+		g->health_source = HOST_HEALTH_SRC_MASK;
+		g->health_summary = host_health_from_mask(&g->health);
+		snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "%08X:06:00.0", 8 + i);
+		str_copy(g->vbios, sizeof(g->vbios), "97.00.B9.00.69");
+	}
+	f->obs.health_source = HOST_HEALTH_SRC_MASK;
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(jx_str_or(s, "gpus[1].fabric.healthSummary", ""), "Healthy");
+	assert_string_equal(jx_str_or(s, "gpus[1].fabric.healthSource", ""), "mask");
+	assert_string_equal(jx_str_or(s, "fabric.healthSummary", ""), "Healthy");
+	assert_string_equal(jx_str_or(s, "fabric.healthSource", ""), "mask");
+	assert_string_equal(jx_str_or(s, "gpus[1].pciBusId", ""), "00000009:06:00.0");
+	assert_string_equal(jx_str_or(s, "gpus[1].vbios", ""), "97.00.B9.00.69");
+	assert_null(jx_path(s, "gpus[1].boardPartNumber"));
+	assert_null(jx_path(s, "gpus[1].serial"));
+	assert_string_equal(cond(s, "FabricHealthy", c, sizeof(c)), "True Healthy");
+	json_decref(s);
+
+	/* Route unhealthy on GPU 2. */
+	f->obs.gpus[2].health_mask = 0x9A;
+	host_health_decode(0x9A, &f->obs.gpus[2].health);
+	f->obs.gpus[2].health_summary = host_health_from_mask(&f->obs.gpus[2].health);
+	f->obs.health = host_tray_health_summary(f->obs.gpus, 4);
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(jx_str_or(s, "gpus[2].fabric.healthSummary", ""), "Unhealthy");
+	assert_string_equal(jx_str_or(s, "fabric.healthSummary", ""), "Unhealthy");
+	assert_string_equal(cond(s, "FabricHealthy", c, sizeof(c)), "False Unhealthy");
+	assert_non_null(strstr(cond_message(s, "FabricHealthy"),
+	                       "GPU 2: Unhealthy from the health mask (routeUnhealthy)"));
 	json_decref(s);
 	fixture_free(f);
 }
@@ -468,6 +526,7 @@ int main(void)
 	        cmocka_unit_test(test_agent_spec_parse_bad_imex_keeps_driver),
 	        cmocka_unit_test(test_agent_spec_parse_refused_whole),
 	        cmocka_unit_test(test_agent_status_build_healthy),
+	        cmocka_unit_test(test_agent_status_build_health_from_mask),
 	        cmocka_unit_test(test_agent_status_build_stable_and_transitions),
 	        cmocka_unit_test(test_agent_status_differs_ignores_heartbeat),
 	        cmocka_unit_test(test_agent_status_build_imex_faults),

@@ -80,12 +80,19 @@ static void test_api_compute_tray_status_to_json_fields(void **state)
 	s->gpus[0].chassis_slot = -1;
 	s->gpus[0].tray_index = 3;
 	memcpy(s->gpus[0].fabric_state, "Completed", 10);
+	memcpy(s->gpus[0].health_source, "mask", 5);
+	memcpy(s->gpus[0].vbios, "97.00.B9.00.69", 15);
+	memcpy(s->fabric_health_source, "mask", 5);
 	s->imex_node_index = -1;
 	s->maint = API_MAINT_DRAINING;
 	memcpy(s->host_fm_state, "NotInstalled", 13);
 	char *txt = dump_take(api_compute_tray_status_to_json(s));
 	assert_non_null(strstr(txt, "\"driver\":{\"loaded\":true,\"version\":\"580.173.02\"}"));
-	assert_non_null(strstr(txt, "\"fabric\":{\"cliqueId\":32766,\"state\":\"Completed\"}"));
+	assert_non_null(strstr(txt, "\"fabric\":{\"cliqueId\":32766,\"healthSource\":\"mask\","
+	                            "\"state\":\"Completed\"}"));
+	assert_non_null(strstr(txt, "\"vbios\":\"97.00.B9.00.69\""));
+	assert_non_null(strstr(txt, "\"fabric\":{\"healthSource\":\"mask\"}"));
+	assert_null(strstr(txt, "boardPartNumber"));
 	assert_non_null(strstr(txt, "\"platform\":{\"trayIndex\":3}"));
 	assert_non_null(strstr(txt, "\"maintenance\":{\"state\":\"Draining\"}"));
 	assert_non_null(strstr(txt, "\"hostFabricManager\":{\"state\":\"NotInstalled\"}"));

@@ -65,6 +65,64 @@ static void test_agent_health_decode_faults(void **state)
 	assert_false(host_health_has_fault(&h));
 }
 
+/* What a driver without healthSummary (NVML API 12: R570, R575) leaves us:
+ * the mask, whose fields 8..15 API 12 does not define (all clear is 0xAA). */
+static void test_host_health_from_mask(void **state)
+{
+	struct host_fabric_health h;
+
+	(void)state;
+	host_health_decode(0xAAu, &h);
+	assert_int_equal(host_health_from_mask(&h), HOST_HEALTH_HEALTHY);
+	host_health_decode(HOST_HEALTH_MASK_CLEAR, &h);
+	assert_int_equal(host_health_from_mask(&h), HOST_HEALTH_HEALTHY);
+	/* Nothing supported: nothing decided. */
+	host_health_decode(0, &h);
+	assert_int_equal(host_health_from_mask(&h), HOST_HEALTH_NOT_SUPPORTED);
+	/* Degraded bandwidth alone still carries traffic. */
+	host_health_decode(0xA9u, &h);
+	assert_int_equal(host_health_from_mask(&h), HOST_HEALTH_LIMITED_CAPACITY);
+	/* Route unhealthy (bits 4..5 = 1), also next to degraded bandwidth. */
+	host_health_decode(0x9Au, &h);
+	assert_int_equal(host_health_from_mask(&h), HOST_HEALTH_UNHEALTHY);
+	host_health_decode(0x99u, &h);
+	assert_int_equal(host_health_from_mask(&h), HOST_HEALTH_UNHEALTHY);
+	/* Route recovery, access-timeout recovery in progress. */
+	host_health_decode(0xA6u, &h);
+	assert_int_equal(host_health_from_mask(&h), HOST_HEALTH_UNHEALTHY);
+	host_health_decode(0x6Au, &h);
+	assert_int_equal(host_health_from_mask(&h), HOST_HEALTH_UNHEALTHY);
+	/* API 13 fields: no partition; partition not assigned. */
+	host_health_decode(0x4AAu, &h);
+	assert_int_equal(host_health_from_mask(&h), HOST_HEALTH_UNHEALTHY);
+	host_health_decode(0x21AAu, &h);
+	assert_int_equal(host_health_from_mask(&h), HOST_HEALTH_UNHEALTHY);
+	host_health_decode(0x11AAu, &h);
+	assert_int_equal(host_health_from_mask(&h), HOST_HEALTH_HEALTHY);
+}
+
+static void test_host_tray_health_source(void **state)
+{
+	struct host_gpu g[4];
+
+	(void)state;
+	tray_fill(g);
+	assert_int_equal(host_tray_health_source(g, 4), HOST_HEALTH_SRC_NONE);
+	assert_string_equal(host_health_source_name(HOST_HEALTH_SRC_NONE), "");
+	for (unsigned i = 0; i < 4; i++) {
+		g[i].has_health = true;
+		g[i].health_source = HOST_HEALTH_SRC_SUMMARY;
+	}
+	assert_int_equal(host_tray_health_source(g, 4), HOST_HEALTH_SRC_SUMMARY);
+	assert_string_equal(host_health_source_name(HOST_HEALTH_SRC_SUMMARY), "summary");
+	g[3].health_source = HOST_HEALTH_SRC_MASK;
+	assert_int_equal(host_tray_health_source(g, 4), HOST_HEALTH_SRC_MASK);
+	assert_string_equal(host_health_source_name(HOST_HEALTH_SRC_MASK), "mask");
+	/* A GPU without a v2+ answer does not count. */
+	g[3].has_health = false;
+	assert_int_equal(host_tray_health_source(g, 4), HOST_HEALTH_SRC_SUMMARY);
+}
+
 static void test_agent_tray_clique_agree(void **state)
 {
 	struct host_gpu g[4];
@@ -142,6 +200,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_agent_health_decode_clear_mask),
 	        cmocka_unit_test(test_agent_health_decode_faults),
+	        cmocka_unit_test(test_host_health_from_mask),
+	        cmocka_unit_test(test_host_tray_health_source),
 	        cmocka_unit_test(test_agent_tray_clique_agree),
 	        cmocka_unit_test(test_agent_tray_clique_one_disagrees),
 	        cmocka_unit_test(test_agent_tray_clique_in_progress),
