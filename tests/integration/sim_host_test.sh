@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The agent's host layer against a simulated rack: 18 tray sim roots, the
-# fake NVML library, fake IMEX daemons talking over loopback, a hanging
-# nvidia-imex-ctl, and a driver change interrupted by kill -9. Needs no API
+# fake NVML library (also at NVML API 12, where the health summary is
+# decided from the mask, and serving the GPUs' inventory), fake IMEX daemons
+# talking over loopback, a hanging nvidia-imex-ctl, and a driver change
+# interrupted by kill -9. Needs no API
 # server. Prints ok/not ok lines and "N passed, M failed".
 set -u
 cd "$(dirname "$0")/../.."
@@ -86,6 +88,51 @@ check "the GPU back in COMPLETED restores the clique" "$(probe 3 gpus)" \
 simctl gpu "$(tray 4)" 1 health_mask=0x4A9 summary=3
 check "degraded health is decoded" "$(probe 4 gpus)" \
 	'"health":"degradedBandwidth,noPartition"' '"summary":"LimitedCapacity"'
+
+# ---- a driver without a health summary (NVML API 12: R570, R575) ----
+simctl gpu "$(tray 18)" all nvml_api=12
+out=$(probe 18 gpus)
+n=$(grep -o '"summary":"Healthy"' <<<"$out" | wc -l)
+m=$(grep -o '"healthSource":"mask"' <<<"$out" | wc -l)
+[[ $n == 4 && $m == 4 && $out == *'"healthMask":170,'* && $out == *'"nvmlVersion":"12.580.95.05"'* ]] &&
+	ok "nvml_api=12: v2 only, all four GPUs Healthy from the mask 0xAA" ||
+	nok "nvml_api=12 tray healthy from the mask" "$out"
+simctl gpu "$(tray 18)" 2 health_mask=0x19A
+check "nvml_api=12: a fault in the mask makes the tray Unhealthy" "$(probe 18 observe)" \
+	'"health":"Unhealthy"'
+gpu_of() { jq -c --argjson i "$1" '.gpus[] | select(.index == $i)'; } # gpu_of IDX <<<JSON
+out=$(probe 18 gpus)
+[[ $(jq -c '[.gpus[] | select(.summary != "Healthy") | [.index, .summary, .health]]' <<<"$out") == \
+	'[[2,"Unhealthy","routeUnhealthy"]]' ]] &&
+	ok "nvml_api=12: only GPU 2 is Unhealthy (routeUnhealthy)" || nok "GPU 2 unhealthy from mask" "$out"
+simctl gpu "$(tray 18)" 2 health_mask=0x1AA
+simctl gpu "$(tray 18)" all nvml_api=13
+check "nvml_api=13: the summary again, with the API 13 mask" "$(probe 18 gpus)" \
+	'"healthSource":"summary"' '"healthMask":426,' '"nvmlVersion":"13.580.95.05"'
+# Unpinned, the level follows the loaded driver: an R570 one is API 12.
+sed -i '/^nvml_api=/d' "$(tray 18)"/gpu/*
+echo 570.158.01 >"$(tray 18)/host/sys/module/nvidia/version"
+check "an R570 driver answers as NVML API 12" "$(probe 18 gpus)" \
+	'"nvmlVersion":"12.570.158.01"' '"healthSource":"mask"' '"healthMask":170,'
+echo 580.95.05 >"$(tray 18)/host/sys/module/nvidia/version"
+
+# ---- inventory: VBIOS, PCI bus id, board part number, serial ----
+out=$(probe 18 gpus)
+[[ $(grep -o '"vbios":"97.00.B9.00.69"' <<<"$out" | wc -l) == 4 && $out == *'"pci":"00000008:06:00.0"'* &&
+	$out == *'"pci":"00000019:06:00.0"'* && $out == *'"part":""'* && $out == *'"serial":""'* ]] &&
+	ok "VBIOS and PCI bus ids from NVML; no part number or serial where the board has none" ||
+	nok "inventory" "$out"
+# A made-up, different VBIOS on one GPU, and the optional fields set.
+simctl gpu "$(tray 18)" 1 vbios=97.00.00.00.00 pci=0000001a:06:00.0 part=sim-part-0001 serial=sim-serial-0001
+g1=$(probe 18 gpus | gpu_of 1)
+[[ $g1 == *'"vbios":"97.00.00.00.00"'* && $g1 == *'"pci":"0000001A:06:00.0"'* &&
+	$g1 == *'"part":"sim-part-0001"'* && $g1 == *'"serial":"sim-serial-0001"'* ]] &&
+	ok "simctl gpu sets a GPU's vbios, pci, part and serial" || nok "inventory set" "$g1"
+simctl gpu "$(tray 18)" 1 pci=garbage
+g1=$(probe 18 gpus | gpu_of 1)
+[[ $g1 == *'"pci":""'* && $g1 == *'"vbios":"97.00.00.00.00"'* ]] &&
+	ok "a PCI id NVML cannot give leaves the field empty, the rest still reads" ||
+	nok "bad pci" "$g1"
 
 simctl gpu "$(tray 5)" 0 clique=7
 check "one GPU in another clique is an error" "$(probe 5 gpus)" \

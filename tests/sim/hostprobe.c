@@ -44,15 +44,24 @@ static json_t *gpu_json(const struct host_gpu *g)
 {
 	char health[256];
 
+	json_t *o;
+
 	host_health_describe(&g->health, health, sizeof(health));
-	return json_pack("{s:i,s:s,s:s,s:i,s:s,s:i,s:i,s:s,s:s,s:i,s:i,s:s,s:i,s:i}", "index",
-	                 (int)g->index, "uuid", g->uuid, "state",
-	                 host_fabric_state_name(g->fabric_state), "status", g->fabric_status,
-	                 "cluster", g->has_cluster ? g->cluster_uuid : "", "clique",
-	                 (int)g->clique_id, "healthMask", (int)g->health_mask, "summary",
-	                 host_health_summary_name(g->health_summary), "health", health, "tray",
-	                 (int)g->tray_index, "slot", (int)g->slot, "chassis", g->chassis_serial,
-	                 "module", (int)g->module_id, "nvmlError", g->nvml_error);
+	o = json_pack("{s:i,s:s,s:s,s:i,s:s,s:i,s:i,s:s,s:s,s:i,s:i,s:s,s:i,s:i}", "index",
+	              (int)g->index, "uuid", g->uuid, "state",
+	              host_fabric_state_name(g->fabric_state), "status", g->fabric_status,
+	              "cluster", g->has_cluster ? g->cluster_uuid : "", "clique", (int)g->clique_id,
+	              "healthMask", (int)g->health_mask, "summary",
+	              host_health_summary_name(g->health_summary), "health", health, "tray",
+	              (int)g->tray_index, "slot", (int)g->slot, "chassis", g->chassis_serial,
+	              "module", (int)g->module_id, "nvmlError", g->nvml_error);
+	json_object_set_new(o, "healthSource",
+	                    json_string(host_health_source_name(g->health_source)));
+	json_object_set_new(o, "vbios", json_string(g->vbios));
+	json_object_set_new(o, "pci", json_string(g->pci_bus_id));
+	json_object_set_new(o, "part", json_string(g->board_part));
+	json_object_set_new(o, "serial", json_string(g->serial));
+	return o;
 }
 
 static int cmd_gpus(struct probe *p)
@@ -66,8 +75,8 @@ static int cmd_gpus(struct probe *p)
 	json_t *arr = json_array(), *o;
 
 	rc = host_driver_read(&p->h, &drv);
-	o = json_pack("{s:b,s:s,s:b,s:s}", "loaded", drv.loaded, "version", drv.version, "open",
-	              drv.open_module, "nvml", drv.nvml_driver);
+	o = json_pack("{s:b,s:s,s:b,s:s,s:s}", "loaded", drv.loaded, "version", drv.version, "open",
+	              drv.open_module, "nvml", drv.nvml_driver, "nvmlVersion", drv.nvml_version);
 	if (rc == NV_OK)
 		rc = host_gpus_read(&p->h, gpus, HOST_GPU_MAX, &n);
 	for (size_t i = 0; rc == NV_OK && i < n; i++)

@@ -14,7 +14,7 @@
 
 struct rack_opts {
 	unsigned long trays, ip_base, clique;
-	const char *driver, *cluster, *chassis;
+	const char *driver, *cluster, *chassis, *vbios;
 };
 
 static int usage(void)
@@ -22,8 +22,10 @@ static int usage(void)
 	fprintf(stderr,
 	        "usage: simctl create RACKDIR [--trays N] [--driver V] [--ip-base N]\n"
 	        "                       [--cluster UUID] [--clique N] [--chassis SERIAL]\n"
+	        "                       [--vbios VERSION]\n"
 	        "       simctl gpu TRAYDIR IDX|all KEY=VALUE...   (state status clique cluster\n"
-	        "                       health_mask summary fabric_error ...)\n"
+	        "                       health_mask summary fabric_error vbios pci part\n"
+	        "                       serial nvml_api=12|13 ...)\n"
 	        "       simctl fault TRAYDIR NAME on|off   (imex_ctl_hang imex_ctl_garbage\n"
 	        "                       installer_fail nvml_init_fail driver_in_use\n"
 	        "                       validation_fail validation_garbage)\n"
@@ -80,18 +82,25 @@ static bool tray_host(const char *dir, const struct rack_opts *o, unsigned long 
 	           "LoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n");
 }
 
+/* Per GPU: the PCI domains of a GB300 tray's GPUs, bus 06 (NVIDIA/
+ * k8s-test-infra's GB300 `nvidia-smi -q -x` capture), and one VBIOS for
+ * all, the GPU firmware of DGX GB200 SW 1.3 (docs.nvidia.com/dgx/
+ * dgxgb200-fw-update-guide). No board part number or serial: NVML then
+ * answers NOT_SUPPORTED, as for a board without them. */
 static bool tray_gpus(const char *dir, const struct rack_opts *o, unsigned long t)
 {
 	static const unsigned module_of[4] = {2, 1, 4, 3};
+	static const unsigned pci_domain[4] = {0x8, 0x9, 0x18, 0x19};
 	char text[1024], rel[32];
 
 	for (unsigned g = 0; g < 4; g++) {
 		snprintf(text, sizeof(text),
 		         "uuid=GPU-%08lx-1d3a-4c8e-9a71-0f5d2c3b%04x\nstate=3\nstatus=0\n"
 		         "cluster=%s\nclique=%lu\nhealth_mask=0x1AA\nsummary=1\nchassis=%s\n"
-		         "slot=%lu\ntray=%lu\nhost_id=1\npeer_type=2\nmodule_id=%u\n",
+		         "slot=%lu\ntray=%lu\nhost_id=1\npeer_type=2\nmodule_id=%u\n"
+		         "pci=%08X:06:00.0\nvbios=%s\n",
 		         0x6b0e0000UL + t, g, o->cluster, o->clique, o->chassis,
-		         t <= 10 ? t : t + 9, t, module_of[g]);
+		         t <= 10 ? t : t + 9, t, module_of[g], pci_domain[g], o->vbios);
 		snprintf(rel, sizeof(rel), "gpu/%u", g);
 		if (!put(dir, rel, text))
 			return false;
@@ -106,7 +115,8 @@ static int rack_create(int argc, char **argv)
 	                      32766,
 	                      "580.95.05",
 	                      "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3",
-	                      "1821124000042"};
+	                      "1821124000042",
+	                      "97.00.B9.00.69"};
 	char dir[SIM_PATH_MAX], text[128], name[16];
 
 	for (int i = 3; i + 1 < argc; i += 2) {
@@ -124,7 +134,11 @@ static int rack_create(int argc, char **argv)
 			o.cluster = v;
 		else if (strcmp(k, "--chassis") == 0)
 			o.chassis = v;
-		else
+		else if (strcmp(k, "--vbios") == 0) {
+			/* NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE is 32 with the NUL. */
+			o.vbios = v;
+			ok = v[0] != '\0' && strlen(v) < 32 && strchr(v, '\n') == NULL;
+		} else
 			ok = false;
 		if (!ok)
 			return usage();
