@@ -102,6 +102,10 @@ struct op_rack_eval {
 	char desired_driver[17]; /* driver of the desired stack, "" if unresolved */
 	unsigned nskew;
 	struct op_skew skew[OP_SKEW_MAX];
+	/* With more than one VBIOS in the rack: the one most GPUs run, and the
+	 * GPUs on another, "r07-t05 GPU 1 (97.00.00.00.00)", "; "-separated. */
+	char vbios_common[65];
+	char vbios_odd[384];
 	const char *fabric; /* Healthy | Degraded | Unhealthy | Unknown */
 	char fabric_reason[64];
 	char fabric_msg[256];

@@ -57,7 +57,9 @@ struct op_upgrade_tray {
 	bool driver_ready;         /* condition DriverReady True */
 	bool driver_failed;        /* DriverReady False with reason ChangeFailed */
 	const char *fabric_state;  /* status.fabric.state */
-	const char *fabric_health; /* status.fabric.health */
+	const char *fabric_health; /* status.fabric.healthSummary */
+	const char *fabric_source; /* status.fabric.healthSource: summary|mask|"" */
+	const char *fabric_why;    /* FabricHealthy's message when not True, else "" */
 	bool has_imex;             /* spec.imex set */
 	const char *imex_domain;   /* status.imex.domainState */
 	const char *maint;         /* spec.maintenance.state */

@@ -224,6 +224,57 @@ static void eval_skew(struct op_rack_eval *ev, const struct op_tray_in *in, unsi
 	}
 }
 
+static unsigned skew_index(const struct op_skew *s, const char *v)
+{
+	for (unsigned k = 0; k < s->n; k++)
+		if (strcmp(s->v[k], v) == 0)
+			return k;
+	return s->n;
+}
+
+/* Appends "TRAY GPU i (VBIOS)" to ev->vbios_odd; four at most, then a count. */
+static void vbios_odd_add(struct op_rack_eval *ev, unsigned *nodd, const char *tray, json_int_t gpu,
+                          const char *v)
+{
+	size_t len = strlen(ev->vbios_odd);
+
+	if (++*nodd <= 4)
+		snprintf(ev->vbios_odd + len, sizeof(ev->vbios_odd) - len,
+		         "%s%s GPU %" JSON_INTEGER_FORMAT " (%s)", len ? "; " : "", tray, gpu, v);
+}
+
+/* The VBIOS most of the rack's GPUs run, and every GPU on another one. */
+static void eval_vbios_odd(struct op_rack_eval *ev, const struct op_tray_in *in, unsigned n)
+{
+	const struct op_skew *s = &ev->skew[2];
+	unsigned count[OP_SKEW_VERSIONS] = {0}, best = 0, nodd = 0, k;
+	const json_t *g;
+	size_t j, len;
+
+	if (s->n < 2)
+		return;
+	for (unsigned i = 0; i < n; i++)
+		json_array_foreach(in[i].tray ? jx_path(in[i].tray, "status.gpus") : NULL, j, g)
+			if ((k = skew_index(s, jx_str_or(g, "vbios", ""))) < s->n)
+				count[k]++;
+	for (k = 1; k < s->n; k++)
+		if (count[k] > count[best])
+			best = k;
+	(void)str_copy(ev->vbios_common, sizeof(ev->vbios_common), s->v[best]);
+	for (unsigned i = 0; i < n; i++) {
+		const char *tray = in[i].tray ? jx_str_or(in[i].tray, "metadata.name", "") : "";
+		json_array_foreach(in[i].tray ? jx_path(in[i].tray, "status.gpus") : NULL, j, g) {
+			const char *v = jx_str_or(g, "vbios", "");
+			if (v[0] && strcmp(v, ev->vbios_common) != 0)
+				vbios_odd_add(ev, &nodd, tray,
+				              json_integer_value(json_object_get(g, "index")), v);
+		}
+	}
+	len = strlen(ev->vbios_odd);
+	if (nodd > 4)
+		snprintf(ev->vbios_odd + len, sizeof(ev->vbios_odd) - len, "; %u more", nodd - 4);
+}
+
 static void fabric_set(struct op_rack_eval *ev, const char *state, const char *reason,
                        const char *msg)
 {
@@ -366,5 +417,6 @@ void op_rack_evaluate(const struct api_rack *rack, const struct matrix *matrix,
 	out->degraded = out->counted > out->threshold;
 	eval_stack(out);
 	eval_skew(out, in, n);
+	eval_vbios_odd(out, in, n);
 	eval_fabric(out, in, n);
 }

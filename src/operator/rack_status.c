@@ -126,6 +126,15 @@ static void conditions_apply(json_t *obj, const struct op_rack_eval *ev, bool co
 			         "trays run a driver that matches no stack of the matrix");
 		kube_condition_set(obj, "VersionsConsistent", "False",
 		                   ev->stack[0] ? "VersionSkew" : "UnknownStack", msg, gen, now);
+	} else if (ev->vbios_odd[0]) {
+		/* One stack, but GPU firmware (VBIOS) differs inside the NVLink
+		 * domain: name the GPUs off the rack's common version. */
+		snprintf(msg, sizeof(msg),
+		         "every reporting tray runs %s, but the VBIOS differs: %s; "
+		         "the rest run %s",
+		         ev->stack, ev->vbios_odd, ev->vbios_common);
+		kube_condition_set(obj, "VersionsConsistent", "False", "FirmwareSkew", msg, gen,
+		                   now);
 	} else {
 		snprintf(msg, sizeof(msg), "every reporting tray runs %s", ev->stack);
 		kube_condition_set(obj, "VersionsConsistent", "True", "OneStack", msg, gen, now);

@@ -181,6 +181,14 @@ static const char *cond_reason(const json_t *obj, const char *type)
 	return c ? jx_str_or(c, "reason", "") : "";
 }
 
+/* A condition's message unless it is True ("" then, or when absent). */
+static const char *cond_why(const json_t *obj, const char *type)
+{
+	const json_t *c = kube_condition_find(obj, type);
+	return c && strcmp(jx_str_or(c, "status", ""), "True") != 0 ? jx_str_or(c, "message", "")
+	                                                            : "";
+}
+
 static void tray_in(const json_t *t, const json_t *node, struct op_upgrade_tray *o)
 {
 	const json_t *bw = jx_path(t, "status.validation.busBandwidthGbps");
@@ -196,6 +204,8 @@ static void tray_in(const json_t *t, const json_t *node, struct op_upgrade_tray 
 	o->driver_failed = strcmp(cond_reason(t, "DriverReady"), "ChangeFailed") == 0;
 	o->fabric_state = jx_str_or(t, "status.fabric.state", "");
 	o->fabric_health = jx_str_or(t, "status.fabric.healthSummary", "");
+	o->fabric_source = jx_str_or(t, "status.fabric.healthSource", "");
+	o->fabric_why = cond_why(t, "FabricHealthy");
 	o->has_imex = json_is_object(jx_path(t, "spec.imex"));
 	o->imex_domain = jx_str_or(t, "status.imex.domainState", "");
 	o->maint = jx_str_or(t, "spec.maintenance.state", "None");

@@ -601,10 +601,41 @@ static bool oob_precheck(struct pass *p)
 	return true;
 }
 
+/* Healthy whether NVML said so or the agent decided it from the health
+ * mask (healthSource "mask": drivers of NVML API 12, R570 and R575, give no
+ * summary); both arrive as healthSummary "Healthy". */
 static bool fabric_ok(const struct op_upgrade_tray *t)
 {
 	return t && strcmp(t->fabric_state, "Completed") == 0 &&
 	       strcmp(t->fabric_health, "Healthy") == 0;
+}
+
+/* Appends to msg (cap bytes) why the first of trays whose fabric is not
+ * ok is not, as its agent says ("tray 3: GPU 2: Unhealthy from the health
+ * mask (routeUnhealthy)"), or, when all are ok, how many were decided from
+ * the health mask. */
+static void fabric_note(const struct pass *p, uint32_t trays, char *msg, size_t cap)
+{
+	size_t len = strlen(msg);
+	int masked = 0;
+
+	for (int i = 1; i <= API_COMPUTE_TRAYS; i++) {
+		const struct op_upgrade_tray *t = tray_at(p->in, i);
+		if (!(trays & (1u << i)) || t == NULL)
+			continue;
+		if (!fabric_ok(t)) {
+			if (t->fabric_why && t->fabric_why[0])
+				snprintf(msg + len, cap - len, " (tray %d: %s)", i, t->fabric_why);
+			else
+				snprintf(msg + len, cap - len, " (tray %d: fabric %s, health %s)",
+				         i, t->fabric_state[0] ? t->fabric_state : "unknown",
+				         t->fabric_health[0] ? t->fabric_health : "unknown");
+			return;
+		}
+		masked += t->fabric_source && strcmp(t->fabric_source, "mask") == 0;
+	}
+	if (masked > 0)
+		snprintf(msg + len, cap - len, " (%d from the health mask)", masked);
 }
 
 static bool imex_ok(const struct op_upgrade_tray *t)
@@ -627,6 +658,13 @@ static enum verdict wait_check(struct pass *p, struct api_upgrade_step *s,
 	trays_text(left, list, sizeof(list));
 	snprintf(s->message, sizeof(s->message), "waiting for %s on trays %s", what, list);
 	return V_WAIT;
+}
+
+static enum verdict fabric_wait_check(struct pass *p, struct api_upgrade_step *s)
+{
+	enum verdict v = wait_check(p, s, fabric_ok, "fabric Completed and Healthy");
+	fabric_note(p, s->trays, s->message, sizeof(s->message));
+	return v;
 }
 
 static void evidence_base(struct pass *p, struct api_upgrade_step *s, bool *fab, bool *imex)
@@ -673,11 +711,13 @@ static enum verdict validate_check(struct pass *p, struct api_upgrade_step *s)
 	uint32_t left = 0;
 
 	evidence_base(p, s, &fab, &imex);
-	if ((g->fabric_completed && !fab) || (g->imex_domain_up && !imex))
-		return gate_end(p, s, false,
-		                !fab ? "fabric not Completed and Healthy on every "
-		                       "canary tray"
-		                     : "IMEX domain not Up on every canary tray");
+	if (g->fabric_completed && !fab) {
+		snprintf(why, sizeof(why), "fabric not Completed and Healthy on every canary tray");
+		fabric_note(p, s->trays, why, sizeof(why));
+		return gate_end(p, s, false, why);
+	}
+	if (g->imex_domain_up && !imex)
+		return gate_end(p, s, false, "IMEX domain not Up on every canary tray");
 	if (!g->has_nccl)
 		return gate_end(p, s, true,
 		                "fabric and IMEX checks passed; the gate has no "
@@ -756,7 +796,7 @@ static enum verdict step_check(struct pass *p, struct api_upgrade_step *s)
 			return oob_check(p, s);
 		return apply_check(p, s);
 	case API_ACT_WAIT_FABRIC:
-		return wait_check(p, s, fabric_ok, "fabric Completed and Healthy");
+		return fabric_wait_check(p, s);
 	case API_ACT_WAIT_IMEX:
 		return wait_check(p, s, imex_ok, "IMEX domain Up");
 	case API_ACT_VALIDATE:

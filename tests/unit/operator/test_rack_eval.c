@@ -189,6 +189,38 @@ static void test_op_rack_evaluate_mixed_stack_and_skew(void **state)
 	fx_objs_clear(&o);
 }
 
+/* One GPU of tray 5 on another VBIOS: two versions, the GPU named. */
+static void test_op_rack_evaluate_vbios_skew_names_gpu(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	eval(&o, &ev);
+	assert_int_equal(ev.skew[2].n, 1);
+	assert_string_equal(ev.vbios_odd, "");
+	json_object_set_new(json_array_get(jx_path(o.trays[4], "status.gpus"), 1), "vbios",
+	                    json_string("97.01"));
+	eval(&o, &ev);
+	assert_string_equal(ev.stack, "s-95");
+	assert_string_equal(ev.skew[2].component, "gpuFirmware");
+	assert_int_equal(ev.skew[2].n, 2);
+	assert_string_equal(ev.vbios_common, "97.00");
+	assert_string_equal(ev.vbios_odd, "r07-t05 GPU 1 (97.01)");
+	/* Six odd GPUs: four named, the rest counted. */
+	for (int t = 6; t <= 7; t++)
+		for (int g = 0; g < 3; g++)
+			json_object_set_new(
+			        json_array_get(jx_path(o.trays[t], "status.gpus"), (size_t)g),
+			        "vbios", json_string("97.02"));
+	eval(&o, &ev);
+	assert_int_equal(ev.skew[2].n, 3);
+	assert_string_equal(ev.vbios_common, "97.00");
+	assert_string_equal(ev.vbios_odd, "r07-t05 GPU 1 (97.01); r07-t07 GPU 0 (97.02); "
+	                                  "r07-t07 GPU 1 (97.02); r07-t07 GPU 2 (97.02); 3 more");
+	fx_objs_clear(&o);
+}
+
 static void test_op_rack_evaluate_fabric_problems(void **state)
 {
 	(void)state;
@@ -288,6 +320,7 @@ int main(void)
 	        cmocka_unit_test(test_op_rack_evaluate_own_cordon_is_not_unavailable),
 	        cmocka_unit_test(test_op_rack_evaluate_node_problems),
 	        cmocka_unit_test(test_op_rack_evaluate_mixed_stack_and_skew),
+	        cmocka_unit_test(test_op_rack_evaluate_vbios_skew_names_gpu),
 	        cmocka_unit_test(test_op_rack_evaluate_fabric_problems),
 	        cmocka_unit_test(test_op_rack_evaluate_policy_defaults),
 	        cmocka_unit_test(test_op_rack_evaluate_policy_from_spec),

@@ -63,6 +63,31 @@ static void test_op_rack_status_apply_healthy_then_no_change(void **state)
 	fx_objs_clear(&o);
 }
 
+/* Same stack everywhere, one GPU on another VBIOS: VersionsConsistent
+ * False, naming the tray and the GPU; the skew is in status.versionSkew. */
+static void test_op_rack_status_vbios_skew(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	json_object_set_new(json_array_get(jx_path(o.trays[10], "status.gpus"), 3), "vbios",
+	                    json_string("97.01"));
+	op_rack_evaluate(o.spec, o.m, o.in, 18, FX_NOW, 120000, &ev);
+	json_t *want = json_deep_copy(o.rack);
+	op_rack_status_apply(want, &ev, false, FX_NOW);
+	assert_string_equal(jx_str_or(want, "status.stack", ""), "s-95");
+	assert_string_equal(cond(want, "VersionsConsistent", "status"), "False");
+	assert_string_equal(cond(want, "VersionsConsistent", "reason"), "FirmwareSkew");
+	assert_string_equal(cond(want, "VersionsConsistent", "message"),
+	                    "every reporting tray runs s-95, but the VBIOS differs: r07-t11 GPU 3 "
+	                    "(97.01); the rest run 97.00");
+	assert_string_equal(jx_str_or(want, "status.versionSkew[0].component", ""), "gpuFirmware");
+	assert_int_equal(json_array_size(jx_path(want, "status.versionSkew[0].versions")), 2);
+	json_decref(want);
+	fx_objs_clear(&o);
+}
+
 static void test_op_rack_status_apply_degraded_message(void **state)
 {
 	(void)state;
@@ -242,6 +267,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_op_rack_status_apply_healthy_then_no_change),
 	        cmocka_unit_test(test_op_rack_status_apply_degraded_message),
+	        cmocka_unit_test(test_op_rack_status_vbios_skew),
 	        cmocka_unit_test(test_op_node_labels_patch_only_our_keys),
 	        cmocka_unit_test(test_drain_cordon_patch_rack_owner),
 	        cmocka_unit_test(test_op_tray_build_and_check),

@@ -107,6 +107,8 @@ static struct world *world_new(void)
 		t->driver = w->driver[i];
 		t->fabric_state = "Completed";
 		t->fabric_health = "Healthy";
+		t->fabric_source = "summary";
+		t->fabric_why = "";
 		t->imex_domain = "";
 		t->maint = "None";
 		t->maint_upgrade = "";
@@ -440,6 +442,53 @@ static void test_op_upgrade_eval_gate_failure(void **state)
 	assert_false(w->out.changed);
 	assert_int_equal(w->out.act, OP_UPG_NONE);
 	api_rack_upgrade_status_clear(&st);
+	world_free(w);
+}
+
+/* The message of the first step with action in wave wave. */
+static const char *step_msg(struct world *w, const char *action, int wave)
+{
+	json_t *s;
+	size_t i;
+	json_array_foreach(json_object_get(w->status, "steps"), i, s) {
+		if (strcmp(jx_str_or(s, "action", ""), action) == 0 &&
+		    json_integer_value(json_object_get(s, "wave")) == wave)
+			return jx_str_or(s, "message", "");
+	}
+	return "";
+}
+
+/* Trays on an R570 stack (NVML API 12) report health decided from the
+ * mask: "Healthy" still passes the fabric wait and the gate, and the step
+ * says where it came from. */
+static void test_op_upgrade_eval_mask_health_passes(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	for (int i = 0; i < 18; i++)
+		w->trays[i].fabric_source = "mask";
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+	assert_string_equal(step_msg(w, "WaitFabric", 0),
+	                    "fabric Completed and Healthy on 2 trays (2 from the health mask)");
+	world_free(w);
+}
+
+/* A fault in a canary GPU's mask: the upgrade waits at the canary, naming
+ * the tray and the GPU, and touches nothing outside the canary. */
+static void test_op_upgrade_eval_mask_fault_names_gpu(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	w->trays[1].fabric_source = "mask";
+	w->trays[1].fabric_health = "Unhealthy";
+	w->trays[1].fabric_why = "GPU 2: Unhealthy from the health mask (routeUnhealthy)";
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_CANARY);
+	assert_string_equal(step_msg(w, "WaitFabric", 0),
+	                    "waiting for fabric Completed and Healthy on trays 2 (tray 2: GPU 2: "
+	                    "Unhealthy from the health mask (routeUnhealthy))");
+	assert_int_equal(w->touched & ~((1u << 1) | (1u << 2)), 0);
 	world_free(w);
 }
 
@@ -809,6 +858,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_op_upgrade_eval_happy_path),
 	        cmocka_unit_test(test_op_upgrade_eval_gate_failure),
+	        cmocka_unit_test(test_op_upgrade_eval_mask_health_passes),
+	        cmocka_unit_test(test_op_upgrade_eval_mask_fault_names_gpu),
 	        cmocka_unit_test(test_op_upgrade_eval_rejected),
 	        cmocka_unit_test(test_op_upgrade_eval_security),
 	        cmocka_unit_test(test_op_upgrade_eval_window_wait),
