@@ -60,11 +60,13 @@ static json_t *gpu_json(const json_t *g)
 	                     : strcmp(sum, "LimitedCapacity") == 0 ? "Degraded"
 	                                                           : "Unknown";
 	json_t *cl = jx_path(g, "fabric.cliqueId");
-	return json_pack("{s:I,s:s,s:s,s:s,s:s,s:I}", "index",
+	return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:I,s:s,s:s}", "index",
 	                 (json_int_t)json_integer_value(json_object_get(g, "index")), "uuid",
 	                 jx_str_or(g, "uuid", ""), "fabricState", jx_str_or(g, "fabric.state", ""),
 	                 "fabricStatus", jx_str_or(g, "fabric.status", ""), "health", health,
-	                 "clique", (json_int_t)(json_is_integer(cl) ? json_integer_value(cl) : -1));
+	                 "healthSource", jx_str_or(g, "fabric.healthSource", ""), "clique",
+	                 (json_int_t)(json_is_integer(cl) ? json_integer_value(cl) : -1), "vbios",
+	                 jx_str_or(g, "vbios", ""), "pciBusId", jx_str_or(g, "pciBusId", ""));
 }
 
 static json_t *tray_json(const struct op_tray_eval *t, const json_t *tray)

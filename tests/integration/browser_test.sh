@@ -5,7 +5,9 @@
 # Chromium driven over the DevTools protocol (tests/integration/cdp.py).
 # The page must show 18 trays and 72 GPUs, and a fault injected with simctl
 # must reach the open page through the websocket feed, without a reload; so
-# must a ComputeDomain and a RackUpgrade's phase change.
+# must a GPU on another VBIOS (marked in the VBIOS column, and the Rack's
+# VersionsConsistent False naming it), a ComputeDomain and a RackUpgrade's
+# phase change.
 # A screenshot of each view is kept under <build>/artifacts/browser/.
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
@@ -183,6 +185,34 @@ simctl gpu "$(tray 3)" 2 summary=1
 out=$(cdp wait 60 "$chip.textContent === \"OK\" && window.nvl72Marker === \"$marker\"")
 check "the GPU healthy again reads OK, still in the same page" $? "$out"
 
+# ----------------------------------------------------------- VBIOS ---
+# The agents read each GPU's VBIOS from NVML (the simulator's default for
+# every GPU); the rack view has a VBIOS column.
+vb='document.querySelectorAll("#tray-table tbody td.vbios")'
+out=$(cdp wait 30 "$vb.length === 18 && Array.from($vb).every(function (c) {
+	return c.textContent === \"97.00.B9.00.69\" && !c.classList.contains(\"skew\"); }) &&
+	Array.from(document.querySelectorAll(\"#tray-table thead th\")).map(function (h) { return h.textContent; }).join(\",\")")
+check "the VBIOS column shows every tray's VBIOS from NVML" $? "$out"
+[[ $out == *Driver,VBIOS,Maintenance* ]]
+check "the VBIOS column sits between Driver and Maintenance" $? "$out"
+# One GPU on another (made-up) VBIOS: the cell is marked and names it, and
+# the Rack's VersionsConsistent turns False naming the tray and the GPU.
+simctl gpu "$(tray 5)" 1 vbios=97.00.00.00.00
+cell='document.querySelector("#tray-table tbody tr:nth-child(5) td.vbios")'
+out=$(cdp wait 60 "$cell.classList.contains(\"skew\") && [$cell.textContent, $cell.title]")
+[[ $out == *'GPU 1: 97.00.00.00.00 (rack: 97.00.B9.00.69)'* && $out == *'1: 97.00.00.00.00'* ]]
+check "a GPU on another VBIOS marks its tray's cell in the open page, naming the GPU" $? "$out"
+t5=$(k get computetrays -o json | jq -r ".items[] | select(.spec.rack == \"$RACK\" and .spec.index == 5) | .metadata.name")
+vc() { k get rack "$RACK" -o json | jq -r '.status.conditions[]? | select(.type == "VersionsConsistent") | "\(.status) \(.reason) \(.message)"'; }
+skewed() { [[ $(vc) == "False FirmwareSkew "*"$t5 GPU 1 (97.00.00.00.00)"* ]]; }
+wait_for 60 skewed
+check "the Rack's VersionsConsistent is False (FirmwareSkew) naming $t5 GPU 1" $? "$(vc)"
+cdp shot "$art/rack-vbios.png" >/dev/null
+simctl gpu "$(tray 5)" 1 vbios=97.00.B9.00.69
+consistent() { [[ $(vc) == "True OneStack"* ]]; }
+wait_for 60 consistent
+check "the same VBIOS again: VersionsConsistent True" $? "$(vc)"
+
 # ------------------------------------------------ compute domains ---
 # By keyboard: focus the navigation link and press Enter.
 printf 'apiVersion: nvl72.io/v1alpha1\nkind: ComputeDomain\nmetadata: {name: train-4, namespace: team-a}\nspec: {numNodes: 4, selector: {rack: %s}}\n' \
@@ -267,7 +297,7 @@ cdp shot "$art/upgrades-aborted.png" >/dev/null
 check "screenshot of the aborted upgrade" $? "$art/upgrades-aborted.png"
 
 png=$(file "$art"/*.png | grep -c 'PNG image data')
-[[ $png == 7 ]]
-check "7 screenshots are PNG images" $? "$(file "$art"/*.png)"
+[[ $png == 8 ]]
+check "8 screenshots are PNG images" $? "$(file "$art"/*.png)"
 echo "# screenshots: $art/"
 finish

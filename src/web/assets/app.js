@@ -219,7 +219,44 @@
     });
   }
 
-  function trayRow(t) {
+  // The VBIOS most of the rack's GPUs report ("" when none does): the one
+  // the VBIOS column measures the others against.
+  function commonVbios(trays) {
+    const n = new Map();
+    let best = "";
+    trays.forEach(function (t) {
+      (t.gpus || []).forEach(function (g) {
+        if (!g || !g.vbios) return;
+        n.set(g.vbios, (n.get(g.vbios) || 0) + 1);
+        if (!best || n.get(g.vbios) > n.get(best)) best = g.vbios;
+      });
+    });
+    return best;
+  }
+
+  // One tray's VBIOS: the version when its GPUs agree, else each GPU's; a
+  // GPU off the rack's common version marks the cell (the Rack's
+  // VersionsConsistent condition names it too).
+  function vbiosCell(gpus, common) {
+    const seen = [];
+    const odd = [];
+    gpus.forEach(function (g) {
+      if (!g || !g.vbios) return;
+      if (seen.indexOf(g.vbios) < 0) seen.push(g.vbios);
+      if (common && g.vbios !== common) odd.push("GPU " + g.index + ": " + g.vbios);
+    });
+    const text = seen.length <= 1 ? str(seen[0])
+      : gpus.filter(function (g) { return g && g.vbios; })
+        .map(function (g) { return g.index + ": " + g.vbios; }).join(", ");
+    const td = el("td", odd.length ? "vbios skew" : "vbios", text);
+    if (odd.length) {
+      td.title = odd.join("; ") + " (rack: " + common + ")";
+      td.appendChild(el("span", "sr-only", " differs from the rack's " + common));
+    }
+    return td;
+  }
+
+  function trayRow(t, common) {
     // Only a stale heartbeat greys the GPUs out: a tray that is online but
     // not Ready still shows which of its GPUs is the cause.
     const online = t.online !== false;
@@ -236,7 +273,10 @@
       const td = el("td");
       const chip = el("span", "chip " + s.cls, s.label);
       chip.title = "GPU " + i + ": fabric " + str(g && g.fabricState, "unknown") +
-        ", health " + str(g && g.health, "unknown");
+        ", health " + str(g && g.health, "unknown") +
+        (g && g.healthSource === "mask" ? " (from the health mask)" : "") +
+        (g && g.pciBusId ? ", PCI " + g.pciBusId : "") +
+        (g && g.vbios ? ", VBIOS " + g.vbios : "");
       td.appendChild(chip);
       td.appendChild(el("span", "sr-only", " " + chip.title));
       tr.appendChild(td);
@@ -245,6 +285,7 @@
     const imex = t.imex || {};
     tr.appendChild(el("td", null, str(imex.daemon) + (imex.domain ? " / " + imex.domain : "")));
     tr.appendChild(el("td", null, str(t.driver)));
+    tr.appendChild(vbiosCell(gpus, common));
     tr.appendChild(el("td", null, str(t.maintenance, "None") + (t.cordoned ? ", cordoned" : "")));
     return tr;
   }
@@ -279,7 +320,8 @@
     });
     const trays = (Array.isArray(rack.trays) ? rack.trays.slice() : [])
       .sort(function (a, b) { return a.index - b.index; });
-    trays.forEach(function (t) { tbody.appendChild(trayRow(t)); });
+    const common = commonVbios(trays);
+    trays.forEach(function (t) { tbody.appendChild(trayRow(t, common)); });
     (rack.switchTrays || []).forEach(function (s) {
       const li = el("li");
       li.appendChild(el("span", "badge " + healthClass(s.state), str(s.state, "Unknown")));
