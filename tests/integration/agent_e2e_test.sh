@@ -165,6 +165,32 @@ wait_for 15 health4 && ok "degraded health of tray 4 GPU 1 shows decoded, with F
 	nok "degraded health" "$(cond 4 FabricHealthy)"
 simctl gpu "$(tray 4)" 1 health_mask=0x1AA summary=1
 
+# An NVML API 12 library (R570, R575): no health summary, so the agent
+# decides it from the mask and says so; a mask fault names the GPU.
+simctl gpu "$(tray 6)" all nvml_api=12
+t0=$SECONDS
+mask6() { [[ $(st 6 '[.gpus[].fabric | "\(.healthSummary)/\(.healthSource)/\(.healthMask)"] | unique | join(",")') == Healthy/mask/170 &&
+	$(st 6 '.fabric.healthSource') == mask && $(st 6 '.fabric.healthSummary') == Healthy &&
+	$(cond 6 FabricHealthy) == "True Healthy"* && $(cond 6 Ready) == "True AllReady"* ]]; }
+wait_for 15 mask6 && ok "nvml_api=12: tray 6 is Healthy from the health mask, healthSource mask ($((SECONDS - t0))s)" ||
+	nok "health from the mask" "$(st 6 '[.gpus[].fabric] | tostring') / $(cond 6 FabricHealthy)"
+simctl gpu "$(tray 6)" 2 health_mask=0x9A
+t0=$SECONDS
+maskfault6() { [[ $(cond 6 FabricHealthy) == "False Unhealthy GPU 2: Unhealthy from the health mask (routeUnhealthy)" &&
+	$(st 6 '.gpus[2].fabric.healthSummary') == Unhealthy && $(st 6 '.fabric.healthSummary') == Unhealthy ]]; }
+wait_for 15 maskfault6 && ok "nvml_api=12: a fault in GPU 2's mask is FabricHealthy False naming GPU 2 ($((SECONDS - t0))s)" ||
+	nok "mask fault" "$(cond 6 FabricHealthy)"
+simctl gpu "$(tray 6)" 2 health_mask=0x1AA
+simctl gpu "$(tray 6)" all nvml_api=13
+wait_for 15 eval '[[ $(st 6 .fabric.healthSource) == summary && $(cond 6 FabricHealthy) == "True Healthy"* ]]' &&
+	ok "nvml_api=13 again: the summary is NVML's" || nok "back to the summary" "$(st 6 .fabric) / $(cond 6 FabricHealthy)"
+
+# Inventory from NVML: VBIOS and PCI bus id on every GPU.
+inv() { trays_json | jq -e '[.items[].status.gpus[]? | select(.vbios == "97.00.B9.00.69" and
+	(.pciBusId | test("^[0-9A-F]{8}:06:00\\.0$")))] | length == 72' >/dev/null; }
+wait_for 15 inv && ok "every GPU's status has its VBIOS and PCI bus id from NVML" ||
+	nok "inventory" "$(st 1 '[.gpus[] | {vbios, pciBusId}] | tostring')"
+
 simctl gpu "$(tray 5)" 0 clique=7
 wait_for 15 eval '[[ $(cond 5 FabricReady) == "False CliqueMismatch"* ]]' &&
 	ok "one GPU in another clique is FabricReady False CliqueMismatch" || nok "clique mismatch" "$(cond 5 FabricReady)"
