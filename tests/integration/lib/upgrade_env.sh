@@ -6,6 +6,11 @@
 # read an upgrade's status. A suite sets RACK (and optionally UPG_WORK_NAME)
 # before sourcing; everything started here is stopped by the EXIT trap.
 #
+# A suite may set MATRIX, MATRIX_FILE, PLATFORM, FROM, TO, FROM_DRIVER and
+# TO_DRIVER before sourcing to run another matrix than the gb300 sample (the
+# Rack is the gb300 sample's, moved to PLATFORM, MATRIX and FROM; the
+# simulated trays start on FROM_DRIVER).
+#
 # The rack helpers act on the current rack. The first one, RACK, is current
 # after sourcing; a suite with more racks registers each with rack_add (its
 # own simulator folder, loopback addresses and fabric identity) and switches
@@ -24,9 +29,11 @@ AGENT=$rel/bin/nvl72-agent
 sim=$(dirname "$rel")/sim
 RACK=${RACK:-gb300-r07}
 NS=nvl72-system
-MATRIX=gb300-2026.10
-FROM=gb300-r580-95 TO=gb300-r580-159
-FROM_DRIVER=580.95.05 TO_DRIVER=580.159.03
+MATRIX=${MATRIX:-gb300-2026.10}
+MATRIX_FILE=${MATRIX_FILE:-deploy/samples/compatibilitymatrix-gb300.yaml}
+PLATFORM=${PLATFORM:-gb300}
+FROM=${FROM:-gb300-r580-95} TO=${TO:-gb300-r580-159}
+FROM_DRIVER=${FROM_DRIVER:-580.95.05} TO_DRIVER=${TO_DRIVER:-580.159.03}
 
 . "$(dirname "${BASH_SOURCE[0]}")/tap.sh"
 
@@ -131,10 +138,11 @@ op_start() {
 # layer approves, no windows, waves of 4. JQ_EXTRA further edits the Rack.
 upg_rack() {
 	local out
-	wait_for 30 k apply -f deploy/samples/compatibilitymatrix-gb300.yaml
-	check "apply the sample matrix" $? ""
-	k create --dry-run=client -o json -f deploy/samples/rack-gb300.yaml | jq --arg r "$RACK" --arg chassis "$CHASSIS" '
-		.metadata.name = $r |
+	wait_for 30 k apply -f "$MATRIX_FILE"
+	check "apply the matrix $MATRIX" $? ""
+	k create --dry-run=client -o json -f deploy/samples/rack-gb300.yaml | jq --arg r "$RACK" --arg chassis "$CHASSIS" \
+		--arg p "$PLATFORM" --arg m "$MATRIX" --arg s "$FROM" '
+		.metadata.name = $r | .spec.platform = $p | .spec.matrix = {name: $m, stack: $s} |
 		.spec.computeTrays |= map(.node = "\($r)-t\(if .index < 10 then "0" else "" end)\(.index)") |
 		.spec.responsibilities |= map(.approvalRequired = (.layer == "workload") |
 			.noticePeriod = (if .layer == "node" then "6s" elif .layer == "workload" then "8s" else "0s" end)) |
@@ -182,7 +190,7 @@ stack_is() { [[ $(k get rack "$RACK" -o jsonpath='{.status.stack}') == "$1" ]]; 
 # the out-of-band simulator does).
 upg_sim() {
 	simctl create "$rack" --trays 18 --ip-base "$ipbase" --cluster "$CLUSTER" --clique 32766 \
-		--chassis "$CHASSIS" >/dev/null
+		--chassis "$CHASSIS" --driver "$FROM_DRIVER" >/dev/null
 	check "simulated rack $RACK of 18 trays on 127.0.0.$((ipbase + 1))-$((ipbase + 18))" $? ""
 }
 
