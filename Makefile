@@ -189,7 +189,7 @@ deps:
 	@tests/deps.sh
 
 cluster:
-	tests/cluster/build.sh all
+	tests/cluster/build.sh all node
 
 clean:
 	rm -rf $(BUILD)
@@ -204,7 +204,7 @@ help:
 	@echo "make bench      benchmarks; results in bench/results/"
 	@echo "make soak       the reliability suite repeated for SOAK_SECONDS (default 600)"
 	@echo "make sim        the tray simulator (fake NVML, IMEX tools, simctl)"
-	@echo "make cluster    build the test control plane (cached)"
+	@echo "make cluster    build the test control plane and the test node (cached)"
 	@echo "make cross      arm64 nvl72-agent and nvl72-operator into $(BUILD)/arm64/bin"
 
 # Module-specific rules (the simulator's shared library and tools, ...);
