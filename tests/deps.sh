@@ -27,6 +27,12 @@ need=(
 	"cmd:chromium:chromium"
 	"cmd:python3:python3"
 	"cmd:flock:util-linux"
+	"cmd:unshare:util-linux"
+	"cmd:ip:iproute2"
+	"cmd:iptables:iptables"
+	"cmd:runc:runc"
+	"path:/usr/lib/cni/bridge:containernetworking-plugins"
+	"path:/bin/busybox:busybox-static"
 	"file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev"
 )
 
@@ -37,6 +43,7 @@ for n in "${need[@]}"; do
 	pc) pkg-config --exists "$what" 2>/dev/null || missing+=("$pkg") ;;
 	cmd) command -v "$what" >/dev/null 2>&1 || missing+=("$pkg") ;;
 	file) [[ $(uname -m) != x86_64 || -e $what ]] || missing+=("$pkg") ;;
+	path) [[ -e $what ]] || missing+=("$pkg") ;;
 	esac
 done
 

@@ -4,7 +4,11 @@
 # loopback with TLS, RBAC and an admin kubeconfig, all inside one directory.
 #
 #   cluster.sh start DIR   prints `export KUBECONFIG=… KUBECTL=…` lines
-#   cluster.sh stop DIR    stops what start launched, by saved PID
+#   cluster.sh start --node DIR   the same plus a real node (tests/cluster/node.sh):
+#                          controller manager, scheduler, containerd, kubelet,
+#                          kube-proxy; also prints `export NVL72_NODE_…` lines
+#   cluster.sh stop DIR    stops what start launched, by saved PID, and
+#                          removes the node's namespaces and cgroups
 #   cluster.sh restart-apiserver DIR   restarts kube-apiserver on its port, etcd kept
 #   cluster.sh reap        stops clusters whose owner process is gone
 #
@@ -58,6 +62,7 @@ register() {
 
 stop_dir() {
 	local dir=$1
+	[[ -f $dir/node/state ]] && { "$here/node.sh" down "$dir/node/state" || true; }
 	[[ -f $dir/pids ]] || return 0
 	stop_pids $(cat "$dir/pids")
 	rm -f "$dir/pids"
@@ -67,8 +72,19 @@ stop_dir() {
 
 reap() {
 	local entry dir owner pids
-	for entry in "$registry"/*; do
+	# A node's entry keeps what its cluster directory knew (namespaces,
+	# cgroups, PIDs), so a node is removed even with the directory gone.
+	for entry in "$registry"/*.node; do
 		[[ -e $entry ]] || continue
+		owner=$(sed -n 's/^OWNER=//p' "$entry")
+		[[ -n $owner && $owner != - ]] || continue
+		if ! kill -0 "$owner" 2>/dev/null; then
+			log "reaping the stale node of $(sed -n 's/^DIR=//p' "$entry") (owner $owner is gone)"
+			"$here/node.sh" down "$entry" || true
+		fi
+	done
+	for entry in "$registry"/*; do
+		[[ -e $entry && $entry != *.node ]] || continue
 		read -r dir owner pids <"$entry" || true
 		[[ -n ${owner:-} && $owner != - ]] || continue
 		if ! kill -0 "$owner" 2>/dev/null; then
@@ -113,7 +129,7 @@ pki() {
 		openssl req -x509 $ec -keyout ca.key -out ca.crt -days 30 -subj "/CN=nvl72-test-ca" 2>/dev/null
 		openssl req $ec -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
 		openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
-			-out apiserver.crt -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n') 2>/dev/null
+			-out apiserver.crt -extfile <(printf 'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\nextendedKeyUsage=serverAuth\n') 2>/dev/null
 		openssl req $ec -keyout admin.key -out admin.csr -subj "/O=system:masters/CN=admin" 2>/dev/null
 		openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
 			-out admin.crt -extfile <(printf 'extendedKeyUsage=clientAuth\n') 2>/dev/null
@@ -151,6 +167,21 @@ KC
 	chmod 600 "$dir/kubeconfig"
 }
 
+# Without a node nothing would create service accounts, so their admission
+# plugin is off; with one, the apiserver also reaches the kubelet with a
+# client certificate and checks the kubelet's serving certificate.
+node_apiserver_args() {
+	local p=$1/pki
+	if [[ -f $1/node-mode ]]; then
+		echo "--kubelet-client-certificate=$p/apiserver-kubelet-client.crt"
+		echo "--kubelet-client-key=$p/apiserver-kubelet-client.key"
+		echo "--kubelet-certificate-authority=$p/ca.crt"
+		echo "--kubelet-preferred-address-types=InternalIP"
+	else
+		echo "--disable-admission-plugins=ServiceAccount"
+	fi
+}
+
 # Starts kube-apiserver in the background ($! is its PID) against etcd on
 # port ec, serving on port ap, with the extra arguments saved at start.
 launch_apiserver() {
@@ -164,7 +195,7 @@ launch_apiserver() {
 		--service-account-key-file="$p/sa.key" --service-account-signing-key-file="$p/sa.key" \
 		--service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC \
 		--allow-privileged=true --endpoint-reconciler-type=none \
-		--disable-admission-plugins=ServiceAccount --profiling=false \
+		$(node_apiserver_args "$dir") --profiling=false \
 		$(cat "$dir/apiserver-args" 2>/dev/null) \
 		--v=1 >>"$dir/logs/apiserver.log" 2>&1 </dev/null &
 }
@@ -175,7 +206,7 @@ restart_apiserver() {
 	local dir=$1 old ec ap new
 	[[ -f $dir/pids ]] || die "$dir holds no running cluster"
 	bin=$("$here/build.sh" core | tail -1)
-	old=$(tail -1 "$dir/pids")
+	old=$(sed -n 2p "$dir/pids")
 	ec=$(cat "$dir/etcd-port") ap=$(cat "$dir/apiserver-port")
 	stop_pids "$old"
 	# The port must be free again before the new process binds it.
@@ -185,7 +216,7 @@ restart_apiserver() {
 	done
 	launch_apiserver "$dir" "$bin" "$ec" "$ap"
 	new=$!
-	sed -i "\$s/.*/$new/" "$dir/pids"
+	sed -i "2s/.*/$new/" "$dir/pids"
 	register "$dir"
 	for _ in $(seq 600); do
 		curl -fsS --max-time 2 --cacert "$dir/pki/ca.crt" "https://127.0.0.1:$ap/readyz" \
@@ -197,15 +228,28 @@ restart_apiserver() {
 }
 
 start() {
-	local dir=$1
+	local dir=$1 node=$2
 	reap
 	[[ ! -f $dir/pids ]] || die "$dir already holds a running cluster; stop it first"
-	bin=$("$here/build.sh" core | tail -1)
+	bin=$("$here/build.sh" core $( ((node)) && echo node) | tail -1)
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd)
-	rm -rf "$dir/etcd" "$dir/logs"
+	rm -rf "$dir/etcd" "$dir/logs" "$dir/node" "$dir/node-mode"
 	mkdir -p "$dir/logs"
 	pki "$dir"
+	if ((node)); then
+		: >"$dir/node-mode"
+		(
+			cd "$dir/pki"
+			umask 077
+			openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+				-keyout apiserver-kubelet-client.key -out k.csr \
+				-subj "/O=system:masters/CN=kube-apiserver-kubelet-client" 2>/dev/null
+			openssl x509 -req -in k.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+				-out apiserver-kubelet-client.crt -extfile <(printf 'extendedKeyUsage=clientAuth\n') 2>/dev/null
+			rm -f k.csr ca.srl
+		)
+	fi
 	: >"$dir/pids"
 	register "$dir"
 
@@ -257,6 +301,11 @@ start() {
 				"$bin/kubectl" --kubeconfig="$dir/kubeconfig" get namespace default >/dev/null 2>&1 && break
 				sleep 0.1
 			done
+			if ((node)) && ! "$here/node.sh" up "$dir"; then
+				log "the node did not come up; stopping the cluster"
+				stop_dir "$dir"
+				die "could not start the node; see $dir/logs"
+			fi
 			echo "export KUBECONFIG='$dir/kubeconfig'"
 			echo "export KUBECTL='$bin/kubectl'"
 			echo "export NVL72_CLUSTER_DIR='$dir'"
@@ -275,11 +324,17 @@ start() {
 }
 
 case ${1:-} in
-start) [[ $# -eq 2 ]] || die "usage: cluster.sh start DIR"; start "$2" ;;
+start)
+	if [[ $# -eq 3 && $2 == --node ]]; then
+		start "$3" 1
+	else
+		[[ $# -eq 2 ]] || die "usage: cluster.sh start [--node] DIR"
+		start "$2" 0
+	fi ;;
 stop) [[ $# -eq 2 ]] || die "usage: cluster.sh stop DIR"; stop_dir "$(cd "$2" 2>/dev/null && pwd || echo "$2")" ;;
 restart-apiserver)
 	[[ $# -eq 2 ]] || die "usage: cluster.sh restart-apiserver DIR"
 	restart_apiserver "$(cd "$2" && pwd)" ;;
 reap) reap ;;
-*) die "usage: cluster.sh start DIR | stop DIR | restart-apiserver DIR | reap" ;;
+*) die "usage: cluster.sh start [--node] DIR | stop DIR | restart-apiserver DIR | reap" ;;
 esac
