@@ -4,7 +4,9 @@
 # is torn down afterwards, even when the suite fails or is interrupted.
 # Suites are tests/integration/*_test.sh scripts and the programs built
 # from tests/integration/test_*.c under ASan+UBSan; both print `ok - …`/`not ok - …` lines
-# (or cmocka's summary) and exit non-zero on failure.
+# (or cmocka's summary) and exit non-zero on failure. A script with the line
+# `# needs: node` gets a cluster with a real node (cluster.sh start --node);
+# the others get the control plane alone.
 #
 # usage: tests/integration/run.sh [BUILD_DIR] [FILTER]
 set -uo pipefail
@@ -31,8 +33,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The control plane is built once, before the first suite.
-tests/cluster/build.sh core >/dev/null || exit 1
+needs_node() { [[ $1 == *.sh ]] && grep -qx '# needs: node' "$1"; }
+
+# The control plane is built once, before the first suite, and the node's
+# binaries too when a suite needs them.
+parts=(core)
+for s in "${suites[@]}"; do needs_node "$s" && parts=(core node) && break; done
+tests/cluster/build.sh "${parts[@]}" >/dev/null || exit 1
 
 spass=0 sfail=0 cpass=0 cfail=0
 export NVL72_CLUSTER_OWNER=$$
@@ -40,7 +47,9 @@ for s in "${suites[@]}"; do
 	name=$(basename "$s")
 	current="$work/$name"
 	echo "== $name"
-	if ! env_lines=$(tests/cluster/cluster.sh start "$current"); then
+	mode=()
+	needs_node "$s" && mode=(--node)
+	if ! env_lines=$(tests/cluster/cluster.sh start "${mode[@]}" "$current"); then
 		echo "not ok - $name: control plane did not start"
 		sfail=$((sfail + 1))
 		continue
