@@ -184,6 +184,15 @@ images() {
 		--add /bin/busybox:bin/busybox "${links[@]}" --dir tmp --dir etc --cmd /bin/sh
 }
 
+# The machine's architecture as OCI platforms name it.
+arch() {
+	case $(uname -m) in
+	x86_64) echo amd64 ;;
+	aarch64) echo arm64 ;;
+	*) uname -m ;;
+	esac
+}
+
 configs() {
 	local dir=$1 n=$2 name=$3 nodeip=$4 podcidr=$5 cgroot=$6 ap=$7 d=$1/node
 	mkdir -p "$d/cni"
@@ -205,6 +214,12 @@ state = "/run/containerd"
 
 [grpc]
   address = "/run/containerd/containerd.sock"
+
+# Imports unpack through the transfer service, which knows only the
+# snapshotters listed here.
+[[plugins.'io.containerd.transfer.v1.local'.unpack_config]]
+  platform = 'linux/$(arch)'
+  snapshotter = '@SNAPSHOTTER@'
 
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = '@SNAPSHOTTER@'
@@ -453,7 +468,7 @@ EPS
 # /var/log (so every standard path the kubelet and containerd use is the
 # node's own), then the relay, containerd, the images, kubelet, kube-proxy.
 init() {
-	local dir=$1 d=$1/node snap=overlayfs ap nodeip name i
+	local dir=$1 d=$1/node snap=${NVL72_NODE_SNAPSHOTTER:-} ap nodeip name i
 	ap=$(state_get "$d/env" APISERVER_PORT) nodeip=$(state_get "$d/env" NODE_IP)
 	name=$(state_get "$d/env" NAME)
 	mount --make-rshared /
@@ -462,14 +477,17 @@ init() {
 		mount --bind "$d/fs/$i" "/$i"
 	done
 	mkdir -p "$d/fs/probe/l" "$d/fs/probe/u" "$d/fs/probe/w" "$d/fs/probe/m"
-	if mount -t overlay overlay -o "lowerdir=$d/fs/probe/l,upperdir=$d/fs/probe/u,workdir=$d/fs/probe/w" \
+	if [[ -n $snap ]]; then
+		: # chosen by NVL72_NODE_SNAPSHOTTER
+	elif mount -t overlay overlay -o "lowerdir=$d/fs/probe/l,upperdir=$d/fs/probe/u,workdir=$d/fs/probe/w" \
 		"$d/fs/probe/m" 2>/dev/null; then
 		umount "$d/fs/probe/m"
+		snap=overlayfs
 	else
 		log "overlayfs cannot be mounted here; containerd uses the native snapshotter"
 		snap=native
 	fi
-	sed "s/@SNAPSHOTTER@/$snap/" "$d/containerd.toml" >/run/containerd.toml
+	sed "s/@SNAPSHOTTER@/$snap/g" "$d/containerd.toml" >/run/containerd.toml
 	python3 "$here/nsforward.py" "0.0.0.0:$ap" "127.0.0.1:$ap" 7 >>"$dir/logs/relay.log" 2>&1 &
 	exec 7<&-
 	containerd --config /run/containerd.toml >>"$dir/logs/containerd.log" 2>&1 &
