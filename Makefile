@@ -41,7 +41,7 @@ UNIT_HELP := $(sort $(wildcard tests/unit/*.c))
 cmd_name = $(subst _,-,$(if $(filter kubectl_nvl72,$(1)),$(1),nvl72-$(1)))
 CMD_BINS := $(foreach s,$(CMD_SRC),$(BUILD)/rel/bin/$(call cmd_name,$(patsubst src/cmd/%_main.c,%,$(s))))
 
-.PHONY: all check unit asan demo bench fuzz soak clean deps cluster help cross lint
+.PHONY: all check unit asan demo bench fuzz soak clean deps cluster help cross lint images
 # Keep the objects of test programs between runs.
 .SECONDARY:
 all: $(CMD_BINS) $(BUILD)/rel/libnvl72.a
@@ -191,6 +191,13 @@ deps:
 cluster:
 	tests/cluster/build.sh all node
 
+# The operator and agent images from deploy/docker/ as reproducible OCI
+# archives with SPDX SBOMs in $(BUILD)/images, on a Debian base made here
+# (as root; IMAGE_ARCHES="amd64 arm64"; docs/images.md).
+images: deps
+	$(MAKE) -j$(JOBS) $(CMD_BINS) $(if $(filter arm64,$(IMAGE_ARCHES)),$(if $(filter aarch64,$(shell uname -m)),,$(CROSS_BINS)))
+	deploy/docker/images.sh $(BUILD)
+
 clean:
 	rm -rf $(BUILD)
 
@@ -205,6 +212,7 @@ help:
 	@echo "make soak       the reliability suite repeated for SOAK_SECONDS (default 600)"
 	@echo "make sim        the tray simulator (fake NVML, IMEX tools, simctl)"
 	@echo "make cluster    build the test control plane and the test node (cached)"
+	@echo "make images     operator and agent images as OCI archives with SBOMs in $(BUILD)/images"
 	@echo "make cross      arm64 nvl72-agent and nvl72-operator into $(BUILD)/arm64/bin"
 
 # Module-specific rules (the simulator's shared library and tools, ...);

@@ -33,6 +33,7 @@ need=(
 	"cmd:runc:runc"
 	"path:/usr/lib/cni/bridge:containernetworking-plugins"
 	"path:/bin/busybox:busybox-static"
+	"cmd:debootstrap:debootstrap"
 	"file:/usr/lib/llvm-14/lib/clang/14.0.6/lib/linux/libclang_rt.fuzzer-x86_64.a:libclang-rt-14-dev"
 )
 
