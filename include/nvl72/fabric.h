@@ -216,9 +216,13 @@ enum nv_err fabric_partition_update(struct fabric_backend *b, const char *id,
                                     struct fabric_status *st);
 enum nv_err fabric_partition_delete(struct fabric_backend *b, const char *id, struct fabric_op *op,
                                     struct fabric_status *st);
+/* One look at an operation. A change may take several steps on the backend
+ * (NMX-M: GPUs leave or rejoin the default partition); when the step polled
+ * has ended and the next began, op->id is the next step's id, which the
+ * caller records and polls from then on. */
 enum nv_err fabric_op_poll(struct fabric_backend *b, const char *op_id, struct fabric_op *op,
                            struct fabric_status *st);
-/* Polls op until it ends, backing off from poll_interval_ms to
+/* Polls op (following its steps) until it ends, backing off from poll_interval_ms to
  * poll_max_interval_ms, for at most op_deadline_ms. NV_OK when COMPLETED;
  * NV_E_STATE when FAILED (st->message has the reason), NV_E_CANCELLED when
  * cancelled, NV_E_TIMEOUT at the deadline; op holds the last state seen.

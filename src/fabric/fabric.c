@@ -484,6 +484,11 @@ enum nv_err fabric_op_wait(struct fabric_backend *b, struct fabric_op *op,
 		struct fabric_op cur;
 		if (!fabric_op_done(op->state)) {
 			err = fabric_op_poll(b, id, &cur, st);
+			if (err == NV_OK && cur.id[0] != '\0' && strcmp(cur.id, id) != 0) {
+				log_info("fabric", "operation goes on as another", "op=%s next=%s",
+				         id, cur.id);
+				str_copy(id, sizeof(id), cur.id);
+			}
 			if (err == NV_OK)
 				*op = cur;
 			else if (!nv_err_retryable(err))

@@ -77,10 +77,24 @@ enum nv_err nmxm_parse_partition_list(const char *data, size_t len, struct fabri
 /* The chassis list's InternalID for a serial number; NV_E_NOT_FOUND if absent. */
 enum nv_err nmxm_parse_chassis_id(const char *data, size_t len, const char *serial, long *out,
                                   struct jx_err *e);
+/* One GPU of GET /nmx/v1/gpus: NMX-M's own id, which GPU-ID partition
+ * members name, and where it sits. -1 (chassis) or 0 (others): not given. */
+struct nmxm_gpu {
+	char id[FABRIC_ID_LEN];
+	char domain_uuid[FABRIC_UUID_LEN];
+	long chassis_id;
+	unsigned slot, host_id, device;
+};
+#define NMXM_GPUS_MAX (FABRIC_GPUS_MAX * 16) /* GPUs listed, all domains */
+/* GET /nmx/v1/gpus: a JSON array; *out is a heap array. */
+enum nv_err nmxm_parse_gpu_list(const char *data, size_t len, struct nmxm_gpu **out, size_t *n,
+                                struct jx_err *e);
 /* The server's explanation in an error body, or a cleaned excerpt of it. */
 void nmxm_error_message(const char *data, size_t len, char *out, size_t outsz);
 /* The request body of a create (with_name) or update; a new reference. */
 json_t *nmxm_render_members(const struct fabric_partition_spec *s, long chassis_id, bool with_name);
+/* An update body naming GPUs by NMX-M id: {"Members": [ids…]}. */
+json_t *nmxm_render_ids(const char (*ids)[FABRIC_ID_LEN], size_t n);
 
 /* Writes a whole file through a temporary file and rename, so readers in
  * other processes (the fake NVML, tests) never see half a file; the

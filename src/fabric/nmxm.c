@@ -16,6 +16,9 @@
 
 #define LOCATION_MAX 512
 #define RETRY_CAP_MS 30000
+/* Marks an operation id of ours: once NMX-M's operation behind it
+ * completed, GPUs left in no partition go back to the default one. */
+#define RESTORE_PREFIX "restore:"
 
 struct nmxm {
 	CURL *easy;
@@ -353,20 +356,44 @@ static enum nv_err parse_fail(enum nv_err err, const char *what, const struct jx
 	return err == NV_E_TOO_LARGE ? NV_E_TOO_LARGE : NV_E_PARSE;
 }
 
-static enum nv_err nmxm_list(void *state, struct fabric_partition **out, size_t *n,
-                             struct fabric_status *st)
+/* GET /nmx/v1/partitions; the caller holds the mutex. */
+static enum nv_err parts_fetch(struct nmxm *s, struct fabric_partition **out, size_t *n,
+                               struct fabric_status *st)
 {
-	struct nmxm *s = state;
 	struct jx_err e;
-	enum nv_err err;
+	enum nv_err err = request(s, "GET", "/nmx/v1/partitions", NULL, 200, st);
 
-	pthread_mutex_lock(&s->mu);
-	err = request(s, "GET", "/nmx/v1/partitions", NULL, 200, st);
 	if (err == NV_OK) {
 		err = nmxm_parse_partition_list(buf_str(&s->resp), s->resp.len, out, n, &e);
 		if (err != NV_OK)
 			err = parse_fail(err, "partition list", &e, st);
 	}
+	return err;
+}
+
+/* GET /nmx/v1/gpus; the caller holds the mutex. */
+static enum nv_err gpus_fetch(struct nmxm *s, struct nmxm_gpu **out, size_t *n,
+                              struct fabric_status *st)
+{
+	struct jx_err e;
+	enum nv_err err = request(s, "GET", "/nmx/v1/gpus", NULL, 200, st);
+
+	if (err == NV_OK) {
+		err = nmxm_parse_gpu_list(buf_str(&s->resp), s->resp.len, out, n, &e);
+		if (err != NV_OK)
+			err = parse_fail(err, "GPU list", &e, st);
+	}
+	return err;
+}
+
+static enum nv_err nmxm_list(void *state, struct fabric_partition **out, size_t *n,
+                             struct fabric_status *st)
+{
+	struct nmxm *s = state;
+	enum nv_err err;
+
+	pthread_mutex_lock(&s->mu);
+	err = parts_fetch(s, out, n, st);
 	pthread_mutex_unlock(&s->mu);
 	return err;
 }
@@ -446,13 +473,7 @@ static enum nv_err spec_check(const struct fabric_partition_spec *spec, struct f
 	}
 	for (size_t i = 0; i < spec->n_gpus; i++) {
 		const struct fabric_gpu *g = &spec->gpus[i];
-		if (spec->kind == FABRIC_MEMBERS_GPU_ID &&
-		    (g->uuid[0] == '\0' || !ascii_ok(g->uuid))) {
-			fabric_status_msg(st, "spec: GPU %zu (tray %u) has no usable uuid", i,
-			                  g->tray);
-			return NV_E_INVAL;
-		}
-		if (spec->kind == FABRIC_MEMBERS_LOCATION && (g->slot == 0 || g->module == 0)) {
+		if (g->slot == 0 || g->module == 0) {
 			fabric_status_msg(st, "spec: GPU %zu (tray %u) has no slot/module", i,
 			                  g->tray);
 			return NV_E_INVAL;
@@ -492,27 +513,283 @@ static enum nv_err chassis_id(struct nmxm *s, const struct fabric_partition_spec
 	return err;
 }
 
-/* POST (create, id NULL) or PUT (update) of a member list. */
+/* What NMX-M has now: its partitions and GPUs, and the GPU at each place
+ * of a spec (member[i] for spec->gpus[i]). */
+struct plan {
+	struct fabric_partition *parts;
+	size_t nparts;
+	struct nmxm_gpu *gpus;
+	size_t ngpus;
+	const struct nmxm_gpu *member[FABRIC_GPUS_MAX];
+	size_t nmember;
+};
+
+static void plan_free(struct plan *p)
+{
+	free(p->parts);
+	free(p->gpus);
+	memset(p, 0, sizeof(*p));
+}
+
+/* The partition NMX-C reserves for GPUs in no user partition. */
+static const struct fabric_partition *plan_default(const struct plan *p)
+{
+	for (size_t i = 0; i < p->nparts; i++)
+		if (p->parts[i].has_partition_id &&
+		    p->parts[i].partition_id == FABRIC_DEFAULT_CLIQUE)
+			return &p->parts[i];
+	return NULL;
+}
+
+/* The NMX-M GPU a partition member names: by NMX-M id, or by place. */
+static const struct nmxm_gpu *plan_gpu_of(const struct plan *p, const struct fabric_gpu *m)
+{
+	for (size_t i = 0; i < p->ngpus; i++) {
+		const struct nmxm_gpu *g = &p->gpus[i];
+		if (m->uuid[0] != '\0' ? strcmp(m->uuid, g->id) == 0
+		                       : m->slot == g->slot && m->host_id == g->host_id &&
+		                                 m->module == g->device)
+			return g;
+	}
+	return NULL;
+}
+
+static bool part_has(const struct plan *p, const struct fabric_partition *part,
+                     const struct nmxm_gpu *g)
+{
+	for (size_t i = 0; i < part->n_gpus; i++)
+		if (plan_gpu_of(p, &part->gpus[i]) == g)
+			return true;
+	return false;
+}
+
+static bool plan_is_member(const struct plan *p, const struct nmxm_gpu *g)
+{
+	for (size_t i = 0; i < p->nmember; i++)
+		if (p->member[i] == g)
+			return true;
+	return false;
+}
+
+/* Reads partitions and GPUs and finds each member of spec (when not NULL)
+ * among the GPUs by chassis, slot, host and device. */
+static enum nv_err plan_load(struct nmxm *s, const struct fabric_partition_spec *spec, long chassis,
+                             struct plan *p, struct fabric_status *st)
+{
+	enum nv_err err;
+
+	memset(p, 0, sizeof(*p));
+	err = parts_fetch(s, &p->parts, &p->nparts, st);
+	if (err == NV_OK)
+		err = gpus_fetch(s, &p->gpus, &p->ngpus, st);
+	for (size_t i = 0; err == NV_OK && spec != NULL && i < spec->n_gpus; i++) {
+		const struct fabric_gpu *m = &spec->gpus[i];
+		for (size_t k = 0; k < p->ngpus && p->member[i] == NULL; k++) {
+			const struct nmxm_gpu *g = &p->gpus[k];
+			if (g->slot == m->slot && g->host_id == m->host_id &&
+			    g->device == m->module &&
+			    (chassis < 0 || g->chassis_id < 0 || g->chassis_id == chassis) &&
+			    (spec->domain_uuid[0] == '\0' || g->domain_uuid[0] == '\0' ||
+			     strcasecmp(g->domain_uuid, spec->domain_uuid) == 0))
+				p->member[i] = g;
+		}
+		if (p->member[i] == NULL) {
+			fabric_status_msg(st,
+			                  "NMX-M lists no GPU at chassis %ld slot %u host %u "
+			                  "device %u (tray %u)",
+			                  chassis, m->slot, m->host_id, m->module, m->tray);
+			err = NV_E_NOT_FOUND;
+		}
+		p->nmember = i + 1;
+	}
+	if (err != NV_OK)
+		plan_free(p);
+	return err;
+}
+
+/* PUT of the default partition with ids as its members, or its DELETE
+ * when none are left (as NVIDIA's own client does). */
+static enum nv_err default_set(struct nmxm *s, const struct fabric_partition *def,
+                               const char (*ids)[FABRIC_ID_LEN], size_t n, struct fabric_op *op,
+                               struct fabric_status *st)
+{
+	char path[512];
+	char *body = NULL;
+	enum nv_err err = id_path(path, sizeof(path), "/nmx/v1/partitions", def->id, s);
+
+	if (err == NV_OK && n > 0) {
+		json_t *doc = nmxm_render_ids(ids, n);
+		body = jx_dumps(doc);
+		json_decref(doc);
+	}
+	if (err == NV_OK)
+		err = request(s, n > 0 ? "PUT" : "DELETE", path, body, 202, st);
+	if (err == NV_OK)
+		err = accepted(s, op, st);
+	free(body);
+	return err;
+}
+
+/* The first step of a change that adds GPUs still in the default
+ * partition: take them out of it. NV_E_NOT_FOUND when none are in it. */
+static enum nv_err default_leave(struct nmxm *s, const struct plan *p, struct fabric_op *op,
+                                 struct fabric_status *st)
+{
+	const struct fabric_partition *def = plan_default(p);
+	char(*keep)[FABRIC_ID_LEN] = NULL;
+	size_t nkeep = 0, nleave = 0;
+	enum nv_err err = NV_OK;
+
+	if (def == NULL)
+		return NV_E_NOT_FOUND;
+	keep = xcalloc(def->n_gpus + 1, sizeof(*keep));
+	for (size_t i = 0; i < def->n_gpus && err == NV_OK; i++) {
+		const struct fabric_gpu *m = &def->gpus[i];
+		const struct nmxm_gpu *g = plan_gpu_of(p, m);
+		if (g != NULL && plan_is_member(p, g))
+			nleave++;
+		else if (m->uuid[0] != '\0' || g != NULL)
+			str_copy(keep[nkeep++], sizeof(keep[0]), m->uuid[0] ? m->uuid : g->id);
+		else {
+			fabric_status_msg(st,
+			                  "default partition member at slot %u device %u is "
+			                  "not among NMX-M's GPUs",
+			                  m->slot, m->module);
+			err = NV_E_PARSE;
+		}
+	}
+	if (err == NV_OK && nleave == 0)
+		err = NV_E_NOT_FOUND;
+	if (err == NV_OK)
+		err = default_set(s, def, (const char(*)[FABRIC_ID_LEN])keep, nkeep, op, st);
+	if (err == NV_OK) {
+		snprintf(op->message, sizeof(op->message),
+		         "removing %zu GPUs from the default partition", nleave);
+		log_info("fabric", "GPUs leave the default partition", "gpus=%zu op=%s", nleave,
+		         op->id);
+	}
+	free(keep);
+	return err;
+}
+
+/* The last step of a change that took GPUs out of a user partition: the
+ * GPUs now in no partition go back to the default one. *sent tells whether
+ * a change was asked (its operation then in op). */
+static enum nv_err default_restore(struct nmxm *s, struct fabric_op *op, bool *sent,
+                                   struct fabric_status *st)
+{
+	struct plan p;
+	const struct fabric_partition *def;
+	char(*ids)[FABRIC_ID_LEN] = NULL;
+	size_t n = 0, back = 0;
+	enum nv_err err = plan_load(s, NULL, -1, &p, st);
+
+	*sent = false;
+	if (err != NV_OK)
+		return err;
+	def = plan_default(&p);
+	ids = xcalloc(p.ngpus + (def ? def->n_gpus : 0) + 1, sizeof(*ids));
+	for (size_t i = 0; def != NULL && i < def->n_gpus; i++) {
+		const struct nmxm_gpu *g = plan_gpu_of(&p, &def->gpus[i]);
+		const char *id = def->gpus[i].uuid[0] ? def->gpus[i].uuid : g ? g->id : "";
+		if (id[0] != '\0')
+			str_copy(ids[n++], sizeof(ids[0]), id);
+	}
+	for (size_t i = 0; i < p.ngpus; i++) {
+		bool placed = false;
+		for (size_t k = 0; k < p.nparts && !placed; k++)
+			placed = part_has(&p, &p.parts[k], &p.gpus[i]);
+		if (!placed) {
+			str_copy(ids[n++], sizeof(ids[0]), p.gpus[i].id);
+			back++;
+		}
+	}
+	if (back > 0 && def == NULL) {
+		log_warn("fabric",
+		         "GPUs in no partition and no default partition to return them to",
+		         "gpus=%zu", back);
+	} else if (back > 0) {
+		struct fabric_op next;
+		err = default_set(s, def, (const char(*)[FABRIC_ID_LEN])ids, n, &next, st);
+		if (err == NV_OK) {
+			*sent = true;
+			*op = next;
+			snprintf(op->message, sizeof(op->message),
+			         "returning %zu GPUs to the default partition", back);
+			log_info("fabric", "GPUs return to the default partition", "gpus=%zu op=%s",
+			         back, op->id);
+		}
+	}
+	free(ids);
+	plan_free(&p);
+	return err;
+}
+
+/* Marks an operation whose end is followed by default_restore. */
+static enum nv_err restore_after(struct fabric_op *op, struct fabric_status *st)
+{
+	char id[FABRIC_ID_LEN];
+
+	if (snprintf(id, sizeof(id), "%s%s", RESTORE_PREFIX, op->id) >= (int)sizeof(id)) {
+		fabric_status_msg(st, "operation id too long");
+		return NV_E_TOO_LARGE;
+	}
+	str_copy(op->id, sizeof(op->id), id);
+	return NV_OK;
+}
+
+/* The body of a create (id NULL) or update; GPU-ID members get NMX-M's
+ * own GPU ids from the plan. */
+static char *members_body(const struct fabric_partition_spec *spec, const struct plan *p,
+                          long chassis, bool create)
+{
+	struct fabric_partition_spec *copy = NULL;
+	json_t *doc;
+	char *body;
+
+	if (spec->kind == FABRIC_MEMBERS_GPU_ID) {
+		copy = xmalloc(sizeof(*copy));
+		*copy = *spec;
+		for (size_t i = 0; i < copy->n_gpus; i++)
+			str_copy(copy->gpus[i].uuid, sizeof(copy->gpus[i].uuid), p->member[i]->id);
+		spec = copy;
+	}
+	doc = nmxm_render_members(spec, chassis, create);
+	body = jx_dumps(doc);
+	json_decref(doc);
+	free(copy);
+	return body;
+}
+
+/* POST (create, id NULL) or PUT (update) of a member list, after taking
+ * joining GPUs out of the default partition: when some are in it, that is
+ * the change asked for now, and the caller asks again once it is done. */
 static enum nv_err send_members(struct nmxm *s, const char *id,
                                 const struct fabric_partition_spec *spec, struct fabric_op *op,
                                 struct fabric_status *st)
 {
 	char path[512] = "/nmx/v1/partitions";
 	char *body = NULL;
-	json_t *doc = NULL;
 	long chassis = -1;
+	struct plan p;
 	enum nv_err err = spec_check(spec, st);
 
 	if (err != NV_OK)
 		return err;
+	memset(&p, 0, sizeof(p));
 	pthread_mutex_lock(&s->mu);
 	err = chassis_id(s, spec, &chassis, st);
-	if (err == NV_OK && id != NULL)
-		err = id_path(path, sizeof(path), "/nmx/v1/partitions", id, s);
+	if (err == NV_OK)
+		err = plan_load(s, spec, chassis, &p, st);
 	if (err != NV_OK)
 		goto out;
-	doc = nmxm_render_members(spec, chassis, id == NULL);
-	body = jx_dumps(doc);
+	err = default_leave(s, &p, op, st);
+	if (err != NV_E_NOT_FOUND) /* the first step was asked, or failed */
+		goto out;
+	err = id != NULL ? id_path(path, sizeof(path), "/nmx/v1/partitions", id, s) : NV_OK;
+	if (err != NV_OK)
+		goto out;
+	body = members_body(spec, &p, chassis, id == NULL);
 	if (body == NULL) {
 		fabric_status_msg(st, "could not serialise the request");
 		err = NV_E_INTERNAL;
@@ -521,10 +798,12 @@ static enum nv_err send_members(struct nmxm *s, const char *id,
 	err = request(s, id == NULL ? "POST" : "PUT", path, body, 202, st);
 	if (err == NV_OK)
 		err = accepted(s, op, st);
+	if (err == NV_OK && id != NULL)
+		err = restore_after(op, st);
 out:
 	pthread_mutex_unlock(&s->mu);
+	plan_free(&p);
 	free(body);
-	json_decref(doc);
 	return err;
 }
 
@@ -554,26 +833,46 @@ static enum nv_err nmxm_remove(void *state, const char *id, struct fabric_op *op
 		err = request(s, "DELETE", path, NULL, 202, st);
 	if (err == NV_OK)
 		err = accepted(s, op, st);
+	if (err == NV_OK)
+		err = restore_after(op, st);
 	pthread_mutex_unlock(&s->mu);
 	return err;
 }
 
+/* One look at an operation. An id made by restore_after polls NMX-M's
+ * operation; once that completed, the GPUs left in no partition are given
+ * back to the default partition, and op then describes that change (a new
+ * id, in progress), which the caller records and polls in turn. */
 static enum nv_err nmxm_poll(void *state, const char *op_id, struct fabric_op *op,
                              struct fabric_status *st)
 {
 	struct nmxm *s = state;
+	size_t pl = strlen(RESTORE_PREFIX);
+	bool restore = strncmp(op_id, RESTORE_PREFIX, pl) == 0, sent = false;
+	const char *raw = restore ? op_id + pl : op_id;
 	char path[512];
 	struct jx_err e;
-	enum nv_err err;
+	enum nv_err err = raw[0] != '\0' ? NV_OK : NV_E_INVAL;
 
 	pthread_mutex_lock(&s->mu);
-	err = id_path(path, sizeof(path), "/nmx/v1/operations", op_id, s);
+	if (err == NV_OK)
+		err = id_path(path, sizeof(path), "/nmx/v1/operations", raw, s);
 	if (err == NV_OK)
 		err = request(s, "GET", path, NULL, 200, st);
 	if (err == NV_OK) {
 		err = nmxm_parse_operation(buf_str(&s->resp), s->resp.len, op, &e);
 		if (err != NV_OK)
 			err = parse_fail(err, "operation", &e, st);
+	}
+	if (err == NV_OK)
+		str_copy(op->id, sizeof(op->id), op_id);
+	if (err == NV_OK && restore && op->state == FABRIC_OP_COMPLETED) {
+		struct fabric_op next = *op;
+		err = default_restore(s, &next, &sent, st);
+		if (err == NV_OK && sent) {
+			*op = next;
+			op->state = FABRIC_OP_IN_PROGRESS;
+		}
 	}
 	pthread_mutex_unlock(&s->mu);
 	return err;

@@ -361,6 +361,99 @@ out:
 	return err;
 }
 
+/* LocationInfo's integer ids; absent ones stay as they are. */
+static enum nv_err gpu_location(const json_t *loc, struct nmxm_gpu *g, struct jx_err *e)
+{
+	int64_t v;
+	enum nv_err err;
+
+	if (loc == NULL || json_is_null(loc))
+		return NV_OK;
+	if (!json_is_object(loc)) {
+		snprintf(e->msg, sizeof(e->msg), "LocationInfo: expected an object, got %s",
+		         jx_type_name(loc));
+		return NV_E_PARSE;
+	}
+	if ((err = jx_get_int(loc, "ChassisID", 0, INT32_MAX, &v, e)) == NV_OK)
+		g->chassis_id = (long)v;
+	else if (err != NV_E_NOT_FOUND)
+		return err;
+	if ((err = jx_get_int(loc, "SlotID", 0, 0xffff, &v, e)) == NV_OK)
+		g->slot = (unsigned)v;
+	else if (err != NV_E_NOT_FOUND)
+		return err;
+	if ((err = jx_get_int(loc, "HostID", 0, 0xffff, &v, e)) == NV_OK)
+		g->host_id = (unsigned)v;
+	else if (err != NV_E_NOT_FOUND)
+		return err;
+	return NV_OK;
+}
+
+static enum nv_err gpu_from_json(const json_t *o, struct nmxm_gpu *g, struct jx_err *e)
+{
+	int64_t dev;
+	enum nv_err err;
+
+	memset(g, 0, sizeof(*g));
+	g->chassis_id = -1;
+	if (!json_is_object(o)) {
+		snprintf(e->msg, sizeof(e->msg), "gpu: expected an object, got %s",
+		         jx_type_name(o));
+		return NV_E_PARSE;
+	}
+	err = req_str(o, "ID", g->id, sizeof(g->id), e);
+	if (err == NV_OK)
+		err = opt_str(o, "DomainUUID", g->domain_uuid, sizeof(g->domain_uuid), e);
+	if (err == NV_OK)
+		err = gpu_location(json_object_get(o, "LocationInfo"), g, e);
+	if (err != NV_OK)
+		return err;
+	err = jx_get_int(o, "DeviceID", 0, 0xffff, &dev, e);
+	if (err == NV_OK)
+		g->device = (unsigned)dev;
+	return err == NV_E_NOT_FOUND ? NV_OK : err;
+}
+
+enum nv_err nmxm_parse_gpu_list(const char *data, size_t len, struct nmxm_gpu **out, size_t *n,
+                                struct jx_err *e)
+{
+	struct nmxm_gpu *all = NULL;
+	json_t *root = NULL, *item;
+	enum nv_err err = load(data, len, &root, e);
+	size_t i;
+
+	if (err != NV_OK)
+		return err;
+	if (!json_is_array(root)) {
+		snprintf(e->msg, sizeof(e->msg), "gpus: expected an array, got %s",
+		         jx_type_name(root));
+		err = NV_E_PARSE;
+		goto out;
+	}
+	if (json_array_size(root) > NMXM_GPUS_MAX) {
+		snprintf(e->msg, sizeof(e->msg), "gpus: more than %d", NMXM_GPUS_MAX);
+		err = NV_E_TOO_LARGE;
+		goto out;
+	}
+	all = xcalloc(json_array_size(root) + 1, sizeof(*all));
+	json_array_foreach(root, i, item) {
+		err = gpu_from_json(item, &all[i], e);
+		if (err != NV_OK) {
+			char inner[sizeof(e->msg) - 32];
+			str_copy(inner, sizeof(inner), e->msg);
+			snprintf(e->msg, sizeof(e->msg), "gpus[%zu]: %s", i, inner);
+			goto out;
+		}
+	}
+	*out = all;
+	*n = json_array_size(root);
+	all = NULL;
+out:
+	free(all);
+	json_decref(root);
+	return err;
+}
+
 static const char *err_field(const json_t *o)
 {
 	static const char *const keys[] = {"message", "Message", "detail", "Details",
@@ -437,4 +530,13 @@ json_t *nmxm_render_members(const struct fabric_partition_spec *s, long chassis_
 		json_object_set_new(body, "Name", json_string(s->name));
 	json_object_set_new(body, "Members", mem);
 	return body;
+}
+
+json_t *nmxm_render_ids(const char (*ids)[FABRIC_ID_LEN], size_t n)
+{
+	json_t *mem = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(mem, json_string(ids[i]));
+	return json_pack("{s:o}", "Members", mem);
 }

@@ -229,6 +229,10 @@ static bool operation(const struct op_part_backend *be, struct op_part_decision 
 		return true;
 	}
 	if (!fabric_op_done(be->op.state)) {
+		/* A backend whose change has several steps answers with the
+		 * running step's id: it is recorded, so a restart polls it. */
+		if (be->op.id[0] != '\0' && strcmp(be->op.id, d->op_id) != 0)
+			(void)str_copy(d->op_id, sizeof(d->op_id), be->op.id);
 		d->cordon = drain;
 		d->requeue_ms = be->poll_ms;
 		d->reason = d->phase == API_PART_DELETING ? "Deleting" : "Requesting";

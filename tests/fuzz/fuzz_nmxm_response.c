@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz target for the NMX-M answers the fabric backend parses: accepted
-// operations, operations, partition lists, the chassis list and error
-// bodies. None may crash, leak, read out of bounds or overfill a struct.
+// operations, operations, partition lists, the GPU list, the chassis list
+// and error bodies. None may crash, leak, read out of bounds or overfill a struct.
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *text = (const char *)data;
 	struct fabric_partition *all = NULL;
+	struct nmxm_gpu *gpus = NULL;
 	struct fabric_op op;
 	struct jx_err e;
 	char msg[FABRIC_MSG_LEN];
@@ -34,6 +35,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (all[i].n_gpus > FABRIC_GPUS_MAX || all[i].id[0] == '\0')
 				abort();
 		free(all);
+	}
+	if (nmxm_parse_gpu_list(text, size, &gpus, &n, &e) == NV_OK) {
+		if (n > NMXM_GPUS_MAX)
+			abort();
+		for (size_t i = 0; i < n; i++)
+			if (gpus[i].id[0] == '\0' || strlen(gpus[i].id) >= sizeof(gpus[i].id))
+				abort();
+		free(gpus);
 	}
 	if (nmxm_parse_chassis_id(text, size, "1821124000042", &id, &e) == NV_OK && id < 0)
 		abort();

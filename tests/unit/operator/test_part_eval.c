@@ -255,6 +255,15 @@ static void test_op_part_decide_recorded_operation_is_polled_not_recreated(void 
 	assert_int_equal(d.cordon, 0x1e);
 	assert_non_null(strstr(d.message, "operation op-3 in-progress (50%)"));
 
+	/* The backend went on to the change's next step: its id is what the
+	 * status records from now on, so a restart polls that one. */
+	f.be.op = (struct fabric_op){.id = "op-4", .state = FABRIC_OP_PENDING, .percent = -1};
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_int_equal(d.phase, API_PART_REQUESTING);
+	assert_string_equal(d.op_id, "op-4");
+	assert_non_null(strstr(d.message, "operation op-4 pending"));
+
 	/* The backend forgot the operation: the partition is found by id. */
 	f.be.op_err = NV_E_NOT_FOUND;
 	pfx_found(&f, T1234, 4);
