@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # The tray simulator: the fake libnvidia-ml.so.1 (standalone, position
-# independent), the fake host tools, simctl and hostprobe (which links the
-# release library to drive the agent's host layer). Included by the top
+# independent), the fake host tools, simctl, hostprobe (which links the
+# release library to drive the agent's host layer) and fake-nmxm, the NMX-M
+# stand-in of the partition suite. Included by the top
 # Makefile; `make sim` builds it all into $(BUILD)/sim.
 
 SIM_DIR := $(BUILD)/sim
@@ -9,7 +10,7 @@ SIM_LIB := $(SIM_DIR)/lib/libnvidia-ml.so.1
 SIM_TOOL_NAMES := modprobe modinfo systemctl nvl72-sim-installer nvl72-sim-validate
 SIM_TOOLS := $(addprefix $(SIM_DIR)/bin/,$(SIM_TOOL_NAMES))
 SIM_BINS := $(addprefix $(SIM_DIR)/bin/,nvidia-imex nvidia-imex-ctl simctl hostprobe \
-	fake-host-tool) $(SIM_TOOLS)
+	fake-host-tool fake-nmxm) $(SIM_TOOLS)
 SIM_CFLAGS := $(BASEFLAGS) $(filter-out -fPIE,$(CFLAGS_rel))
 
 $(SIM_DIR)/pic/%.o: tests/sim/%.c
@@ -34,6 +35,9 @@ $(SIM_DIR)/bin/fake-host-tool: $(SIM_DIR)/obj/fake_tools.o $(SIM_DIR)/obj/sim.o
 $(SIM_DIR)/bin/simctl: $(SIM_DIR)/obj/simctl.o $(SIM_DIR)/obj/sim.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_rel) $^ -o $@
+$(SIM_DIR)/bin/fake-nmxm: $(SIM_DIR)/obj/fake_nmxm.o $(SIM_DIR)/obj/sim.o
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS_rel) $^ $(shell pkg-config --libs jansson openssl) -o $@
 $(SIM_DIR)/bin/hostprobe: $(SIM_DIR)/obj/hostprobe.o $(BUILD)/rel/libnvl72.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_rel) $< $(BUILD)/rel/libnvl72.a $(LIBS) -o $@
