@@ -91,6 +91,9 @@ struct fabric_partition {
 	uint32_t partition_id; /* the network's id: member GPUs' cliqueId */
 	enum fabric_health health;
 	enum fabric_member_kind kind;
+	/* The domain of its location members, when the backend names it ("":
+	 * not given); all members of a partition are in one domain. */
+	char domain_uuid[FABRIC_UUID_LEN];
 	size_t n_gpus;
 	struct fabric_gpu gpus[FABRIC_GPUS_MAX];
 };

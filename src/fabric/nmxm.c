@@ -531,24 +531,49 @@ static void plan_free(struct plan *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* The partition NMX-C reserves for GPUs in no user partition. */
-static const struct fabric_partition *plan_default(const struct plan *p)
+static const struct nmxm_gpu *plan_gpu_of(const struct plan *p, const struct fabric_partition *part,
+                                          const struct fabric_gpu *m);
+
+/* Domain UUIDs compare equal when either side does not give one. */
+static bool same_domain(const char *a, const char *b)
+{
+	return a[0] == '\0' || b[0] == '\0' || strcasecmp(a, b) == 0;
+}
+
+/* The domain of a partition: its first member's that NMX-M lists; "". */
+static const char *part_domain(const struct plan *p, const struct fabric_partition *part)
+{
+	for (size_t i = 0; i < part->n_gpus; i++) {
+		const struct nmxm_gpu *g = plan_gpu_of(p, part, &part->gpus[i]);
+		if (g != NULL && g->domain_uuid[0] != '\0')
+			return g->domain_uuid;
+	}
+	return part->domain_uuid;
+}
+
+/* The partition NMX-C reserves for GPUs in no user partition, of the
+ * domain given ("": any); each NVLink domain has its own. */
+static const struct fabric_partition *plan_default(const struct plan *p, const char *domain)
 {
 	for (size_t i = 0; i < p->nparts; i++)
 		if (p->parts[i].has_partition_id &&
-		    p->parts[i].partition_id == FABRIC_DEFAULT_CLIQUE)
+		    p->parts[i].partition_id == FABRIC_DEFAULT_CLIQUE &&
+		    same_domain(part_domain(p, &p->parts[i]), domain))
 			return &p->parts[i];
 	return NULL;
 }
 
-/* The NMX-M GPU a partition member names: by NMX-M id, or by place. */
-static const struct nmxm_gpu *plan_gpu_of(const struct plan *p, const struct fabric_gpu *m)
+/* The NMX-M GPU a member of part names: by NMX-M id, or by place in the
+ * partition's domain (slots repeat from one rack to the next). */
+static const struct nmxm_gpu *plan_gpu_of(const struct plan *p, const struct fabric_partition *part,
+                                          const struct fabric_gpu *m)
 {
 	for (size_t i = 0; i < p->ngpus; i++) {
 		const struct nmxm_gpu *g = &p->gpus[i];
 		if (m->uuid[0] != '\0' ? strcmp(m->uuid, g->id) == 0
 		                       : m->slot == g->slot && m->host_id == g->host_id &&
-		                                 m->module == g->device)
+		                                 m->module == g->device &&
+		                                 same_domain(g->domain_uuid, part->domain_uuid))
 			return g;
 	}
 	return NULL;
@@ -558,7 +583,7 @@ static bool part_has(const struct plan *p, const struct fabric_partition *part,
                      const struct nmxm_gpu *g)
 {
 	for (size_t i = 0; i < part->n_gpus; i++)
-		if (plan_gpu_of(p, &part->gpus[i]) == g)
+		if (plan_gpu_of(p, part, &part->gpus[i]) == g)
 			return true;
 	return false;
 }
@@ -589,8 +614,7 @@ static enum nv_err plan_load(struct nmxm *s, const struct fabric_partition_spec 
 			if (g->slot == m->slot && g->host_id == m->host_id &&
 			    g->device == m->module &&
 			    (chassis < 0 || g->chassis_id < 0 || g->chassis_id == chassis) &&
-			    (spec->domain_uuid[0] == '\0' || g->domain_uuid[0] == '\0' ||
-			     strcasecmp(g->domain_uuid, spec->domain_uuid) == 0))
+			    same_domain(g->domain_uuid, spec->domain_uuid))
 				p->member[i] = g;
 		}
 		if (p->member[i] == NULL) {
@@ -632,10 +656,11 @@ static enum nv_err default_set(struct nmxm *s, const struct fabric_partition *de
 
 /* The first step of a change that adds GPUs still in the default
  * partition: take them out of it. NV_E_NOT_FOUND when none are in it. */
-static enum nv_err default_leave(struct nmxm *s, const struct plan *p, struct fabric_op *op,
+static enum nv_err default_leave(struct nmxm *s, const struct plan *p,
+                                 const struct fabric_partition_spec *spec, struct fabric_op *op,
                                  struct fabric_status *st)
 {
-	const struct fabric_partition *def = plan_default(p);
+	const struct fabric_partition *def = plan_default(p, spec->domain_uuid);
 	char(*keep)[FABRIC_ID_LEN] = NULL;
 	size_t nkeep = 0, nleave = 0;
 	enum nv_err err = NV_OK;
@@ -645,7 +670,7 @@ static enum nv_err default_leave(struct nmxm *s, const struct plan *p, struct fa
 	keep = xcalloc(def->n_gpus + 1, sizeof(*keep));
 	for (size_t i = 0; i < def->n_gpus && err == NV_OK; i++) {
 		const struct fabric_gpu *m = &def->gpus[i];
-		const struct nmxm_gpu *g = plan_gpu_of(p, m);
+		const struct nmxm_gpu *g = plan_gpu_of(p, def, m);
 		if (g != NULL && plan_is_member(p, g))
 			nleave++;
 		else if (m->uuid[0] != '\0' || g != NULL)
@@ -665,7 +690,8 @@ static enum nv_err default_leave(struct nmxm *s, const struct plan *p, struct fa
 	if (err == NV_OK) {
 		snprintf(op->message, sizeof(op->message),
 		         "removing %zu GPUs from the default partition", nleave);
-		log_info("fabric", "GPUs leave the default partition", "gpus=%zu op=%s", nleave,
+		log_info("fabric", "GPUs leave the default partition",
+		         "rack=%s partition=%s gpus=%zu op=%s", spec->rack, spec->name, nleave,
 		         op->id);
 	}
 	free(keep);
@@ -673,10 +699,11 @@ static enum nv_err default_leave(struct nmxm *s, const struct plan *p, struct fa
 }
 
 /* The last step of a change that took GPUs out of a user partition: the
- * GPUs now in no partition go back to the default one. *sent tells whether
- * a change was asked (its operation then in op). */
-static enum nv_err default_restore(struct nmxm *s, struct fabric_op *op, bool *sent,
-                                   struct fabric_status *st)
+ * GPUs of the domain ("": any) now in no partition go back to its default
+ * partition. *sent tells whether a change was asked (its operation then in
+ * op). */
+static enum nv_err default_restore(struct nmxm *s, const char *domain, struct fabric_op *op,
+                                   bool *sent, struct fabric_status *st)
 {
 	struct plan p;
 	const struct fabric_partition *def;
@@ -687,10 +714,10 @@ static enum nv_err default_restore(struct nmxm *s, struct fabric_op *op, bool *s
 	*sent = false;
 	if (err != NV_OK)
 		return err;
-	def = plan_default(&p);
+	def = plan_default(&p, domain);
 	ids = xcalloc(p.ngpus + (def ? def->n_gpus : 0) + 1, sizeof(*ids));
 	for (size_t i = 0; def != NULL && i < def->n_gpus; i++) {
-		const struct nmxm_gpu *g = plan_gpu_of(&p, &def->gpus[i]);
+		const struct nmxm_gpu *g = plan_gpu_of(&p, def, &def->gpus[i]);
 		const char *id = def->gpus[i].uuid[0] ? def->gpus[i].uuid : g ? g->id : "";
 		if (id[0] != '\0')
 			str_copy(ids[n++], sizeof(ids[0]), id);
@@ -699,7 +726,7 @@ static enum nv_err default_restore(struct nmxm *s, struct fabric_op *op, bool *s
 		bool placed = false;
 		for (size_t k = 0; k < p.nparts && !placed; k++)
 			placed = part_has(&p, &p.parts[k], &p.gpus[i]);
-		if (!placed) {
+		if (!placed && same_domain(p.gpus[i].domain_uuid, domain)) {
 			str_copy(ids[n++], sizeof(ids[0]), p.gpus[i].id);
 			back++;
 		}
@@ -725,17 +752,38 @@ static enum nv_err default_restore(struct nmxm *s, struct fabric_op *op, bool *s
 	return err;
 }
 
-/* Marks an operation whose end is followed by default_restore. */
-static enum nv_err restore_after(struct fabric_op *op, struct fabric_status *st)
+/* Whether a domain UUID from NMX-M may go into an operation id. */
+static bool domain_ok(const char *d)
+{
+	size_t n = strlen(d);
+
+	if (n == 0 || n > 64)
+		return false;
+	for (; *d != '\0'; d++)
+		if (!((*d >= '0' && *d <= '9') || (*d >= 'a' && *d <= 'f') ||
+		      (*d >= 'A' && *d <= 'F') || *d == '-'))
+			return false;
+	return true;
+}
+
+/* Marks an accepted operation whose end is followed by default_restore of
+ * the domain: "restore:[<domain>:]<operation>". The change runs already,
+ * so this never fails: an id too long stays as it is, with a warning. */
+static void restore_after(struct fabric_op *op, const char *domain)
 {
 	char id[FABRIC_ID_LEN];
+	bool dom = domain_ok(domain);
+	int n = snprintf(id, sizeof(id), "%s%s%s%s", RESTORE_PREFIX, dom ? domain : "",
+	                 dom ? ":" : "", op->id);
 
-	if (snprintf(id, sizeof(id), "%s%s", RESTORE_PREFIX, op->id) >= (int)sizeof(id)) {
-		fabric_status_msg(st, "operation id too long");
-		return NV_E_TOO_LARGE;
+	if (n >= (int)sizeof(id) && dom)
+		n = snprintf(id, sizeof(id), "%s%s", RESTORE_PREFIX, op->id);
+	if (n >= (int)sizeof(id)) {
+		log_warn("fabric", "operation id too long to mark: GPUs it frees are not returned",
+		         "op=%s", op->id);
+		return;
 	}
 	str_copy(op->id, sizeof(op->id), id);
-	return NV_OK;
 }
 
 /* The body of a create (id NULL) or update; GPU-ID members get NMX-M's
@@ -783,7 +831,7 @@ static enum nv_err send_members(struct nmxm *s, const char *id,
 		err = plan_load(s, spec, chassis, &p, st);
 	if (err != NV_OK)
 		goto out;
-	err = default_leave(s, &p, op, st);
+	err = default_leave(s, &p, spec, op, st);
 	if (err != NV_E_NOT_FOUND) /* the first step was asked, or failed */
 		goto out;
 	err = id != NULL ? id_path(path, sizeof(path), "/nmx/v1/partitions", id, s) : NV_OK;
@@ -799,7 +847,7 @@ static enum nv_err send_members(struct nmxm *s, const char *id,
 	if (err == NV_OK)
 		err = accepted(s, op, st);
 	if (err == NV_OK && id != NULL)
-		err = restore_after(op, st);
+		restore_after(op, spec->domain_uuid);
 out:
 	pthread_mutex_unlock(&s->mu);
 	plan_free(&p);
@@ -820,21 +868,31 @@ static enum nv_err nmxm_update(void *state, const char *id,
 	return send_members(state, id, spec, op, st);
 }
 
+/* A delete; the partition's domain (read first) scopes the return of its
+ * GPUs to the default partition afterwards. */
 static enum nv_err nmxm_remove(void *state, const char *id, struct fabric_op *op,
                                struct fabric_status *st)
 {
 	struct nmxm *s = state;
-	char path[512];
+	char path[512], domain[FABRIC_UUID_LEN] = "";
+	struct plan p;
 	enum nv_err err;
 
 	pthread_mutex_lock(&s->mu);
-	err = id_path(path, sizeof(path), "/nmx/v1/partitions", id, s);
+	err = plan_load(s, NULL, -1, &p, st);
+	for (size_t k = 0; err == NV_OK && k < p.nparts; k++)
+		if (strcmp(p.parts[k].id, id) == 0)
+			str_copy(domain, sizeof(domain), part_domain(&p, &p.parts[k]));
+	if (err == NV_OK)
+		plan_free(&p);
+	if (err == NV_OK)
+		err = id_path(path, sizeof(path), "/nmx/v1/partitions", id, s);
 	if (err == NV_OK)
 		err = request(s, "DELETE", path, NULL, 202, st);
 	if (err == NV_OK)
 		err = accepted(s, op, st);
 	if (err == NV_OK)
-		err = restore_after(op, st);
+		restore_after(op, domain);
 	pthread_mutex_unlock(&s->mu);
 	return err;
 }
@@ -849,11 +907,16 @@ static enum nv_err nmxm_poll(void *state, const char *op_id, struct fabric_op *o
 	struct nmxm *s = state;
 	size_t pl = strlen(RESTORE_PREFIX);
 	bool restore = strncmp(op_id, RESTORE_PREFIX, pl) == 0, sent = false;
-	const char *raw = restore ? op_id + pl : op_id;
-	char path[512];
+	const char *raw = restore ? op_id + pl : op_id, *colon = strchr(raw, ':');
+	char path[512], domain[FABRIC_UUID_LEN] = "";
 	struct jx_err e;
-	enum nv_err err = raw[0] != '\0' ? NV_OK : NV_E_INVAL;
+	enum nv_err err;
 
+	if (restore && colon != NULL && (size_t)(colon - raw) < sizeof(domain)) {
+		snprintf(domain, sizeof(domain), "%.*s", (int)(colon - raw), raw);
+		raw = colon + 1;
+	}
+	err = raw[0] != '\0' ? NV_OK : NV_E_INVAL;
 	pthread_mutex_lock(&s->mu);
 	if (err == NV_OK)
 		err = id_path(path, sizeof(path), "/nmx/v1/operations", raw, s);
@@ -868,7 +931,7 @@ static enum nv_err nmxm_poll(void *state, const char *op_id, struct fabric_op *o
 		str_copy(op->id, sizeof(op->id), op_id);
 	if (err == NV_OK && restore && op->state == FABRIC_OP_COMPLETED) {
 		struct fabric_op next = *op;
-		err = default_restore(s, &next, &sent, st);
+		err = default_restore(s, domain, &next, &sent, st);
 		if (err == NV_OK && sent) {
 			*op = next;
 			op->state = FABRIC_OP_IN_PROGRESS;

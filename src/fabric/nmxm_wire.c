@@ -245,8 +245,11 @@ static enum nv_err members_from_json(const json_t *mem, struct fabric_partition 
 			p->kind = FABRIC_MEMBERS_GPU_ID;
 		} else if (json_is_object(m)) {
 			enum nv_err err = member_loc(m, g, e);
+			const char *dom = jx_str_or(m, "DomainUUID", "");
 			if (err != NV_OK)
 				return err;
+			if (p->domain_uuid[0] == '\0' && strlen(dom) < sizeof(p->domain_uuid))
+				str_copy(p->domain_uuid, sizeof(p->domain_uuid), dom);
 			p->kind = FABRIC_MEMBERS_LOCATION;
 		} else {
 			snprintf(e->msg, sizeof(e->msg),

@@ -307,7 +307,7 @@ kill_during() {
 	local id
 	recorded_is() {
 		id=$(part_json "$1" | jq -r '.status.backend.operationId // ""')
-		[[ -n $id ]] && nmx "/nmx/v1/operations/${id#restore:}" |
+		[[ -n $id ]] && nmx "/nmx/v1/operations/${id##*:}" |
 			jq -e --arg m "$2" --arg u "$3" '.Request.Method == $m and .Request.URI == $u and .Status != "completed"'
 	}
 	wait_for 60 recorded_is "$1" "$2" "$3"

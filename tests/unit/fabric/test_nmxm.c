@@ -61,6 +61,7 @@ struct model {
 	} ops[MOPS];
 	int nops;
 	int posts, puts, deletes;
+	bool domains; /* GPUs name their domain: slot 14 another one */
 };
 
 struct srv {
@@ -284,10 +285,16 @@ static void model_get(struct srv *s, int fd, const char *path)
 		n = (size_t)snprintf(text, sizeof(text), "[");
 		for (int i = 0; i < MG; i++) {
 			mgpu_id(i, one, sizeof(one));
-			n += (size_t)snprintf(text + n, sizeof(text) - n,
-			                      "%s{\"ID\":\"%s\",\"LocationInfo\":{\"ChassisID\":7,"
-			                      "\"SlotID\":%d,\"HostID\":1},\"DeviceID\":%d}",
-			                      i ? "," : "", one, mgpu_slot(i), mgpu_dev(i));
+			const char *dom = !m->domains ? ""
+			                  : mgpu_slot(i) == 14
+			                          ? ",\"DomainUUID\":\"b0b0\""
+			                          : ",\"DomainUUID\":\"3c9a5e21-7f04-4b6d-8e2a-"
+			                            "91d0c4f7a6b3\"";
+			n += (size_t)snprintf(
+			        text + n, sizeof(text) - n,
+			        "%s{\"ID\":\"%s\"%s,\"LocationInfo\":{\"ChassisID\":7,"
+			        "\"SlotID\":%d,\"HostID\":1},\"DeviceID\":%d}",
+			        i ? "," : "", one, dom, mgpu_slot(i), mgpu_dev(i));
 		}
 		snprintf(text + n, sizeof(text) - n, "]");
 		respond_str(fd, 200, NULL, text);
@@ -727,6 +734,8 @@ static void test_nmxm_5xx_is_retried(void **state)
 	assert_int_equal(all[1].n_gpus, 1);
 	assert_int_equal(all[1].gpus[0].slot, 12);
 	assert_int_equal(all[1].gpus[0].module, 2);
+	assert_string_equal(all[1].domain_uuid, "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3");
+	assert_string_equal(all[0].domain_uuid, "");
 	free(all);
 
 	struct fabric_partition p;
@@ -973,6 +982,40 @@ static void test_nmxm_restart_between_leaving_default_and_create(void **state)
 	srv_stop(s);
 }
 
+/* GPUs of another NVLink domain that are in no partition (another
+ * client's, between its steps) are not this rack's to return: a delete
+ * gives back only the GPUs of its own domain. */
+static void test_nmxm_restore_keeps_to_its_domain(void **state)
+{
+	(void)state;
+	struct srv *s = srv_start(M_MODEL);
+	struct fabric_backend *b = model_backend(s);
+	struct fabric_partition_spec *sp = malloc(sizeof(*sp));
+	struct fabric_status st;
+	struct fabric_op op;
+
+	pthread_mutex_lock(&s->mu);
+	s->m.domains = true;
+	for (int i = 12; i < MG; i++) /* slot 14 */
+		s->m.part_of[i] = -1;
+	pthread_mutex_unlock(&s->mu);
+	spec_slots(sp, "tenant-a", 11, 12);
+	for (int step = 0; step < 2; step++) {
+		assert_int_equal(fabric_partition_create(b, sp, &op, &st), NV_OK);
+		assert_int_equal(fabric_op_wait(b, &op, NULL, &st), NV_OK);
+	}
+	assert_int_equal(fabric_partition_delete(b, "p1", &op, &st), NV_OK);
+	assert_non_null(strstr(op.id, "restore:3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3:op-"));
+	assert_int_equal(fabric_op_wait(b, &op, NULL, &st), NV_OK);
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < MG; i++)
+		assert_int_equal(s->m.part_of[i], mgpu_slot(i) == 14 ? -1 : 0);
+	pthread_mutex_unlock(&s->mu);
+	free(sp);
+	fabric_backend_free(b);
+	srv_stop(s);
+}
+
 /* NMX-M refuses GPUs that are in another partition: the backend takes
  * GPUs only out of the default partition, never out of a user one. */
 static void test_nmxm_gpus_of_another_partition_are_refused(void **state)
@@ -1045,6 +1088,7 @@ int main(void)
 	        cmocka_unit_test(test_nmxm_default_partition_create_move_delete),
 	        cmocka_unit_test(test_nmxm_restart_between_leaving_default_and_create),
 	        cmocka_unit_test(test_nmxm_gpus_of_another_partition_are_refused),
+	        cmocka_unit_test(test_nmxm_restore_keeps_to_its_domain),
 	        cmocka_unit_test(test_nmxm_parse_operation_edge_cases),
 	};
 	log_set_level(LOG_LVL_WARN);
