@@ -62,6 +62,7 @@ struct api_meta {
 	char uid[64];
 	char resource_version[64];
 	int64_t generation;
+	int64_t created_ms; /* metadata.creationTimestamp; 0: unset */
 };
 
 enum api_cond_status {

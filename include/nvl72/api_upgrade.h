@@ -12,6 +12,8 @@
 #include "nvl72/api.h"
 #include "nvl72/matrix.h"
 
+struct api_rack;
+
 /* ---- CompatibilityMatrix --------------------------------------------- */
 
 /* Validates a CompatibilityMatrix object and builds the engine from its
@@ -219,6 +221,9 @@ void api_rack_upgrade_status_clear(struct api_rack_upgrade_status *s);
 
 /* ---- UpgradeApproval -------------------------------------------------- */
 
+/* The most groups an approval records (the CRD's bound). */
+#define API_APPROVAL_GROUPS_MAX 64
+
 struct api_upgrade_approval {
 	struct api_meta meta;
 	char upgrade[64];
@@ -228,6 +233,13 @@ struct api_upgrade_approval {
 	int64_t not_before_ms;
 	char approved_by[254]; /* stamped by the webhook */
 	char approved_by_uid[129];
+	unsigned ngroups;
+	char groups[API_APPROVAL_GROUPS_MAX][254];
+	/* spec.upgradeRef, stamped by the webhook from the RackUpgrade it
+	 * found at creation; "" when the approval was not stamped. */
+	char upgrade_uid[64];
+	char upgrade_matrix[64];
+	char upgrade_stack[64];
 };
 
 enum nv_err api_upgrade_approval_parse(const json_t *obj, struct api_upgrade_approval **out,
@@ -255,6 +267,39 @@ json_t *api_upgrade_approval_status_to_json(const struct api_upgrade_approval_st
 enum nv_err api_rack_upgrade_check_matrix(const struct api_rack_upgrade *u, const struct matrix *m,
                                           const char *const *from_stacks, unsigned n,
                                           unsigned plan_flags, struct api_errors *errs);
+
+/* The layers (MATRIX_BIT masks) an upgrade of class cls over plan p needs
+ * approved on rack r: each touched layer (the plan's, and workload when it
+ * drains trays) whose responsibility has approvalRequired, and every
+ * touched layer when the plan takes a manual edge; none for a security
+ * upgrade. */
+uint32_t api_upgrade_touched_layers(const struct matrix_plan *p);
+uint32_t api_upgrade_required_layers(const struct api_rack *r, enum api_upgrade_class cls,
+                                     const struct matrix_plan *p);
+
+/* The layers of mask that no approval can count for on rack r: those
+ * without a responsibility entry or with an empty windowOwner. */
+uint32_t api_rack_ownerless_layers(const struct api_rack *r, uint32_t mask);
+
+/* An upgrade whose plan from any of the stacks the rack's trays run
+ * (from_stacks, n) needs an approval of a layer that has no windowOwner on
+ * r is refused at spec.target.stack: nobody could approve it. Plans that do
+ * not build are left to api_rack_upgrade_check_matrix. */
+enum nv_err api_rack_upgrade_check_owners(const struct api_rack_upgrade *u, const struct matrix *m,
+                                          const struct api_rack *r, const char *const *from_stacks,
+                                          unsigned n, unsigned plan_flags, struct api_errors *errs);
+
+/* Whether approval a may count for upgrade u on rack r (NULL: the rack is
+ * unknown, nothing counts). It counts only when it names u, carries the
+ * stamp of u's metadata.uid and spec.target (a RackUpgrade deleted and
+ * recreated under the same name is another upgrade), was created no
+ * earlier than u, and its stamped user is a member of the windowOwner
+ * group of its layer on r. A layer with no windowOwner (no entry, or an
+ * empty one) counts no approval at all: nobody owns its window. When it
+ * does not count, why (cap bytes) says which rule failed. */
+bool api_upgrade_approval_counts(const struct api_upgrade_approval *a,
+                                 const struct api_rack_upgrade *u, const struct api_rack *r,
+                                 char *why, size_t cap);
 
 /* An approval for a layer the upgrade's plan does not need, or for an
  * upgrade that is already over, is refused. */

@@ -34,7 +34,15 @@ struct web_server;
 
 /* ---- what the webhook reads: the operator's caches ------------------- */
 
-enum webhook_kind { WEBHOOK_RACKS = 0, WEBHOOK_PARTITIONS, WEBHOOK_MATRICES, WEBHOOK__KINDS };
+/* RackUpgrades are read by the mutating handler: it stamps the upgrade's
+ * UID and target into each UpgradeApproval. */
+enum webhook_kind {
+	WEBHOOK_RACKS = 0,
+	WEBHOOK_PARTITIONS,
+	WEBHOOK_MATRICES,
+	WEBHOOK_UPGRADES,
+	WEBHOOK__KINDS
+};
 
 /* The read side of the caches the rules are judged against. list returns
  * a new reference to an array of every object of kind (the objects are

@@ -191,3 +191,134 @@ enum nv_err api_upgrade_approval_check(const struct api_upgrade_approval *a,
 		               matrix_layer_name(a->layer));
 	return result(errs, before);
 }
+
+/* The windowOwner of layer l on r; "" when the layer has no entry (or r is
+ * NULL). */
+static const char *window_owner_of(const struct api_rack *r, enum matrix_layer l)
+{
+	for (unsigned k = 0; r != NULL && k < r->nresp; k++)
+		if (r->resp[k].layer == l)
+			return r->resp[k].window_owner;
+	return "";
+}
+
+static bool approval_bound(const struct api_upgrade_approval *a, const struct api_rack_upgrade *u,
+                           char *why, size_t cap)
+{
+	if (strcmp(a->upgrade, u->meta.name) != 0) {
+		snprintf(why, cap, "it approves RackUpgrade \"%s\", not \"%s\"", a->upgrade,
+		         u->meta.name);
+		return false;
+	}
+	if (a->upgrade_uid[0] == '\0') {
+		snprintf(why, cap,
+		         "spec.upgradeRef is missing: the admission webhook did not stamp it");
+		return false;
+	}
+	if (u->meta.uid[0] == '\0' || strcmp(a->upgrade_uid, u->meta.uid) != 0) {
+		snprintf(
+		        why, cap,
+		        "spec.upgradeRef.uid %s is not RackUpgrade \"%s\" (uid %s): it approved an "
+		        "earlier upgrade of that name",
+		        a->upgrade_uid, u->meta.name, u->meta.uid);
+		return false;
+	}
+	if (strcmp(a->upgrade_matrix, u->target_matrix) != 0 ||
+	    strcmp(a->upgrade_stack, u->target_stack) != 0) {
+		snprintf(why, cap, "it approved target %s/%s, the upgrade moves to %s/%s",
+		         a->upgrade_matrix, a->upgrade_stack, u->target_matrix, u->target_stack);
+		return false;
+	}
+	if (u->meta.created_ms == 0 || a->meta.created_ms < u->meta.created_ms) {
+		snprintf(why, cap, "it was created before RackUpgrade \"%s\"", u->meta.name);
+		return false;
+	}
+	return true;
+}
+
+bool api_upgrade_approval_counts(const struct api_upgrade_approval *a,
+                                 const struct api_rack_upgrade *u, const struct api_rack *r,
+                                 char *why, size_t cap)
+{
+	if (!approval_bound(a, u, why, cap))
+		return false;
+	if (r == NULL) {
+		snprintf(why, cap, "rack \"%s\" is unknown: no window owner to check against",
+		         u->rack);
+		return false;
+	}
+	const char *owner = window_owner_of(r, a->layer);
+	if (owner[0] == '\0') {
+		snprintf(why, cap,
+		         "layer %s of rack \"%s\" has no windowOwner: no approval counts for it",
+		         matrix_layer_name(a->layer), r->meta.name);
+		return false;
+	}
+	for (unsigned i = 0; i < a->ngroups; i++)
+		if (strcmp(a->groups[i], owner) == 0)
+			return true;
+	snprintf(why, cap, "%s is not in group %s, the windowOwner of layer %s",
+	         a->approved_by[0] ? a->approved_by : "the approver", owner,
+	         matrix_layer_name(a->layer));
+	return false;
+}
+
+uint32_t api_upgrade_touched_layers(const struct matrix_plan *p)
+{
+	return p->layers | (p->needs_drain ? MATRIX_BIT(MATRIX_L_WORKLOAD) : 0);
+}
+
+uint32_t api_upgrade_required_layers(const struct api_rack *r, enum api_upgrade_class cls,
+                                     const struct matrix_plan *p)
+{
+	uint32_t touched = api_upgrade_touched_layers(p), need = 0;
+	if (cls == API_UPGRADE_SECURITY)
+		return 0;
+	for (unsigned k = 0; r != NULL && k < r->nresp; k++)
+		if (r->resp[k].approval_required && (touched & MATRIX_BIT(r->resp[k].layer)))
+			need |= MATRIX_BIT(r->resp[k].layer);
+	// A manual edge needs every touched layer's owner to agree.
+	if (p->verdict == MATRIX_MANUAL)
+		need |= touched;
+	return need;
+}
+
+uint32_t api_rack_ownerless_layers(const struct api_rack *r, uint32_t mask)
+{
+	uint32_t out = 0;
+	for (unsigned l = 0; l < MATRIX_L__COUNT; l++)
+		if ((mask & MATRIX_BIT(l)) && window_owner_of(r, (enum matrix_layer)l)[0] == '\0')
+			out |= MATRIX_BIT(l);
+	return out;
+}
+
+enum nv_err api_rack_upgrade_check_owners(const struct api_rack_upgrade *u, const struct matrix *m,
+                                          const struct api_rack *r, const char *const *from_stacks,
+                                          unsigned n, unsigned plan_flags, struct api_errors *errs)
+{
+	unsigned before = errs->n + errs->dropped;
+	uint32_t told = 0;
+	struct matrix_plan p;
+	for (unsigned i = 0; u->cls != API_UPGRADE_SECURITY && i < n; i++) {
+		if (from_stacks[i] == NULL ||
+		    matrix_plan_build(m, from_stacks[i], u->target_stack, plan_flags, &p) !=
+		            NV_OK ||
+		    p.verdict == MATRIX_BLOCKED)
+			continue;
+		uint32_t none =
+		        api_rack_ownerless_layers(r, api_upgrade_required_layers(r, u->cls, &p));
+		for (unsigned l = 0; l < MATRIX_L__COUNT; l++) {
+			if (!(none & ~told & MATRIX_BIT(l)))
+				continue;
+			told |= MATRIX_BIT(l);
+			api_errors_add(
+			        errs, "spec.target.stack",
+			        "the move from \"%s\" needs an approval of layer %s, but rack "
+			        "\"%s\" names no windowOwner for it, so none could count: give "
+			        "it one in spec.responsibilities",
+			        from_stacks[i], matrix_layer_name((enum matrix_layer)l),
+			        r->meta.name);
+		}
+	}
+	return result(errs, before);
+}

@@ -433,6 +433,7 @@ bool api_meta_parse(struct api_ctx *c, const json_t *obj, const char *kind, bool
 		(void)api_get_string(c, md, "resourceVersion", false, 0, 63, API_S_ANY,
 		                     out->resource_version, sizeof(out->resource_version));
 		(void)api_get_int(c, md, "generation", false, 0, INT64_MAX, &out->generation);
+		(void)api_get_time(c, md, "creationTimestamp", false, &out->created_ms);
 		api_path_pop(c, old);
 	}
 	return c->errs->n == errs;

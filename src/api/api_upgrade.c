@@ -168,6 +168,28 @@ void api_rack_upgrade_free(struct api_rack_upgrade *u)
 	free(u);
 }
 
+/* spec.upgradeRef: the webhook's stamp of the RackUpgrade approved. */
+static void approval_stamp_parse(struct api_ctx *c, const json_t *spec,
+                                 struct api_upgrade_approval *a)
+{
+	const json_t *ref = NULL;
+	const json_t *t = NULL;
+	if (!api_get_object(c, spec, "upgradeRef", false, &ref))
+		return;
+	size_t old = api_path_push(c, "upgradeRef");
+	(void)api_get_string(c, ref, "uid", true, 1, 63, API_S_ANY, a->upgrade_uid,
+	                     sizeof(a->upgrade_uid));
+	if (api_get_object(c, ref, "target", true, &t)) {
+		size_t o2 = api_path_push(c, "target");
+		(void)api_get_string(c, t, "matrix", true, 1, 63, API_S_DNS_SUBDOMAIN,
+		                     a->upgrade_matrix, sizeof(a->upgrade_matrix));
+		(void)api_get_string(c, t, "stack", true, 1, 63, API_S_STACK, a->upgrade_stack,
+		                     sizeof(a->upgrade_stack));
+		api_path_pop(c, o2);
+	}
+	api_path_pop(c, old);
+}
+
 static void approval_spec_parse(struct api_ctx *c, const json_t *spec,
                                 struct api_upgrade_approval *a)
 {
@@ -189,19 +211,21 @@ static void approval_spec_parse(struct api_ctx *c, const json_t *spec,
 		                     sizeof(a->approved_by));
 		(void)api_get_string(c, by, "uid", false, 0, 128, API_S_ANY, a->approved_by_uid,
 		                     sizeof(a->approved_by_uid));
-		if (api_get_array(c, by, "groups", false, 0, 64, &groups)) {
+		if (api_get_array(c, by, "groups", false, 0, API_APPROVAL_GROUPS_MAX, &groups)) {
 			size_t o2 = api_path_push(c, "groups");
 			for (size_t i = 0; i < json_array_size(groups); i++) {
-				char g[254];
 				size_t o3 = api_path_push_index(c, i);
-				(void)api_check_string(c, json_array_get(groups, i), 0, 253,
-				                       API_S_ANY, g, sizeof(g));
+				if (api_check_string(c, json_array_get(groups, i), 0, 253,
+				                     API_S_ANY, a->groups[a->ngroups],
+				                     sizeof(a->groups[0])))
+					a->ngroups++;
 				api_path_pop(c, o3);
 			}
 			api_path_pop(c, o2);
 		}
 		api_path_pop(c, old);
 	}
+	approval_stamp_parse(c, spec, a);
 	if (a->rejected && a->comment[0] == '\0')
 		api_fail_at(c, "comment", "a rejection must carry a comment");
 }

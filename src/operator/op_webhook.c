@@ -76,6 +76,7 @@ static enum nv_err plug_register(void *arg, struct op *op, struct web_server *sr
 	p->infs.inf[WEBHOOK_RACKS] = op_informer(op, "racks");
 	p->infs.inf[WEBHOOK_PARTITIONS] = op_informer(op, "rackpartitions");
 	p->infs.inf[WEBHOOK_MATRICES] = op_informer(op, "compatibilitymatrices");
+	p->infs.inf[WEBHOOK_UPGRADES] = op_informer(op, "rackupgrades");
 	p->infs.client = op_client(op);
 	struct webhook_config wc = {.cache = &webhook_informer_cache, .cache_arg = &p->infs};
 	enum nv_err rc = p->hook ? NV_OK : webhook_new(&wc, &p->hook);

@@ -217,29 +217,19 @@ static void tray_in(const json_t *t, const json_t *node, struct op_upgrade_tray 
 	o->validation_message = jx_str_or(t, "status.validation.message", "");
 }
 
-/* An approval counts only when its stamped user is in the windowOwner
- * group of its layer (an empty windowOwner accepts any approver RBAC let
- * create it). */
-static bool approver_owns(const struct upg_pass *p, const struct api_upgrade_approval *a,
-                          const json_t *obj)
+/* An approval counts only when it is bound to this very upgrade (the
+ * webhook's stamp of its UID and target, created after it) and its stamped
+ * user is in the windowOwner group of its layer; a layer without a
+ * windowOwner counts none (see api_upgrade_approval_counts). */
+static bool approval_counts(const struct upg_pass *p, const struct api_upgrade_approval *a)
 {
-	const json_t *g;
-	size_t i;
-	if (p->rack == NULL)
-		return false;
-	for (unsigned k = 0; k < p->rack->nresp; k++) {
-		const char *owner = p->rack->resp[k].window_owner;
-		if (p->rack->resp[k].layer != a->layer || owner[0] == '\0')
-			continue;
-		json_array_foreach(jx_path(obj, "spec.approvedBy.groups"), i, g)
-			if (json_is_string(g) && strcmp(json_string_value(g), owner) == 0)
-				return true;
-		log_info(UPGRADE_COMP,
-		         "approval not counted: approver not in the window owner group",
-		         "approval=%s user=\"%s\" group=%s", a->meta.name, a->approved_by, owner);
-		return false;
-	}
-	return true;
+	char why[512];
+	if (api_upgrade_approval_counts(a, p->u, p->rack, why, sizeof(why)))
+		return true;
+	log_info(UPGRADE_COMP, "approval not counted",
+	         "approval=%s upgrade=%s user=\"%s\" why=\"%s\"", a->meta.name, p->u->meta.name,
+	         a->approved_by, why);
+	return false;
 }
 
 static void load_rack(struct op *op, struct upg_pass *p)
@@ -281,7 +271,7 @@ static void load_rack(struct op *op, struct upg_pass *p)
 		api_errors_init(&e);
 		if (api_upgrade_approval_parse(o, &p->appr[p->nappr], &e) != NV_OK)
 			continue;
-		if (!approver_owns(p, p->appr[p->nappr], o)) {
+		if (!approval_counts(p, p->appr[p->nappr])) {
 			api_upgrade_approval_free(p->appr[p->nappr]);
 			continue;
 		}

@@ -197,7 +197,7 @@ static int plan_step_of(const struct matrix_plan *plan, const struct api_rack_up
  * workload layer when it drains trays (the workloads are stopped). */
 static uint32_t touched(const struct pass *p)
 {
-	return p->plan.layers | (p->plan.needs_drain ? MATRIX_BIT(MATRIX_L_WORKLOAD) : 0);
+	return api_upgrade_touched_layers(&p->plan);
 }
 
 static const struct api_responsibility *resp_of(const struct api_rack *r, enum matrix_layer l)
@@ -219,21 +219,13 @@ static void announce(struct pass *p)
 	st->has_plan = true;
 	st->plan = p->plan;
 	st->plan.layers = touched(p);
-	st->required_approvals = 0;
 	for (unsigned l = 0; l < MATRIX_L__COUNT; l++) {
 		const struct api_responsibility *r = resp_of(in->rack, (enum matrix_layer)l);
-		if (!(touched(p) & MATRIX_BIT(l)) || r == NULL)
-			continue;
-		if (r->notice_ms > notice)
+		if ((touched(p) & MATRIX_BIT(l)) && r != NULL && r->notice_ms > notice)
 			notice = r->notice_ms;
-		if (r->approval_required)
-			st->required_approvals |= MATRIX_BIT(l);
 	}
-	/* A manual edge needs every touched layer's owner to agree. */
-	if (p->plan.verdict == MATRIX_MANUAL)
-		st->required_approvals |= touched(p);
-	if (in->u->cls == API_UPGRADE_SECURITY)
-		st->required_approvals = 0;
+	/* Approvable layers, and every touched one over a manual edge. */
+	st->required_approvals = api_upgrade_required_layers(in->rack, in->u->cls, &p->plan);
 	st->notice_start_ms = in->now_ms;
 	st->notice_end_ms = in->now_ms + notice;
 	layers_text(touched(p), layers, sizeof(layers));
@@ -316,7 +308,17 @@ static bool approvals(struct pass *p)
 	if ((have & st->required_approvals) == st->required_approvals)
 		return true;
 	layers_text(st->required_approvals & ~have, missing, sizeof(missing));
-	message(p, "waiting for an UpgradeApproval for: %s", missing);
+	uint32_t none = api_rack_ownerless_layers(in->rack, st->required_approvals & ~have);
+	if (none == 0) {
+		message(p, "waiting for an UpgradeApproval for: %s", missing);
+		return false;
+	}
+	char owners[64];
+	layers_text(none, owners, sizeof(owners));
+	message(p,
+	        "waiting for an UpgradeApproval for: %s (no windowOwner on rack \"%s\" for %s: "
+	        "none can count until spec.responsibilities names one)",
+	        missing, in->rack ? in->rack->meta.name : "", owners);
 	return false;
 }
 

@@ -292,37 +292,113 @@ static json_t *approved_by(const json_t *ui, struct wh_verdict *v)
 	return json_pack("{s:o, s:o, s:o}", "username", user, "uid", uid, "groups", groups);
 }
 
-void wh_mutate(const struct wh_request *req, struct wh_verdict *v)
+/* The RackUpgrade named name from the cache, else read through it (a new
+ * reference), or NULL after denying: an approval must name an upgrade that
+ * exists, and a cache that has not synced cannot say which one. */
+static json_t *upgrade_named(struct webhook *w, const struct wh_request *req, const char *name,
+                             struct wh_verdict *v)
+{
+	json_t *list = w->cache->list(w->cache_arg, WEBHOOK_UPGRADES), *o, *found = NULL;
+	size_t i;
+	if (!json_is_array(list)) {
+		json_decref(list);
+		wh_deny(v, 503, "ServiceUnavailable",
+		        "UpgradeApproval \"%s\": the operator's cache of RackUpgrades has "
+		        "not synced yet; retry shortly",
+		        req->name);
+		return NULL;
+	}
+	json_array_foreach(list, i, o)
+		if (strcmp(jx_str_or(o, "metadata.name", ""), name) == 0)
+			found = json_incref(o);
+	json_decref(list);
+	if (found == NULL && w->cache->get != NULL)
+		found = w->cache->get(w->cache_arg, WEBHOOK_UPGRADES, name);
+	if (found == NULL)
+		wh_deny(v, 422, "Invalid",
+		        "UpgradeApproval \"%s\": spec.upgrade: RackUpgrade \"%s\" does not exist",
+		        req->name, name);
+	return found;
+}
+
+/* spec.upgradeRef for the upgrade the approval names: its UID and target,
+ * so that the approval counts for this upgrade only, never for a later
+ * one created under the same name. NULL after denying. */
+static json_t *upgrade_ref(struct webhook *w, const struct wh_request *req, const json_t *spec,
+                           struct wh_verdict *v)
+{
+	const json_t *name = json_object_get(spec, "upgrade");
+	json_t *u, *ref = NULL;
+	if (!json_is_string(name) || json_string_length(name) == 0 ||
+	    json_string_length(name) > 63) {
+		wh_deny(v, 422, "Invalid",
+		        "UpgradeApproval \"%s\": spec.upgrade: must name a RackUpgrade (a "
+		        "string of 1 to 63 bytes)",
+		        req->name);
+		return NULL;
+	}
+	if ((u = upgrade_named(w, req, json_string_value(name), v)) == NULL)
+		return NULL;
+	const char *uid = jx_str_or(u, "metadata.uid", "");
+	const char *matrix = jx_str_or(u, "spec.target.matrix", "");
+	const char *stack = jx_str_or(u, "spec.target.stack", "");
+	if (jx_path(u, "metadata.deletionTimestamp") != NULL)
+		wh_deny(v, 422, "Invalid",
+		        "UpgradeApproval \"%s\": spec.upgrade: RackUpgrade \"%s\" is being deleted",
+		        req->name, json_string_value(name));
+	else if (uid[0] == '\0' || strlen(uid) > 63 || matrix[0] == '\0' || stack[0] == '\0' ||
+	         strlen(matrix) > 63 || strlen(stack) > 63)
+		wh_deny(v, 422, "Invalid",
+		        "UpgradeApproval \"%s\": spec.upgrade: RackUpgrade \"%s\" has no usable "
+		        "metadata.uid and spec.target",
+		        req->name, json_string_value(name));
+	else
+		ref = json_pack("{s:s, s:{s:s, s:s}}", "uid", uid, "target", "matrix", matrix,
+		                "stack", stack);
+	json_decref(u);
+	return ref;
+}
+
+static void stamp_patch(const struct wh_request *req, json_t *by, json_t *ref, struct wh_verdict *v)
+{
+	// "add" replaces a member that exists: whatever the client claimed goes.
+	json_t *patch = json_pack("[{s:s, s:s, s:o}, {s:s, s:s, s:o}]", "op", "add", "path",
+	                          "/spec/approvedBy", "value", by, "op", "add", "path",
+	                          "/spec/upgradeRef", "value", ref);
+	char *text = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
+	if (text == NULL || buf_append_str(&v->patch, text) != NV_OK)
+		wh_deny(v, 500, "InternalError", "UpgradeApproval \"%s\": the stamp does not fit",
+		        req->name);
+	else
+		log_info(WH_COMP, "approval stamped", "name=%s user=\"%s\" upgrade_uid=%s",
+		         req->name, jx_str_or(req->user_info, "username", ""),
+		         jx_str_or(ref, "uid", ""));
+	free(text);
+	json_decref(patch);
+}
+
+void wh_mutate(struct webhook *w, const struct wh_request *req, struct wh_verdict *v)
 {
 	// Only creation stamps: the spec is immutable afterwards (CEL).
 	if (strcmp(req->group, API_GROUP) != 0 || strcmp(req->resource, "upgradeapprovals") != 0 ||
 	    strcmp(req->operation, "CREATE") != 0)
 		return;
 	const json_t *spec = json_object_get(req->object, "spec");
-	if (spec != NULL && !json_is_object(spec)) {
+	if (!json_is_object(spec)) {
 		wh_deny(v, 400, "BadRequest",
 		        "UpgradeApproval \"%s\": spec: expected an object, got %s", req->name,
-		        jx_type_name(spec));
+		        spec ? jx_type_name(spec) : "nothing");
 		return;
 	}
 	json_t *by = approved_by(req->user_info, v);
 	if (by == NULL)
 		return;
-	// "add" replaces a member that exists: whatever the client claimed goes.
-	json_t *op = spec ? json_pack("{s:s, s:s, s:o}", "op", "add", "path", "/spec/approvedBy",
-	                              "value", by)
-	                  : json_pack("{s:s, s:s, s:{s:o}}", "op", "add", "path", "/spec", "value",
-	                              "approvedBy", by);
-	json_t *patch = json_pack("[o]", op);
-	char *text = json_dumps(patch, JSON_COMPACT);
-	if (text == NULL || buf_append_str(&v->patch, text) != NV_OK)
-		wh_deny(v, 500, "InternalError", "UpgradeApproval \"%s\": the stamp does not fit",
-		        req->name);
-	else
-		log_info(WH_COMP, "approval stamped", "name=%s user=\"%s\"", req->name,
-		         jx_str_or(req->user_info, "username", ""));
-	free(text);
-	json_decref(patch);
+	json_t *ref = upgrade_ref(w, req, spec, v);
+	if (ref == NULL) {
+		json_decref(by);
+		return;
+	}
+	stamp_patch(req, by, ref, v);
 }
 
 /* ---- one review ---------------------------------------------------------- */
@@ -415,7 +491,7 @@ enum nv_err webhook_review(struct webhook *w, enum webhook_mode mode, const char
 	if (rc != NV_OK)
 		wh_deny(&v, 400, "BadRequest", "malformed AdmissionReview: %s", why);
 	else if (mode == WEBHOOK_MUTATE)
-		wh_mutate(&req, &v);
+		wh_mutate(w, &req, &v);
 	else
 		wh_validate(w, &req, &v);
 	log_verdict(mode, &req, &v);
@@ -517,6 +593,7 @@ static const struct kube_res informer_res[WEBHOOK__KINDS] = {
         [WEBHOOK_PARTITIONS] = {"nvl72.io", "v1alpha1", "rackpartitions", "RackPartition", false},
         [WEBHOOK_MATRICES] = {"nvl72.io", "v1alpha1", "compatibilitymatrices",
                               "CompatibilityMatrix", false},
+        [WEBHOOK_UPGRADES] = {"nvl72.io", "v1alpha1", "rackupgrades", "RackUpgrade", false},
 };
 
 static json_t *informer_get(void *arg, enum webhook_kind kind, const char *name)

@@ -76,7 +76,7 @@ enum nv_err wh_response_write(const char *uid, const struct wh_verdict *v, struc
 
 /* The handlers, on a decoded request. */
 void wh_validate(struct webhook *w, const struct wh_request *req, struct wh_verdict *v);
-void wh_mutate(const struct wh_request *req, struct wh_verdict *v);
+void wh_mutate(struct webhook *w, const struct wh_request *req, struct wh_verdict *v);
 
 #ifdef NVL72_UNIT_TEST
 /* Static helpers of webhook_cert.c the unit tests reach (see TESTABLE). */

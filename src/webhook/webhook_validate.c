@@ -2,8 +2,9 @@
 // The validating handler: each nvl72.io object is parsed with the api
 // parsers, then judged by the cross-object rules against the operator's
 // caches (a node in two racks, overlapping partitions, a matrix or stack
-// that does not exist, an upgrade the matrix does not allow, a canary or a
-// wave that does not fit the rack). Denials name the object and the field.
+// that does not exist, an upgrade the matrix does not allow or that needs
+// an approval nobody could give, a canary or a wave that does not fit the
+// rack). Denials name the object and the field.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ static const char *const kind_names[WEBHOOK__KINDS] = {
         [WEBHOOK_RACKS] = "Racks",
         [WEBHOOK_PARTITIONS] = "RackPartitions",
         [WEBHOOK_MATRICES] = "CompatibilityMatrices",
+        [WEBHOOK_UPGRADES] = "RackUpgrades",
 };
 
 /* One request's view of the caches: each list is fetched once. */
@@ -262,6 +264,11 @@ static void upgrade_one_rack(struct wh_ctx *c, const struct upgrade_job *j, cons
 		struct api_errors *e = xcalloc(1, sizeof(*e));
 		api_errors_init(e);
 		(void)api_rack_upgrade_check_matrix(u, j->m, from, n, c->w->plan_flags, e);
+		// The layers its plan needs approved must each have a window
+		// owner: an approval counts only from one (the Rack's CRD
+		// demands it where approvalRequired is set; a manual edge asks
+		// for more layers, which only the matrix knows).
+		(void)api_rack_upgrade_check_owners(u, j->m, r, from, n, c->w->plan_flags, e);
 		errors_merge(c->errs, e);
 		free(e);
 	}

@@ -44,6 +44,12 @@ static void init(void)
 	lists[WEBHOOK_RACKS] = one("tests/data/api/rack-gb300-r07.json");
 	lists[WEBHOOK_PARTITIONS] = one("tests/data/api/rackpartition-gb300-r07-a.json");
 	lists[WEBHOOK_MATRICES] = one("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
+	// The upgrade approvals name, with the UID the apiserver would give it.
+	lists[WEBHOOK_UPGRADES] = one("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	json_t *u = json_array_get(lists[WEBHOOK_UPGRADES], 0);
+	if (u != NULL)
+		json_object_set_new(json_object_get(u, "metadata"), "uid",
+		                    json_string("3b1f6a52-0c1d-4e8f-9a7b-1c2d3e4f5a6b"));
 	struct webhook_config cfg = {.cache = &fixed_ops, .review_max = 1 << 20};
 	if (webhook_new(&cfg, &hook) != NV_OK)
 		abort();

@@ -247,7 +247,14 @@ spec:
 check "a RackUpgrade to a stack not in the matrix is refused, naming spec.target.stack" $? "see the message above"
 
 # The viewer (bound to nvl72-approver) forges approvedBy; the stamping
-# webhook replaces it with the identity the apiserver authenticated.
+# webhook replaces it with the identity the apiserver authenticated, and
+# binds the approval to the RackUpgrade it names (UID and target). The
+# upgrade is the routine sample, created aborted (so that it never acts on
+# the rack, which reports no upgrade in progress) and deleted again once
+# the stamp is read.
+out=$(k create --dry-run=client -o json -f deploy/samples/rackupgrade-routine.yaml |
+	jq '.spec.abort = true' | k create -f - 2>&1)
+check "the sample routine RackUpgrade, aborted, passes the webhook" $? "$(one_line "$out")"
 server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 cat >"$work/viewer.kubeconfig" <<EOF
 apiVersion: v1
@@ -279,6 +286,12 @@ by=$(k get upgradeapproval gb300-r07-forged -o jsonpath='{.spec.approvedBy.usern
 echo "#   stored approvedBy: $by"
 [[ $by == "viewer viewer-uid "*'"nvl72:viewers"'* && $by != *nvl72:platform* ]]
 check "a forged approvedBy comes back stamped with the real user (viewer, nvl72:viewers)" $? "got '$by'"
+ref=$(k get upgradeapproval gb300-r07-forged -o jsonpath='{.spec.upgradeRef.uid} {.spec.upgradeRef.target.stack}')
+uid=$(k get rackupgrade gb300-r07-r580-173 -o jsonpath='{.metadata.uid}')
+[[ -n $uid && $ref == "$uid gb300-r580-173" ]]
+check "the approval is bound to the upgrade's UID and target" $? "approval '$ref', upgrade uid '$uid'"
+out=$(k delete rackupgrade gb300-r07-r580-173 --wait --timeout=60s 2>&1)
+check "the sample RackUpgrade is deleted again" $? "$(one_line "$out")"
 
 # ----------------------------------------------- simulated agents ---
 CLUSTER=3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3

@@ -3,8 +3,10 @@
 // this program serves the webhook itself (informers, HTTPS on 127.0.0.1,
 // the certificate manager) and proves with real `kubectl apply` that
 // cross-object faults are refused with a clear message, valid objects pass,
-// an UpgradeApproval carries the real requesting user, and the Secret and
-// caBundle are filled and reused after a restart.
+// an UpgradeApproval carries the real requesting user and is bound to the
+// RackUpgrade it names (an upgrade recreated under the same name does not
+// inherit it), a Rack cannot leave an approving layer without a window
+// owner, and the Secret and caBundle are filled and reused after a restart.
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -17,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "nvl72/api_rack.h"
+#include "nvl72/api_upgrade.h"
 #include "nvl72/base.h"
 #include "nvl72/json.h"
 #include "nvl72/kube.h"
@@ -36,6 +40,8 @@ static const struct kube_res MATRICES = {"nvl72.io", "v1alpha1", "compatibilitym
                                          "CompatibilityMatrix", false};
 static const struct kube_res APPROVALS = {"nvl72.io", "v1alpha1", "upgradeapprovals",
                                           "UpgradeApproval", false};
+static const struct kube_res UPGRADES = {"nvl72.io", "v1alpha1", "rackupgrades", "RackUpgrade",
+                                         false};
 
 static int passed, failed;
 static const char *kubectl;
@@ -216,6 +222,7 @@ static enum nv_err informers_start(struct server *s)
 	        [WEBHOOK_RACKS] = &RACKS,
 	        [WEBHOOK_PARTITIONS] = &PARTS,
 	        [WEBHOOK_MATRICES] = &MATRICES,
+	        [WEBHOOK_UPGRADES] = &UPGRADES,
 	};
 	for (int k = 0; k < WEBHOOK__KINDS; k++) {
 		struct kube_informer_opts o = {.res = res[k]};
@@ -400,10 +407,75 @@ static void test_refusals(struct buf *out)
 	                       "\"gb300-r590-1\" is not in CompatibilityMatrix \"gb300-2026.10\""),
 	      "an upgrade to a stack missing from the matrix is refused", buf_str(out));
 
+	// An approving layer without a window owner would let nobody (before:
+	// anybody) approve it: the CRD refuses it.
+	r = rack_r08();
+	json_object_set_new(json_array_get(jx_path(r, "spec.responsibilities"), 1), "windowOwner",
+	                    json_string(""));
+	rc = apply_json(NULL, r, out);
+	json_decref(r);
+	check(rc != 0 && has(out, "spec.responsibilities[1].windowOwner") &&
+	              has(out, "windowOwner is required when approvalRequired is true"),
+	      "a Rack whose approving fabric layer has an empty windowOwner is refused",
+	      buf_str(out));
+
 	r = rack_r08();
 	rc = apply_json(NULL, r, out);
 	json_decref(r);
 	check(rc == 0, "a second rack with nodes of its own passes", buf_str(out));
+}
+
+/* Whether the cached gb300-r07 has a windowOwner for layer node. */
+static bool cached_node_owner(struct server *s)
+{
+	json_t *o = kube_informer_get(s->infs.inf[WEBHOOK_RACKS], "gb300-r07");
+	bool has_owner = false;
+	size_t i;
+	json_t *e;
+	json_array_foreach(jx_path(o, "spec.responsibilities"), i, e)
+		if (strcmp(jx_str_or(e, "layer", ""), "node") == 0)
+			has_owner = jx_str_or(e, "windowOwner", "")[0] != '\0';
+	json_decref(o);
+	return has_owner;
+}
+
+static bool wait_node_owner(struct server *s, bool want)
+{
+	for (int i = 0; i < 200; i++) {
+		if (cached_node_owner(s) == want)
+			return true;
+		time_sleep_ms(50);
+	}
+	return false;
+}
+
+/* The node layer (approvalRequired false) without a window owner: an
+ * upgrade over a manual edge, which asks node to approve too, is refused,
+ * since no approval of node could count. */
+static void test_manual_edge_needs_owner(struct server *s, struct buf *out)
+{
+	json_t *r = load("tests/data/api/rack-gb300-r07.json");
+	json_t *resp = jx_path(r, "spec.responsibilities");
+	json_object_del(json_array_get(resp, 2), "windowOwner");
+	int rc = apply_json(NULL, r, out);
+	check(rc == 0 && wait_node_owner(s, false),
+	      "a Rack may leave the node layer (approvalRequired false) without a window owner",
+	      buf_str(out));
+	json_t *u = load("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	jx_set_str(u, "metadata.name", "gb300-r07-manual");
+	rc = apply_json(NULL, u, out);
+	json_decref(u);
+	check(rc != 0 && has(out, "RackUpgrade \"gb300-r07-manual\": spec.target.stack: the move "
+	                          "from \"gb300-r580-95\" needs an approval of layer node, but "
+	                          "rack \"gb300-r07\" names no windowOwner for it"),
+	      "an upgrade over a manual edge needing an approval nobody could give is refused",
+	      buf_str(out));
+	json_decref(r);
+	r = load("tests/data/api/rack-gb300-r07.json");
+	rc = apply_json(NULL, r, out);
+	json_decref(r);
+	check(rc == 0 && wait_node_owner(s, true), "the Rack gets its node window owner back",
+	      buf_str(out));
 }
 
 static void test_approval_stamped(struct server *s, struct buf *out)
@@ -436,7 +508,105 @@ static void test_approval_stamped(struct server *s, struct buf *out)
 	              strcmp(jx_str_or(got, "spec.approvedBy.uid", ""), "viewer-uid") == 0 &&
 	              in_group && json_array_size(groups) == 2,
 	      "the approval carries the real requesting user, not the claimed one", detail);
+	json_t *u = NULL;
+	(void)kube_get(s->client, &UPGRADES, NULL, "gb300-r07-r580-173", &u, &st);
+	const char *uid = jx_str_or(u, "metadata.uid", "");
+	snprintf(detail, sizeof(detail), "upgradeRef %s/%s/%s, upgrade uid %s",
+	         jx_str_or(got, "spec.upgradeRef.uid", ""),
+	         jx_str_or(got, "spec.upgradeRef.target.matrix", ""),
+	         jx_str_or(got, "spec.upgradeRef.target.stack", ""), uid);
+	check(uid[0] && strcmp(jx_str_or(got, "spec.upgradeRef.uid", ""), uid) == 0 &&
+	              strcmp(jx_str_or(got, "spec.upgradeRef.target.matrix", ""),
+	                     "gb300-2026.10") == 0 &&
+	              strcmp(jx_str_or(got, "spec.upgradeRef.target.stack", ""),
+	                     "gb300-r580-173") == 0,
+	      "the approval is bound to the RackUpgrade's UID and target", detail);
+	json_decref(u);
 	json_decref(got);
+	// An approval of an upgrade that does not exist cannot be bound.
+	a = load("tests/data/api/upgradeapproval-gb300-r07-r580-173-fabric.json");
+	jx_set_str(a, "metadata.name", "nowhere-fabric");
+	jx_set_str(a, "spec.upgrade", "nowhere");
+	text = json_dumps(a, JSON_COMPACT);
+	rc = kctl(viewer_kubeconfig, text, out, "create", "-f", "-", NULL);
+	free(text);
+	json_decref(a);
+	check(rc != 0 && has(out, "spec.upgrade: RackUpgrade \"nowhere\" does not exist"),
+	      "an approval of a RackUpgrade that does not exist is refused", buf_str(out));
+}
+
+/* Whether the operator's rule counts the stored approval name for the
+ * stored upgrade on rack gb300-r07; why gets the reason when not. */
+static bool stored_counts(struct server *s, const char *name, char *why, size_t cap)
+{
+	json_t *ao = NULL, *uo = NULL, *ro = NULL;
+	struct api_upgrade_approval *a = NULL;
+	struct api_rack_upgrade *u = NULL;
+	struct api_rack *r = NULL;
+	struct api_errors e;
+	bool ok = false;
+	api_errors_init(&e);
+	snprintf(why, cap, "could not read or parse the objects");
+	if (kube_get(s->client, &APPROVALS, NULL, name, &ao, NULL) == NV_OK &&
+	    kube_get(s->client, &UPGRADES, NULL, "gb300-r07-r580-173", &uo, NULL) == NV_OK &&
+	    kube_get(s->client, &RACKS, NULL, "gb300-r07", &ro, NULL) == NV_OK &&
+	    api_upgrade_approval_parse(ao, &a, &e) == NV_OK &&
+	    api_rack_upgrade_parse(uo, &u, &e) == NV_OK && api_rack_parse(ro, &r, &e) == NV_OK)
+		ok = api_upgrade_approval_counts(a, u, r, why, cap);
+	api_upgrade_approval_free(a);
+	api_rack_upgrade_free(u);
+	api_rack_free(r);
+	json_decref(ao);
+	json_decref(uo);
+	json_decref(ro);
+	return ok;
+}
+
+/* The RackUpgrade deleted and created again under the same name with a new
+ * target: the old approval stays bound to the first one. */
+static void test_approval_not_inherited(struct server *s, struct buf *out)
+{
+	char why[512], why2[512], detail[1200];
+	json_t *u = NULL;
+	(void)kube_get(s->client, &UPGRADES, NULL, "gb300-r07-r580-173", &u, NULL);
+	char uid1[64];
+	snprintf(uid1, sizeof(uid1), "%s", jx_str_or(u, "metadata.uid", ""));
+	json_decref(u);
+	int rc = kctl(NULL, NULL, out, "delete", "rackupgrade", "gb300-r07-r580-173", "--wait",
+	              "--timeout=60s", NULL);
+	check(rc == 0, "delete the RackUpgrade that was approved", buf_str(out));
+	u = load("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	jx_set_str(u, "spec.target.stack", "gb300-r580-159");
+	rc = apply_json(NULL, u, out);
+	json_decref(u);
+	check(rc == 0, "create it again under the same name, towards gb300-r580-159", buf_str(out));
+	// The webhook stamps from its cache: wait until it holds the new one.
+	bool fresh = false;
+	for (int i = 0; i < 200 && !fresh; i++) {
+		json_t *o = kube_informer_get(s->infs.inf[WEBHOOK_UPGRADES], "gb300-r07-r580-173");
+		fresh = o != NULL && strcmp(jx_str_or(o, "metadata.uid", ""), uid1) != 0;
+		json_decref(o);
+		if (!fresh)
+			time_sleep_ms(50);
+	}
+	json_t *a = load("tests/data/api/upgradeapproval-gb300-r07-r580-173-fabric.json");
+	jx_set_str(a, "metadata.name", "gb300-r07-r580-173-fabric-again");
+	char *text = json_dumps(a, JSON_COMPACT);
+	rc = kctl(viewer_kubeconfig, text, out, "create", "-f", "-", NULL);
+	free(text);
+	json_decref(a);
+	check(fresh && rc == 0, "the viewer approves the new upgrade", buf_str(out));
+	bool old_counts = stored_counts(s, "gb300-r07-r580-173-fabric", why, sizeof(why));
+	snprintf(detail, sizeof(detail), "old approval: %s", why);
+	check(!old_counts && strstr(why, "it approved an earlier upgrade of that name") != NULL,
+	      "the old approval does not count for the upgrade created again", detail);
+	// The new one is bound to it; only the viewer's groups keep it out
+	// (fabric's window owner is nvl72:platform).
+	(void)stored_counts(s, "gb300-r07-r580-173-fabric-again", why2, sizeof(why2));
+	snprintf(detail, sizeof(detail), "new approval: %s", why2);
+	check(strstr(why2, "viewer is not in group nvl72:platform") != NULL,
+	      "the new approval is bound to the new upgrade and judged on its window owner",
+	      detail);
 }
 
 /* The Secret's ca.crt (base64, as stored) and both caBundles. */
@@ -598,7 +768,8 @@ int main(void)
 	rc = kctl(NULL, NULL, &out, "create", "namespace", NS, NULL);
 	check(rc == 0, "the test namespace is created", buf_str(&out));
 	enum nv_err e = informers_start(&s);
-	check(e == NV_OK, "informers on racks, partitions and matrices synced", nv_err_name(e));
+	check(e == NV_OK, "informers on racks, partitions, matrices and upgrades synced",
+	      nv_err_name(e));
 	// The chart creates the Secret empty; the operator only updates it.
 	rc = kctl(NULL, NULL, &out, "create", "secret", "generic", SECRET, "-n", NS, NULL);
 	check(rc == 0, "the empty Secret is created as the chart does", buf_str(&out));
@@ -616,7 +787,9 @@ int main(void)
 	      buf_str(&out));
 	test_valid_objects_pass(&s, &out);
 	test_refusals(&out);
+	test_manual_edge_needs_owner(&s, &out);
 	test_approval_stamped(&s, &out);
+	test_approval_not_inherited(&s, &out);
 	test_restart_reuses_secret(&s, &out);
 	test_two_replicas_race(&s, &out);
 out:

@@ -41,8 +41,7 @@ check "the canary Nodes are handed to kwok" $? "$out"
 opids[kwok]=$!
 
 op_start op --webhook-bind-address=0
-upg_rack '.spec.responsibilities |= map(del(.windowOwner)) |
-	.spec.policy.drain = {mode: "Checkpoint", checkpointDeadline: "'"$DEADLINE_S"'s"}'
+upg_rack '.spec.policy.drain = {mode: "Checkpoint", checkpointDeadline: "'"$DEADLINE_S"'s"}'
 upg_agents
 simctl busbw "$rack" 900 >/dev/null
 

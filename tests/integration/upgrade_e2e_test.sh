@@ -11,6 +11,8 @@
 #   2. routine with the simulated bus bandwidth lowered: the gate fails, the
 #      upgrade halts with evidence and an event, no tray outside the canary
 #      is touched;
+#   3a. an approval of an upgrade deleted and created again under the same
+#      name with a new target is not counted for the new one;
 #   3. routine, happy path: notice, the tenant's approval (stamped with the
 #      real user by the webhook), canary, gate, waves, Completed, every tray
 #      on the new driver, and no writes once done.
@@ -82,11 +84,11 @@ wait_for 60 bundled
 check "the operator serves its webhook and set both caBundles" $? "$(tail -5 "$work/op.log")"
 
 # The matrix and the Rack go through the webhook; the workload layer's
-# window owner is the tenant's ServiceAccounts, the other layers have none
-# (so that the admin's approvals count on the manual edge of scenarios 4
-# and 5).
+# window owner is the tenant's ServiceAccounts, the other layers' the
+# admin's group (upg_rack), so that the admin's approvals count on the
+# manual edge of scenarios 4 and 5.
 upg_rack '.spec.responsibilities |= map(if .layer == "workload" then
-	.windowOwner = "system:serviceaccounts:'"$TENANT_NS"'" else del(.windowOwner) end)'
+	.windowOwner = "system:serviceaccounts:'"$TENANT_NS"'" else . end)'
 upg_agents
 
 # The tenant: a ServiceAccount bound to the chart's approver ClusterRole.
@@ -188,11 +190,43 @@ check "gate: abort releases the held canary" $? "$(ustatus "$GATE" '.status | {p
 k delete rackupgrade "$GATE" >/dev/null 2>&1
 simctl busbw "$rack" 900 >/dev/null
 
-# ------------------------------------------------- 3. happy path ---
+# ------------------------------- 3a. recreated under the same name ---
+# An approval is bound to the upgrade it was given for (UID and target, as
+# the webhook stamps them): deleting the upgrade and creating another under
+# the same name with a new target must not inherit it. The first one moves
+# to gb300-nvos2508-r580-159 over a manual edge, so it waits for the other
+# layers' owners (never given here) and touches nothing.
 UP=r07-r580-159
+out=$(TO=gb300-nvos2508-r580-159 upgrade "$UP" routine "  reason: the first of that name" |
+	k create -f - 2>&1)
+check "recreated: create $UP towards gb300-nvos2508-r580-159" $? "$out"
+wait_for 40 phase_is "$UP" AwaitingApproval
+out=$(approval "$UP" | sed "s/name: $UP-workload/name: $UP-first-workload/" | tk create -f - 2>&1)
+check "recreated: the tenant approves the workload layer of the first one" $? "$out"
+first_counted() { [[ $(ustatus "$UP" '[.status.approvals[]? | select(.layer == "workload") | .name]') == "[\"$UP-first-workload\"]" ]]; }
+wait_for 30 first_counted
+check "recreated: the first upgrade counts that approval" $? "$(ustatus "$UP" '.status | {phase, message, approvals}')"
+uid1=$(k get rackupgrade "$UP" -o jsonpath='{.metadata.uid}')
+out=$(k delete rackupgrade "$UP" --wait --timeout=60s 2>&1)
+check "recreated: delete the first upgrade" $? "$out"
 t0=$SECONDS
 out=$(upgrade "$UP" routine "  reason: driver patch release" | k create -f - 2>&1)
-check "create the routine RackUpgrade $FROM -> $TO" $? "$out"
+check "recreated: create $UP again, $FROM -> $TO" $? "$out"
+uid2=$(k get rackupgrade "$UP" -o jsonpath='{.metadata.uid}')
+ref=$(k get upgradeapproval "$UP-first-workload" -o jsonpath='{.spec.upgradeRef.uid} {.spec.upgradeRef.target.stack}')
+[[ -n $uid1 && $uid1 != "$uid2" && $ref == "$uid1 gb300-nvos2508-r580-159" ]]
+check "recreated: the old approval still exists, bound to the first upgrade's UID and target" $? \
+	"uid1=$uid1 uid2=$uid2 ref=$ref"
+not_counted() { grep -q "approval not counted.*approval=$UP-first-workload upgrade=$UP .*earlier upgrade of that name" "$work/op.log"; }
+wait_for 40 phase_is "$UP" AwaitingApproval && wait_for 30 not_counted
+check "recreated: the operator does not count the old approval for the new upgrade" $? \
+	"$(grep 'approval not counted' "$work/op.log" | tail -2)"
+st=$(ustatus "$UP" '.status | {phase, message, n: (.approvals // [] | length)}')
+[[ $(jq -r '"\(.phase) \(.n)"' <<<"$st") == "AwaitingApproval 0" && $st == *"waiting for an UpgradeApproval for: workload"* ]]
+check "recreated: the new upgrade still waits for the workload layer" $? "$st"
+
+# ------------------------------------------------- 3. happy path ---
+# The upgrade of 3a, created again: it waits for its own approval.
 wait_for 40 phase_is "$UP" AwaitingApproval
 check "happy: AwaitingApproval after the notice, waiting for the workload layer" \
 	"$(ustatus "$UP" .status.message | grep -q workload && echo 0 || echo 1)" \
@@ -241,8 +275,7 @@ approve_all() { # approve_all UPGRADE: the tenant the workload layer, the admin 
 	out=$(approve "$1") || return 1
 	for l in $(ustatus "$1" '.status.requiredApprovals[]' | tr -d '"'); do
 		[[ $l == workload ]] && continue
-		out=$(printf 'apiVersion: nvl72.io/v1alpha1\nkind: UpgradeApproval\nmetadata: {name: %s-%s}\nspec: {upgrade: %s, layer: %s, decision: Approved, comment: switch trays first}\n' \
-			"$1" "$l" "$1" "$l" | k create -f - 2>&1) || { echo "$out"; return 1; }
+		out=$(approval "$1" "$l" "switch trays first" | k create -f - 2>&1) || { echo "$out"; return 1; }
 	done
 }
 wait_for 30 stack_is "$TO"

@@ -48,8 +48,9 @@ check "a GB200 matrix with stacks $FROM, $TO and $R580" $? "$(head -3 "$MATRIX_F
 upg_crds
 upg_nodes
 op_start op --webhook-bind-address=0
-# No window owner: the admin's approvals count, also on the manual edge.
-upg_rack '.spec.responsibilities |= map(del(.windowOwner))'
+# The admin's group owns every window: its approvals count, also on the
+# manual edge.
+upg_rack
 upg_agents
 
 masked() { # masked SOURCE: every GPU of the rack Healthy with that healthSource
@@ -64,8 +65,7 @@ tray2=$(trays_json | jq -r '.[] | select(.spec.index == 2) | .metadata.name')
 approve_all() { # approve_all UPGRADE: every layer it asks for, as the admin
 	local l out
 	for l in $(ustatus "$1" '.status.requiredApprovals[]' | tr -d '"'); do
-		out=$(printf 'apiVersion: nvl72.io/v1alpha1\nkind: UpgradeApproval\nmetadata: {name: %s-%s}\nspec: {upgrade: %s, layer: %s, decision: Approved, comment: R570 trays}\n' \
-			"$1" "$l" "$1" "$l" | k create -f - 2>&1) || { echo "$out"; return 1; }
+		out=$(approval "$1" "$l" "R570 trays" | k create -f - 2>&1) || { echo "$out"; return 1; }
 	done
 }
 wait_fabric_msg() { ustatus "$1" '[.status.steps[] | select(.action == "WaitFabric" and .wave == 0)][0].message' | jq -r .; }

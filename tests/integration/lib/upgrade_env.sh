@@ -135,7 +135,9 @@ op_start() {
 
 # upg_rack JQ_EXTRA: the sample matrix and the sample Rack, its policy made
 # for a quick run: short notices (node 6 s, workload 8 s), only the workload
-# layer approves, no windows, waves of 4. JQ_EXTRA further edits the Rack.
+# layer approves, no windows, waves of 4; every layer's window owner is the
+# admin's group system:masters (so that approval() counts everywhere, the
+# layers a manual edge asks for included). JQ_EXTRA further edits the Rack.
 upg_rack() {
 	local out
 	wait_for 30 k apply -f "$MATRIX_FILE"
@@ -145,6 +147,7 @@ upg_rack() {
 		.metadata.name = $r | .spec.platform = $p | .spec.matrix = {name: $m, stack: $s} |
 		.spec.computeTrays |= map(.node = "\($r)-t\(if .index < 10 then "0" else "" end)\(.index)") |
 		.spec.responsibilities |= map(.approvalRequired = (.layer == "workload") |
+			.windowOwner = "system:masters" |
 			.noticePeriod = (if .layer == "node" then "6s" elif .layer == "workload" then "8s" else "0s" end)) |
 		.spec.chassisSerial = $chassis | del(.spec.maintenance) |
 		.spec.policy = {maxUnavailableTrays: 4, minHealthyTrays: 14, degradedThreshold: 4,
@@ -223,12 +226,27 @@ spec:
 ${3:-}
 YAML
 }
-approval() { # approval UPGRADE: an UpgradeApproval of the workload layer
+# approval UPGRADE [LAYER [COMMENT]]: an UpgradeApproval of LAYER (workload)
+# by the admin, carrying what the stamping webhook writes (the upgrade's UID
+# and target, the admin's user and groups): suites that run no webhook
+# create it as it would be stored, and where the webhook runs it overwrites
+# both with the same or with the real requester.
+ADMIN_USER=admin ADMIN_GROUPS='["system:masters", "system:authenticated"]'
+approval() {
+	local l=${2:-workload} ref
+	ref=$(k get rackupgrade "$1" -o json 2>/dev/null |
+		jq -c '{uid: .metadata.uid, target: .spec.target}' 2>/dev/null) || ref='{}'
 	cat <<YAML
 apiVersion: nvl72.io/v1alpha1
 kind: UpgradeApproval
-metadata: {name: $1-workload}
-spec: {upgrade: $1, layer: workload, decision: Approved, comment: training checkpointed}
+metadata: {name: $1-$l}
+spec:
+  upgrade: $1
+  layer: $l
+  decision: Approved
+  comment: ${3:-training checkpointed}
+  approvedBy: {username: $ADMIN_USER, groups: $ADMIN_GROUPS}
+  upgradeRef: $ref
 YAML
 }
 phase() { k get rackupgrade "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }

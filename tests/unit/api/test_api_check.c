@@ -2,7 +2,9 @@
 // Unit tests for the cross-object rules: a node in two racks, overlapping
 // partitions, a tray its rack does not list, a rack or an upgrade that does
 // not fit its matrix (target, blocked moves, intermediate tuples, CVEs),
-// and approvals for upgrades that do not need them.
+// approvals for upgrades that do not need them, and which approvals count:
+// bound to the upgrade's UID and target, not older than it, from a member
+// of the layer's windowOwner group.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 #include "nvl72/api_domain.h"
 #include "nvl72/api_rack.h"
 #include "nvl72/api_upgrade.h"
+#include "nvl72/timeutil.h"
 
 // Defines name(path): the object parsed from a data file, which must be valid.
 #define DEFINE_LOAD(name, type, fn)                                                                \
@@ -252,6 +255,170 @@ static void test_api_upgrade_approval_check_rules(void **state)
 	api_rack_upgrade_free(u);
 }
 
+/* An approval as the webhook stamps it: bound to upgrade u, created at
+ * created_ms by a member of groups g1 and g2. */
+static struct api_upgrade_approval *stamped_approval(const struct api_rack_upgrade *u,
+                                                     int64_t created_ms, const char *g1,
+                                                     const char *g2)
+{
+	json_t *j = test_load("tests/data/api/upgradeapproval-gb300-r07-r580-173-fabric.json");
+	struct api_upgrade_approval *a = NULL;
+	struct api_errors e;
+	char ts[TIME_RFC3339_LEN];
+	api_errors_init(&e);
+	time_format_rfc3339(created_ms, ts);
+	test_set(j, "metadata.creationTimestamp", json_string(ts));
+	test_set(j, "spec.approvedBy",
+	         json_pack("{s:s, s:s, s:[s, s]}", "username", "carol", "uid", "carol-uid",
+	                   "groups", g1, g2));
+	test_set(j, "spec.upgradeRef",
+	         json_pack("{s:s, s:{s:s, s:s}}", "uid", u->meta.uid, "target", "matrix",
+	                   u->target_matrix, "stack", u->target_stack));
+	enum nv_err rc = api_upgrade_approval_parse(j, &a, &e);
+	test_show(&e);
+	assert_int_equal(rc, NV_OK);
+	json_decref(j);
+	return a;
+}
+
+#define T0 1795000000000LL /* the upgrade's creationTimestamp */
+
+static bool counts(const struct api_upgrade_approval *a, const struct api_rack_upgrade *u,
+                   const struct api_rack *r, const char *want_why)
+{
+	char why[512] = "";
+	bool ok = api_upgrade_approval_counts(a, u, r, why, sizeof(why));
+	if (want_why != NULL && strstr(why, want_why) == NULL)
+		fail_msg("why \"%s\" lacks \"%s\"", why, want_why);
+	return ok;
+}
+
+static void test_api_upgrade_approval_counts_owner_only(void **state)
+{
+	(void)state;
+	struct api_rack *r = rack_load();
+	struct api_rack_upgrade *u =
+	        load_upgrade("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	snprintf(u->meta.uid, sizeof(u->meta.uid), "%s", "3b1f6a52-0c1d-4e8f-9a7b-1c2d3e4f5a6b");
+	u->meta.created_ms = T0;
+	struct api_upgrade_approval *a =
+	        stamped_approval(u, T0 + 1000, "system:authenticated", "nvl72:platform");
+	assert_int_equal(a->ngroups, 2);
+	assert_string_equal(a->upgrade_uid, u->meta.uid);
+	assert_string_equal(a->upgrade_stack, "gb300-r580-173");
+	assert_int_equal(a->meta.created_ms, T0 + 1000);
+	// fabric's windowOwner is nvl72:platform: carol is a member.
+	assert_true(counts(a, u, r, NULL));
+	// Same second as the upgrade still counts (timestamps are seconds).
+	a->meta.created_ms = T0;
+	assert_true(counts(a, u, r, NULL));
+	snprintf(a->groups[1], sizeof(a->groups[1]), "%s", "nvl72:viewers");
+	assert_false(counts(a, u, r, "carol is not in group nvl72:platform"));
+	// An empty windowOwner lets nobody through, not everybody.
+	snprintf(a->groups[1], sizeof(a->groups[1]), "%s", "nvl72:platform");
+	for (unsigned k = 0; k < r->nresp; k++)
+		if (r->resp[k].layer == MATRIX_L_FABRIC)
+			r->resp[k].window_owner[0] = '\0';
+	assert_false(counts(a, u, r, "layer fabric of rack \"gb300-r07\" has no windowOwner"));
+	// Nor does a layer without an entry (a manual edge asks for it).
+	r->nresp = 0;
+	assert_false(counts(a, u, r, "has no windowOwner"));
+	assert_false(counts(a, u, NULL, "rack \"gb300-r07\" is unknown"));
+	api_upgrade_approval_free(a);
+	api_rack_upgrade_free(u);
+	api_rack_free(r);
+}
+
+static void test_api_upgrade_approval_counts_this_upgrade_only(void **state)
+{
+	(void)state;
+	struct api_rack *r = rack_load();
+	struct api_rack_upgrade *u =
+	        load_upgrade("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	snprintf(u->meta.uid, sizeof(u->meta.uid), "%s", "3b1f6a52-0c1d-4e8f-9a7b-1c2d3e4f5a6b");
+	u->meta.created_ms = T0;
+	struct api_upgrade_approval *a = stamped_approval(u, T0, "nvl72:platform", "x");
+	assert_true(counts(a, u, r, NULL));
+	// Recreated under the same name: a new UID, created later.
+	snprintf(u->meta.uid, sizeof(u->meta.uid), "%s", "9e8d7c6b-5a49-4382-b1a0-f9e8d7c6b5a4");
+	u->meta.created_ms = T0 + 60000;
+	assert_false(counts(a, u, r, "it approved an earlier upgrade of that name"));
+	// Even stamped with the new UID, an approval older than the upgrade.
+	snprintf(a->upgrade_uid, sizeof(a->upgrade_uid), "%s", u->meta.uid);
+	assert_false(counts(a, u, r, "it was created before RackUpgrade \"gb300-r07-r580-173\""));
+	a->meta.created_ms = T0 + 60000;
+	assert_true(counts(a, u, r, NULL));
+	// Another target than the one approved.
+	snprintf(u->target_stack, sizeof(u->target_stack), "%s", "gb300-r580-95");
+	assert_false(counts(a, u, r, "it approved target gb300-2026.10/gb300-r580-173"));
+	snprintf(u->target_stack, sizeof(u->target_stack), "%s", "gb300-r580-173");
+	// Not stamped by the webhook (created with it bypassed).
+	a->upgrade_uid[0] = '\0';
+	assert_false(counts(a, u, r, "spec.upgradeRef is missing"));
+	snprintf(a->upgrade, sizeof(a->upgrade), "%s", "another");
+	assert_false(counts(a, u, r, "it approves RackUpgrade \"another\""));
+	api_upgrade_approval_free(a);
+	api_rack_upgrade_free(u);
+	api_rack_free(r);
+}
+
+/* Which layers need an approval, and which of them nobody could give. */
+static void test_api_upgrade_required_layers_and_owners(void **state)
+{
+	(void)state;
+	struct api_rack *r = rack_load();
+	struct matrix *m = matrix_load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
+	struct api_rack_upgrade *u =
+	        load_upgrade("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	struct matrix_plan p;
+	const char *from[] = {"gb300-r580-95"};
+	struct api_errors e;
+	// 95 -> 173 goes over a manual edge: every touched layer approves.
+	assert_int_equal(
+	        matrix_plan_build(m, "gb300-r580-95", "gb300-r580-173", MATRIX_PLAN_MULTI_HOP, &p),
+	        NV_OK);
+	assert_int_equal(p.verdict, MATRIX_MANUAL);
+	uint32_t touched = api_upgrade_touched_layers(&p);
+	assert_true(touched & MATRIX_BIT(MATRIX_L_NODE));
+	assert_int_equal(api_upgrade_required_layers(r, API_UPGRADE_ROUTINE, &p), touched);
+	assert_int_equal(api_upgrade_required_layers(r, API_UPGRADE_SECURITY, &p), 0);
+	// 95 -> 159 is safe: only the touched layers with approvalRequired.
+	assert_int_equal(
+	        matrix_plan_build(m, "gb300-r580-95", "gb300-r580-159", MATRIX_PLAN_MULTI_HOP, &p),
+	        NV_OK);
+	assert_int_equal(p.verdict, MATRIX_SAFE);
+	uint32_t need = api_upgrade_required_layers(r, API_UPGRADE_ROUTINE, &p);
+	assert_false(need & MATRIX_BIT(MATRIX_L_NODE)); // node: approvalRequired false
+	assert_true(need & MATRIX_BIT(MATRIX_L_WORKLOAD));
+	// Every layer of the fixture rack has an owner.
+	assert_int_equal(api_rack_ownerless_layers(r, ~0u), 0);
+	api_errors_init(&e);
+	assert_int_equal(api_rack_upgrade_check_owners(u, m, r, from, 1, MATRIX_PLAN_MULTI_HOP, &e),
+	                 NV_OK);
+	// Without one for node the manual edge cannot be approved.
+	r->resp[2].window_owner[0] = '\0';
+	assert_int_equal(r->resp[2].layer, MATRIX_L_NODE);
+	assert_int_equal(api_rack_ownerless_layers(r, ~0u), MATRIX_BIT(MATRIX_L_NODE));
+	assert_int_equal(api_rack_upgrade_check_owners(u, m, r, from, 1, MATRIX_PLAN_MULTI_HOP, &e),
+	                 NV_E_INVALID_OBJECT);
+	assert_true(
+	        api_errors_has(&e, "spec.target.stack",
+	                       "the move from \"gb300-r580-95\" needs an approval of layer node, "
+	                       "but rack \"gb300-r07\" names no windowOwner for it"));
+	// A layer with no entry at all is the same.
+	r->nresp = 0;
+	assert_int_equal(api_rack_ownerless_layers(r, MATRIX_BIT(MATRIX_L_FABRIC)),
+	                 MATRIX_BIT(MATRIX_L_FABRIC));
+	// A security upgrade needs none.
+	u->cls = API_UPGRADE_SECURITY;
+	api_errors_init(&e);
+	assert_int_equal(api_rack_upgrade_check_owners(u, m, r, from, 1, MATRIX_PLAN_MULTI_HOP, &e),
+	                 NV_OK);
+	api_rack_upgrade_free(u);
+	matrix_free(m);
+	api_rack_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -262,6 +429,9 @@ int main(void)
 	        cmocka_unit_test(test_api_rack_upgrade_check_matrix_cves),
 	        cmocka_unit_test(test_api_rack_upgrade_check_matrix_intermediate),
 	        cmocka_unit_test(test_api_upgrade_approval_check_rules),
+	        cmocka_unit_test(test_api_upgrade_approval_counts_owner_only),
+	        cmocka_unit_test(test_api_upgrade_approval_counts_this_upgrade_only),
+	        cmocka_unit_test(test_api_upgrade_required_layers_and_owners),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

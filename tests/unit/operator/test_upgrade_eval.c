@@ -692,6 +692,24 @@ static void test_op_upgrade_eval_manual_edge(void **state)
 	world_free(w);
 }
 
+/* A layer the manual edge asks for that has no window owner can never be
+ * approved: the upgrade waits and says which layer lacks one. */
+static void test_op_upgrade_eval_manual_edge_without_owner(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	snprintf(w->u->target_stack, sizeof(w->u->target_stack), "gb300-r580-173");
+	for (unsigned k = 0; k < w->rack->nresp; k++)
+		if (w->rack->resp[k].layer == MATRIX_L_NODE)
+			w->rack->resp[k].window_owner[0] = '\0';
+	assert_int_equal(run_until(w, P(AWAITING_APPROVAL)), API_PHASE_AWAITING_APPROVAL);
+	run_once(w);
+	const char *msg = status_str(w, "message");
+	if (strstr(msg, "(no windowOwner on rack \"gb300-r07\" for node: none can count") == NULL)
+		fail_msg("message: %s", msg);
+	world_free(w);
+}
+
 /* Switch trays move once for the rack, every one of them, each update
  * once, before the canary's first tray action; then the driver. */
 static void test_op_upgrade_eval_oob_switch_before_driver(void **state)
@@ -868,6 +886,7 @@ int main(void)
 	        cmocka_unit_test(test_op_upgrade_eval_abort),
 	        cmocka_unit_test(test_op_upgrade_eval_missing_inputs),
 	        cmocka_unit_test(test_op_upgrade_eval_manual_edge),
+	        cmocka_unit_test(test_op_upgrade_eval_manual_edge_without_owner),
 	        cmocka_unit_test(test_op_upgrade_eval_oob_switch_before_driver),
 	        cmocka_unit_test(test_op_upgrade_eval_oob_restart_polls_recorded_ops),
 	        cmocka_unit_test(test_op_upgrade_eval_oob_failure_halts),

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Unit tests for the webhook's review handling: decoding AdmissionReview v1
 // (and every way a hostile or broken one is refused without a crash), the
-// response review, base64, and the UpgradeApproval stamping patch.
+// response review, base64, and the UpgradeApproval stamping patch (the
+// requesting user and the RackUpgrade's UID and target).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,11 +21,29 @@
 #define UID "7d1c4a8e-2b1f-4c3e-9a5d-6e0f1b2c3d4e"
 #define APPROVAL "tests/data/api/upgradeapproval-gb300-r07-r580-173-fabric.json"
 
+#define UPGRADE "tests/data/api/rackupgrade-gb300-r07-r580-173.json"
+#define UPGRADE_UID "3b1f6a52-0c1d-4e8f-9a7b-1c2d3e4f5a6b"
+
+/* What the RackUpgrade cache holds: unsynced (NULL list), empty, the
+ * upgrade the approval names, or that upgrade on its way out. */
+enum upgrades_state { UPG_UNSYNCED, UPG_NONE, UPG_PRESENT, UPG_DELETING };
+static enum upgrades_state upgrades = UPG_PRESENT;
+
+/* Every cache empty except RackUpgrades, which holds upgrades. */
 static json_t *empty_list(void *arg, enum webhook_kind kind)
 {
 	(void)arg;
-	(void)kind;
-	return json_array();
+	if (kind != WEBHOOK_UPGRADES || upgrades == UPG_NONE)
+		return json_array();
+	if (upgrades == UPG_UNSYNCED)
+		return NULL;
+	json_t *u = json_load_file(UPGRADE, 0, NULL);
+	assert_non_null(u);
+	assert_int_equal(jx_set_str(u, "metadata.uid", UPGRADE_UID), NV_OK);
+	if (upgrades == UPG_DELETING)
+		assert_int_equal(
+		        jx_set_str(u, "metadata.deletionTimestamp", "2026-11-17T22:00:00Z"), NV_OK);
+	return json_pack("[o]", u);
 }
 
 static const struct webhook_cache_ops empty_ops = {.list = empty_list};
@@ -32,6 +51,7 @@ static const struct webhook_cache_ops empty_ops = {.list = empty_list};
 static int setup(void **state)
 {
 	struct webhook *w = NULL;
+	upgrades = UPG_PRESENT;
 	struct webhook_config cfg = {.cache = &empty_ops, .review_max = 256 << 10};
 	assert_int_equal(webhook_new(&cfg, &w), NV_OK);
 	*state = w;
@@ -331,45 +351,95 @@ static void test_wh_response_write_denial(void **state)
 
 /* ---- stamping ------------------------------------------------------------ */
 
+/* The patch the webhook answers for user alice on the fixture upgrade. */
+static json_t *stamp_for_alice(const char *uid, json_t *groups)
+{
+	return json_pack("[{s:s, s:s, s:{s:s, s:s, s:o}}, {s:s, s:s, s:{s:s, s:{s:s, s:s}}}]", "op",
+	                 "add", "path", "/spec/approvedBy", "value", "username", "alice", "uid",
+	                 uid, "groups", groups, "op", "add", "path", "/spec/upgradeRef", "value",
+	                 "uid", UPGRADE_UID, "target", "matrix", "gb300-2026.10", "stack",
+	                 "gb300-r580-173");
+}
+
 static void test_wh_mutate_stamps_requesting_user(void **state)
 {
 	struct webhook *w = *state;
 	json_t *obj = load(APPROVAL);
-	// The client claims to be someone else.
+	// The client claims to be someone else, approving another upgrade.
 	assert_int_equal(jx_set_take(obj, "spec.approvedBy",
 	                             json_pack("{s:s, s:s, s:[s]}", "username", "fabric-lead",
 	                                       "uid", "forged", "groups", "fabric-owners")),
+	                 NV_OK);
+	assert_int_equal(jx_set_take(obj, "spec.upgradeRef",
+	                             json_pack("{s:s, s:{s:s, s:s}}", "uid", "an-older-one",
+	                                       "target", "matrix", "m", "stack", "s")),
 	                 NV_OK);
 	struct answer a = send_review(w, WEBHOOK_MUTATE, approval_review(obj));
 	assert_int_equal(a.http, 200);
 	assert_true(a.allowed);
 	json_t *p = patch_of(&a);
-	json_t *want = json_pack("[{s:s, s:s, s:{s:s, s:s, s:[s, s]}}]", "op", "add", "path",
-	                         "/spec/approvedBy", "value", "username", "alice", "uid",
-	                         "alice-uid", "groups", "fabric-team", "system:authenticated");
+	json_t *want = stamp_for_alice("alice-uid",
+	                               json_pack("[s, s]", "fabric-team", "system:authenticated"));
 	assert_true(json_equal(p, want));
 	json_decref(want);
 	json_decref(p);
 	json_decref(a.resp);
 }
 
-static void test_wh_mutate_without_spec_adds_it(void **state)
+static void test_wh_mutate_without_groups_stamps_empty(void **state)
 {
 	struct webhook *w = *state;
-	json_t *obj = load(APPROVAL);
-	json_object_del(obj, "spec");
-	json_t *r = approval_review(obj);
+	json_t *r = approval_review(load(APPROVAL));
 	json_object_del(jx_path(r, "request.userInfo"), "groups");
 	json_object_del(jx_path(r, "request.userInfo"), "uid");
 	struct answer a = send_review(w, WEBHOOK_MUTATE, r);
 	assert_true(a.allowed);
 	json_t *p = patch_of(&a);
-	json_t *want =
-	        json_pack("[{s:s, s:s, s:{s:{s:s, s:s, s:[]}}}]", "op", "add", "path", "/spec",
-	                  "value", "approvedBy", "username", "alice", "uid", "", "groups");
+	json_t *want = stamp_for_alice("", json_array());
 	assert_true(json_equal(p, want));
 	json_decref(want);
 	json_decref(p);
+	json_decref(a.resp);
+}
+
+/* An approval is bound to an upgrade that exists now; without one (or
+ * without a spec naming it) there is nothing to bind to. */
+static void test_wh_mutate_refuses_without_upgrade(void **state)
+{
+	struct webhook *w = *state;
+	json_t *obj = load(APPROVAL);
+	json_object_del(obj, "spec");
+	struct answer a = send_review(w, WEBHOOK_MUTATE, approval_review(obj));
+	assert_false(a.allowed);
+	assert_msg(&a, "UpgradeApproval \"gb300-r07-r580-173-fabric\": spec: expected an object, "
+	               "got nothing");
+	json_decref(a.resp);
+
+	obj = load(APPROVAL);
+	assert_int_equal(jx_set_take(obj, "spec.upgrade", json_integer(7)), NV_OK);
+	a = send_review(w, WEBHOOK_MUTATE, approval_review(obj));
+	assert_false(a.allowed);
+	assert_msg(&a, "spec.upgrade: must name a RackUpgrade");
+	json_decref(a.resp);
+
+	upgrades = UPG_NONE;
+	a = send_review(w, WEBHOOK_MUTATE, approval_review(load(APPROVAL)));
+	assert_false(a.allowed);
+	assert_int_equal(a.code, 422);
+	assert_msg(&a, "spec.upgrade: RackUpgrade \"gb300-r07-r580-173\" does not exist");
+	json_decref(a.resp);
+
+	upgrades = UPG_DELETING;
+	a = send_review(w, WEBHOOK_MUTATE, approval_review(load(APPROVAL)));
+	assert_false(a.allowed);
+	assert_msg(&a, "RackUpgrade \"gb300-r07-r580-173\" is being deleted");
+	json_decref(a.resp);
+
+	upgrades = UPG_UNSYNCED;
+	a = send_review(w, WEBHOOK_MUTATE, approval_review(load(APPROVAL)));
+	assert_false(a.allowed);
+	assert_int_equal(a.code, 503);
+	assert_msg(&a, "the operator's cache of RackUpgrades has not synced yet");
 	json_decref(a.resp);
 }
 
@@ -440,6 +510,7 @@ static void test_wh_review_counts_decisions(void **state)
 	struct metrics_registry *reg = metrics_registry_new();
 	struct webhook *w = NULL;
 	struct webhook_config cfg = {.cache = &empty_ops, .metrics = reg};
+	upgrades = UPG_PRESENT;
 	assert_int_equal(webhook_new(&cfg, &w), NV_OK);
 	struct answer a = send_review(w, WEBHOOK_MUTATE, approval_review(load(APPROVAL)));
 	json_decref(a.resp);
@@ -491,7 +562,8 @@ int main(void)
 	        T(test_wh_review_content_type),
 	        T(test_wh_response_write_denial),
 	        T(test_wh_mutate_stamps_requesting_user),
-	        T(test_wh_mutate_without_spec_adds_it),
+	        T(test_wh_mutate_without_groups_stamps_empty),
+	        T(test_wh_mutate_refuses_without_upgrade),
 	        T(test_wh_mutate_refuses_bad_user_info),
 	        T(test_wh_mutate_leaves_others_alone),
 	        cmocka_unit_test(test_wh_review_counts_decisions),

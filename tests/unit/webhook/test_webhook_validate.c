@@ -87,6 +87,11 @@ static int setup(void **state)
 	f->cache.lists[WEBHOOK_PARTITIONS] = json_pack("[o, o]", load(PART_A), load(PART_B));
 	f->cache.lists[WEBHOOK_MATRICES] =
 	        json_pack("[o, o]", load(MATRIX_GB300), load(MATRIX_GB200));
+	// The upgrade the canned approval names, as the apiserver stores it.
+	json_t *u = load(UPGRADE);
+	json_object_set_new(json_object_get(u, "metadata"), "uid",
+	                    json_string("3b1f6a52-0c1d-4e8f-9a7b-1c2d3e4f5a6b"));
+	f->cache.lists[WEBHOOK_UPGRADES] = json_pack("[o]", u);
 	struct webhook_config cfg = {.cache = &fake_ops, .cache_arg = &f->cache};
 	assert_int_equal(webhook_new(&cfg, &f->w), NV_OK);
 	*state = f;
@@ -390,6 +395,33 @@ static void test_wh_validate_upgrade_single_hop(void **state)
 	webhook_free(w);
 }
 
+/* r580-95 -> r580-173 takes a manual edge, which asks every touched layer
+ * (node, for the driver, among them) to approve. With no window owner for
+ * node, nobody could: the upgrade is refused. A security upgrade needs no
+ * approval and still passes. */
+static void test_wh_validate_upgrade_needs_window_owner(void **state)
+{
+	struct fixture *f = *state;
+	json_t *resp =
+	        jx_path(json_array_get(f->cache.lists[WEBHOOK_RACKS], 0), "spec.responsibilities");
+	json_object_del(json_array_get(resp, 2), "windowOwner"); // node, approvalRequired false
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade", load(UPGRADE));
+	assert_denied(a, 422,
+	              "spec.target.stack: the move from \"gb300-r580-95\" needs an approval of "
+	              "layer node, but rack \"gb300-r07\" names no windowOwner for it");
+	json_array_remove(resp, 2); // no entry at all
+	a = judge(f->w, "rackupgrades", "RackUpgrade", load(UPGRADE));
+	assert_denied(a, 422, "needs an approval of layer node");
+	a = judge(f->w, "rackupgrades", "RackUpgrade", load(UPGRADE_SEC));
+	assert_true(a.allowed);
+	// A safe edge asks only the approvalRequired layers, which have owners.
+	json_t *u = load(UPGRADE);
+	set(u, "spec.target.stack", json_string("gb300-r580-159"));
+	json_object_del(json_object_get(u, "spec"), "canary");
+	a = judge(f->w, "rackupgrades", "RackUpgrade", u);
+	assert_true(a.allowed);
+}
+
 static void test_wh_validate_upgrade_stack_missing(void **state)
 {
 	struct fixture *f = *state;
@@ -645,6 +677,7 @@ int main(void)
 	        T(test_wh_validate_matrix),
 	        T(test_wh_validate_upgrade_allowed),
 	        T(test_wh_validate_upgrade_single_hop),
+	        T(test_wh_validate_upgrade_needs_window_owner),
 	        T(test_wh_validate_upgrade_stack_missing),
 	        T(test_wh_validate_upgrade_matrix_missing_or_other_platform),
 	        T(test_wh_validate_upgrade_rack_missing),
