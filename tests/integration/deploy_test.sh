@@ -636,5 +636,57 @@ else
 	not_ok "mutating webhook is called for UpgradeApprovals and fails closed without the operator" "$(one_line "$appr_out")"
 fi
 
-k delete clusterrolebinding deploy-test-approver deploy-test-viewer --ignore-not-found >/dev/null 2>&1 || true
+# The stamping webhook down or bypassed (its configuration deleted, as an
+# admin might, or a failurePolicy of Ignore): the ValidatingAdmissionPolicy
+# <release>-approval-stamp alone stops a forged approvedBy. A real
+# ServiceAccount token bound to nvl72-approver tries it.
+vap_out=$(k delete mutatingwebhookconfiguration nvl72-operator 2>&1) ||
+	not_ok "delete the mutating webhook configuration" "$(one_line "$vap_out")"
+k -n "$ns" create serviceaccount deploy-test-approver >/dev/null 2>&1
+k create clusterrolebinding deploy-test-approver-sa --clusterrole=nvl72-approver \
+	--serviceaccount="$ns:deploy-test-approver" >/dev/null 2>&1
+appr_tok=$(k -n "$ns" create token deploy-test-approver --duration=10m 2>&1)
+as_approver() { # kubectl with the approver's token only
+	timeout 90 "$KUBECTL" --kubeconfig=/dev/null --server="$server" \
+		--certificate-authority="$pki/ca.crt" --token="$appr_tok" --request-timeout=30s "$@"
+}
+who=$(as_approver auth whoami -o json 2>&1)
+appr_user=$(jq -r '.status.userInfo.username' <<<"$who" 2>/dev/null)
+appr_groups=$(jq -c '.status.userInfo.groups' <<<"$who" 2>/dev/null)
+if [[ $appr_user == "system:serviceaccount:$ns:deploy-test-approver" ]]; then
+	ok "a ServiceAccount token bound to nvl72-approver ($appr_groups)"
+else
+	not_ok "a ServiceAccount token bound to nvl72-approver" "$(one_line "$who")"
+fi
+approval_by() { # approval_by APPROVED_BY_JSON: the sample approval claiming it
+	yq -c --argjson by "$1" 'if $by == null then del(.spec.approvedBy) else .spec.approvedBy = $by end' \
+		deploy/samples/upgradeapproval.yaml
+}
+vap_refuses() { # vap_refuses NAME APPROVED_BY_JSON MESSAGE
+	local out
+	out=$(approval_by "$2" | as_approver create --dry-run=server -f - 2>&1)
+	if [[ $? -ne 0 ]] && grep -q "nvl72-operator-approval-stamp" <<<"$out" && grep -qF "$3" <<<"$out"; then
+		ok "$1"
+	else
+		not_ok "$1" "$(one_line "$out")"
+	fi
+}
+vap_refuses "without the webhook, an approval in another user's name is refused by the policy" \
+	'{"username":"fabric-lead","groups":'"$appr_groups"'}' \
+	"spec.approvedBy.username must be the user who creates the UpgradeApproval"
+vap_refuses "without the webhook, an approval naming no approver is refused by the policy" \
+	'null' "spec.approvedBy.username must be the user who creates the UpgradeApproval"
+vap_refuses "without the webhook, an approval claiming a window owner's group is refused by the policy" \
+	'{"username":"'"$appr_user"'","groups":["nvl72:platform"]}' \
+	"spec.approvedBy.groups must be the groups of the user who creates the UpgradeApproval"
+out=$(approval_by '{"username":"'"$appr_user"'","groups":'"$appr_groups"'}' |
+	as_approver create --dry-run=server -f - 2>&1)
+if [[ $? -eq 0 && $out == *created* ]]; then
+	ok "without the webhook, the policy lets an approval naming its real sender and groups through"
+else
+	not_ok "without the webhook, the policy lets an approval naming its real sender and groups through" "$(one_line "$out")"
+fi
+
+k delete clusterrolebinding deploy-test-approver deploy-test-viewer deploy-test-approver-sa \
+	--ignore-not-found >/dev/null 2>&1 || true
 finish
