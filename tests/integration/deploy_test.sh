@@ -217,17 +217,26 @@ agent_lease_grants=$(yq -c --arg ns "$ns" '
 leader=$(yq -r 'select(.kind == "Deployment") | .spec.template.spec.containers[0].args[] |
 	select(startswith("--leader-election-id=")) | sub("--leader-election-id="; "")' "$tmp/default.yaml")
 policy=$(yq -c 'select(.kind == "ValidatingAdmissionPolicy" and .metadata.name == "nvl72-operator-agent-own-lease") |
-	{f: .spec.failurePolicy, p: .spec.paramKind.kind, ops: .spec.matchConstraints.resourceRules[0].operations,
+	{f: .spec.failurePolicy, p: (.spec.paramKind.kind // ""), ops: .spec.matchConstraints.resourceRules[0].operations,
 	 v: [.spec.validations[].expression]}' "$tmp/default.yaml")
 pbind=$(yq -c 'select(.kind == "ValidatingAdmissionPolicyBinding" and .metadata.name == "nvl72-operator-agent-own-lease") |
+	{a: .spec.validationActions, nf: (.spec.paramRef.parameterNotFoundAction // "")}' "$tmp/default.yaml")
+tpolicy=$(yq -c 'select(.kind == "ValidatingAdmissionPolicy" and .metadata.name == "nvl72-operator-agent-own-tray-lease") |
+	{f: .spec.failurePolicy, p: .spec.paramKind.kind}' "$tmp/default.yaml")
+tbind=$(yq -c 'select(.kind == "ValidatingAdmissionPolicyBinding" and .metadata.name == "nvl72-operator-agent-own-tray-lease") |
 	{a: .spec.validationActions, nf: .spec.paramRef.parameterNotFoundAction}' "$tmp/default.yaml")
+# The first policy has no parameters, so it holds also before any
+# ComputeTray exists; the second, keyed on the trays, allows when there is
+# none (a Deny there would refuse every Lease write in the cluster, the
+# operator's and the kubelets' included, until a Rack exists).
 if [[ $agent_lease_grants == "RoleBinding $ns "* && $(wc -l <<<"$agent_lease_grants") == 1 &&
-	$(jq -r '.f + " " + .p + " " + (.ops | join(","))' <<<"$policy") == "Fail ComputeTray CREATE,UPDATE,DELETE" &&
+	$(jq -r '.f + " " + .p + " " + (.ops | join(","))' <<<"$policy") == "Fail  CREATE,UPDATE,DELETE" &&
 	$(jq -r --arg l "\"$leader\"" '.v | map(select(contains($l))) | length' <<<"$policy") == 1 &&
-	$pbind == '{"a":["Deny"],"nf":"Deny"}' ]]; then
+	$pbind == '{"a":["Deny"],"nf":""}' && $tpolicy == '{"f":"Fail","p":"ComputeTray"}' &&
+	$tbind == '{"a":["Deny"],"nf":"Allow"}' ]]; then
 	ok "the agent may write Leases only through a Role in $ns, narrowed to its own tray's by a fail-closed policy that names the leader Lease ($leader)"
 else
-	not_ok "agent Lease writes are confined" "grants=$(one_line "$agent_lease_grants") leader=$leader policy=$(one_line "$policy") binding=$pbind"
+	not_ok "agent Lease writes are confined" "grants=$(one_line "$agent_lease_grants") leader=$leader policy=$(one_line "$policy") binding=$pbind tray policy=$tpolicy binding=$tbind"
 fi
 
 dep=$(yq -c 'select(.kind == "Deployment")' "$tmp/default.yaml")
