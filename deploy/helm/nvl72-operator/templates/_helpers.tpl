@@ -21,6 +21,8 @@
 
 {{- define "nvl72.operatorName" -}}{{ include "nvl72.fullname" . }}{{- end -}}
 {{- define "nvl72.agentName" -}}{{ include "nvl72.fullname" . | trunc 57 | trimSuffix "-" }}-agent{{- end -}}
+{{/* Where the agent DaemonSet, its account and its heartbeat Leases live. */}}
+{{- define "nvl72.agentNamespace" -}}{{ default .Release.Namespace .Values.agent.namespace }}{{- end -}}
 {{- define "nvl72.leaseName" -}}{{ include "nvl72.fullname" . }}{{- end -}}
 {{- define "nvl72.webhookSecretName" -}}
 {{- default (printf "%s-webhook-tls" (include "nvl72.fullname" . | trunc 51 | trimSuffix "-")) .Values.webhook.secretName -}}
