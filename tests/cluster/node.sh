@@ -8,6 +8,10 @@
 #                        prints `export NVL72_NODE_...` lines
 #   node.sh down STATE   stops a node and removes all it made; STATE is DIR/node/state
 #                        or its copy in the cluster registry
+#   node.sh tray STATE TRAY SIM
+#                        lays the simulated tray TRAY (simctl create) out at the
+#                        host paths a real tray has, in the node's mount namespace
+#                        (SIM: the simulator's build folder, build/sim)
 #   node.sh init DIR     the first process of the node's PID namespace (internal)
 #
 # Everything the node makes on the machine is in one of: its network
@@ -35,6 +39,8 @@ kcm_controllers+=,endpoints-controller,endpointslice-controller,endpointslice-mi
 kcm_controllers+=,node-lifecycle-controller,taint-eviction-controller
 kcm_controllers+=,clusterrole-aggregation-controller,resourceclaim-controller
 pod_net=${NVL72_POD_NET:-10.214}
+# cluster.sh's --service-cluster-ip-range.
+service_net=10.0.0.0/24
 
 log() { printf 'node: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -313,6 +319,12 @@ network() {
 	ip -n "$netns" addr add "$node_net.$n.2/24" dev eth0
 	ip -n "$netns" link set eth0 up
 	ip -n "$netns" route add default via "$node_net.$n.1"
+	# The API server calls admission webhooks at their Service's cluster
+	# IP, as in a cluster whose control plane routes to the service range:
+	# kube-proxy's rules in the node's namespace take it from there. The
+	# route goes with the interface. One node at a time can hold it.
+	ip route add "$service_net" via "$node_net.$n.2" dev "$hostif" 2>/dev/null ||
+		log "the route to the service range $service_net is taken (another node runs): the API server reaches no webhook Service of this node"
 	# Both are per network namespace: the machine's stay as they are.
 	ip netns exec "$netns" sysctl -qw net.ipv4.ip_forward=1
 	ip netns exec "$netns" sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
@@ -513,9 +525,76 @@ init() {
 	done
 }
 
+# A simulated tray at a real tray's host paths, for an agent that runs in
+# a pod on the node: its image's wrappers run host tools through nsenter in
+# the node's mount namespace and hand them host paths, and its host root is
+# the node's / mounted at /host. Everything is mounted in the node's mount
+# namespace only (it is a slave of the machine's: nothing propagates back),
+# over the machine's own folders, which stay as they are:
+#   /etc, /dev          overlays whose upper folders are the tray's host/etc
+#                       and host/dev, so what the agent writes there (IMEX
+#                       config, /etc/hosts block, channel nodes) is what the
+#                       simulator's tools read; /dev's own mounts are bound
+#                       again on top
+#   /proc/driver, /proc/devices, /sys/module
+#                       the tray's stand-ins (driver version and parameters,
+#                       device majors, loaded modules)
+#   /usr/lib/<triplet>  an overlay holding the fake libnvidia-ml.so.1 (a copy:
+#                       the agent opens it inside its container)
+#   /usr/local/sbin     an overlay holding the fake systemctl, modprobe,
+#                       modinfo, nvidia-imex, nvidia-imex-ctl and installer,
+#                       first in the PATH the image's wrappers set
+# The tools find the tray through NVL72_SIM_ROOT, which the pod passes on.
+# The tray's tray.env must name the node's address as its ip.
+tray() {
+	local state=$1 t=$2 sim=$3 init triplet
+	init=$(state_get "$state" INIT)
+	running "$init" "$(state_get "$state" INIT_START)" || die "the node of $state is not running"
+	[[ -f $t/tray.env && -d $t/host/proc/driver ]] || die "$t is not a simulated tray (simctl create)"
+	[[ -f $sim/lib/libnvidia-ml.so.1 && -x $sim/bin/nvidia-imex ]] || die "$sim holds no simulator build"
+	case $(uname -m) in
+	x86_64) triplet=x86_64-linux-gnu ;;
+	aarch64) triplet=aarch64-linux-gnu ;;
+	*) die "unknown machine $(uname -m)" ;;
+	esac
+	t=$(cd "$t" && pwd) sim=$(cd "$sim" && pwd)
+	local o=$t/.node
+	mkdir -p "$t/host/etc" "$t/host/dev" "$o"/{etc,dev,lib,sbin}-work "$o"/{lib,sbin} "$o/stage"
+	cp "$sim/lib/libnvidia-ml.so.1" "$o/lib/"
+	for f in systemctl modprobe modinfo nvidia-imex nvidia-imex-ctl nvl72-sim-installer nvl72-sim-validate; do
+		ln -sfn "$sim/bin/$f" "$o/sbin/$f"
+	done
+	cat >"$o/mount.sh" <<'SH'
+set -euo pipefail
+t=$1 o=$2 triplet=$3
+ovl() { mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$1"; }
+# /dev: its own mounts (pts, shm, mqueue) are kept aside first, then bound
+# again over the overlay.
+subs=$(awk '$5 ~ "^/dev/" { print $5 }' /proc/1/mountinfo | sort -u)
+for m in $subs; do
+	mkdir -p "$o/stage$m"
+	mount --bind "$m" "$o/stage$m"
+done
+ovl /dev "$t/host/dev" "$o/dev-work"
+for m in $subs; do
+	mkdir -p "$m"
+	mount --bind "$o/stage$m" "$m"
+done
+ovl /etc "$t/host/etc" "$o/etc-work"
+mount --bind "$t/host/proc/driver" /proc/driver
+mount --bind "$t/host/proc/devices" /proc/devices
+mount --bind "$t/host/sys/module" /sys/module
+ovl "/usr/lib/$triplet" "$o/lib" "$o/lib-work"
+ovl /usr/local/sbin "$o/sbin" "$o/sbin-work"
+SH
+	nsenter --target "$init" --mount -- bash "$o/mount.sh" "$t" "$o" "$triplet"
+	log "tray $t laid out at the host paths of a real tray in the node"
+}
+
 case ${1:-} in
+tray) [[ $# -eq 4 ]] || die "usage: node.sh tray STATE TRAY SIM"; tray "$2" "$3" "$4" ;;
 up) [[ $# -eq 2 ]] || die "usage: node.sh up DIR"; up "$2" ;;
 down) [[ $# -eq 2 ]] || die "usage: node.sh down STATE"; down "$2" ;;
 init) [[ $# -eq 2 ]] || die "usage: node.sh init DIR"; init "$2" ;;
-*) die "usage: node.sh up DIR | down STATE | init DIR" ;;
+*) die "usage: node.sh up DIR | down STATE | tray STATE TRAY SIM | init DIR" ;;
 esac
