@@ -1,0 +1,424 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The chart installed as users install it: `helm install` of
+# deploy/helm/nvl72-operator onto the cluster with a real node, running the
+# images `make images` builds (imported into the node's containerd, no
+# registry). The operator's 2 replicas run under the restricted Pod Security
+# level with in-cluster configuration and leader election; the API server
+# reaches the admission webhook through its Service with the caBundle the
+# operator keeps; the agent DaemonSet's pod runs on the real node, through
+# its image's nsenter wrappers, against a simulated tray laid out at a real
+# tray's host paths inside the node's mount namespace (tests/cluster/node.sh
+# tray); the rack's 17 other trays are Nodes kept by kwok with agents as
+# processes. A ComputeDomain of 4 trays that includes the real node becomes
+# Ready, `kubectl nvl72 status` and the dashboard (through the Service) show
+# it, /metrics answers through the Service to a bound token only, and
+# deleting the leading pod by force hands leadership to the other within one
+# lease duration while the webhook keeps admitting.
+#
+# needs: node
+# Run by tests/integration/run.sh, which starts a node for suites marked as
+# above. Prints `ok - …` / `not ok - …` and `N passed, M failed`.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/integration/lib/tap.sh
+
+: "${NVL72_NODE_NAME:?NVL72_NODE_NAME: run through tests/integration/run.sh (a node suite)}"
+: "${NVL72_CLUSTER_DIR:?}" "${NVL72_K8S_BIN:?}" "${NVL72_BUILD:?}" "${NVL72_NODE_IP:?}"
+export KUBECONFIG
+
+rel=$NVL72_BUILD
+build=$(dirname "$rel")
+sim=$build/sim
+NS=nvl72-system   # the release: the operator, restricted
+ANS=nvl72-agents  # the agents, privileged
+REL=nvl72-operator
+RACK=gb300-r07
+CD_NS=team-a
+CD=train-4
+LEASE_S=15 RETRY_S=2
+state=$NVL72_CLUSTER_DIR/node/state
+node_net=${NVL72_NODE_IP%.*}
+hostif=$(sed -n 's/^HOSTIF=//p' "$state" | tail -1)
+init=$(sed -n 's/^INIT=//p' "$state" | tail -1)
+version=$(sed -n 's/^VERSION := //p' Makefile)
+case $(uname -m) in x86_64) arch=amd64 triplet=x86_64-linux-gnu ;; aarch64) arch=arm64 triplet=aarch64-linux-gnu ;; esac
+helm=$(tests/cluster/build.sh all | tail -1)/helm
+
+work=$(mktemp -d /tmp/nvl72-helm-test.XXXXXX)
+rack=$work/rack
+declare -A apid=()
+kwok=""
+cleanup() {
+	local p f
+	for p in "${apid[@]}" $kwok; do kill -TERM "$p" 2>/dev/null; done
+	sleep 0.5
+	for p in "${apid[@]}" $kwok; do kill -KILL "$p" 2>/dev/null; done
+	for f in "$rack"/tray-*/host/run/nvl72-agent/imex.pid; do
+		[[ -f $f ]] || continue
+		p=$(cut -d' ' -f1 "$f")
+		[[ $p =~ ^[0-9]+$ ]] && kill -KILL "$p" 2>/dev/null
+	done
+	wait 2>/dev/null
+	if ((failed > 0)); then
+		echo "-- pods"
+		k get pods -A -o wide 2>&1 | head -20
+		echo "-- last lines of the operator pods' and the in-pod agent's logs"
+		for p in $(k -n "$NS" get pods -o name 2>/dev/null) ; do
+			echo "- $p"; k -n "$NS" logs "$p" --tail=15 2>&1 | cut -c1-300
+		done
+		k -n "$ANS" logs daemonset/$REL-agent --tail=25 2>&1 | cut -c1-300
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Tray 1 is the real node; the others are kwok's Nodes.
+node() { if ((10#$1 == 1)); then echo "$NVL72_NODE_NAME"; else printf '%s-t%02d' "$RACK" "$((10#$1))"; fi; }
+# Tray addresses: the node's own for tray 1; the others on the machine's
+# end of the node's link, so the node's IMEX daemon and theirs reach each
+# other as trays on one network do.
+addr_of() { if ((10#$1 == 1)); then echo "$NVL72_NODE_IP"; else echo "$node_net.$((10 + 10#$1))"; fi; }
+tray() { printf '%s/tray-%02d' "$rack" "$((10#$1))"; }
+simctl() { "$sim/bin/simctl" "$@"; }
+innode() { nsenter --target "$init" --mount --net -- "$@"; }
+
+# ---------------------------------------------------- the images ---
+t0=$SECONDS
+IMAGE_OUT=$work/images deploy/docker/images.sh "$build" >"$work/images.log" 2>&1
+check "make images builds the operator and agent images ($((SECONDS - t0)) s)" $? "$(tail -5 "$work/images.log")"
+snap=$(innode sed -n "s/^ *snapshotter = '\(.*\)'/\1/p" /run/containerd.toml | head -1)
+rc=0
+for img in operator agent; do
+	innode "$NVL72_K8S_BIN/ctr" --address /run/containerd/containerd.sock -n k8s.io images import \
+		--snapshotter "$snap" "$work/images/nvl72-$img-$arch.tar" >>"$work/import.log" 2>&1 || rc=1
+done
+check "the node's containerd imports both archives" $rc "$(tail -3 "$work/import.log")"
+
+# --------------------------------------------- the simulated rack ---
+simctl create "$rack" --trays 18 --ip-base 10 >/dev/null
+rc=$?
+for i in $(seq 1 18); do
+	sed -i "s/^ip=.*/ip=$(addr_of "$i")/" "$(tray "$i")/tray.env" || rc=1
+	((i == 1)) || ip addr add "$(addr_of "$i")/32" dev "$hostif" || rc=1
+done
+check "a simulated rack of 18 trays, tray 1 at the node's address $NVL72_NODE_IP" $rc ""
+out=$(tests/cluster/node.sh tray "$state" "$(tray 1)" "$sim" 2>&1)
+check "tray 1 is laid out at a real tray's host paths in the node's mount namespace" $? "$out"
+seen=$(innode sh -c "head -c 60 /proc/driver/nvidia/version; ls /usr/lib/$triplet/libnvidia-ml.so.1 /usr/local/sbin/nvidia-imex" 2>&1)
+[[ $seen == *"NVIDIA"*libnvidia-ml.so.1*nvidia-imex* && ! -e /usr/lib/$triplet/libnvidia-ml.so.1 && ! -e /etc/nvidia-imex ]]
+check "the node sees the driver, NVML and IMEX at their host paths; this machine does not" $? "$seen"
+
+# ------------------------------------------------------ the Nodes ---
+rc=0
+for i in $(seq 2 18); do
+	printf -- '---\napiVersion: v1\nkind: Node\nmetadata: {name: %s, annotations: {kwok.x-k8s.io/node: fake}}\n' "$(node "$i")"
+done | k apply -f - >/dev/null 2>&1 || rc=1
+now=$(date -u +%FT%TZ)
+for i in $(seq 2 18); do
+	k patch node "$(node "$i")" --subresource=status --type=merge -p \
+		'{"status":{"addresses":[{"type":"InternalIP","address":"'"$(addr_of "$i")"'"}],"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"kwok","lastHeartbeatTime":"'"$now"'","lastTransitionTime":"'"$now"'"}]}}' \
+		>/dev/null 2>&1 || rc=1
+done
+kport=$((20000 + $$ % 10000))
+"$NVL72_K8S_BIN/kwok" --kubeconfig="$KUBECONFIG" --manage-all-nodes=false \
+	--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+	--manage-nodes-with-label-selector= --manage-single-node= \
+	--cidr=10.244.0.0/16 --node-lease-duration-seconds=40 \
+	--server-address="127.0.0.1:$kport" >"$work/kwok.log" 2>&1 &
+kwok=$!
+check "17 Nodes for the other trays, kept Ready by kwok" $rc ""
+
+# ---------------------------------------------------- helm install ---
+k create namespace "$NS" >/dev/null &&
+	k label namespace "$NS" pod-security.kubernetes.io/enforce=restricted \
+		pod-security.kubernetes.io/enforce-version=latest >/dev/null
+check "namespace $NS enforces the restricted Pod Security level" $? ""
+cat >"$work/values.yaml" <<YAML
+image: {pullPolicy: Never}
+operator:
+  image: {tag: "$version"}
+  nodeSelector: {kubernetes.io/hostname: $NVL72_NODE_NAME}
+  leaderElection: {leaseDuration: ${LEASE_S}s, renewDeadline: 10s, retryPeriod: ${RETRY_S}s}
+  extraArgs: [--tray-heartbeat-timeout=10m]
+agent:
+  namespace: $ANS
+  createNamespace: true
+  image: {tag: "$version"}
+  nodeSelector: {kubernetes.io/hostname: $NVL72_NODE_NAME}
+  nvmlPath: /host/usr/lib/$triplet/libnvidia-ml.so.1
+  resyncSeconds: 3
+  extraArgs: [--heartbeat-period=2s, --lease-duration=10s]
+  # The simulator's state: the fake NVML the agent opens reads it, and
+  # the fake host tools, which get the variable through the wrappers.
+  extraEnv: [{name: NVL72_SIM_ROOT, value: "$(tray 1)"}]
+  extraVolumes: [{name: sim, hostPath: {path: "$(tray 1)", type: Directory}}]
+  extraVolumeMounts: [{name: sim, mountPath: "$(tray 1)"}]
+YAML
+t0=$SECONDS
+out=$("$helm" install "$REL" deploy/helm/nvl72-operator -n "$NS" -f "$work/values.yaml" \
+	--wait --timeout 5m 2>&1)
+check "helm install --wait of the chart ($((SECONDS - t0)) s)" $? "$out"
+
+pods_json() { k -n "$NS" get pods -l app.kubernetes.io/component=operator -o json 2>/dev/null; }
+two_running() {
+	[[ $(pods_json | jq '[.items[] | select(.status.phase == "Running" and
+		all(.status.containerStatuses[]; .ready and .restartCount == 0))] | length') == 2 ]]
+}
+wait_for 120 two_running
+check "both operator pods are Running and ready with 0 restarts" $? \
+	"$(k -n "$NS" get pods -o wide 2>&1 | tail -3)"
+ctx=$(pods_json | jq -r '[.items[].spec.securityContext.runAsNonRoot, .items[].spec.containers[0].securityContext.allowPrivilegeEscalation] | map(tostring) | join(",")')
+check "their pods pass the restricted level: non-root, no privilege escalation ($ctx)" \
+	"$([[ $ctx == true,true,false,false ]]; echo $?)" "$ctx"
+holder() { k -n "$NS" get lease "$REL" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
+leader=""
+# The holder is "POD_SUFFIX" (the pod's name and a per-process suffix).
+has_leader() {
+	leader=$(holder)
+	leader=${leader%_*}
+	[[ -n $leader ]] && pods_json | jq -e --arg h "$leader" 'any(.items[]; .metadata.name == $h)' >/dev/null
+}
+wait_for 60 has_leader
+check "one of the pods holds the leader Lease ($leader), through in-cluster configuration" $? \
+	"holder: '$(holder)'"
+
+# ------------------------------------------- the webhook via its Service ---
+ca=$(k -n "$NS" get secret "$REL-webhook-tls" -o jsonpath='{.data.ca\.crt}' 2>/dev/null)
+vca=$(k get validatingwebhookconfiguration "$REL" -o jsonpath='{.webhooks[0].clientConfig.caBundle}' 2>/dev/null)
+svc=$(k get validatingwebhookconfiguration "$REL" -o jsonpath='{.webhooks[0].clientConfig.service.namespace}/{.webhooks[0].clientConfig.service.name}' 2>/dev/null)
+[[ -n $ca && $ca == "$vca" && $svc == "$NS/$REL" ]]
+check "the webhook configuration points at Service $svc with the caBundle of the operator's Secret" $? \
+	"svc=$svc ca=${#ca} bytes, bundle=${#vca} bytes"
+out=$(k apply -f deploy/samples/compatibilitymatrix-gb300.yaml 2>&1)
+check "the sample matrix is admitted through the webhook" $? "$out"
+sed "s/node: gb300-r07-t01}/node: $NVL72_NODE_NAME}/" deploy/samples/rack-gb300.yaml >"$work/rack.yaml"
+out=$(k apply -f "$work/rack.yaml" 2>&1)
+check "the Rack, with the real node as tray 1, is admitted" $? "$out"
+yq_rack2() { sed -e 's/name: gb300-r07$/name: gb300-r08/' -e 's/chassisSerial: .*/chassisSerial: "1821124000043"/' "$work/rack.yaml"; }
+out=$(yq_rack2 | k apply --dry-run=server -f - 2>&1)
+[[ $? != 0 && $out == *"$NVL72_NODE_NAME"* && $out == *denied* ]]
+check "a second Rack claiming the same Nodes is refused by the webhook, naming a Node" $? "$out"
+
+# ------------------------------------------------------ the agents ---
+k create namespace "$CD_NS" >/dev/null 2>&1
+AGENT=$rel/bin/nvl72-agent mport=$((44000 + $$ % 500 * 4))
+start_agent() { # start_agent TRAY: a tray's agent as a process
+	local t=$1 d
+	d=$(tray "$t")
+	NVL72_SIM_ROOT=$d "$AGENT" --kubeconfig "$KUBECONFIG" --node-name "$(node "$t")" \
+		--node-ip "$(addr_of "$t")" --lease-namespace "$ANS" --host-root "$d/host" \
+		--nvml-path "$sim/lib/libnvidia-ml.so.1" --systemctl "$sim/bin/systemctl" \
+		--modprobe "$sim/bin/modprobe" --modinfo "$sim/bin/modinfo" \
+		--imex-bin "$sim/bin/nvidia-imex" --imex-ctl "$sim/bin/nvidia-imex-ctl" \
+		--tool-timeout 1s --resync-period 3s --heartbeat-period 2s \
+		--lease-duration 10s --metrics-bind-address "$(addr_of "$t"):$mport" >>"$work/agent-$t.log" 2>&1 &
+	apid[$t]=$!
+}
+for t in $(seq 2 18); do start_agent "$t"; done
+apod=""
+agent_running() {
+	apod=$(k -n "$ANS" get pods -l app.kubernetes.io/component=agent -o json 2>/dev/null |
+		jq -r --arg n "$NVL72_NODE_NAME" '.items[] | select(.spec.nodeName == $n and .status.phase == "Running") | .metadata.name')
+	[[ -n $apod ]]
+}
+wait_for 120 agent_running
+check "the agent DaemonSet's pod runs on the real node ($apod)" $? \
+	"$(k -n "$ANS" get pods -o wide 2>&1 | tail -2; k -n "$ANS" get events 2>&1 | tail -3)"
+tray1() { k get computetray "$RACK-t01" -o json 2>/dev/null; }
+t1_ready() {
+	local j
+	j=$(tray1) && [[ -n $j ]] && jq -e '(.status.gpus | length == 4) and
+		any(.status.conditions[]?; .type == "Ready" and .status == "True")' >/dev/null <<<"$j"
+}
+wait_for 120 t1_ready
+check "the in-pod agent reports tray 1 Ready with 4 GPUs read through the host's NVML" $? \
+	"$(tray1 | jq -c '.status | {conditions, driver, fabric}' | cut -c1-400)"
+drv=$(tray1 | jq -r '.status.driver.version // empty')
+want=$(innode sed -n 's/.*Kernel Module for [^ ]* *\([0-9.]*\).*/\1/p' /proc/driver/nvidia/version | head -1)
+check "its driver version is the node's /proc/driver/nvidia/version ($drv)" \
+	"$([[ -n $drv && $drv == "$want" ]]; echo $?)" "status $drv, file $want"
+all_ready() {
+	[[ $(k get computetrays -o json | jq '[.items[] | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length') == 18 ]]
+}
+wait_for 90 all_ready
+check "all 18 trays are Ready" $? "$(k get computetrays 2>&1 | head -4)"
+
+# ----------------------------------------------- a ComputeDomain ---
+cat >"$work/cd.yaml" <<YAML
+apiVersion: nvl72.io/v1alpha1
+kind: ComputeDomain
+metadata: {name: $CD, namespace: $CD_NS}
+spec:
+  numNodes: 4
+  selector: {rack: $RACK}
+YAML
+out=$(k apply -f "$work/cd.yaml" 2>&1)
+check "a ComputeDomain of 4 trays is admitted" $? "$out"
+cd_json() { k -n "$CD_NS" get computedomain "$CD" -o json 2>/dev/null; }
+cd_ready() { [[ $(cd_json | jq -r '.status.status') == Ready ]]; }
+t0=$SECONDS
+wait_for 120 cd_ready
+check "the domain becomes Ready ($((SECONDS - t0)) s)" $? "$(cd_json | jq -c .status | cut -c1-400)"
+members=$(cd_json | jq -r '[.status.nodes[].name] | join(" ")')
+check "its members include the real node ($members)" "$([[ " $members " == *" $NVL72_NODE_NAME "* ]]; echo $?)" "$members"
+imex=$(tray1 | jq -r '[.status.imex.daemonState, .status.imex.domainState, (.status.imex.peersConnected | tostring)] | join(" ")')
+check "the in-pod agent's IMEX daemon is READY on the node with 4 peers ($imex)" \
+	"$([[ $imex == "Ready Up 4" ]]; echo $?)" "$imex"
+# The agent's state and the daemon are the node's: its /run, its PIDs.
+pid=$(innode cut -d' ' -f1 /run/nvl72-agent/imex.pid 2>/dev/null)
+cfg=$([[ $pid =~ ^[0-9]+$ ]] && innode cat "/proc/$pid/cmdline" | tr '\0' ' ')
+[[ $cfg == *" -c /etc/nvidia-imex/config.cfg"* ]] && innode test -f /etc/nvidia-imex/config.cfg
+check "the daemon was handed the host's own path, /etc/nvidia-imex/config.cfg ($cfg)" $? "$cfg"
+ch=$(innode ls /dev/nvidia-caps-imex-channels 2>&1)
+check "the node's /dev has the domain's channel (${ch//$'\n'/ }), this machine's does not" \
+	"$([[ $ch == channel0 && ! -e /dev/nvidia-caps-imex-channels ]]; echo $?)" "$ch"
+
+# The Rack's status follows its trays' within a pass of the Rack controller.
+plugin_shows() {
+	out=$("$rel/bin/kubectl-nvl72" status rack "$RACK" 2>&1)
+	grep -qE "^ +1 +$NVL72_NODE_NAME +yes " <<<"$out" && grep -q "^Ready: *True" <<<"$out"
+}
+wait_for 60 plugin_shows
+check "kubectl nvl72 status shows the Rack Ready and the real node's tray ready" $? "$out"
+
+cip=$(k -n "$NS" get service "$REL" -o jsonpath='{.spec.clusterIP}')
+dport=$(k -n "$NS" get service "$REL" -o jsonpath='{.spec.ports[?(@.name=="dashboard")].port}')
+feed=$(python3 - "$cip" "$dport" "$RACK" <<'PY'
+import json, socket, sys
+sys.path.insert(0, "tests/integration")
+import cdp
+seen = []
+try:
+    c = cdp.Conn(sys.argv[1], int(sys.argv[2]), "/ws")
+    c.sock.settimeout(10)
+    while True:
+        m = json.loads(c.recv_text())
+        seen.append(m.get("topic"))
+        if m.get("topic") == "rack/" + sys.argv[3]:
+            t = [x for x in m["data"]["trays"] if x.get("index") == 1]
+            print(json.dumps(t[0]["imex"] if t else {}))
+            break
+except (socket.timeout, OSError, ValueError, KeyError) as e:
+    print("no rack topic (%s); topics seen: %s" % (e, seen))
+PY
+)
+[[ $feed == *'"daemon": "READY"'* && $feed == *'"domain": "UP"'* ]]
+check "the dashboard, through the Service ($cip:$dport), shows the node's IMEX READY and its domain UP" $? "$feed"
+
+# ------------------------------------------ /metrics via the Service ---
+mport_svc=$(k -n "$NS" get service "$REL" -o jsonpath='{.spec.ports[?(@.name=="metrics")].port}')
+k -n "$NS" create serviceaccount scraper >/dev/null 2>&1
+k create clusterrolebinding nvl72-test-scraper --clusterrole=nvl72-metrics-reader \
+	--serviceaccount="$NS:scraper" >/dev/null 2>&1
+tok=$(k -n "$NS" create token scraper --duration=10m 2>/dev/null)
+code() { curl -s -o "$work/metrics.txt" -w '%{http_code}' -m 10 "$@"; }
+scraped() { [[ $(code -H "Authorization: Bearer $tok" "http://$cip:$mport_svc/metrics") == 200 ]] && grep -q '^nvl72_' "$work/metrics.txt"; }
+wait_for 30 scraped
+check "/metrics through the Service answers a bound token with the operator's series" $? \
+	"$(head -c 200 "$work/metrics.txt")"
+c=$(code "http://$cip:$mport_svc/metrics")
+check "and refuses a scrape without a token ($c)" "$([[ $c == 401 ]]; echo $?)" "$c"
+unset tok
+
+# ------------------------------------------------------- failover ---
+# A server-side dry run goes through admission: the webhook admits it or
+# the request fails (failurePolicy Fail).
+sed '0,/^  name: .*/s//  name: probe-matrix/' deploy/samples/compatibilitymatrix-gb300.yaml >"$work/probe.yaml"
+admits() { k create --dry-run=server -f "$work/probe.yaml" -o name >/dev/null 2>&1; }
+out=$(k create --dry-run=server -f "$work/probe.yaml" -o name 2>&1)
+check "a dry-run create of a matrix is admitted ($out)" $? "$out"
+(
+	n=0 bad=0
+	while [[ ! -f $work/stop-admit ]]; do
+		n=$((n + 1))
+		admits || { bad=$((bad + 1)); echo "refused at $(date +%T.%N)" >>"$work/admit.log"; }
+		sleep 0.2
+	done
+	echo "$n $bad" >"$work/admit.count"
+) &
+admitter=$!
+old=$leader
+t0=$(date +%s%N)
+out=$(k -n "$NS" delete pod "$old" --grace-period=0 --force 2>&1)
+check "the leading pod $old is deleted with --grace-period=0 --force" $? "$out"
+new=""
+taken() { new=$(holder); new=${new%_*}; [[ -n $new && $new != "$old" ]]; }
+wait_for 60 taken
+ms=$((($(date +%s%N) - t0) / 1000000))
+echo "# leadership moved from $old to $new in $ms ms (lease ${LEASE_S} s, retry ${RETRY_S} s)"
+((ms <= (LEASE_S + RETRY_S) * 1000))
+check "the other pod takes the lease within one lease duration (and a retry period)" $? "new='$new' after $ms ms"
+back() { [[ $(pods_json | jq '[.items[] | select(.status.phase == "Running" and all(.status.containerStatuses[]; .ready))] | length') == 2 ]]; }
+wait_for 120 back
+check "the Deployment runs 2 ready replicas again" $? "$(k -n "$NS" get pods 2>&1 | tail -3)"
+sleep 1
+touch "$work/stop-admit"
+wait "$admitter"
+read -r n bad <"$work/admit.count"
+echo "# admission during the failover: $n requests, $bad refused"
+((n > 10 && bad == 0))
+check "the webhook admitted all $n dry-run requests throughout the failover" $? \
+	"$bad refused: $(head -3 "$work/admit.log" 2>/dev/null)"
+
+# ---------------------------------------------------- helm upgrade ---
+# A new tag of the same images: the Deployment and the DaemonSet roll, and
+# nothing of the rack moves.
+tag2=$version-rollout
+rc=0
+for img in operator agent; do
+	innode "$NVL72_K8S_BIN/ctr" --address /run/containerd/containerd.sock -n k8s.io images tag \
+		"ghcr.io/nvl72-operator/nvl72-$img:$version" "ghcr.io/nvl72-operator/nvl72-$img:$tag2" \
+		>>"$work/import.log" 2>&1 || rc=1
+done
+check "the images are tagged $tag2 in the node's containerd" $rc "$(tail -2 "$work/import.log")"
+snap_rack() {
+	k get computetrays -o json | jq -c '[.items[] | {n: .metadata.name, g: .metadata.generation,
+		d: .spec.driver, m: .status.maintenance.state}] | sort_by(.n)'
+	k get nodes -o json | jq -c '[.items[] | select(.spec.unschedulable == true) | .metadata.name]'
+}
+before=$(snap_rack)
+out=$("$helm" upgrade "$REL" deploy/helm/nvl72-operator -n "$NS" -f "$work/values.yaml" \
+	--set operator.image.tag="$tag2" --set agent.image.tag="$tag2" --wait --timeout 5m 2>&1)
+check "helm upgrade to the images tagged $tag2" $? "$out"
+rolled() {
+	pods_json | jq -e --arg t ":$tag2" '[.items[] | select(.metadata.deletionTimestamp == null and
+		(.spec.containers[0].image | endswith($t)) and .status.phase == "Running" and
+		all(.status.containerStatuses[]; .ready and .restartCount == 0))] | length == 2' >/dev/null &&
+		k -n "$ANS" get pods -o json | jq -e --arg t ":$tag2" '[.items[] | select(.metadata.deletionTimestamp == null)] |
+			length == 1 and all(.[]; (.spec.containers[0].image | endswith($t)) and .status.phase == "Running")' >/dev/null
+}
+wait_for 180 rolled
+check "both operator pods and the agent pod run $tag2, the operator pods with 0 restarts" $? \
+	"$(k get pods -A -o wide 2>&1 | grep nvl72 | head -5)"
+wait_for 120 cd_ready
+check "the domain is Ready again once the new agent adopts its tray" $? "$(cd_json | jq -c .status.conditions | cut -c1-300)"
+after=$(snap_rack)
+check "no tray's spec, generation or maintenance moved, and no Node was cordoned" \
+	"$([[ $after == "$before" ]]; echo $?)" "before $before; after $after"
+
+# -------------------------------------------------- helm uninstall ---
+# The documented order: a platform's objects go first, while the operator
+# still runs to release what its finalizers hold; then the release.
+out=$(k -n "$CD_NS" delete computedomain "$CD" --wait --timeout=90s 2>&1) &&
+	out=$(k delete rack "$RACK" --wait --timeout=90s 2>&1)
+check "the ComputeDomain and the Rack are deleted through their finalizers" $? "$out"
+for t in "${!apid[@]}"; do kill -TERM "${apid[$t]}" 2>/dev/null; done
+out=$("$helm" uninstall "$REL" -n "$NS" --wait --timeout 3m 2>&1)
+check "helm uninstall" $? "$out"
+gone() { [[ -z $(k get pods -n "$NS" -o name 2>/dev/null; k get pods -n "$ANS" -o name 2>/dev/null) ]]; }
+wait_for 120 gone
+check "no operator or agent pod is left" $? "$(k get pods -A 2>&1 | grep nvl72 | head -3)"
+stuck=$(for kind in racks computetrays computedomains rackpartitions rackupgrades compatibilitymatrices; do
+	k get "$kind" -A -o json 2>/dev/null | jq -r '.items[] | select((.metadata.finalizers // []) | length > 0) |
+		"\(.kind)/\(.metadata.name) \(.metadata.finalizers)"'
+done)
+check "no nvl72.io object is left holding a finalizer" "$([[ -z $stuck ]]; echo $?)" "$stuck"
+marks=$(k get nodes -o json | jq -r '.items[] | select(.spec.unschedulable == true or
+	((.metadata.labels // {}) | keys | any(startswith("nvl72.io/")))) | .metadata.name')
+check "no Node is left cordoned or labelled nvl72.io/" "$([[ -z $marks ]]; echo $?)" "$marks"
+left=$(k get validatingwebhookconfigurations,mutatingwebhookconfigurations,validatingadmissionpolicies -o name 2>/dev/null | grep nvl72)
+check "the webhook configurations and admission policies are gone" "$([[ -z $left ]]; echo $?)" "$left"
+
+finish
