@@ -181,9 +181,17 @@ bench: deps
 	$(MAKE) -j$(JOBS) all sim $(BENCH_BINS)
 	BUILD=$(BUILD) bench/run.sh $(BENCH_RUN) $(BENCH_SH)
 
+# MODE=helm: the same rack on a real node, from the images and the chart.
+MODE ?=
 demo: deps
 	$(MAKE) -j$(JOBS) all sim
+ifeq ($(MODE),helm)
+	tests/demo-helm.sh
+else ifeq ($(MODE),)
 	tests/demo.sh
+else
+	$(error MODE=$(MODE): the demo modes are the default (empty) and helm)
+endif
 
 deps:
 	@tests/deps.sh
@@ -205,6 +213,7 @@ help:
 	@echo "make            build nvl72-operator, nvl72-agent and kubectl-nvl72 into $(BUILD)/rel/bin"
 	@echo "make check      the full test suite (installs what it needs)"
 	@echo "make demo       a control plane, one simulated rack with its agents, two operators"
+	@echo "make demo MODE=helm  the same rack on a real node, from the images and the chart (root)"
 	@echo "make unit       unit tests; make asan: tests and binaries under ASan+UBSan"
 	@echo "make lint       layer order, format, banned calls and cppcheck (docs/internals/checks.md)"
 	@echo "make fuzz       every fuzz target for FUZZ_SECONDS (default 120) each"

@@ -27,45 +27,20 @@ cd "$(dirname "$0")/../.."
 : "${NVL72_CLUSTER_DIR:?}" "${NVL72_K8S_BIN:?}" "${NVL72_BUILD:?}" "${NVL72_NODE_IP:?}"
 export KUBECONFIG
 
-rel=$NVL72_BUILD
-build=$(dirname "$rel")
-sim=$build/sim
-NS=nvl72-system   # the release: the operator, restricted
-ANS=nvl72-agents  # the agents, privileged
-REL=nvl72-operator
-RACK=gb300-r07
 CD_NS=team-a
 CD=train-4
-LEASE_S=15 RETRY_S=2
-state=$NVL72_CLUSTER_DIR/node/state
-node_net=${NVL72_NODE_IP%.*}
-hostif=$(sed -n 's/^HOSTIF=//p' "$state" | tail -1)
-init=$(sed -n 's/^INIT=//p' "$state" | tail -1)
-version=$(sed -n 's/^VERSION := //p' Makefile)
-case $(uname -m) in x86_64) arch=amd64 triplet=x86_64-linux-gnu ;; aarch64) arch=arm64 triplet=aarch64-linux-gnu ;; esac
-helm=$(tests/cluster/build.sh all | tail -1)/helm
-
 work=$(mktemp -d /tmp/nvl72-helm-test.XXXXXX)
-rack=$work/rack
-declare -A apid=()
-kwok=""
+. tests/integration/lib/helm_env.sh
 cleanup() {
-	local p f
-	for p in "${apid[@]}" $kwok; do kill -TERM "$p" 2>/dev/null; done
-	sleep 0.5
-	for p in "${apid[@]}" $kwok; do kill -KILL "$p" 2>/dev/null; done
-	for f in "$rack"/tray-*/host/run/nvl72-agent/imex.pid; do
-		[[ -f $f ]] || continue
-		p=$(cut -d' ' -f1 "$f")
-		[[ $p =~ ^[0-9]+$ ]] && kill -KILL "$p" 2>/dev/null
-	done
-	wait 2>/dev/null
+	local p
+	helm_env_stop
 	if ((failed > 0)); then
 		echo "-- pods"
 		k get pods -A -o wide 2>&1 | head -20
 		echo "-- last lines of the operator pods' and the in-pod agent's logs"
-		for p in $(k -n "$NS" get pods -o name 2>/dev/null) ; do
-			echo "- $p"; k -n "$NS" logs "$p" --tail=15 2>&1 | cut -c1-300
+		for p in $(k -n "$NS" get pods -o name 2>/dev/null); do
+			echo "- $p"
+			k -n "$NS" logs "$p" --tail=15 2>&1 | cut -c1-300
 		done
 		k -n "$ANS" logs daemonset/$REL-agent --tail=25 2>&1 | cut -c1-300
 	fi
@@ -74,88 +49,24 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Tray 1 is the real node; the others are kwok's Nodes.
-node() { if ((10#$1 == 1)); then echo "$NVL72_NODE_NAME"; else printf '%s-t%02d' "$RACK" "$((10#$1))"; fi; }
-# Tray addresses: the node's own for tray 1; the others on the machine's
-# end of the node's link, so the node's IMEX daemon and theirs reach each
-# other as trays on one network do.
-addr_of() { if ((10#$1 == 1)); then echo "$NVL72_NODE_IP"; else echo "$node_net.$((10 + 10#$1))"; fi; }
-tray() { printf '%s/tray-%02d' "$rack" "$((10#$1))"; }
-simctl() { "$sim/bin/simctl" "$@"; }
-innode() { nsenter --target "$init" --mount --net -- "$@"; }
-
-# ---------------------------------------------------- the images ---
+# ------------------------------------------------- images, rack, Nodes ---
 t0=$SECONDS
-IMAGE_OUT=$work/images deploy/docker/images.sh "$build" >"$work/images.log" 2>&1
-check "make images builds the operator and agent images ($((SECONDS - t0)) s)" $? "$(tail -5 "$work/images.log")"
-snap=$(innode sed -n "s/^ *snapshotter = '\(.*\)'/\1/p" /run/containerd.toml | head -1)
-rc=0
-for img in operator agent; do
-	innode "$NVL72_K8S_BIN/ctr" --address /run/containerd/containerd.sock -n k8s.io images import \
-		--snapshotter "$snap" "$work/images/nvl72-$img-$arch.tar" >>"$work/import.log" 2>&1 || rc=1
-done
-check "the node's containerd imports both archives" $rc "$(tail -3 "$work/import.log")"
-
-# --------------------------------------------- the simulated rack ---
-simctl create "$rack" --trays 18 --ip-base 10 >/dev/null
-rc=$?
-for i in $(seq 1 18); do
-	sed -i "s/^ip=.*/ip=$(addr_of "$i")/" "$(tray "$i")/tray.env" || rc=1
-	((i == 1)) || ip addr add "$(addr_of "$i")/32" dev "$hostif" || rc=1
-done
-check "a simulated rack of 18 trays, tray 1 at the node's address $NVL72_NODE_IP" $rc ""
-out=$(tests/cluster/node.sh tray "$state" "$(tray 1)" "$sim" 2>&1)
-check "tray 1 is laid out at a real tray's host paths in the node's mount namespace" $? "$out"
+helm_env_images
+check "make images builds both images, and the node's containerd imports them ($((SECONDS - t0)) s)" $? \
+	"$(tail -5 "$work/images.log" "$work/import.log" 2>/dev/null)"
+helm_env_rack
+check "a simulated rack of 18 trays; tray 1, at the node's address, laid out at a real tray's host paths in the node" $? \
+	"$(cat "$work/tray.log" 2>/dev/null)"
 seen=$(innode sh -c "head -c 60 /proc/driver/nvidia/version; ls /usr/lib/$triplet/libnvidia-ml.so.1 /usr/local/sbin/nvidia-imex" 2>&1)
 [[ $seen == *"NVIDIA"*libnvidia-ml.so.1*nvidia-imex* && ! -e /usr/lib/$triplet/libnvidia-ml.so.1 && ! -e /etc/nvidia-imex ]]
 check "the node sees the driver, NVML and IMEX at their host paths; this machine does not" $? "$seen"
-
-# ------------------------------------------------------ the Nodes ---
-rc=0
-for i in $(seq 2 18); do
-	printf -- '---\napiVersion: v1\nkind: Node\nmetadata: {name: %s, annotations: {kwok.x-k8s.io/node: fake}}\n' "$(node "$i")"
-done | k apply -f - >/dev/null 2>&1 || rc=1
-now=$(date -u +%FT%TZ)
-for i in $(seq 2 18); do
-	k patch node "$(node "$i")" --subresource=status --type=merge -p \
-		'{"status":{"addresses":[{"type":"InternalIP","address":"'"$(addr_of "$i")"'"}],"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"kwok","lastHeartbeatTime":"'"$now"'","lastTransitionTime":"'"$now"'"}]}}' \
-		>/dev/null 2>&1 || rc=1
-done
-kport=$((20000 + $$ % 10000))
-"$NVL72_K8S_BIN/kwok" --kubeconfig="$KUBECONFIG" --manage-all-nodes=false \
-	--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-	--manage-nodes-with-label-selector= --manage-single-node= \
-	--cidr=10.244.0.0/16 --node-lease-duration-seconds=40 \
-	--server-address="127.0.0.1:$kport" >"$work/kwok.log" 2>&1 &
-kwok=$!
-check "17 Nodes for the other trays, kept Ready by kwok" $rc ""
+helm_env_nodes
+check "17 Nodes for the other trays, kept Ready by kwok" $? ""
 
 # ---------------------------------------------------- helm install ---
-k create namespace "$NS" >/dev/null &&
-	k label namespace "$NS" pod-security.kubernetes.io/enforce=restricted \
-		pod-security.kubernetes.io/enforce-version=latest >/dev/null
+helm_env_namespace
 check "namespace $NS enforces the restricted Pod Security level" $? ""
-cat >"$work/values.yaml" <<YAML
-image: {pullPolicy: Never}
-operator:
-  image: {tag: "$version"}
-  nodeSelector: {kubernetes.io/hostname: $NVL72_NODE_NAME}
-  leaderElection: {leaseDuration: ${LEASE_S}s, renewDeadline: 10s, retryPeriod: ${RETRY_S}s}
-  extraArgs: [--tray-heartbeat-timeout=10m]
-agent:
-  namespace: $ANS
-  createNamespace: true
-  image: {tag: "$version"}
-  nodeSelector: {kubernetes.io/hostname: $NVL72_NODE_NAME}
-  nvmlPath: /host/usr/lib/$triplet/libnvidia-ml.so.1
-  resyncSeconds: 3
-  extraArgs: [--heartbeat-period=2s, --lease-duration=10s]
-  # The simulator's state: the fake NVML the agent opens reads it, and
-  # the fake host tools, which get the variable through the wrappers.
-  extraEnv: [{name: NVL72_SIM_ROOT, value: "$(tray 1)"}]
-  extraVolumes: [{name: sim, hostPath: {path: "$(tray 1)", type: Directory}}]
-  extraVolumeMounts: [{name: sim, mountPath: "$(tray 1)"}]
-YAML
+helm_env_values >"$work/values.yaml"
 t0=$SECONDS
 out=$("$helm" install "$REL" deploy/helm/nvl72-operator -n "$NS" -f "$work/values.yaml" \
 	--wait --timeout 5m 2>&1)
@@ -193,7 +104,7 @@ check "the webhook configuration points at Service $svc with the caBundle of the
 	"svc=$svc ca=${#ca} bytes, bundle=${#vca} bytes"
 out=$(k apply -f deploy/samples/compatibilitymatrix-gb300.yaml 2>&1)
 check "the sample matrix is admitted through the webhook" $? "$out"
-sed "s/node: gb300-r07-t01}/node: $NVL72_NODE_NAME}/" deploy/samples/rack-gb300.yaml >"$work/rack.yaml"
+helm_env_rack_yaml >"$work/rack.yaml"
 out=$(k apply -f "$work/rack.yaml" 2>&1)
 check "the Rack, with the real node as tray 1, is admitted" $? "$out"
 yq_rack2() { sed -e 's/name: gb300-r07$/name: gb300-r08/' -e 's/chassisSerial: .*/chassisSerial: "1821124000043"/' "$work/rack.yaml"; }
@@ -203,20 +114,7 @@ check "a second Rack claiming the same Nodes is refused by the webhook, naming a
 
 # ------------------------------------------------------ the agents ---
 k create namespace "$CD_NS" >/dev/null 2>&1
-AGENT=$rel/bin/nvl72-agent mport=$((44000 + $$ % 500 * 4))
-start_agent() { # start_agent TRAY: a tray's agent as a process
-	local t=$1 d
-	d=$(tray "$t")
-	NVL72_SIM_ROOT=$d "$AGENT" --kubeconfig "$KUBECONFIG" --node-name "$(node "$t")" \
-		--node-ip "$(addr_of "$t")" --lease-namespace "$ANS" --host-root "$d/host" \
-		--nvml-path "$sim/lib/libnvidia-ml.so.1" --systemctl "$sim/bin/systemctl" \
-		--modprobe "$sim/bin/modprobe" --modinfo "$sim/bin/modinfo" \
-		--imex-bin "$sim/bin/nvidia-imex" --imex-ctl "$sim/bin/nvidia-imex-ctl" \
-		--tool-timeout 1s --resync-period 3s --heartbeat-period 2s \
-		--lease-duration 10s --metrics-bind-address "$(addr_of "$t"):$mport" >>"$work/agent-$t.log" 2>&1 &
-	apid[$t]=$!
-}
-for t in $(seq 2 18); do start_agent "$t"; done
+for t in $(seq 2 18); do helm_env_start_agent "$t"; done
 apod=""
 agent_running() {
 	apod=$(k -n "$ANS" get pods -l app.kubernetes.io/component=agent -o json 2>/dev/null |
