@@ -228,4 +228,4 @@ help:
 # a fragment adds what `make check` must also build to CHECK_EXTRA.
 include $(sort $(wildcard src/*/*.mk tests/*/*.mk))
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f -not -path '$(BUILD)/demo*' 2>/dev/null)
