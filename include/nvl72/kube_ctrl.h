@@ -87,6 +87,9 @@ enum nv_err kube_informer_start(struct kube_informer *inf);
  * Blocks up to timeout_ms; kube_informer_synced does not wait. */
 bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ms);
 bool kube_informer_synced(struct kube_informer *inf);
+/* Why the informer's last list failed ("" and false once a list succeeded):
+ * a CustomResourceDefinition not installed is named as such. */
+bool kube_informer_why(struct kube_informer *inf, char *out, size_t cap);
 /* Stops and joins the thread: no handler runs after it returns, and the
  * cache stays readable. Returns once the request in flight is aborted and a
  * handler in progress has returned: about 200 ms plus that handler. Stop

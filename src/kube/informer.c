@@ -36,7 +36,8 @@ struct kube_informer {
 	char *rv;
 	bool synced;
 	bool started;
-	bool joined; /* the reflector thread has been joined */
+	char why[256]; /* why the last list failed; "" once one succeeded */
+	bool joined;   /* the reflector thread has been joined */
 	struct kube_stop *stop;
 	pthread_t thread;
 	struct kube_informer_stats stats;
@@ -341,6 +342,34 @@ static enum nv_err watch_once(struct kube_informer *inf, struct kube_status *st,
 	return rc;
 }
 
+/* A failed list, said once per cause: a kind of a group the API server
+ * does not serve (404) is a CustomResourceDefinition not installed, which
+ * no retry mends; the reason is kept for kube_informer_why. */
+static void list_failed(struct kube_informer *inf, enum nv_err rc, const struct kube_status *st)
+{
+	const struct kube_res *r = inf->o.res;
+	char why[sizeof(inf->why)];
+	bool crd = st->http_code == 404 && r->group != NULL && r->group[0] != '\0';
+
+	if (crd)
+		snprintf(why, sizeof(why),
+		         "CustomResourceDefinition %s.%s is not installed (apply crds/; the chart "
+		         "installs it unless --skip-crds)",
+		         r->resource, r->group);
+	else
+		snprintf(why, sizeof(why), "list failed: %s: %.200s", nv_err_name(rc), st->message);
+	pthread_mutex_lock(&inf->mu);
+	bool again = strcmp(inf->why, why) == 0;
+	memcpy(inf->why, why, sizeof(why));
+	pthread_mutex_unlock(&inf->mu);
+	if (crd && !again)
+		log_error("kube", "resource not served", "resource=%s group=%s why=\"%s\"",
+		          r->resource, r->group, why);
+	else if (!crd)
+		log_warn("kube", "list failed", "resource=%s err=%s msg=\"%s\"", r->resource,
+		         nv_err_name(rc), st->message);
+}
+
 static void *reflector(void *arg)
 {
 	struct kube_informer *inf = arg;
@@ -359,12 +388,14 @@ static void *reflector(void *arg)
 				continue;
 			}
 			if (rc != NV_OK) {
-				log_warn("kube", "list failed", "resource=%s err=%s msg=\"%s\"",
-				         inf->o.res->resource, nv_err_name(rc), st.message);
+				list_failed(inf, rc, &st);
 				if (backoff_sleep(inf, &b, &st))
 					break;
 				continue;
 			}
+			pthread_mutex_lock(&inf->mu);
+			inf->why[0] = '\0';
+			pthread_mutex_unlock(&inf->mu);
 			need_list = false;
 		}
 		if (b.healthy_since == 0)
@@ -417,6 +448,18 @@ bool kube_informer_wait_synced(struct kube_informer *inf, int64_t timeout_ms)
 bool kube_informer_synced(struct kube_informer *inf)
 {
 	return kube_informer_wait_synced(inf, 0);
+}
+
+bool kube_informer_why(struct kube_informer *inf, char *out, size_t cap)
+{
+	bool any;
+
+	pthread_mutex_lock(&inf->mu);
+	any = inf->why[0] != '\0';
+	if (cap > 0)
+		snprintf(out, cap, "%s", inf->why);
+	pthread_mutex_unlock(&inf->mu);
+	return any;
 }
 
 void kube_informer_stop(struct kube_informer *inf)

@@ -88,7 +88,12 @@ static bool check_informers(void *arg, struct buf *why)
 	};
 	for (size_t i = 0; i < sizeof(l) / sizeof(l[0]); i++) {
 		if (l[i].inf && !kube_informer_synced(l[i].inf)) {
-			(void)buf_printf(why, "%s cache not synced", l[i].name);
+			char cause[256];
+
+			if (kube_informer_why(l[i].inf, cause, sizeof(cause)))
+				(void)buf_printf(why, "%s cache not synced: %s", l[i].name, cause);
+			else
+				(void)buf_printf(why, "%s cache not synced", l[i].name);
 			return false;
 		}
 	}

@@ -297,6 +297,34 @@ static void test_informer_cache(void)
 	del_cm("inf-a");
 }
 
+/* An informer on a kind whose CRD is not installed never syncs, and says
+ * which CustomResourceDefinition is missing (the operator's /readyz and
+ * its log carry it). */
+static void test_informer_missing_crd(void)
+{
+	static const struct kube_res absent = {"itest.nvl72.io", "v1", "absentees", "Absentee",
+	                                       true};
+	struct kube_informer_opts o = {
+	        .res = &absent, .backoff_initial_ms = 100, .backoff_max_ms = 200};
+	struct kube_informer *inf = NULL;
+	char why[256] = "";
+	bool said = false;
+
+	kube_informer_new(W, &o, &inf);
+	kube_informer_start(inf);
+	for (int i = 0; i < 100 && !said; i++) {
+		said = kube_informer_why(inf, why, sizeof(why));
+		if (!said)
+			(void)kube_stop_sleep(NULL, 100);
+	}
+	check(said && !kube_informer_synced(inf) &&
+	              strstr(why,
+	                     "CustomResourceDefinition absentees.itest.nvl72.io is not installed"),
+	      "an informer on a kind with no CRD says which CustomResourceDefinition is missing",
+	      "why=\"%s\"", why);
+	kube_informer_free(inf);
+}
+
 /* ---- apiserver restarts ---- */
 
 static pid_t read_pid(int line)
@@ -671,6 +699,7 @@ int main(void)
 	test_watch_order();
 	test_bookmarks();
 	test_informer_cache();
+	test_informer_missing_crd();
 	test_watch_survives_restart();
 	test_relist_after_compaction();
 	kube_client_free(W);
