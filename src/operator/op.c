@@ -497,6 +497,33 @@ static void workers_list(const struct op *op, char *out, size_t cap)
 	}
 }
 
+/* In a pod (POD_NAME and POD_NAMESPACE from the downward API, as the chart
+ * sets them), the leader labels its own pod nvl72.io/operator-leader=true
+ * (OP_LEADER_LABEL) and a
+ * replica that does not lead takes the label off: the dashboard's Service
+ * selects it, since only the leader publishes the feed. Best effort: a
+ * failure is logged and changes nothing else. */
+static void leader_mark(struct op *op, bool on)
+{
+	const char *pod = getenv("POD_NAME"), *ns = getenv("POD_NAMESPACE");
+	struct kube_status st;
+	json_t *patch;
+	enum nv_err rc;
+
+	if (pod == NULL || pod[0] == '\0' || ns == NULL || ns[0] == '\0')
+		return;
+	patch = json_pack("{s:{s:{s:o}}}", "metadata", "labels", OP_LEADER_LABEL,
+	                  on ? json_string("true") : json_null());
+	rc = kube_patch(op->c, &KUBE_RES_PODS, ns, pod,
+	                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, patch, NULL, &st);
+	json_decref(patch);
+	if (rc != NV_OK)
+		log_warn(OP_COMP, "cannot label the operator's own pod",
+		         "pod=%s/%s label=%s err=%s "
+		         "msg=\"%s\"",
+		         ns, pod, OP_LEADER_LABEL, nv_err_name(rc), st.message);
+}
+
 /* Starts the controllers; a leader whose caches do not sync gives up (the
  * process exits non-zero and a standby takes over). */
 static void workers_start(struct op *op)
@@ -524,6 +551,7 @@ static void workers_start(struct op *op)
 		if (op->ctrl[i].row->leading)
 			op->ctrl[i].row->leading(op);
 	op_metrics_leading(op, true);
+	leader_mark(op, true);
 	workers_list(op, list, sizeof(list));
 	log_info(OP_COMP, "controllers started", "identity=%s workers=%s", op->identity, list);
 }
@@ -542,6 +570,7 @@ static void workers_stop(struct op *op)
 	op->workers_on = false;
 	op_metrics_leading(op, false);
 	op_feed_clear(op);
+	leader_mark(op, false);
 	log_info(OP_COMP, "controllers stopped", "identity=%s", op->identity);
 }
 
@@ -619,6 +648,7 @@ enum nv_err op_run(struct op *op)
 		if ((rc = kube_leader_new(op->c, &lo, &op->le)) != NV_OK)
 			return rc;
 		lt.stop = kube_stop_new();
+		leader_mark(op, false); /* left by an earlier container of this pod */
 		log_info(OP_COMP, "campaigning", "lease=%s/%s identity=%s", op->lease_ns,
 		         op->cfg.leader_election_id, op->identity);
 		pthread_create(&lt.th, NULL, leader_main, &lt);

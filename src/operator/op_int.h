@@ -10,6 +10,10 @@
 
 #include "op_ctx.h"
 
+/* The label the leading replica puts on its own pod (op.c); the chart's
+ * dashboard Service selects it. */
+#define OP_LEADER_LABEL "nvl72.io/operator-leader"
+
 /* op_metrics.c */
 enum nv_err op_metrics_register(struct op *op);
 void op_metrics_leading(struct op *op, bool leading);
