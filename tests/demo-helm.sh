@@ -27,6 +27,7 @@ export KUBECONFIG NVL72_BUILD=$PWD/build/rel
 work=$dir/work
 . tests/integration/lib/helm_env.sh
 cleanup() {
+	set +e # stop everything, whatever failed first
 	echo
 	echo "demo: stopping"
 	helm_env_stop
@@ -56,7 +57,7 @@ for _ in $(seq 240); do
 	[[ $(k -n team-a get computedomain demo -o jsonpath='{.status.status}' 2>/dev/null) == Ready ]] && break
 	sleep 0.5
 done
-cip=$(k -n "$NS" get service "$REL" -o jsonpath='{.spec.clusterIP}')
+cip=$(k -n "$NS" get service "$REL-dashboard" -o jsonpath='{.spec.clusterIP}')
 
 cat <<MSG
 
@@ -71,7 +72,7 @@ The rack runs on a real node, installed by the chart (logs: $dir/cluster/logs, $
   kubectl nvl72 status rack $RACK
   kubectl -n $NS get lease $REL           # the leader
 
-The dashboard, through the operator's Service (this machine routes to the
+The dashboard, through its Service (the leader's pod; this machine routes to the
 service range through the node): http://$cip:8082/
 
 The agent in its pod reaches the host through nsenter; on the node, the

@@ -12,9 +12,14 @@
 # tray); the rack's 17 other trays are Nodes kept by kwok with agents as
 # processes. A ComputeDomain of 4 trays that includes the real node becomes
 # Ready, `kubectl nvl72 status` and the dashboard (through the Service) show
-# it, /metrics answers through the Service to a bound token only, and
+# it, Prometheus scrapes /metrics through the Service with a bound token, and
 # deleting the leading pod by force hands leadership to the other within one
-# lease duration while the webhook keeps admitting.
+# lease duration while the webhook keeps admitting. A bad install is
+# explained: with no operator pod, an apply is refused naming the webhook
+# and its Service; installed without its CRDs, the operator stays unready
+# and its log names the missing CustomResourceDefinition. helm upgrade to a
+# new tag rolls both workloads without moving a tray, and helm uninstall
+# after the documented teardown leaves no finalizer, Node mark or webhook.
 #
 # needs: node
 # Run by tests/integration/run.sh, which starts a node for suites marked as
@@ -182,8 +187,18 @@ wait_for 60 plugin_shows
 check "kubectl nvl72 status shows the Rack Ready and the real node's tray ready" $? "$out"
 
 cip=$(k -n "$NS" get service "$REL" -o jsonpath='{.spec.clusterIP}')
-dport=$(k -n "$NS" get service "$REL" -o jsonpath='{.spec.ports[?(@.name=="dashboard")].port}')
-feed=$(python3 - "$cip" "$dport" "$RACK" <<'PY'
+# The dashboard's Service selects the leader, which labels its own pod:
+# only the leader publishes the feed.
+dip=$(k -n "$NS" get service "$REL-dashboard" -o jsonpath='{.spec.clusterIP}')
+dport=$(k -n "$NS" get service "$REL-dashboard" -o jsonpath='{.spec.ports[?(@.name=="dashboard")].port}')
+leader_behind() {
+	[[ $(k -n "$NS" get endpointslices -l "kubernetes.io/service-name=$REL-dashboard" -o json |
+		jq -r '[.items[].endpoints[]? | select(.conditions.ready) | .targetRef.name] | join(" ")') == "$1" ]]
+}
+wait_for 30 leader_behind "$leader"
+check "the dashboard Service has exactly the leader ($leader) behind it" $? \
+	"$(k -n "$NS" get pods -L nvl72.io/operator-leader 2>&1 | tail -3)"
+feed=$(python3 - "$dip" "$dport" "$RACK" <<'PY'
 import json, socket, sys
 sys.path.insert(0, "tests/integration")
 import cdp
@@ -203,22 +218,44 @@ except (socket.timeout, OSError, ValueError, KeyError) as e:
 PY
 )
 [[ $feed == *'"daemon": "READY"'* && $feed == *'"domain": "UP"'* ]]
-check "the dashboard, through the Service ($cip:$dport), shows the node's IMEX READY and its domain UP" $? "$feed"
+check "the dashboard, through its Service ($dip:$dport), shows the node's IMEX READY and its domain UP" $? "$feed"
 
 # ------------------------------------------ /metrics via the Service ---
+# Prometheus (Debian's) scrapes the Service with a bound token of an
+# account allowed /metrics, as a ServiceMonitor with bearer tokens does.
 mport_svc=$(k -n "$NS" get service "$REL" -o jsonpath='{.spec.ports[?(@.name=="metrics")].port}')
 k -n "$NS" create serviceaccount scraper >/dev/null 2>&1
 k create clusterrolebinding nvl72-test-scraper --clusterrole=nvl72-metrics-reader \
 	--serviceaccount="$NS:scraper" >/dev/null 2>&1
-tok=$(k -n "$NS" create token scraper --duration=10m 2>/dev/null)
+(umask 077 && k -n "$NS" create token scraper --duration=10m >"$work/scrape.token" 2>/dev/null)
 code() { curl -s -o "$work/metrics.txt" -w '%{http_code}' -m 10 "$@"; }
-scraped() { [[ $(code -H "Authorization: Bearer $tok" "http://$cip:$mport_svc/metrics") == 200 ]] && grep -q '^nvl72_' "$work/metrics.txt"; }
-wait_for 30 scraped
-check "/metrics through the Service answers a bound token with the operator's series" $? \
-	"$(head -c 200 "$work/metrics.txt")"
 c=$(code "http://$cip:$mport_svc/metrics")
-check "and refuses a scrape without a token ($c)" "$([[ $c == 401 ]]; echo $?)" "$c"
-unset tok
+check "/metrics through the Service refuses a scrape without a token ($c)" "$([[ $c == 401 ]]; echo $?)" "$c"
+pport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$work/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: nvl72-operator
+    authorization: {type: Bearer, credentials_file: $work/scrape.token}
+    static_configs: [{targets: ["$cip:$mport_svc"]}]
+YAML
+timeout 300 prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+	--storage.tsdb.retention.time=1h --web.listen-address="127.0.0.1:$pport" \
+	>"$work/prometheus.log" 2>&1 &
+prom=$!
+q() {
+	curl -fsS -m 5 -G "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$1" |
+		jq -r 'select(.status == "success") | .data.result[] | "\(.metric | del(.__name__) | tojson) \(.value[1])"' | sort
+}
+# The Service picks a replica per connection; every replica exports its
+# leader-election state.
+scraped() { [[ $(q 'up{job="nvl72-operator"}') == *' 1' && $(q 'count(leader_election_master_status)') == '{} 1' ]]; }
+wait_for 90 scraped
+check "Prometheus scrapes the Service with the bound token: up is 1 and the operator's series arrive" $? \
+	"$(curl -s "http://127.0.0.1:$pport/api/v1/targets" | jq -c '.data.activeTargets[] | {health, lastError}'; tail -2 "$work/prometheus.log")"
+kill "$prom" 2>/dev/null
+wait "$prom" 2>/dev/null
+rm -f "$work/scrape.token"
 
 # ------------------------------------------------------- failover ---
 # A server-side dry run goes through admission: the webhook admits it or
@@ -251,6 +288,9 @@ check "the other pod takes the lease within one lease duration (and a retry peri
 back() { [[ $(pods_json | jq '[.items[] | select(.status.phase == "Running" and all(.status.containerStatuses[]; .ready))] | length') == 2 ]]; }
 wait_for 120 back
 check "the Deployment runs 2 ready replicas again" $? "$(k -n "$NS" get pods 2>&1 | tail -3)"
+wait_for 30 leader_behind "$new"
+check "the dashboard Service follows the new leader ($new)" $? \
+	"$(k -n "$NS" get pods -L nvl72.io/operator-leader 2>&1 | tail -3)"
 sleep 1
 touch "$work/stop-admit"
 wait "$admitter"
@@ -259,6 +299,21 @@ echo "# admission during the failover: $n requests, $bad refused"
 ((n > 10 && bad == 0))
 check "the webhook admitted all $n dry-run requests throughout the failover" $? \
 	"$bad refused: $(head -3 "$work/admit.log" 2>/dev/null)"
+
+# ------------------------------------------ a webhook with no endpoint ---
+# With no operator pod behind the Service, the webhooks fail closed and the
+# API server's refusal names the webhook and its Service (kube-proxy
+# rejects connections to a Service with no endpoints).
+out=$(k -n "$NS" scale deployment "$REL" --replicas=0 2>&1)
+none() { [[ -z $(k -n "$NS" get pods -l app.kubernetes.io/component=operator -o name 2>/dev/null) ]]; }
+wait_for 90 none
+check "the operator Deployment is scaled to 0" $? "$out"
+out=$(k create --dry-run=server -f "$work/probe.yaml" 2>&1)
+[[ $? != 0 && $out == *'failed calling webhook "validate.nvl72.io"'* && $out == *"$REL.$NS.svc:443"* ]]
+check "an apply is refused, naming the webhook and its Service" $? "$out"
+out=$(k -n "$NS" scale deployment "$REL" --replicas=2 2>&1)
+wait_for 120 back
+check "scaled back to 2 ready replicas" $? "$out"
 
 # ---------------------------------------------------- helm upgrade ---
 # A new tag of the same images: the Deployment and the DaemonSet roll, and
@@ -318,5 +373,27 @@ marks=$(k get nodes -o json | jq -r '.items[] | select(.spec.unschedulable == tr
 check "no Node is left cordoned or labelled nvl72.io/" "$([[ -z $marks ]]; echo $?)" "$marks"
 left=$(k get validatingwebhookconfigurations,mutatingwebhookconfigurations,validatingadmissionpolicies -o name 2>/dev/null | grep nvl72)
 check "the webhook configurations and admission policies are gone" "$([[ -z $left ]]; echo $?)" "$left"
+
+# ------------------------------------------------- a missing CRD ---
+# Installed without its CRDs, the operator stays unready and says which
+# CustomResourceDefinition is missing (in its log, checked here, and in the
+# body of its /readyz answer).
+out=$(k delete -f crds/ --wait --timeout=60s 2>&1)
+check "the CRDs are deleted" $? "$out"
+out=$("$helm" install "$REL" deploy/helm/nvl72-operator -n "$NS" -f "$work/values.yaml" \
+	--set agent.enabled=false --skip-crds 2>&1)
+check "helm install --skip-crds with no CRD in the cluster" $? "$out"
+said() {
+	local p
+	p=$(k -n "$NS" get pods -l app.kubernetes.io/component=operator -o name 2>/dev/null | head -1)
+	[[ -n $p ]] && k -n "$NS" logs "$p" 2>/dev/null | grep -q 'CustomResourceDefinition [a-z]*.nvl72.io is not installed'
+}
+wait_for 120 said
+check "the operator's log names the CustomResourceDefinition that is not installed" $? \
+	"$(k -n "$NS" logs deployment/$REL --tail=5 2>&1 | cut -c1-300)"
+unready=$(pods_json | jq -r '[.items[] | .status.containerStatuses[0].ready] | map(tostring) | join(",")')
+check "and its pods are not ready ($unready)" "$([[ $unready == false,false ]]; echo $?)" "$unready"
+out=$("$helm" uninstall "$REL" -n "$NS" --wait --timeout 3m 2>&1)
+check "helm uninstall of that release" $? "$out"
 
 finish
