@@ -261,14 +261,14 @@ rm -f "$work/scrape.token"
 # A server-side dry run goes through admission: the webhook admits it or
 # the request fails (failurePolicy Fail).
 sed '0,/^  name: .*/s//  name: probe-matrix/' deploy/samples/compatibilitymatrix-gb300.yaml >"$work/probe.yaml"
-admits() { k create --dry-run=server -f "$work/probe.yaml" -o name >/dev/null 2>&1; }
+admits() { k create --dry-run=server -f "$work/probe.yaml" -o name >/dev/null 2>"$work/admit.err"; }
 out=$(k create --dry-run=server -f "$work/probe.yaml" -o name 2>&1)
 check "a dry-run create of a matrix is admitted ($out)" $? "$out"
 (
 	n=0 bad=0
 	while [[ ! -f $work/stop-admit ]]; do
 		n=$((n + 1))
-		admits || { bad=$((bad + 1)); echo "refused at $(date +%T.%N)" >>"$work/admit.log"; }
+		admits || { bad=$((bad + 1)); echo "refused at $(date +%T.%N): $(cat "$work/admit.err")" >>"$work/admit.log"; }
 		sleep 0.2
 	done
 	echo "$n $bad" >"$work/admit.count"
