@@ -89,6 +89,16 @@ enum api_upgrade_phase {
 };
 
 const char *api_upgrade_phase_name(enum api_upgrade_phase p);
+/* Whether p ends an upgrade: Completed and Aborted (an abort is recorded
+ * only once every tray is out of maintenance). Every other phase, Halted
+ * and Paused included, leaves the upgrade in flight: it holds trays or may
+ * still move them. */
+bool api_upgrade_phase_final(enum api_upgrade_phase p);
+/* Whether the RackUpgrade object obj is in flight: its status.phase is not
+ * final. No status or no phase (the operator has not seen it yet) is
+ * Proposed; a phase this build does not know counts as in flight, so a
+ * newer operator's phase never lets a second upgrade of a rack in. */
+bool api_rack_upgrade_in_flight(const json_t *obj);
 
 enum api_step_phase {
 	API_STEP_PENDING = 0,

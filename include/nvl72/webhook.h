@@ -34,13 +34,14 @@ struct web_server;
 
 /* ---- what the webhook reads: the operator's caches ------------------- */
 
-/* RackUpgrades are read by the mutating handler: it stamps the upgrade's
- * UID and target into each UpgradeApproval. */
+/* RackUpgrades are read by the mutating handler, which stamps the
+ * upgrade's UID and target into each UpgradeApproval, and by the validating
+ * one: one upgrade per rack at a time. */
 enum webhook_kind {
 	WEBHOOK_RACKS = 0,
 	WEBHOOK_PARTITIONS,
 	WEBHOOK_MATRICES,
-	WEBHOOK_UPGRADES,
+	WEBHOOK_UPGRADES, /* RackUpgrades: one upgrade per rack at a time */
 	WEBHOOK__KINDS
 };
 
@@ -59,11 +60,17 @@ struct webhook_cache_ops {
 	 * naming it) would otherwise be judged missing. A new reference, or
 	 * NULL when it does not exist (or cannot be read: the miss stands). */
 	json_t *(*get)(void *arg, enum webhook_kind kind, const char *name);
+	/* Optional: every object of kind read from the API server, as list
+	 * returns it. Asked only for RackUpgrades, when one is created or
+	 * moved to other racks, so an upgrade created a moment ago still
+	 * counts as in flight; NULL (or a failed read): the list is used. */
+	json_t *(*list_live)(void *arg, enum webhook_kind kind);
 };
 
 /* A cache over the operator's informers: pass &webhook_informer_cache
  * with a struct webhook_informers as its argument. With client set, a
- * name the informer lacks is read once from the API server. */
+ * name the informer lacks is read once from the API server, and the
+ * RackUpgrades are listed from it when an upgrade is created. */
 struct webhook_informers {
 	struct kube_informer *inf[WEBHOOK__KINDS];
 	struct kube_client *client; /* NULL: no read-through */

@@ -8,6 +8,7 @@
 #include "api_int.h"
 #include "nvl72/alloc.h"
 #include "nvl72/api_upgrade.h"
+#include "nvl72/json.h"
 
 static const char *const class_names[] = {"routine", "security"};
 static const char *const decision_names[] = {"Approved", "Rejected"};
@@ -34,6 +35,22 @@ const char *api_upgrade_phase_name(enum api_upgrade_phase p)
 	if ((unsigned)p >= sizeof(phase_names) / sizeof(phase_names[0]))
 		return "Proposed";
 	return phase_names[p];
+}
+
+bool api_upgrade_phase_final(enum api_upgrade_phase p)
+{
+	return p == API_PHASE_COMPLETED || p == API_PHASE_ABORTED;
+}
+
+bool api_rack_upgrade_in_flight(const json_t *obj)
+{
+	const char *phase = json_string_value(jx_path(obj, "status.phase"));
+	if (phase == NULL || phase[0] == '\0')
+		return true;
+	for (size_t i = 0; i < sizeof(phase_names) / sizeof(phase_names[0]); i++)
+		if (strcmp(phase, phase_names[i]) == 0)
+			return !api_upgrade_phase_final((enum api_upgrade_phase)i);
+	return true;
 }
 
 static void selector_parse(struct api_ctx *c, const json_t *sel, struct api_rack_upgrade *u)

@@ -608,7 +608,30 @@ static json_t *informer_get(void *arg, enum webhook_kind kind, const char *name)
 	return obj;
 }
 
+static json_t *informer_list_live(void *arg, enum webhook_kind kind)
+{
+	struct webhook_informers *c = arg;
+	struct kube_status st;
+	json_t *list = NULL;
+	json_t *items = NULL;
+	if (c == NULL || c->client == NULL || (unsigned)kind >= WEBHOOK__KINDS)
+		return NULL;
+	if (kube_list_all(c->client, &informer_res[kind], NULL, NULL, &list, &st) != NV_OK) {
+		log_warn(WH_COMP, "live list failed; judging on the cache",
+		         "resource=%s err=\"%s\"", informer_res[kind].resource, st.message);
+		return NULL;
+	}
+	items = json_object_get(list, "items");
+	if (json_is_array(items))
+		json_incref(items);
+	else
+		items = NULL;
+	json_decref(list);
+	return items;
+}
+
 const struct webhook_cache_ops webhook_informer_cache = {
         .list = informer_list,
         .get = informer_get,
+        .list_live = informer_list_live,
 };

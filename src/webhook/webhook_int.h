@@ -3,7 +3,7 @@
  * a handler reaches, and the helpers the review code, the rules and the
  * certificate manager share. Nothing here is part of webhook.h. */
 /* Included by src/webhook/ and its unit tests tests/unit/webhook/
- * test_webhook.c and test_webhook_cert.c. */
+ * test_webhook.c, test_webhook_cert.c and test_webhook_validate.c. */
 #ifndef NVL72_WEBHOOK_INT_H
 #define NVL72_WEBHOOK_INT_H
 
@@ -79,8 +79,12 @@ void wh_validate(struct webhook *w, const struct wh_request *req, struct wh_verd
 void wh_mutate(struct webhook *w, const struct wh_request *req, struct wh_verdict *v);
 
 #ifdef NVL72_UNIT_TEST
-/* Static helpers of webhook_cert.c the unit tests reach (see TESTABLE). */
+/* Static helpers of webhook_validate.c and webhook_cert.c the unit tests
+ * reach (see TESTABLE). */
 enum nv_err wh_cert_generate(struct webhook_cert *c, const char *prev_ca);
+/* The RackUpgrade in flight on rack ro, other than u and neither owning
+ * nor owned by it, among upgrades (borrowed); NULL when none. */
+const json_t *wh_upgrade_in_flight_on(const json_t *u, const json_t *ro, const json_t *upgrades);
 bool wh_cert_usable(const struct webhook_cert *c, const char *crt, const char *key, const char *ca,
                     int64_t now_ms, int64_t *not_after_ms, const char **why);
 #endif

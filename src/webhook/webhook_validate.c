@@ -4,7 +4,8 @@
 // caches (a node in two racks, overlapping partitions, a matrix or stack
 // that does not exist, an upgrade the matrix does not allow or that needs
 // an approval nobody could give, a canary or a wave that does not fit the
-// rack). Denials name the object and the field.
+// rack, a second upgrade of a rack with one in flight). Denials name the
+// object and the field.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,99 @@ static void upgrade_racks(struct wh_ctx *c, const struct upgrade_job *j, const j
 			upgrade_one_rack(c, j, ro);
 }
 
+/* ---- one upgrade per rack ------------------------------------------------ */
+
+/* Whether the upgrade object o moves rack ro: its spec.rack names it, or
+ * every label of its selector is on the rack (as labels_match judges). */
+static bool upgrade_covers(const json_t *o, const json_t *ro)
+{
+	const char *rack = jx_str_or(o, "spec.rack", "");
+	if (rack[0] != '\0')
+		return strcmp(rack, jx_str_or(ro, "metadata.name", "")) == 0;
+	json_t *want = jx_path(o, "spec.rackSelector.matchLabels");
+	const json_t *labels = jx_path(ro, "metadata.labels");
+	const char *key;
+	json_t *val;
+	if (!json_is_object(want))
+		return false;
+	json_object_foreach(want, key, val) {
+		const char *have = json_string_value(json_object_get(labels, key));
+		if (have == NULL || !json_is_string(val) ||
+		    strcmp(have, json_string_value(val)) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* Whether child names parent (a RackUpgrade with its uid) among its
+ * owners: a selector upgrade's per-rack upgrades are its own. */
+static bool upgrade_owned_by(const json_t *child, const json_t *parent)
+{
+	const char *uid = jx_str_or(parent, "metadata.uid", "");
+	const json_t *refs = jx_path(child, "metadata.ownerReferences");
+	for (size_t i = 0; uid[0] != '\0' && i < json_array_size(refs); i++) {
+		const json_t *r = json_array_get(refs, i);
+		if (strcmp(jx_str_or(r, "kind", ""), "RackUpgrade") == 0 &&
+		    strcmp(jx_str_or(r, "uid", ""), uid) == 0)
+			return true;
+	}
+	return false;
+}
+
+TESTABLE const json_t *wh_upgrade_in_flight_on(const json_t *u, const json_t *ro,
+                                               const json_t *upgrades)
+{
+	const char *name = jx_str_or(u, "metadata.name", "");
+	size_t i;
+	const json_t *o;
+	json_array_foreach(upgrades, i, o) {
+		if (strcmp(jx_str_or(o, "metadata.name", ""), name) == 0 ||
+		    !api_rack_upgrade_in_flight(o) || !upgrade_covers(o, ro) ||
+		    upgrade_owned_by(u, o) || upgrade_owned_by(o, u))
+			continue;
+		return o;
+	}
+	return NULL;
+}
+
+/* The RackUpgrades to judge against: read live when the cache can (an
+ * upgrade created a moment ago counts), else the cached ones. The list
+ * joins the context, which owns it. */
+static const json_t *upgrades_now(struct wh_ctx *c)
+{
+	const struct webhook_cache_ops *ops = c->w->cache;
+	json_t *live = ops->list_live ? ops->list_live(c->w->cache_arg, WEBHOOK_UPGRADES) : NULL;
+	if (!json_is_array(live)) {
+		json_decref(live);
+		return cached(c, WEBHOOK_UPGRADES);
+	}
+	json_decref(c->lists[WEBHOOK_UPGRADES]);
+	c->lists[WEBHOOK_UPGRADES] = live;
+	return live;
+}
+
+/* Refuses an upgrade of a rack that has another one in flight. */
+static void upgrade_one_per_rack(struct wh_ctx *c, const struct api_rack_upgrade *u,
+                                 const json_t *racks, const json_t *upgrades)
+{
+	const json_t *obj = c->req->object;
+	size_t i;
+	const json_t *ro;
+	json_array_foreach(racks, i, ro) {
+		const char *rack = jx_str_or(ro, "metadata.name", "");
+		bool target = u->rack[0] != '\0' ? strcmp(rack, u->rack) == 0 : labels_match(ro, u);
+		const json_t *o = target ? wh_upgrade_in_flight_on(obj, ro, upgrades) : NULL;
+		if (o == NULL)
+			continue;
+		const char *phase = jx_str_or(o, "status.phase", "");
+		api_errors_add(c->errs, u->rack[0] != '\0' ? "spec.rack" : "spec.rackSelector",
+		               "rack \"%s\" already has an upgrade in flight: RackUpgrade \"%s\" "
+		               "(phase %s); one upgrade per rack at a time",
+		               rack, jx_str_or(o, "metadata.name", ""),
+		               phase[0] != '\0' ? phase : "Proposed");
+	}
+}
+
 static void validate_upgrade(struct wh_ctx *c)
 {
 	struct api_rack_upgrade *u = NULL;
@@ -325,6 +419,7 @@ static void validate_upgrade(struct wh_ctx *c)
 	const json_t *racks = NULL;
 	const json_t *parts = NULL;
 	const json_t *matrices = NULL;
+	const json_t *upgrades = NULL;
 	if (api_rack_upgrade_parse(c->req->object, &u, c->errs) != NV_OK)
 		goto out;
 	// An update is judged on what it changes: pausing or aborting an
@@ -345,11 +440,14 @@ static void validate_upgrade(struct wh_ctx *c)
 	};
 	bool check_canary = u->canary_partition[0] != '\0' &&
 	                    (create || !spec_equal(obj, old, "spec.canary.partition"));
-	if (!j.check_plan && !j.check_wave && !check_canary)
+	bool check_flight = create || !spec_equal(obj, old, "spec.rack") ||
+	                    !spec_equal(obj, old, "spec.rackSelector");
+	if (!j.check_plan && !j.check_wave && !check_canary && !check_flight)
 		goto out; // paused, aborted, forced: nothing to look up
 	if ((racks = cached(c, WEBHOOK_RACKS)) == NULL ||
 	    (parts = cached(c, WEBHOOK_PARTITIONS)) == NULL ||
-	    (matrices = cached(c, WEBHOOK_MATRICES)) == NULL)
+	    (matrices = cached(c, WEBHOOK_MATRICES)) == NULL ||
+	    (check_flight && (upgrades = upgrades_now(c)) == NULL))
 		goto out;
 	if (j.check_plan) {
 		m = matrix_named(c, u->target_matrix, "spec.target.matrix");
@@ -364,6 +462,8 @@ static void validate_upgrade(struct wh_ctx *c)
 		upgrade_racks(c, &j, racks);
 	if (check_canary)
 		upgrade_canary(c, u);
+	if (check_flight)
+		upgrade_one_per_rack(c, u, racks, upgrades);
 out:
 	matrix_free(m);
 	api_rack_upgrade_free(u);

@@ -3,10 +3,11 @@
 // this program serves the webhook itself (informers, HTTPS on 127.0.0.1,
 // the certificate manager) and proves with real `kubectl apply` that
 // cross-object faults are refused with a clear message, valid objects pass,
-// an UpgradeApproval carries the real requesting user and is bound to the
-// RackUpgrade it names (an upgrade recreated under the same name does not
-// inherit it), a Rack cannot leave an approving layer without a window
-// owner, and the Secret and caBundle are filled and reused after a restart.
+// a rack takes one upgrade at a time, an UpgradeApproval carries the real
+// requesting user and is bound to the RackUpgrade it names (an upgrade
+// recreated under the same name does not inherit it), a Rack cannot leave
+// an approving layer without a window owner, and the Secret and caBundle
+// are filled and reused after a restart.
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -224,6 +225,8 @@ static enum nv_err informers_start(struct server *s)
 	        [WEBHOOK_MATRICES] = &MATRICES,
 	        [WEBHOOK_UPGRADES] = &UPGRADES,
 	};
+	// As the operator's plug: misses are read through, upgrades listed live.
+	s->infs.client = s->client;
 	for (int k = 0; k < WEBHOOK__KINDS; k++) {
 		struct kube_informer_opts o = {.res = res[k]};
 		enum nv_err rc = kube_informer_new(s->client, &o, &s->infs.inf[k]);
@@ -476,6 +479,51 @@ static void test_manual_edge_needs_owner(struct server *s, struct buf *out)
 	json_decref(r);
 	check(rc == 0 && wait_node_owner(s, true), "the Rack gets its node window owner back",
 	      buf_str(out));
+}
+
+/* An upgrade of rack without a canary (a partition belongs to one rack). */
+static json_t *upgrade_of(const char *name, const char *rack)
+{
+	json_t *u = load("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	jx_set_str(u, "metadata.name", name);
+	jx_set_str(u, "spec.rack", rack);
+	json_object_del(json_object_get(u, "spec"), "canary");
+	return u;
+}
+
+/* One upgrade per rack: gb300-r07 has gb300-r07-r580-173 in flight (no
+ * status yet: Proposed, as no operator runs here). */
+static void test_one_upgrade_per_rack(struct server *s, struct buf *out)
+{
+	json_t *u = upgrade_of("gb300-r07-again", "gb300-r07");
+	int rc = apply_json(NULL, u, out);
+	check(rc != 0 && has(out, "denied the request") &&
+	              has(out, "RackUpgrade \"gb300-r07-again\": spec.rack: rack \"gb300-r07\" "
+	                       "already has an upgrade in flight: RackUpgrade "
+	                       "\"gb300-r07-r580-173\" (phase Proposed)"),
+	      "a second upgrade of a rack is refused, naming the one in flight", buf_str(out));
+	json_t *u8 = upgrade_of("gb300-r08-r580-173", "gb300-r08");
+	rc = apply_json(NULL, u8, out);
+	json_decref(u8);
+	check(rc == 0, "an upgrade of another rack passes", buf_str(out));
+	// At once, before any cache could have seen it: the list is read live.
+	u8 = upgrade_of("gb300-r08-again", "gb300-r08");
+	rc = apply_json(NULL, u8, out);
+	json_decref(u8);
+	check(rc != 0 && has(out, "rack \"gb300-r08\" already has an upgrade in flight: "
+	                          "RackUpgrade \"gb300-r08-r580-173\""),
+	      "an upgrade created a moment ago already holds its rack", buf_str(out));
+	// Once the first is Completed the rack takes the next one.
+	struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE, .subresource = "status"};
+	json_t *done = json_pack("{s:{s:s}}", "status", "phase", "Completed");
+	struct kube_status st;
+	enum nv_err e =
+	        kube_patch(s->client, &UPGRADES, NULL, "gb300-r07-r580-173", &po, done, NULL, &st);
+	json_decref(done);
+	rc = e == NV_OK ? apply_json(NULL, u, out) : -1;
+	check(rc == 0, "after the first completes, the next upgrade of the rack passes",
+	      e == NV_OK ? buf_str(out) : st.message);
+	json_decref(u);
 }
 
 static void test_approval_stamped(struct server *s, struct buf *out)
@@ -788,6 +836,7 @@ int main(void)
 	test_valid_objects_pass(&s, &out);
 	test_refusals(&out);
 	test_manual_edge_needs_owner(&s, &out);
+	test_one_upgrade_per_rack(&s, &out);
 	test_approval_stamped(&s, &out);
 	test_approval_not_inherited(&s, &out);
 	test_restart_reuses_secret(&s, &out);

@@ -334,6 +334,46 @@ static void test_api_step_action_name_crd_spelling(void **state)
 	assert_string_equal(api_step_action_name(API_ACT_ROLL_BACK), "RollBack");
 }
 
+/* In flight is every phase but Completed and Aborted; no status yet is
+ * Proposed, and a phase this build does not know holds the rack too. */
+static void test_api_rack_upgrade_in_flight_phases(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *phase; /* NULL: no status */
+		bool in_flight;
+	} cases[] = {
+	        {NULL, true},
+	        {"", true},
+	        {"Proposed", true},
+	        {"Notice", true},
+	        {"AwaitingApproval", true},
+	        {"Scheduled", true},
+	        {"Canary", true},
+	        {"Validating", true},
+	        {"RollingOut", true},
+	        {"Halted", true},
+	        {"Paused", true},
+	        {"Completed", false},
+	        {"Aborted", false},
+	        {"SomethingNewer", true},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *j = test_load(ROUTINE);
+		if (cases[i].phase != NULL)
+			json_object_set_new(j, "status",
+			                    json_pack("{s:s}", "phase", cases[i].phase));
+		if (api_rack_upgrade_in_flight(j) != cases[i].in_flight)
+			fail_msg("phase \"%s\": in flight should be %d",
+			         cases[i].phase ? cases[i].phase : "(none)", cases[i].in_flight);
+		json_decref(j);
+	}
+	assert_true(api_upgrade_phase_final(API_PHASE_COMPLETED));
+	assert_true(api_upgrade_phase_final(API_PHASE_ABORTED));
+	assert_false(api_upgrade_phase_final(API_PHASE_HALTED));
+	assert_false(api_upgrade_phase_final(API_PHASE_PAUSED));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -346,6 +386,7 @@ int main(void)
 	        cmocka_unit_test(test_api_rack_upgrade_status_parse_empty),
 	        cmocka_unit_test(test_api_rack_upgrade_status_parse_rejects),
 	        cmocka_unit_test(test_api_step_action_name_crd_spelling),
+	        cmocka_unit_test(test_api_rack_upgrade_in_flight_phases),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

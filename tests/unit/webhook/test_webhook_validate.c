@@ -17,6 +17,7 @@
 #include "nvl72/base.h"
 #include "nvl72/json.h"
 #include "nvl72/webhook.h"
+#include "../../../src/webhook/webhook_int.h"
 
 /* ---- the in-memory cache --------------------------------------------------- */
 
@@ -87,10 +88,12 @@ static int setup(void **state)
 	f->cache.lists[WEBHOOK_PARTITIONS] = json_pack("[o, o]", load(PART_A), load(PART_B));
 	f->cache.lists[WEBHOOK_MATRICES] =
 	        json_pack("[o, o]", load(MATRIX_GB300), load(MATRIX_GB200));
-	// The upgrade the canned approval names, as the apiserver stores it.
+	// The upgrade the canned approval names, as the apiserver stores it;
+	// Completed, so it holds no rack for the one-upgrade-per-rack rule.
 	json_t *u = load(UPGRADE);
 	json_object_set_new(json_object_get(u, "metadata"), "uid",
 	                    json_string("3b1f6a52-0c1d-4e8f-9a7b-1c2d3e4f5a6b"));
+	json_object_set_new(u, "status", json_pack("{s:s}", "phase", "Completed"));
 	f->cache.lists[WEBHOOK_UPGRADES] = json_pack("[o]", u);
 	struct webhook_config cfg = {.cache = &fake_ops, .cache_arg = &f->cache};
 	assert_int_equal(webhook_new(&cfg, &f->w), NV_OK);
@@ -555,6 +558,159 @@ static void test_wh_validate_wrong_types(void **state)
 	assert_true(a.allowed);
 }
 
+/* ---- one upgrade per rack ----------------------------------------------------- */
+
+/* An upgrade of rack as named, without a canary (any rack may take it). */
+static json_t *upgrade_of(const char *name, const char *rack, const char *phase)
+{
+	json_t *u = load(UPGRADE);
+	set(u, "metadata.name", json_string(name));
+	set(u, "spec.rack", json_string(rack));
+	json_object_del(json_object_get(u, "spec"), "canary");
+	if (phase != NULL)
+		set(u, "status", json_pack("{s:s}", "phase", phase));
+	return u;
+}
+
+static void test_wh_validate_upgrade_one_per_rack(void **state)
+{
+	struct fixture *f = *state;
+	json_t *ups = f->cache.lists[WEBHOOK_UPGRADES];
+	json_array_clear(ups); // only the upgrades this test places
+	json_array_append_new(f->cache.lists[WEBHOOK_RACKS], rack_r08());
+	json_array_append_new(ups, load(UPGRADE)); // no status yet: Proposed
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade",
+	                        upgrade_of("gb300-r07-again", "gb300-r07", NULL));
+	assert_denied(a, 422,
+	              "RackUpgrade \"gb300-r07-again\": spec.rack: rack \"gb300-r07\" already has "
+	              "an upgrade in flight: RackUpgrade \"gb300-r07-r580-173\" (phase Proposed); "
+	              "one upgrade per rack at a time");
+	// Another rack is free, and the upgrade in flight is not its own rival.
+	a = judge(f->w, "rackupgrades", "RackUpgrade",
+	          upgrade_of("gb300-r08-r580-173", "gb300-r08", NULL));
+	assert_true(a.allowed);
+	a = judge(f->w, "rackupgrades", "RackUpgrade", load(UPGRADE));
+	assert_true(a.allowed);
+	// Halted and Paused still hold the rack; Completed and Aborted free it.
+	static const struct {
+		const char *phase;
+		bool held;
+	} cases[] = {{"Canary", true},
+	             {"Halted", true},
+	             {"Paused", true},
+	             {"Completed", false},
+	             {"Aborted", false}};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		set(json_array_get(ups, 0), "status", json_pack("{s:s}", "phase", cases[i].phase));
+		a = judge(f->w, "rackupgrades", "RackUpgrade",
+		          upgrade_of("gb300-r07-again", "gb300-r07", NULL));
+		assert_int_equal(a.allowed, !cases[i].held);
+		if (cases[i].held)
+			assert_non_null(strstr(a.msg, cases[i].phase));
+	}
+	// A pause of the second one (already admitted) is not judged again.
+	json_t *old = upgrade_of("gb300-r07-again", "gb300-r07", NULL);
+	json_t *obj = upgrade_of("gb300-r07-again", "gb300-r07", NULL);
+	set(json_array_get(ups, 0), "status", json_pack("{s:s}", "phase", "Canary"));
+	set(obj, "spec.paused", json_true());
+	a = judge_as(f->w, "UPDATE", "rackupgrades", "RackUpgrade", obj, old);
+	assert_true(a.allowed);
+}
+
+static void test_wh_validate_upgrade_one_per_rack_selector(void **state)
+{
+	struct fixture *f = *state;
+	json_t *sel = upgrade_of("training-fleet", "x", "RollingOut");
+	json_object_del(json_object_get(sel, "spec"), "rack");
+	set(sel, "spec.rackSelector",
+	    json_pack("{s:{s:s}}", "matchLabels", "nvl72.io/fleet", "training"));
+	set(sel, "metadata.uid", json_string("5d0c2a5e-0d8c-4f5e-9a51-6f3c1f0e2b7a"));
+	json_array_append_new(f->cache.lists[WEBHOOK_UPGRADES], json_deep_copy(sel));
+	// The selector picks gb300-r07: a single-rack upgrade of it waits.
+	struct answer a = judge(f->w, "rackupgrades", "RackUpgrade",
+	                        upgrade_of("gb300-r07-again", "gb300-r07", NULL));
+	assert_denied(a, 422, "RackUpgrade \"training-fleet\" (phase RollingOut)");
+	// The selector upgrade's own per-rack upgrade is not a rival.
+	json_t *child = upgrade_of("training-fleet-gb300-r07", "gb300-r07", NULL);
+	set(child, "metadata.ownerReferences",
+	    json_pack("[{s:s, s:s, s:s, s:s}]", "apiVersion", "nvl72.io/v1alpha1", "kind",
+	              "RackUpgrade", "name", "training-fleet", "uid",
+	              "5d0c2a5e-0d8c-4f5e-9a51-6f3c1f0e2b7a"));
+	a = judge(f->w, "rackupgrades", "RackUpgrade", child);
+	assert_true(a.allowed);
+	// A second selector upgrade over the same rack names it in its own field.
+	json_t *sel2 = json_deep_copy(sel);
+	set(sel2, "metadata.name", json_string("training-fleet-2"));
+	json_object_del(json_object_get(sel2, "metadata"), "uid");
+	json_object_del(sel2, "status");
+	a = judge(f->w, "rackupgrades", "RackUpgrade", sel2);
+	assert_denied(a, 422,
+	              "spec.rackSelector: rack \"gb300-r07\" already has an upgrade in flight: "
+	              "RackUpgrade \"training-fleet\"");
+	// A rack whose labels the selector does not match is free.
+	json_t *r08 = rack_r08();
+	set(r08, "metadata.labels", json_pack("{s:s}", "nvl72.io/fleet", "inference"));
+	json_array_append_new(f->cache.lists[WEBHOOK_RACKS], r08);
+	a = judge(f->w, "rackupgrades", "RackUpgrade",
+	          upgrade_of("gb300-r08-r580-173", "gb300-r08", NULL));
+	assert_true(a.allowed);
+	json_decref(sel);
+}
+
+/* The decision itself, on objects alone. */
+static void test_wh_upgrade_in_flight_on(void **state)
+{
+	(void)state;
+	json_t *rack = load(RACK);
+	json_t *mine = upgrade_of("mine", "gb300-r07", NULL);
+	json_t *other = upgrade_of("other", "gb300-r08", "Canary");
+	json_t *done = upgrade_of("done", "gb300-r07", "Completed");
+	json_t *list = json_pack("[O, O, O]", mine, other, done);
+	assert_null(wh_upgrade_in_flight_on(mine, rack, list));
+	json_t *busy = upgrade_of("busy", "gb300-r07", "Scheduled");
+	json_array_append(list, busy);
+	assert_ptr_equal(wh_upgrade_in_flight_on(mine, rack, list), busy);
+	// Seen from busy, mine (no status yet: Proposed) is the one in flight.
+	assert_ptr_equal(wh_upgrade_in_flight_on(busy, rack, list), mine);
+	json_decref(busy);
+	json_decref(list);
+	json_decref(done);
+	json_decref(other);
+	json_decref(mine);
+	json_decref(rack);
+}
+
+/* The cache lags a creation a moment ago; the live list does not. */
+static json_t *live_upgrades;
+
+static json_t *fake_list_live(void *arg, enum webhook_kind kind)
+{
+	(void)arg;
+	return kind == WEBHOOK_UPGRADES ? json_incref(live_upgrades) : NULL;
+}
+
+static void test_wh_validate_upgrade_one_per_rack_live(void **state)
+{
+	struct fixture *f = *state;
+	static const struct webhook_cache_ops live_ops = {.list = fake_list,
+	                                                  .list_live = fake_list_live};
+	struct webhook_config cfg = {.cache = &live_ops, .cache_arg = &f->cache};
+	struct webhook *w = NULL;
+	assert_int_equal(webhook_new(&cfg, &w), NV_OK);
+	live_upgrades = json_pack("[o]", load(UPGRADE));
+	struct answer a = judge(w, "rackupgrades", "RackUpgrade",
+	                        upgrade_of("gb300-r07-again", "gb300-r07", NULL));
+	assert_denied(a, 422, "RackUpgrade \"gb300-r07-r580-173\" (phase Proposed)");
+	json_decref(live_upgrades);
+	// No live list: the cache, which must have synced.
+	live_upgrades = NULL;
+	f->cache.unsynced[WEBHOOK_UPGRADES] = true;
+	a = judge(w, "rackupgrades", "RackUpgrade",
+	          upgrade_of("gb300-r07-again", "gb300-r07", NULL));
+	assert_denied(a, 503, "the operator's cache of RackUpgrades has not synced yet");
+	webhook_free(w);
+}
+
 /* ---- updates and what is not ours ------------------------------------------ */
 
 static void test_wh_validate_update_unchanged_spec_passes(void **state)
@@ -686,6 +842,10 @@ int main(void)
 	        T(test_wh_validate_upgrade_wave_size),
 	        T(test_wh_validate_upgrade_cve_not_fixed),
 	        T(test_wh_validate_upgrade_selector),
+	        T(test_wh_validate_upgrade_one_per_rack),
+	        T(test_wh_validate_upgrade_one_per_rack_selector),
+	        T(test_wh_validate_upgrade_one_per_rack_live),
+	        cmocka_unit_test(test_wh_upgrade_in_flight_on),
 	        T(test_wh_validate_update_unchanged_spec_passes),
 	        T(test_wh_validate_not_ours_passes),
 	        T(test_wh_validate_canned_reviews),
