@@ -9,19 +9,27 @@
 #define NVL72_BUF_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "nvl72/err.h"
 
 struct buf {
-	char *data; /* NUL-terminated; NULL until the first append */
-	size_t len; /* bytes used, not counting the NUL */
-	size_t cap; /* bytes allocated */
-	size_t max; /* the most len may ever be */
+	char *data;  /* NUL-terminated; NULL until the first append */
+	size_t len;  /* bytes used, not counting the NUL */
+	size_t cap;  /* bytes allocated */
+	size_t max;  /* the most len may ever be */
+	bool secret; /* buf_init_secret: no copy outlives the buffer */
 };
 
 void buf_init(struct buf *b, size_t max);
-/* Frees the storage; the buffer may be reused after buf_init. */
+/* As buf_init, for a buffer that will hold a secret (a token, a key, a
+ * Secret's data): growing moves the data to a new allocation and wipes
+ * the old one, buf_reset and buf_consume wipe the bytes they drop, and
+ * buf_clear wipes before freeing. */
+void buf_init_secret(struct buf *b, size_t max);
+/* Frees the storage (wiped first for a secret buffer); the buffer may be
+ * reused after buf_init. */
 void buf_clear(struct buf *b);
 /* Empties without freeing. */
 void buf_reset(struct buf *b);
@@ -33,8 +41,8 @@ enum nv_err buf_vprintf(struct buf *b, const char *fmt, va_list ap)
         __attribute__((format(printf, 2, 0)));
 /* Removes the first n bytes (n <= len). */
 void buf_consume(struct buf *b, size_t n);
-/* Hands the data to the caller (never NULL; free() it) and leaves the
- * buffer empty. */
+/* Hands the data to the caller (never NULL; free() it, after a wipe when
+ * it is a secret) and leaves the buffer empty. */
 char *buf_take(struct buf *b);
 /* Wipes the contents before freeing: for buffers that held secrets. */
 void buf_clear_secure(struct buf *b);

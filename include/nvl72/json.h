@@ -80,4 +80,10 @@ const char *jx_type_name(const json_t *v);
 /* Compact serialisation with sorted keys; caller frees. NULL on failure. */
 char *jx_dumps(const json_t *v);
 
+/* Overwrites every string value in the tree under v with zero bytes, in
+ * place, before a tree that held secrets (a kubeconfig's users, a
+ * Secret's data) is released. Keys are left as they are; a tree shared
+ * with another owner is wiped for it too. NULL does nothing. */
+void jx_wipe(json_t *v);
+
 #endif

@@ -17,10 +17,19 @@ void buf_init(struct buf *b, size_t max)
 	b->cap = 0;
 	/* Leaves room for the NUL and keeps len + extra + 1 from wrapping. */
 	b->max = max < SIZE_MAX / 2 ? max : SIZE_MAX / 2;
+	b->secret = false;
+}
+
+void buf_init_secret(struct buf *b, size_t max)
+{
+	buf_init(b, max);
+	b->secret = true;
 }
 
 void buf_clear(struct buf *b)
 {
+	if (b->secret)
+		secure_wipe(b->data, b->cap);
 	free(b->data);
 	b->data = NULL;
 	b->len = 0;
@@ -35,6 +44,8 @@ void buf_clear_secure(struct buf *b)
 
 void buf_reset(struct buf *b)
 {
+	if (b->secret && b->data != NULL)
+		secure_wipe(b->data, b->len);
 	b->len = 0;
 	if (b->data)
 		b->data[0] = '\0';
@@ -53,7 +64,16 @@ static enum nv_err buf_reserve(struct buf *b, size_t extra)
 		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
 	if (cap > b->max + 1)
 		cap = b->max + 1;
-	b->data = xrealloc(b->data, cap);
+	if (b->secret && b->data != NULL) {
+		// realloc may move the bytes and free the old block unwiped.
+		char *p = xmalloc(cap);
+		memcpy(p, b->data, b->len + 1);
+		secure_wipe(b->data, b->cap);
+		free(b->data);
+		b->data = p;
+	} else {
+		b->data = xrealloc(b->data, cap);
+	}
 	b->cap = cap;
 	return NV_OK;
 }
@@ -112,6 +132,8 @@ void buf_consume(struct buf *b, size_t n)
 		return;
 	}
 	memmove(b->data, b->data + n, b->len - n);
+	if (b->secret)
+		secure_wipe(b->data + b->len - n, n);
 	b->len -= n;
 	b->data[b->len] = '\0';
 }

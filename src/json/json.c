@@ -5,6 +5,7 @@
 
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -331,4 +332,21 @@ json_t *jx_merge_patch_diff(const json_t *from, const json_t *to)
 char *jx_dumps(const json_t *v)
 {
 	return json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+}
+
+void jx_wipe(json_t *v)
+{
+	const char *key;
+	json_t *m;
+	size_t i;
+	if (json_is_string(v)) {
+		// jansson owns the bytes; they are overwritten, never resized.
+		secure_wipe((char *)(uintptr_t)json_string_value(v), json_string_length(v));
+	} else if (json_is_object(v)) {
+		json_object_foreach(v, key, m)
+			jx_wipe(m);
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, m)
+			jx_wipe(m);
+	}
 }

@@ -232,7 +232,8 @@ enum nv_err kube_exec_parse(const char *out, size_t len, const char *want_api,
 	}
 	rc = NV_OK;
 out:
-	json_decref(doc); /* jansson does not wipe; the document was short-lived */
+	jx_wipe(doc); /* the token and key strings; jansson frees without wiping */
+	json_decref(doc);
 	return rc;
 }
 
@@ -347,7 +348,7 @@ enum nv_err kube_exec_run(const struct kube_exec *x, const char *server, struct 
 		                nv_err_str(rc));
 		return NV_E_AUTH;
 	}
-	buf_init(&b, KUBE_EXEC_OUT_MAX);
+	buf_init_secret(&b, KUBE_EXEC_OUT_MAX);
 	rc = exec_collect(fd, &b);
 	close(fd);
 	if (rc != NV_OK)
@@ -364,6 +365,6 @@ enum nv_err kube_exec_run(const struct kube_exec *x, const char *server, struct 
 	} else {
 		rc = kube_exec_parse(buf_str(&b), b.len, x->api_version, cred, expiry_ms, st);
 	}
-	buf_clear_secure(&b);
+	buf_clear(&b);
 	return rc;
 }

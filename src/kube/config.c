@@ -43,7 +43,7 @@ enum nv_err kube_read_file(const char *path, size_t max, char **out, size_t *len
 
 	if (fd < 0)
 		return errno == ENOENT ? NV_E_NOT_FOUND : NV_E_IO;
-	buf_init(&b, max);
+	buf_init_secret(&b, max); // token files, keys, kubeconfigs with secrets
 	for (;;) {
 		ssize_t n = read(fd, chunk, sizeof(chunk));
 		if (n < 0 && errno == EINTR)
@@ -61,7 +61,7 @@ enum nv_err kube_read_file(const char *path, size_t max, char **out, size_t *len
 	secure_wipe(chunk, sizeof(chunk));
 	close(fd);
 	if (rc != NV_OK) {
-		buf_clear_secure(&b);
+		buf_clear(&b);
 		return rc;
 	}
 	*len = b.len;

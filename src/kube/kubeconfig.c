@@ -89,9 +89,10 @@ static enum nv_err kc_merge_entry(struct kc_merge *m, int s, json_t *item, size_
 	}
 	if (json_object_get(m->sect[s], name) != NULL)
 		return NV_OK; /* the first file to define a name wins */
-	json_object_set_new(
-	        m->sect[s], name,
-	        json_pack("{s:O?,s:s,s:s}", "v", def, "dir", dir ? dir : "", "where", where));
+	// A copy: the document is wiped as soon as it is merged.
+	json_object_set_new(m->sect[s], name,
+	                    json_pack("{s:o?,s:s,s:s}", "v", def ? json_deep_copy(def) : NULL,
+	                              "dir", dir ? dir : "", "where", where));
 	return NV_OK;
 }
 
@@ -413,6 +414,13 @@ static enum nv_err kc_build(const struct kc_merge *m, const char *context, struc
 	else if (rc == NV_E_CONFIG)
 		goto out;
 	c->source = xasprintf("kubeconfig context %s", context);
+	if (c->insecure)
+		log_warn("kube",
+		         "TLS verification of the apiserver is off (insecure-skip-tls-verify): "
+		         "anyone on the path can read this client's token",
+		         "cluster=\"%s\" context=\"%s\" server=%s where=\"%s\"",
+		         jx_str_or(ctx, "cluster", ""), context, c->server,
+		         jx_str_or(cl, "where", ""));
 	rc = NV_OK;
 out:
 	if (rc != NV_OK) {
@@ -432,8 +440,10 @@ static void kc_merge_init(struct kc_merge *m)
 
 static void kc_merge_clear(struct kc_merge *m)
 {
-	for (int s = 0; s < 3; s++)
+	for (int s = 0; s < 3; s++) {
+		jx_wipe(m->sect[s]);
 		json_decref(m->sect[s]);
+	}
 	free(m->current);
 	free(m->current_where);
 }
@@ -450,6 +460,7 @@ static enum nv_err kc_merge_text(struct kc_merge *m, const char *data, size_t le
 		return rc == NV_E_TOO_LARGE ? rc : NV_E_CONFIG;
 	}
 	rc = kc_merge_doc(m, doc, dir, src, st);
+	jx_wipe(doc);
 	json_decref(doc);
 	return rc;
 }

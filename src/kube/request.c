@@ -379,7 +379,7 @@ enum nv_err kube_request(struct kube_client *c, const struct kube_raw_req *r, js
 		body = jx_dumps(r->body);
 	rc = req_run(c, r, buf_str(&url), body, out, st);
 out:
-	free(body);
+	secure_free_str(body); // a TokenReview or a Secret write carries one
 	buf_clear(&url);
 	return rc;
 }

@@ -101,7 +101,9 @@ struct kube_xfer *kube_xfer_new(size_t max_body, bool streaming)
 		log_error("kube", "curl_easy_init failed; out of memory", NULL);
 		abort();
 	}
-	buf_init(&x->resp, streaming ? STREAM_MAX : max_body);
+	// Any response may carry a secret (a TokenReview echoes its token, a
+	// Secret read its data): the buffer leaves no copy behind.
+	buf_init_secret(&x->resp, streaming ? STREAM_MAX : max_body);
 	x->streaming = streaming;
 	x->retry_after_s = -1;
 	kube_cond_init(&x->cond);
@@ -122,7 +124,7 @@ void kube_xfer_free(struct kube_xfer *x)
 	for (struct curl_slist *h = x->hdrs; h != NULL; h = h->next)
 		secure_wipe(h->data, strlen(h->data));
 	curl_slist_free_all(x->hdrs);
-	free(x->req_body);
+	secure_free_str(x->req_body);
 	buf_clear(&x->resp);
 	pthread_cond_destroy(&x->cond);
 	free(x);

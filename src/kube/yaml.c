@@ -215,6 +215,9 @@ enum nv_err kube_yaml_load(const char *data, size_t len, json_t **out, char *err
 			break;
 		}
 		rc = yevent(&y, &ev, &done);
+		// A kubeconfig's scalars include its tokens and keys.
+		if (ev.type == YAML_SCALAR_EVENT && ev.data.scalar.value != NULL)
+			secure_wipe(ev.data.scalar.value, ev.data.scalar.length);
 		yaml_event_delete(&ev);
 	}
 	yaml_parser_delete(&p);

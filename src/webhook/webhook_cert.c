@@ -355,13 +355,13 @@ static enum nv_err secret_put(struct webhook_cert *c, json_t *secret, bool exist
 	enum nv_err rc = NV_OK;
 	const char *names[] = {"tls.crt", "tls.key", "ca.crt"};
 	const char *vals[] = {c->crt, c->key, c->ca};
-	buf_init(&b, CERT_PEM_MAX * 2);
+	buf_init_secret(&b, CERT_PEM_MAX * 2);
 	for (size_t i = 0; i < 3 && rc == NV_OK; i++) {
 		buf_reset(&b);
 		rc = b64_encode(vals[i], strlen(vals[i]), &b);
 		json_object_set_new(data, names[i], json_string(buf_str(&b)));
 	}
-	buf_clear_secure(&b);
+	buf_clear(&b);
 	secret_wipe(secret);
 	json_object_set_new(secret, "data", data);
 	json_object_del(secret, "stringData");

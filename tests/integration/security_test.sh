@@ -10,7 +10,8 @@
 #     the wrong CA, or with none (system trust), is refused at start; a
 #     non-boolean insecure-skip-tls-verify is refused naming the field; no
 #     flag or environment variable turns verification off; only an explicit
-#     insecure-skip-tls-verify: true does.
+#     insecure-skip-tls-verify: true does, and then with a warning naming the
+#     kubeconfig's cluster (and none from a verifying client).
 #  3. The dashboard without a token shows nothing sensitive: every route and
 #     the websocket feed, fetched unauthenticated, carry no token, no key
 #     and none of the webhook Secret's data.
@@ -135,6 +136,9 @@ check "only an explicit insecure-skip-tls-verify: true turns verification off" $
 	"$(one_line "$(tail -3 "$work/insecure.log")")"
 kill -TERM "$ipid" 2>/dev/null
 wait "$ipid" 2>/dev/null
+grep -F 'insecure-skip-tls-verify' "$work/insecure.log" | grep -qF 'cluster="c"'
+check "turning verification off logs a warning naming the kubeconfig cluster" $? \
+	"$(one_line "$(grep -i 'tls' "$work/insecure.log" | head -2)")"
 
 # ---- 1. an end to end at debug level --------------------------------------------
 
@@ -246,6 +250,9 @@ check "nothing sensitive on the dashboard without a token (routes and feed)" $? 
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
 pids=()
+! grep -qF 'TLS verification of the apiserver is off' "$work"/operator.log "$work"/agent-*.log
+check "a client that verifies TLS logs no such warning" $? \
+	"$(grep -lF 'TLS verification of the apiserver is off' "$work"/operator.log "$work"/agent-*.log | head -2)"
 logs=("$work"/operator.log "$work"/insecure.log "$work"/agent-*.log)
 lines=$(cat "${logs[@]}" | wc -l)
 debug=$(grep -c ' debug ' "$work/operator.log")

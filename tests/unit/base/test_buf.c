@@ -86,6 +86,36 @@ static void test_buf_take_moves_ownership(void **state)
 	assert_null(b.data);
 }
 
+/* A secret buffer keeps its contents through growth, and what reset and
+ * consume drop is zeroed in place (the allocation is still ours to read). */
+static void test_buf_secret_wipes_what_it_drops(void **state)
+{
+	(void)state;
+	struct buf b;
+	buf_init_secret(&b, 1 << 20);
+	assert_true(b.secret);
+	assert_int_equal(buf_append_str(&b, "Bearer abc.def"), NV_OK);
+	for (int i = 0; i < 200; i++)
+		assert_int_equal(buf_append_str(&b, "0123456789"), NV_OK);
+	assert_int_equal(b.len, 14 + 2000);
+	assert_memory_equal(b.data, "Bearer abc.def0123", 18);
+	assert_true(b.secret);
+	buf_consume(&b, 1000);
+	assert_int_equal(b.len, 1014);
+	for (size_t i = b.len + 1; i < 2015; i++)
+		assert_int_equal(b.data[i], 0);
+	size_t len = b.len;
+	buf_reset(&b);
+	for (size_t i = 0; i < len; i++)
+		assert_int_equal(b.data[i], 0);
+	buf_clear(&b);
+	assert_null(b.data);
+	// A plain buffer is not marked.
+	buf_init(&b, 64);
+	assert_false(b.secret);
+	buf_clear(&b);
+}
+
 static void test_buf_init_huge_max_is_clamped(void **state)
 {
 	(void)state;
@@ -105,6 +135,7 @@ int main(void)
 	        cmocka_unit_test(test_buf_consume_shifts),
 	        cmocka_unit_test(test_buf_take_moves_ownership),
 	        cmocka_unit_test(test_buf_init_huge_max_is_clamped),
+	        cmocka_unit_test(test_buf_secret_wipes_what_it_drops),
 	};
 	return cmocka_run_group_tests_name("base/buf", tests, NULL, NULL);
 }

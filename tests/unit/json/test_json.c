@@ -122,6 +122,28 @@ static void test_jx_merge_patch_rfc7386_cases(void **state)
 	json_decref(t);
 }
 
+static void test_jx_wipe_zeroes_every_string(void **state)
+{
+	(void)state;
+	json_t *j = json_pack("{s:{s:s, s:[s, i, {s:s}]}, s:s, s:b}", "data", "tls.key",
+	                      "LS0tLS1CRUdJTg==", "list", "token-one", 7, "token", "token-two",
+	                      "name", "kept-length", "flag", 1);
+	jx_wipe(j);
+	const char *paths[] = {"data.tls\\.key", "data.list[0]", "data.list[2].token", "name"};
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		const json_t *s = jx_path(j, paths[i]);
+		assert_non_null(s);
+		for (size_t k = 0; k < json_string_length(s); k++)
+			assert_int_equal(json_string_value(s)[k], 0);
+	}
+	// Lengths, keys and other values are left alone.
+	assert_int_equal(json_string_length(jx_path(j, "name")), 11);
+	assert_int_equal(json_integer_value(jx_path(j, "data.list[1]")), 7);
+	assert_true(json_is_true(jx_path(j, "flag")));
+	jx_wipe(NULL);
+	json_decref(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -131,6 +153,7 @@ int main(void)
 	        cmocka_unit_test(test_jx_get_int_bool_range),
 	        cmocka_unit_test(test_jx_set_take_creates_objects),
 	        cmocka_unit_test(test_jx_merge_patch_rfc7386_cases),
+	        cmocka_unit_test(test_jx_wipe_zeroes_every_string),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -247,6 +247,42 @@ static void test_kube_exec_parse_credential(void **state)
 	assert_int_equal(kube_exec_parse("junk", 4, "v", &cred, &exp, &st), NV_E_AUTH);
 }
 
+/* Turning TLS verification off is allowed but never silent: one warning
+ * that names the kubeconfig's cluster (and never the token). */
+static void test_kube_config_parse_insecure_warns_naming_cluster(void **state)
+{
+	(void)state;
+	static const char *insecure =
+	        "current-context: a\n"
+	        "clusters:\n- name: lab-east\n  cluster:\n    server: https://10.0.0.1:6443\n"
+	        "    insecure-skip-tls-verify: true\n"
+	        "users:\n- name: u\n  user: {token: \"t0ken-value\"}\n"
+	        "contexts:\n- name: a\n  context: {cluster: lab-east, user: u}\n";
+	char *text = NULL;
+	size_t len = 0;
+	FILE *logf = open_memstream(&text, &len);
+	log_set_level(LOG_LVL_INFO);
+	log_set_stream(logf);
+	struct kube_config *c = parse_ok(insecure, NULL);
+	assert_true(c->insecure);
+	kube_config_free(c);
+	c = parse_ok(good, NULL);
+	kube_config_free(c);
+	log_set_stream(stderr);
+	fclose(logf);
+	assert_non_null(strstr(text, "insecure-skip-tls-verify"));
+	assert_non_null(strstr(text, "cluster=\"lab-east\""));
+	assert_non_null(strstr(text, "server=https://10.0.0.1:6443"));
+	assert_non_null(strstr(text, "clusters[0]"));
+	assert_null(strstr(text, "t0ken-value"));
+	// Only the insecure configuration warns: the good one names c1 nowhere.
+	assert_null(strstr(text, "cluster=\"c1\""));
+	const char *nl = strchr(text, '\n');
+	assert_non_null(nl);
+	assert_int_equal(nl[1], '\0');
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -259,6 +295,7 @@ int main(void)
 	        cmocka_unit_test(test_kube_config_in_cluster_at),
 	        cmocka_unit_test(test_kube_b64_decode_variants),
 	        cmocka_unit_test(test_kube_exec_parse_credential),
+	        cmocka_unit_test(test_kube_config_parse_insecure_warns_naming_cluster),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
