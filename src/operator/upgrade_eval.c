@@ -612,6 +612,18 @@ static bool fabric_ok(const struct op_upgrade_tray *t)
 	       strcmp(t->fabric_health, "Healthy") == 0;
 }
 
+/* A fault that waiting cannot clear: the fabric has settled (Completed)
+ * and its health, NVML's summary or the agent's reading of the mask (one
+ * mask fault already makes the tray Unhealthy), is Unhealthy or
+ * LimitedCapacity. A state or health still unknown (NotSupported, not yet
+ * reported, the fabric still training) may yet become Healthy. */
+static bool fabric_faulted(const struct op_upgrade_tray *t)
+{
+	return t && strcmp(t->fabric_state, "Completed") == 0 &&
+	       (strcmp(t->fabric_health, "Unhealthy") == 0 ||
+	        strcmp(t->fabric_health, "LimitedCapacity") == 0);
+}
+
 /* Appends to msg (cap bytes) why the first of trays whose fabric is not
  * ok is not, as its agent says ("tray 3: GPU 2: Unhealthy from the health
  * mask (routeUnhealthy)"), or, when all are ok, how many were decided from
@@ -662,8 +674,29 @@ static enum verdict wait_check(struct pass *p, struct api_upgrade_step *s,
 	return V_WAIT;
 }
 
+/* Waits while any tray's fabric may still become Healthy; once none may
+ * and a tray has a settled fault, the step fails (the upgrade halts)
+ * naming the tray and its GPU, instead of waiting for ever. */
 static enum verdict fabric_wait_check(struct pass *p, struct api_upgrade_step *s)
 {
+	uint32_t pending = 0, faulted = 0;
+	for (int i = 1; i <= API_COMPUTE_TRAYS; i++) {
+		const struct op_upgrade_tray *t = tray_at(p->in, i);
+		if (!(s->trays & (1u << i)) || fabric_ok(t))
+			continue;
+		if (fabric_faulted(t))
+			faulted |= 1u << i;
+		else
+			pending |= 1u << i;
+	}
+	if (pending == 0 && faulted != 0) {
+		char list[64], why[sizeof(s->message)];
+		trays_text(faulted, list, sizeof(list));
+		snprintf(why, sizeof(why), "fabric fault on trays %s", list);
+		fabric_note(p, faulted, why, sizeof(why));
+		step_end(p, s, API_STEP_FAILED, "%s", why);
+		return V_FAILED;
+	}
 	enum verdict v = wait_check(p, s, fabric_ok, "fabric Completed and Healthy");
 	fabric_note(p, s->trays, s->message, sizeof(s->message));
 	return v;

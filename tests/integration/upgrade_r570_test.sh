@@ -7,11 +7,14 @@
 # sample (plus an R570 patch stack), a Rack of 18 simulated trays with a real
 # agent each:
 #   1. R570 to R570 (570.158.01 to 570.211.01): the canary is still on API 12
-#      after its driver change. A fault in canary tray 2 GPU 2's mask keeps
-#      WaitFabric waiting, its message naming the tray and the GPU, with no
-#      tray outside the canary touched; the fault cleared, the upgrade
-#      completes on mask-derived health.
-#   2. R570 to R580 (the sample's manual edge, to 580.95.05): completes, and
+#      after its driver change. A fault in canary tray 2 GPU 2's mask is a
+#      definite Unhealthy once the fabric has settled: the canary's
+#      WaitFabric fails and the upgrade halts, naming the tray and the GPU,
+#      with no tray outside the canary touched and no gate run. Aborted, the
+#      canary is released.
+#   2. The fault cleared, the same move again completes on mask-derived
+#      health (the canary trays already run the target).
+#   3. R570 to R580 (the sample's manual edge, to 580.95.05): completes, and
 #      the trays, now on API 13, report NVML's own summary.
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
@@ -83,25 +86,45 @@ asked2() { [[ $(k get computetray "$tray2" -o jsonpath='{.spec.driver.version}')
 wait_for 120 asked2
 check "the canary's tray 2 is asked for driver $TO_DRIVER" $? "$(ustatus "$U1" '.status | {phase, message}')"
 simctl gpu "$(tray 2)" 2 health_mask=0x9A
-named() { [[ $(wait_fabric_msg "$U1") == *"(tray 2: GPU 2: Unhealthy from the health mask (routeUnhealthy))"* ]]; }
-wait_for 120 named
-check "a fault in GPU 2's mask keeps the canary's WaitFabric waiting, naming tray 2 and GPU 2" $? \
-	"$(wait_fabric_msg "$U1") / $(ustatus "$U1" '.status | {phase, message}')"
-phase_is "$U1" Canary
-check "the upgrade stays in Canary" $? "$(phase "$U1")"
+fault="fabric fault on trays 2 (tray 2: GPU 2: Unhealthy from the health mask (routeUnhealthy))"
+wait_for 300 phase_in "$U1" Completed Halted Aborted
+phase_is "$U1" Halted && [[ $(ustatus "$U1" .status.message | jq -r .) == *"(WaitFabric, wave 0) failed: $fault"* ]]
+check "a fault in GPU 2's mask halts the upgrade at the canary, naming tray 2 and GPU 2 ($((SECONDS - t0))s)" $? \
+	"$(ustatus "$U1" '.status | {phase, message}')"
+[[ $(wait_fabric_msg "$U1") == "$fault" ]] &&
+	[[ $(ustatus "$U1" '[.status.steps[] | select(.wave == 0 and .action == "Validate")][0].phase' | jq -r .) == Pending ]]
+check "the canary's WaitFabric failed with the GPU's fault; the gate never ran" $? \
+	"$(wait_fabric_msg "$U1") / $(ustatus "$U1" '[.status.steps[] | select(.wave == 0) | {action, phase}]')"
+events_for "$U1" | grep -qx Halted
+check "a Halted event" $? "$(events_for "$U1" | tr '\n' ' ')"
 others=$(trays_json | jq -c --arg d "$FROM_DRIVER" '[.[] | select(.spec.index > 2) |
 	select((.spec.driver.version // $d) != $d or .status.driver.version != $d or
-	(.spec.maintenance.state // "None") != "None") | .spec.index]')
+	(.spec.maintenance.state // "None") != "None") |
+	{i: .spec.index, spec: .spec.driver.version, status: .status.driver.version, maint: .spec.maintenance}]')
 [[ $others == "[]" ]]
 check "no tray outside the canary touched" $? "$others"
+k patch rackupgrade "$U1" --type=merge -p '{"spec":{"abort":true}}' >/dev/null
+wait_for 60 phase_is "$U1" Aborted && wait_for 30 released
+check "abort releases the held canary" $? "$(ustatus "$U1" '.status | {phase, message}')"
 simctl gpu "$(tray 2)" 2 health_mask=0x1AA
-wait_for 300 phase_in "$U1" Completed Halted Aborted
-phase_is "$U1" Completed
-check "the fault cleared: $U1 Completed on mask-derived health ($((SECONDS - t0))s)" $? \
-	"$(ustatus "$U1" '.status | {phase, message}')"
-[[ $(wait_fabric_msg "$U1") == "fabric Completed and Healthy on 2 trays (2 from the health mask)" ]]
-check "the canary's WaitFabric says its health came from the mask" $? "$(wait_fabric_msg "$U1")"
-ev=$(ustatus "$U1" '.status.steps[] | select(.action == "Validate") | .evidence | "\(.passed) \(.fabricState)"')
+wait_for 60 masked mask
+check "the fault cleared, every GPU Healthy from its mask again" $? \
+	"$(trays_json | jq -c '[.[].status.gpus[]?.fabric | "\(.healthSummary)/\(.healthSource)"] | group_by(.) | map("\(.[0]) \(length)")')"
+
+# --------------------------------------- 2. the same move, no fault ---
+U1B=r07-r570-211-again
+t0=$SECONDS
+out=$(upgrade "$U1B" routine | k create -f - 2>&1)
+check "create the move $FROM -> $TO again" $? "$out"
+wait_for 60 phase_is "$U1B" AwaitingApproval && out=$(approve_all "$U1B")
+check "approve it" $? "$out $(ustatus "$U1B" '.status | {phase, message}')"
+wait_for 300 phase_in "$U1B" Completed Halted Aborted
+phase_is "$U1B" Completed
+check "$U1B Completed on mask-derived health ($((SECONDS - t0))s)" $? \
+	"$(ustatus "$U1B" '.status | {phase, message}')"
+[[ $(wait_fabric_msg "$U1B") == "fabric Completed and Healthy on 2 trays (2 from the health mask)" ]]
+check "the canary's WaitFabric says its health came from the mask" $? "$(wait_fabric_msg "$U1B")"
+ev=$(ustatus "$U1B" '.status.steps[] | select(.action == "Validate") | .evidence | "\(.passed) \(.fabricState)"')
 [[ $ev == '"true Completed"' ]]
 check "the gate passed with the fabric Completed" $? "$ev"
 drivers=$(trays_json | jq -c '[.[].status.driver.version] | unique')
@@ -110,7 +133,7 @@ check "every tray on $TO_DRIVER, still Healthy from the mask" $? "$drivers"
 wait_for 30 stack_is "$TO"
 check "the Rack reports stack $TO" $? "$(k get rack "$RACK" -o jsonpath='{.status.stack}')"
 
-# ------------------------------------------------ 2. R570 to R580 ---
+# ------------------------------------------------ 3. R570 to R580 ---
 U2=r07-r580-95
 t0=$SECONDS
 out=$(TO=$R580 upgrade "$U2" routine "  reason: branch change to R580" | k create -f - 2>&1)

@@ -474,9 +474,24 @@ static void test_op_upgrade_eval_mask_health_passes(void **state)
 	world_free(w);
 }
 
-/* A fault in a canary GPU's mask: the upgrade waits at the canary, naming
- * the tray and the GPU, and touches nothing outside the canary. */
-static void test_op_upgrade_eval_mask_fault_names_gpu(void **state)
+/* The first step with action in wave wave, from the stored record. */
+static const json_t *step_of(struct world *w, const char *action, int wave)
+{
+	json_t *s;
+	size_t i;
+	json_array_foreach(json_object_get(w->status, "steps"), i, s) {
+		if (strcmp(jx_str_or(s, "action", ""), action) == 0 &&
+		    json_integer_value(json_object_get(s, "wave")) == wave)
+			return s;
+	}
+	return NULL;
+}
+
+/* A fault in a canary GPU's mask on a settled fabric (R570: no summary,
+ * health decided from the mask) is a definite Unhealthy: the canary's
+ * WaitFabric fails and the upgrade halts, naming the tray and the GPU,
+ * with nothing outside the canary touched and no gate run. */
+static void test_op_upgrade_eval_mask_fault_halts_naming_gpu(void **state)
 {
 	(void)state;
 	struct world *w = world_new();
@@ -484,11 +499,91 @@ static void test_op_upgrade_eval_mask_fault_names_gpu(void **state)
 	w->trays[1].fabric_health = "Unhealthy";
 	w->trays[1].fabric_why = "GPU 2: Unhealthy from the health mask (routeUnhealthy)";
 	approve(w, MATRIX_L_WORKLOAD, "alice", false);
-	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_CANARY);
-	assert_string_equal(step_msg(w, "WaitFabric", 0),
-	                    "waiting for fabric Completed and Healthy on trays 2 (tray 2: GPU 2: "
-	                    "Unhealthy from the health mask (routeUnhealthy))");
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
+	const char *want = "fabric fault on trays 2 (tray 2: GPU 2: Unhealthy from the health "
+	                   "mask (routeUnhealthy))";
+	assert_string_equal(step_msg(w, "WaitFabric", 0), want);
+	assert_string_equal(jx_str_or(step_of(w, "WaitFabric", 0), "phase", ""), "Failed");
+	assert_non_null(strstr(status_str(w, "message"), "(WaitFabric, wave 0) failed: "));
+	assert_non_null(strstr(status_str(w, "message"), want));
+	assert_string_equal(w->last_event, "Halted");
+	assert_string_equal(jx_str_or(step_of(w, "Validate", 0), "phase", ""), "Pending");
 	assert_int_equal(w->touched & ~((1u << 1) | (1u << 2)), 0);
+	for (int i = 2; i < 18; i++)
+		assert_string_equal(w->driver[i], FROM_DRIVER);
+	world_free(w);
+}
+
+/* NVML's own Unhealthy summary, and LimitedCapacity, halt the same way. */
+static void test_op_upgrade_eval_summary_fault_halts(void **state)
+{
+	(void)state;
+	static const char *const health[] = {"Unhealthy", "LimitedCapacity"};
+	for (size_t k = 0; k < 2; k++) {
+		struct world *w = world_new();
+		w->trays[0].fabric_health = health[k];
+		w->trays[0].fabric_why = "GPU 0: Unhealthy";
+		approve(w, MATRIX_L_WORKLOAD, "alice", false);
+		assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
+		assert_string_equal(step_msg(w, "WaitFabric", 0),
+		                    "fabric fault on trays 1 (tray 1: GPU 0: Unhealthy)");
+		world_free(w);
+	}
+}
+
+/* What may still become Healthy keeps WaitFabric waiting: a fabric still
+ * training, a health not reported (NotSupported, or none). A settled fault
+ * elsewhere waits for those too, then halts; cleared in time, the upgrade
+ * completes. */
+static void test_op_upgrade_eval_fabric_unknown_waits(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	w->trays[0].fabric_state = "InProgress";
+	w->trays[0].fabric_health = "Unhealthy";
+	w->trays[1].fabric_health = "NotSupported";
+	w->trays[1].fabric_source = "mask";
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED) | P(VALIDATING)), API_PHASE_CANARY);
+	assert_non_null(strstr(step_msg(w, "WaitFabric", 0),
+	                       "waiting for fabric Completed and Healthy on trays 1,2"));
+	w->trays[1].fabric_health = "";
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED) | P(VALIDATING)), API_PHASE_CANARY);
+	// Tray 2 cleared and tray 1 settled: Healthy, so the canary goes on.
+	w->trays[0].fabric_state = "Completed";
+	w->trays[0].fabric_health = "Healthy";
+	w->trays[1].fabric_health = "Healthy";
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+	world_free(w);
+
+	// Tray 1 still training while tray 2 has a settled fault: wait, then halt.
+	w = world_new();
+	w->trays[0].fabric_state = "InProgress";
+	w->trays[1].fabric_health = "Unhealthy";
+	w->trays[1].fabric_why = "GPU 1: Unhealthy from the health mask (accessTimeoutRecovery)";
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED) | P(VALIDATING)), API_PHASE_CANARY);
+	w->trays[0].fabric_state = "Completed";
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
+	assert_string_equal(step_msg(w, "WaitFabric", 0),
+	                    "fabric fault on trays 2 (tray 2: GPU 1: Unhealthy from the health "
+	                    "mask (accessTimeoutRecovery))");
+	world_free(w);
+}
+
+/* A later wave halts the same way: the tray is never released unhealthy. */
+static void test_op_upgrade_eval_fabric_fault_in_wave(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	w->trays[9].fabric_health = "Unhealthy";
+	w->trays[9].fabric_why = "GPU 3: Unhealthy from the health mask (routeRecovery)";
+	w->trays[9].fabric_source = "mask";
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
+	assert_non_null(strstr(status_str(w, "message"), "(tray 10: GPU 3: Unhealthy from the "
+	                                                 "health mask (routeRecovery))"));
+	assert_non_null(strstr(status_str(w, "message"), "WaitFabric"));
 	world_free(w);
 }
 
@@ -877,7 +972,10 @@ int main(void)
 	        cmocka_unit_test(test_op_upgrade_eval_happy_path),
 	        cmocka_unit_test(test_op_upgrade_eval_gate_failure),
 	        cmocka_unit_test(test_op_upgrade_eval_mask_health_passes),
-	        cmocka_unit_test(test_op_upgrade_eval_mask_fault_names_gpu),
+	        cmocka_unit_test(test_op_upgrade_eval_mask_fault_halts_naming_gpu),
+	        cmocka_unit_test(test_op_upgrade_eval_summary_fault_halts),
+	        cmocka_unit_test(test_op_upgrade_eval_fabric_unknown_waits),
+	        cmocka_unit_test(test_op_upgrade_eval_fabric_fault_in_wave),
 	        cmocka_unit_test(test_op_upgrade_eval_rejected),
 	        cmocka_unit_test(test_op_upgrade_eval_security),
 	        cmocka_unit_test(test_op_upgrade_eval_window_wait),
