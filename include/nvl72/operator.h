@@ -85,6 +85,7 @@ struct op_config {
 	int upgrade_workers;
 	int64_t cache_sync_timeout_ms;
 	int64_t shutdown_timeout_ms;
+	int64_t shutdown_delay_ms;            /* keep serving the webhook this long after SIGTERM */
 	const char *fabric_backend;           /* none | nmx-m | sim */
 	const char *fabric_endpoint;          /* NMX-M base URL */
 	const char *fabric_secret;            /* "namespace/name" of the credentials, "" none */

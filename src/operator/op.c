@@ -100,6 +100,18 @@ static bool check_informers(void *arg, struct buf *why)
 	return true;
 }
 
+/* Readiness: not once a stop was requested (--shutdown-delay). */
+static bool check_running(void *arg, struct buf *why)
+{
+	struct op *op = arg;
+	pthread_mutex_lock(&op->mu);
+	bool stopping = op->stop;
+	pthread_mutex_unlock(&op->mu);
+	if (stopping)
+		(void)buf_append_str(why, "shutting down");
+	return !stopping;
+}
+
 /* Liveness: the election thread ended without us asking. */
 static bool check_leader(void *arg, struct buf *why)
 {
@@ -257,6 +269,7 @@ static enum nv_err op_build(struct op *op)
 		web_check_add(op->probes, WEB_PROBE_LIVE, "leader-election", check_leader, op);
 		web_check_add(op->probes, WEB_PROBE_READY, "ping", check_ping, op);
 		web_check_add(op->probes, WEB_PROBE_READY, "informers", check_informers, op);
+		web_check_add(op->probes, WEB_PROBE_READY, "shutdown", check_running, op);
 	}
 	return NV_OK;
 }
@@ -436,6 +449,8 @@ static void *leader_main(void *arg)
 void op_request_stop(struct op *op)
 {
 	pthread_mutex_lock(&op->mu);
+	if (!op->stop)
+		op->stop_ms = time_mono_ms();
 	op->stop = true;
 	pthread_cond_broadcast(&op->cv);
 	pthread_mutex_unlock(&op->mu);
@@ -624,6 +639,24 @@ static void follow(struct op *op, struct leader_thread *lt)
 	pthread_mutex_unlock(&op->mu);
 }
 
+/* The rest of --shutdown-delay after the stop request: the webhook and
+ * /metrics keep answering (and /readyz fails) until the Service's
+ * endpoints have dropped this replica. A connection the API server opens
+ * to a replica that already closed its listener is refused, and refused
+ * admission fails closed; the kubelet kills a pod deleted by force 2 s
+ * after SIGTERM, the chart's delay. */
+static void shutdown_delay(struct op *op)
+{
+	pthread_mutex_lock(&op->mu);
+	int64_t left = op->stop_ms + op->cfg.shutdown_delay_ms - time_mono_ms();
+	pthread_mutex_unlock(&op->mu);
+	if (op->stop_ms > 0 && left > 0) {
+		log_info(OP_COMP, "serving until the endpoints drop this replica", "delay_ms=%lld",
+		         (long long)left);
+		time_sleep_ms(left);
+	}
+}
+
 enum nv_err op_run(struct op *op)
 {
 	struct leader_thread lt = {.op = op};
@@ -669,6 +702,7 @@ enum nv_err op_run(struct op *op)
 	lost = op->lost;
 	pthread_mutex_unlock(&op->mu);
 	kube_recorder_flush(op->rec, 5000);
+	shutdown_delay(op);
 	web_server_stop(op->webhook);
 	web_server_stop(op->dash);
 	web_server_stop(op->metrics_srv);

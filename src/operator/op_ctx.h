@@ -164,6 +164,7 @@ struct op {
 	bool leading;     /* set by the election callbacks */
 	bool lost;        /* leadership lost: exit non-zero */
 	bool stop;        /* op_request_stop */
+	int64_t stop_ms;  /* monotonic time of the first stop request */
 	bool leader_done; /* the election thread returned */
 	bool workers_on;  /* controllers running (main thread only) */
 

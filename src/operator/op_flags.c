@@ -87,6 +87,9 @@ const struct flag op_flags[] = {
          "How long a new leader waits for its caches before it gives up leading."},
         {"graceful-shutdown-timeout", CFG(shutdown_timeout_ms), OP_FLAG_DURATION, "30s", 0,
          10 * 60000, NULL, "How long in-flight reconciles may take to finish on SIGTERM."},
+        {"shutdown-delay", CFG(shutdown_delay_ms), OP_FLAG_DURATION, "0s", 0, 60000, NULL,
+         "After SIGTERM, keep serving the webhook and /metrics this long, /readyz failing, so "
+         "that the Service drops this replica before its listeners close."},
         {"fabric-backend", CFG(fabric_backend), OP_FLAG_STRING, "none", 0, 0, NULL,
          "NVLink partition backend for RackPartitions: nmx-m, sim (tests), or none (partitions "
          "stay Pending with a condition saying so)."},
