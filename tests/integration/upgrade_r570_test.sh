@@ -75,6 +75,10 @@ wait_fabric_msg() { ustatus "$1" '[.status.steps[] | select(.action == "WaitFabr
 
 # ------------------------------------------- 1. R570 to R570, a fault ---
 U1=r07-r570-211
+# Tray 2's installer takes 5 s, so the fault below is in its mask before
+# the new driver runs and WaitFabric can judge it, however slow this
+# shell is to write it.
+simctl installer-delay "$(tray 2)" 5000
 t0=$SECONDS
 out=$(upgrade "$U1" routine | k create -f - 2>&1)
 check "create a routine RackUpgrade $FROM -> $TO" $? "$out"
@@ -97,6 +101,7 @@ check "the canary's WaitFabric failed with the GPU's fault; the gate never ran" 
 	"$(wait_fabric_msg "$U1") / $(ustatus "$U1" '[.status.steps[] | select(.wave == 0) | {action, phase}]')"
 events_for "$U1" | grep -qx Halted
 check "a Halted event" $? "$(events_for "$U1" | tr '\n' ' ')"
+simctl installer-delay "$(tray 2)" 0
 others=$(trays_json | jq -c --arg d "$FROM_DRIVER" '[.[] | select(.spec.index > 2) |
 	select((.spec.driver.version // $d) != $d or .status.driver.version != $d or
 	(.spec.maintenance.state // "None") != "None") |
