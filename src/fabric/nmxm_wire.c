@@ -291,34 +291,40 @@ enum nv_err nmxm_partition_from_json(const json_t *o, struct fabric_partition *p
 	return members_from_json(json_object_get(o, "Members"), p, e);
 }
 
-enum nv_err nmxm_parse_partition_list(const char *data, size_t len, struct fabric_partition **out,
-                                      size_t *n, struct jx_err *e)
+/* A JSON array of at most max elements of size bytes each, every element
+ * parsed by item into a zeroed array with one spare slot. An element's
+ * error is prefixed "<label>[i]: ". */
+typedef enum nv_err (*item_fn)(const json_t *o, void *dst, struct jx_err *e);
+
+static enum nv_err parse_array(const char *data, size_t len, const char *what, const char *label,
+                               size_t max, size_t size, item_fn item, void **out, size_t *n,
+                               struct jx_err *e)
 {
-	struct fabric_partition *all = NULL;
-	json_t *root = NULL, *item;
+	char *all = NULL;
+	json_t *root = NULL, *o;
 	enum nv_err err = load(data, len, &root, e);
 	size_t i;
 
 	if (err != NV_OK)
 		return err;
 	if (!json_is_array(root)) {
-		snprintf(e->msg, sizeof(e->msg), "partitions: expected an array, got %s",
+		snprintf(e->msg, sizeof(e->msg), "%s: expected an array, got %s", what,
 		         jx_type_name(root));
 		err = NV_E_PARSE;
 		goto out;
 	}
-	if (json_array_size(root) > FABRIC_PARTITIONS_MAX) {
-		snprintf(e->msg, sizeof(e->msg), "partitions: more than %d", FABRIC_PARTITIONS_MAX);
+	if (json_array_size(root) > max) {
+		snprintf(e->msg, sizeof(e->msg), "%s: more than %zu", what, max);
 		err = NV_E_TOO_LARGE;
 		goto out;
 	}
-	all = xcalloc(json_array_size(root) + 1, sizeof(*all));
-	json_array_foreach(root, i, item) {
-		err = nmxm_partition_from_json(item, &all[i], e);
+	all = xcalloc(json_array_size(root) + 1, size);
+	json_array_foreach(root, i, o) {
+		err = item(o, all + i * size, e);
 		if (err != NV_OK) {
-			char inner[sizeof(e->msg) - 24];
+			char inner[sizeof(e->msg) - 32];
 			str_copy(inner, sizeof(inner), e->msg);
-			snprintf(e->msg, sizeof(e->msg), "[%zu]: %s", i, inner);
+			snprintf(e->msg, sizeof(e->msg), "%s[%zu]: %s", label, i, inner);
 			goto out;
 		}
 	}
@@ -328,6 +334,23 @@ enum nv_err nmxm_parse_partition_list(const char *data, size_t len, struct fabri
 out:
 	free(all);
 	json_decref(root);
+	return err;
+}
+
+static enum nv_err partition_item(const json_t *o, void *dst, struct jx_err *e)
+{
+	return nmxm_partition_from_json(o, dst, e);
+}
+
+enum nv_err nmxm_parse_partition_list(const char *data, size_t len, struct fabric_partition **out,
+                                      size_t *n, struct jx_err *e)
+{
+	void *all = NULL;
+	enum nv_err err = parse_array(data, len, "partitions", "", FABRIC_PARTITIONS_MAX,
+	                              sizeof(struct fabric_partition), partition_item, &all, n, e);
+
+	if (err == NV_OK)
+		*out = all;
 	return err;
 }
 
@@ -417,43 +440,20 @@ static enum nv_err gpu_from_json(const json_t *o, struct nmxm_gpu *g, struct jx_
 	return err == NV_E_NOT_FOUND ? NV_OK : err;
 }
 
+static enum nv_err gpu_item(const json_t *o, void *dst, struct jx_err *e)
+{
+	return gpu_from_json(o, dst, e);
+}
+
 enum nv_err nmxm_parse_gpu_list(const char *data, size_t len, struct nmxm_gpu **out, size_t *n,
                                 struct jx_err *e)
 {
-	struct nmxm_gpu *all = NULL;
-	json_t *root = NULL, *item;
-	enum nv_err err = load(data, len, &root, e);
-	size_t i;
+	void *all = NULL;
+	enum nv_err err = parse_array(data, len, "gpus", "gpus", NMXM_GPUS_MAX,
+	                              sizeof(struct nmxm_gpu), gpu_item, &all, n, e);
 
-	if (err != NV_OK)
-		return err;
-	if (!json_is_array(root)) {
-		snprintf(e->msg, sizeof(e->msg), "gpus: expected an array, got %s",
-		         jx_type_name(root));
-		err = NV_E_PARSE;
-		goto out;
-	}
-	if (json_array_size(root) > NMXM_GPUS_MAX) {
-		snprintf(e->msg, sizeof(e->msg), "gpus: more than %d", NMXM_GPUS_MAX);
-		err = NV_E_TOO_LARGE;
-		goto out;
-	}
-	all = xcalloc(json_array_size(root) + 1, sizeof(*all));
-	json_array_foreach(root, i, item) {
-		err = gpu_from_json(item, &all[i], e);
-		if (err != NV_OK) {
-			char inner[sizeof(e->msg) - 32];
-			str_copy(inner, sizeof(inner), e->msg);
-			snprintf(e->msg, sizeof(e->msg), "gpus[%zu]: %s", i, inner);
-			goto out;
-		}
-	}
-	*out = all;
-	*n = json_array_size(root);
-	all = NULL;
-out:
-	free(all);
-	json_decref(root);
+	if (err == NV_OK)
+		*out = all;
 	return err;
 }
 
