@@ -17,11 +17,13 @@ ends as the apiserver ends one at timeoutSeconds), so clients come back
 through the new mode. The log has one line per request, written when it is
 answered:
 
-    <arrival, unix s> <method> <path> <watch|-> <status|drop|error> <key>
+    <arrival, s> <method> <path> <watch|-> <status|drop|error> <key>
 
 where key is a digest of the request (method, path, query without
 timeoutSeconds, body) that is equal for a retry of the same request; and one
-line `<time> mode <mode>` per switch. Headers are never logged, so no token is.
+line `<time> mode <mode>` per switch. Times are seconds of the monotonic clock
+(time.monotonic()), so the gaps between them are true intervals even when the
+wall clock is stepped during a run. Headers are never logged, so no token is.
 
 usage: faultproxy.py --upstream https://127.0.0.1:PORT --ca CA --cert CRT
                      --key KEY --control FILE --log FILE --port-file FILE
@@ -80,7 +82,7 @@ class Proxy(socketserver.ThreadingMixIn, http.server.HTTPServer):
                 with self.lock:
                     self.mode = words
                     cut = list(self.streams)
-                self.record("%.3f mode %s" % (time.time(), " ".join(words)))
+                self.record("%.3f mode %s" % (time.monotonic(), " ".join(words)))
                 for conn in cut:
                     try:
                         conn.sock.shutdown(socket.SHUT_RDWR)
@@ -129,7 +131,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def serve(self):
-        srv, t0 = self.server, time.time()
+        srv, t0 = self.server, time.monotonic()
         url = urllib.parse.urlsplit(self.path)
         watch = "watch" if dict(urllib.parse.parse_qsl(url.query)).get("watch") in ("1", "true") else "-"
         n = int(self.headers.get("Content-Length") or 0)

@@ -244,13 +244,23 @@ check "(c) no hot loop: $faulted requests in the fault window ($n429 429s, $n503
 # sooner than RA seconds after it was answered 429.
 early=$(awk -v ra="$RA" -v slack="$SLACK" '$2 != "mode" {
 		if (($6 in last) && $1 < last[$6] + ra - slack)
-			printf "%s %s %.3fs after a 429; ", $2, $3, $1 - last[$6]
+			printf "%s %s %s (key %s) answered %s %.3fs after a 429; ", $2, $3,
+				$4 == "watch" ? "watch" : "list", $6, $5, $1 - last[$6]
 		if ($5 == "429") last[$6] = $1; else delete last[$6]
-	}' <(grep -v ' mode ' "$work/proxy.log" | sort -n -k1,1) | cut -c1-400)
+	}' <(grep -v ' mode ' "$work/proxy.log" | sort -n -k1,1) | cut -c1-600)
 retried=$(window | awk '{ print $6 }' | sort | uniq -d | wc -l)
 [[ -z $early ]] && ((retried > 0))
 check "(c) Retry-After is honoured: no request repeated within ${RA}s of its 429 ($retried requests retried)" \
 	$? "$early"
+if [[ -n $early ]]; then
+	# What the proxy and the operator saw of the first request named.
+	key=$(sed -n 's/^[^(]*(key \([0-9a-f]*\)).*/\1/p' <<<"$early")
+	res=$(awk '{ print $2 }' <<<"$early" | head -1)
+	echo "-- the proxy's lines for key $key (monotonic s; mode switches included)"
+	grep -E " mode | $key\$" "$work/proxy.log" | tail -30
+	echo "-- the operator's log lines for ${res##*/}"
+	grep -F "${res##*/}" "$work/operator-proxied.log" | tail -20 | cut -c1-300
+fi
 recreated() { local u; u=$(k get computetray "$RACK-t07" -o jsonpath='{.metadata.uid}') && [[ -n $u && $u != "$uid" ]]; }
 seen_notready() {
 	k get rack "$RACK" -o json | jq -e '[.status.conditions[] | select(.type == "Ready") |
