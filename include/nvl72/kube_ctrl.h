@@ -25,6 +25,26 @@
 #include "nvl72/err.h"
 #include "nvl72/kube.h"
 
+/* ---- label selectors ---- */
+
+/* A label selector in the apiserver's text form: requirements joined by
+ * commas, each `key`, `!key`, `key=value` (or `==`), `key!=value`,
+ * `key in (v1,v2)` or `key notin (v1,v2)`; all must hold. "" selects
+ * everything. Bounds: 32 requirements, 16 values each, keys of 317 and
+ * values of 63 characters. */
+struct kube_selector;
+
+/* Parses text; on NV_E_INVAL err says where and why. *out is the
+ * caller's, freed with kube_selector_free. */
+enum nv_err kube_selector_parse(const char *text, struct kube_selector **out, char *err,
+                                size_t errcap);
+void kube_selector_free(struct kube_selector *s);
+bool kube_selector_empty(const struct kube_selector *s);
+/* Whether labels (an object's metadata.labels, NULL for none) satisfy s;
+ * when not, unmet gets the first requirement that fails, as text. */
+bool kube_selector_match(const struct kube_selector *s, const json_t *labels, char *unmet,
+                         size_t cap);
+
 /* ---- informer ---- */
 
 struct kube_informer;

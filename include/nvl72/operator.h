@@ -77,6 +77,7 @@ struct op_config {
 	const char *webhook_secret;
 	const char *webhook_configuration;
 	const char *agent_lease_ns;      /* agents' heartbeat Leases; "": as the election */
+	const char *agent_node_selector; /* Nodes the agent DaemonSet selects; "": no check */
 	int64_t heartbeat_timeout_ms;    /* 0: never stale */
 	int64_t domain_replace_grace_ms; /* a failed domain member waits this long */
 	int rack_workers;                /* workers of each controller */

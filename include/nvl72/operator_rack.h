@@ -44,6 +44,9 @@ struct op_tray_in {
 	const json_t *node;     /* the Node, NULL when absent */
 	int64_t lease_renew_ms; /* renewTime of the agent's Lease; 0: none */
 	const char *partition;  /* RackPartition listing the tray, "" if none */
+	/* The agent's node-selector requirement the Node fails ("" or NULL:
+	 * met): no agent pod will run there. */
+	const char *agent_unmet;
 };
 
 /* The verdict on one tray. */

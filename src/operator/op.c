@@ -234,6 +234,17 @@ static enum nv_err op_build(struct op *op)
 	snprintf(op->agent_ns, sizeof(op->agent_ns), "%s",
 	         op->cfg.agent_lease_ns && op->cfg.agent_lease_ns[0] ? op->cfg.agent_lease_ns
 	                                                             : op->lease_ns);
+	if (op->cfg.agent_node_selector && op->cfg.agent_node_selector[0]) {
+		char why[200];
+
+		rc = kube_selector_parse(op->cfg.agent_node_selector, &op->agent_sel, why,
+		                         sizeof(why));
+		if (rc != NV_OK) {
+			log_error(OP_COMP, "bad --agent-node-selector",
+			          "selector=\"%s\" why=\"%s\"", op->cfg.agent_node_selector, why);
+			return rc;
+		}
+	}
 	identity_make(op);
 	if ((rc = informer(op, &OP_RES_RACKS, NULL, &op->racks)) ||
 	    (rc = informer(op, &OP_RES_TRAYS, NULL, &op->trays)) ||
@@ -347,6 +358,7 @@ void op_free(struct op *op)
 	kube_leader_free(op->le);
 	kube_recorder_free(op->rec);
 	kube_client_free(op->c);
+	kube_selector_free(op->agent_sel);
 	metrics_registry_free(op->reg);
 	json_decref(op->feed_last);
 	json_decref(op->fleet);

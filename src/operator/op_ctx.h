@@ -137,6 +137,7 @@ struct op {
 	struct op_config cfg;
 	char lease_ns[64];
 	char agent_ns[64];
+	struct kube_selector *agent_sel; /* --agent-node-selector, NULL: none */
 	char identity[160];
 
 	struct kube_client *c;

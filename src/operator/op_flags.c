@@ -12,6 +12,7 @@
 #include "nvl72/buf.h"
 #include "nvl72/fabric.h"
 #include "nvl72/flags.h"
+#include "nvl72/kube_ctrl.h"
 #include "nvl72/log.h"
 #include "nvl72/oob.h"
 #include "nvl72/operator.h"
@@ -67,6 +68,10 @@ const struct flag op_flags[] = {
          0, NULL, "Webhook configurations whose caBundle the operator keeps current."},
         {"agent-lease-namespace", CFG(agent_lease_ns), OP_FLAG_STRING, "", 0, 0, NULL,
          "Namespace of the agents' heartbeat Leases; empty: the leader election namespace."},
+        {"agent-node-selector", CFG(agent_node_selector), OP_FLAG_STRING, "", 0, 0, NULL,
+         "Label selector of the Nodes the agent DaemonSet runs on (the chart passes its own); a "
+         "Rack's tray whose Node it does not select is reported AgentNotScheduled, naming the "
+         "missing label. Labels the operator sets itself count as present. Empty: no check."},
         {"tray-heartbeat-timeout", CFG(heartbeat_timeout_ms), OP_FLAG_DURATION, "2m", 0, 24 * H,
          NULL,
          "A tray whose agent gave no sign of life for this long counts as down; 0 turns the check "
@@ -178,6 +183,18 @@ static enum nv_err flags_check(const struct op_config *cfg, char *err, size_t er
 		         "leader election: need lease duration > renew deadline > "
 		         "1.2 x retry period");
 		return NV_E_CONFIG;
+	}
+	if (cfg->agent_node_selector && cfg->agent_node_selector[0]) {
+		struct kube_selector *sel = NULL;
+		char why[200];
+
+		if (kube_selector_parse(cfg->agent_node_selector, &sel, why, sizeof(why)) !=
+		    NV_OK) {
+			snprintf(err, errsz, "--agent-node-selector: \"%s\": %s",
+			         cfg->agent_node_selector, why);
+			return NV_E_CONFIG;
+		}
+		kube_selector_free(sel);
 	}
 	return NV_OK;
 }

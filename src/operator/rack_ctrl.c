@@ -114,6 +114,7 @@ struct rack_pass {
 	json_t *trays[API_COMPUTE_TRAYS];
 	json_t *nodes[API_COMPUTE_TRAYS];
 	char names[API_COMPUTE_TRAYS][64];
+	char unmet[API_COMPUTE_TRAYS][160]; /* of --agent-node-selector, "" met */
 	struct op_tray_in in[API_COMPUTE_TRAYS];
 	unsigned n;
 	int created;
@@ -413,6 +414,31 @@ static struct matrix *matrix_read(struct op *op, const struct api_rack *r)
 	return m;
 }
 
+/* The requirement of the agent's node selector that the Node fails, into
+ * out ("" when met, no selector, or no Node). The labels this controller
+ * puts on the Node count as there: the selector's default is one of them,
+ * and a new rack's Nodes get them on its first pass. */
+static void agent_unmet(const struct op *op, const json_t *node, const char *rack, int index,
+                        char *out, size_t cap)
+{
+	json_t *labels;
+	char idx[16];
+
+	out[0] = '\0';
+	if (kube_selector_empty(op->agent_sel) || node == NULL)
+		return;
+	labels = json_deep_copy(jx_path(node, "metadata.labels"));
+	if (!json_is_object(labels)) {
+		json_decref(labels);
+		labels = json_object();
+	}
+	snprintf(idx, sizeof(idx), "%d", index);
+	json_object_set_new(labels, OP_LABEL_RACK, json_string(rack));
+	json_object_set_new(labels, OP_LABEL_TRAY_INDEX, json_string(idx));
+	(void)kube_selector_match(op->agent_sel, labels, out, cap);
+	json_decref(labels);
+}
+
 static void pass_load(struct op *op, struct rack_pass *p)
 {
 	const char *rname = kube_obj_name(p->rack);
@@ -431,8 +457,23 @@ static void pass_load(struct op *op, struct rack_pass *p)
 		in->node = p->nodes[p->n];
 		in->lease_renew_ms = op_lease_renew_ms(op, p->names[p->n]);
 		in->partition = partition_of(p->parts, rname, in->index);
+		agent_unmet(op, in->node, rname, in->index, p->unmet[p->n], sizeof(p->unmet[0]));
+		in->agent_unmet = p->unmet[p->n];
 		p->n++;
 	}
+}
+
+/* Whether the Rack's last written status already said the tray at index
+ * had no agent scheduled: the event is for the change, not every pass. */
+static bool was_unscheduled(const json_t *rack, int index)
+{
+	const json_t *t;
+	size_t i;
+
+	json_array_foreach(jx_path(rack, "status.trays"), i, t)
+		if (json_integer_value(json_object_get(t, "index")) == index)
+			return strcmp(jx_str_or(t, "reason", ""), "AgentNotScheduled") == 0;
+	return false;
 }
 
 /* Events for the decisions a person wants to know about. */
@@ -452,6 +493,13 @@ static void rack_events(struct op *op, struct rack_pass *p, const struct op_rack
 	if (p->created > 0)
 		op_event(op, p->rack, "Normal", "TraysCreated", "Create", "created %d ComputeTrays",
 		         p->created);
+	for (unsigned i = 0; i < p->n; i++)
+		if (p->in[i].agent_unmet[0] && !was_unscheduled(p->rack, p->in[i].index))
+			op_event(op, p->rack, "Warning", "AgentNotScheduled", "Check",
+			         "tray t%02d: Node %s does not match the agent's node selector (it "
+			         "lacks %s), so no agent runs there; label the Node, or widen the "
+			         "chart's agent.trayNodeLabel / agent.nodeSelector",
+			         p->in[i].index, p->in[i].node_name, p->in[i].agent_unmet);
 	if (cordoned > 0)
 		op_event(op, p->rack, "Warning", "RackCordoned", "Cordon",
 		         "%d trays unavailable, threshold %d (%s): cordoned %d Nodes", ev->counted,

@@ -118,6 +118,10 @@ static void classify_health(struct op_tray_eval *t, const struct op_tray_in *in,
 		t->why = "NodeNotFound";
 	} else if (node_ready && strcmp(node_ready, "True") != 0) {
 		t->why = "NodeNotReady";
+	} else if (in->agent_unmet && in->agent_unmet[0]) {
+		/* No grace: the DaemonSet will not place an agent there, and one
+		 * still reporting is a pod on its way out. */
+		t->why = "AgentNotScheduled";
 	} else if (in->tray == NULL || t->heartbeat_ms == 0 || ready == NULL) {
 		/* Never reported (no heartbeat yet, or an agent that renews its
 		 * Lease but has not written a status yet): a grace of one

@@ -28,6 +28,8 @@ static json_t *trays_json(const struct op_rack_eval *ev)
 			json_object_set_new(o, "driverVersion", json_string(t->driver));
 		if (t->clique[0])
 			json_object_set_new(o, "cliqueID", json_string(t->clique));
+		if (!t->ready && t->why)
+			json_object_set_new(o, "reason", json_string(t->why));
 		json_array_append_new(a, o);
 	}
 	return a;

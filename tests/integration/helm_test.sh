@@ -15,9 +15,11 @@
 # it, Prometheus scrapes /metrics through the Service with a bound token, and
 # deleting the leading pod by force hands leadership to the other within one
 # lease duration while the webhook keeps admitting. A bad install is
-# explained: with no operator pod, an apply is refused naming the webhook
-# and its Service; installed without its CRDs, the operator stays unready
-# and its log names the missing CustomResourceDefinition. helm upgrade to a
+# explained: a tray whose Node lacks the agent's label is reported
+# AgentNotScheduled in the Rack's status and an event naming the label; with
+# no operator pod, an apply is refused naming the webhook and its Service;
+# installed without its CRDs, the operator stays unready and its log names
+# the missing CustomResourceDefinition. helm upgrade to a
 # new tag rolls both workloads without moving a tray, and helm uninstall
 # after the documented teardown leaves no finalizer, Node mark or webhook.
 #
@@ -314,6 +316,38 @@ check "an apply is refused, naming the webhook and its Service" $? "$out"
 out=$(k -n "$NS" scale deployment "$REL" --replicas=2 2>&1)
 wait_for 120 back
 check "scaled back to 2 ready replicas" $? "$out"
+
+# ----------------------------------- a Node the agent does not select ---
+# The tray label taken off one kwok tray's Node (outside the domain): the
+# agent DaemonSet would not run there, and the operator, told the agents'
+# node selector by the chart, says so in the Rack's status and an event,
+# although that tray's agent process still heartbeats.
+spare=""
+for t in $(seq 18 -1 2); do
+	[[ " $members " == *" $(node "$t") "* ]] || { spare=$t; break; }
+done
+snode=$(node "$spare")
+rack_tray() { k get rack "$RACK" -o json | jq -c --argjson i "$spare" '.status.trays[] | select(.index == $i)'; }
+tray_reason() { [[ $(rack_tray | jq -r '.reason // ""') == "$1" ]]; }
+out=$(k label node "$snode" "$TRAY_LABEL-" 2>&1)
+wait_for 60 tray_reason AgentNotScheduled
+check "a Node without the agent's label ($snode) is reported AgentNotScheduled in the Rack's status" \
+	$? "$out $(rack_tray)"
+unsched_event() {
+	k get events.events.k8s.io -A -o json | jq -e --arg n "$snode" --arg l "$TRAY_LABEL" \
+		'[.items[] | select(.reason == "AgentNotScheduled" and .regarding.name == "'"$RACK"'" and
+			(.note | contains($n) and contains($l)))] | length > 0' >/dev/null
+}
+wait_for 30 unsched_event
+check "a Warning event on the Rack names the Node and the missing label $TRAY_LABEL" $? \
+	"$(k get events.events.k8s.io -A -o json | jq -c '[.items[] | select(.reason == "AgentNotScheduled") | .note]' | cut -c1-300)"
+msg=$(k get rack "$RACK" -o json | jq -r '.status.conditions[] | select(.type == "Degraded") | .message')
+check "the Rack's Degraded message lists the tray as AgentNotScheduled ($msg)" \
+	"$([[ $msg == *"t$(printf %02d "$spare") AgentNotScheduled"* ]]; echo $?)" "$msg"
+out=$(k label node "$snode" "$TRAY_LABEL=true" 2>&1)
+ready_again() { [[ $(rack_tray | jq -r '.ready') == true ]]; }
+wait_for 60 ready_again
+check "labelled again, the tray is ready again" $? "$out $(rack_tray)"
 
 # ---------------------------------------------------- helm upgrade ---
 # A new tag of the same images: the Deployment and the DaemonSet roll, and

@@ -18,6 +18,7 @@ ANS=nvl72-agents  # the agents, privileged
 REL=nvl72-operator
 RACK=gb300-r07
 LEASE_S=15 RETRY_S=2
+TRAY_LABEL=nvl72.test/compute-tray # what provisioning puts on a tray's Node
 state=$NVL72_CLUSTER_DIR/node/state
 node_net=${NVL72_NODE_IP%.*}
 hostif=$(sed -n 's/^HOSTIF=//p' "$state" | tail -1)
@@ -62,11 +63,15 @@ helm_env_rack() {
 	tests/cluster/node.sh tray "$state" "$(tray 1)" "$sim" >"$work/tray.log" 2>&1
 }
 
-# Nodes for trays 2..18, Ready with their addresses, kept so by kwok.
+# Nodes for trays 2..18, Ready with their addresses, kept so by kwok. All
+# 18 Nodes, the real one too, carry the label that stands for what a site's
+# provisioning puts on its compute trays (TRAY_LABEL, below).
 helm_env_nodes() {
 	local i now rc=0
+	"$KUBECTL" label node "$NVL72_NODE_NAME" "$TRAY_LABEL=true" --overwrite >/dev/null 2>&1 ||
+		return 1
 	for i in $(seq 2 18); do
-		printf -- '---\napiVersion: v1\nkind: Node\nmetadata: {name: %s, annotations: {kwok.x-k8s.io/node: fake}}\n' "$(node "$i")"
+		printf -- '---\napiVersion: v1\nkind: Node\nmetadata: {name: %s, annotations: {kwok.x-k8s.io/node: fake}, labels: {%s: "true"}}\n' "$(node "$i")" "$TRAY_LABEL"
 	done | "$KUBECTL" apply -f - >/dev/null 2>&1 || return 1
 	now=$(date -u +%FT%TZ)
 	for i in $(seq 2 18); do
@@ -84,7 +89,11 @@ helm_env_nodes() {
 }
 
 # The chart's values: the images as imported, both workloads on the real
-# node, the agents in their own namespace, the tray's simulator state.
+# node, the agents in their own namespace, the tray's simulator state. The
+# agent DaemonSet is pinned to the real node, as trays 2..18 run their
+# agents as processes; the operator is told the selection those agents
+# stand for (the tray label), not the pin, which would report 17 trays
+# AgentNotScheduled.
 helm_env_values() {
 	cat <<YAML
 image: {pullPolicy: Never}
@@ -92,7 +101,7 @@ operator:
   image: {tag: "$version"}
   nodeSelector: {kubernetes.io/hostname: $NVL72_NODE_NAME}
   leaderElection: {leaseDuration: ${LEASE_S}s, renewDeadline: 10s, retryPeriod: ${RETRY_S}s}
-  extraArgs: [--tray-heartbeat-timeout=10m]
+  extraArgs: [--tray-heartbeat-timeout=10m, "--agent-node-selector=$TRAY_LABEL"]
 agent:
   namespace: $ANS
   createNamespace: true

@@ -69,6 +69,12 @@ static void test_op_flags_parse_errors_name_the_flag(void **state)
 	char *a5[] = {A("op"), A("--tray-heartbeat-timeout"), NULL};
 	assert_int_equal(parse(2, a5, &cfg, err), NV_E_CONFIG);
 	assert_non_null(strstr(err, "needs a value"));
+	char *a6[] = {A("op"), A("--agent-node-selector=nvl72.io/rack in nvl72"), NULL};
+	assert_int_equal(parse(2, a6, &cfg, err), NV_E_CONFIG);
+	assert_non_null(
+	        strstr(err, "--agent-node-selector: \"nvl72.io/rack in nvl72\": at offset"));
+	char *a7[] = {A("op"), A("--agent-node-selector=nvl72.io/rack,a in (b,c)"), NULL};
+	assert_int_equal(parse(2, a7, &cfg, err), NV_OK);
 }
 
 static void test_op_flags_parse_fabric(void **state)

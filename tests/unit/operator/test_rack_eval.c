@@ -173,6 +173,32 @@ static void test_op_rack_evaluate_node_problems(void **state)
 	fx_objs_clear(&o);
 }
 
+/* A Node the agent's node selector leaves out: down at once, even a tray
+ * that was never heard from (no start grace) and one still heartbeating
+ * (its pod is on the way out), while a NotReady Node keeps its reason. */
+static void test_op_rack_evaluate_agent_not_scheduled(void **state)
+{
+	(void)state;
+	struct fx_rack_objs o;
+	struct op_rack_eval ev;
+	fx_objs_init(&o, 2);
+	fx_set_tray(&o, 0, NULL);
+	o.in[0].agent_unmet = "nvl72.test/provisioned=true";
+	o.in[1].agent_unmet = "nvl72.test/provisioned=true";
+	fx_set_node(&o, 2, fx_node(3, false));
+	o.in[2].agent_unmet = "nvl72.test/provisioned=true";
+	o.in[3].agent_unmet = "";
+	eval(&o, &ev);
+	assert_string_equal(ev.trays[0].why, "AgentNotScheduled");
+	assert_false(ev.trays[0].pending);
+	assert_string_equal(ev.trays[1].why, "AgentNotScheduled");
+	assert_false(ev.trays[1].ready);
+	assert_string_equal(ev.trays[2].why, "NodeNotReady");
+	assert_true(ev.trays[3].ready);
+	assert_int_equal(ev.counted, 3);
+	fx_objs_clear(&o);
+}
+
 static void test_op_rack_evaluate_mixed_stack_and_skew(void **state)
 {
 	(void)state;
@@ -319,6 +345,7 @@ int main(void)
 	        cmocka_unit_test(test_op_rack_evaluate_lease_without_status_is_pending),
 	        cmocka_unit_test(test_op_rack_evaluate_own_cordon_is_not_unavailable),
 	        cmocka_unit_test(test_op_rack_evaluate_node_problems),
+	        cmocka_unit_test(test_op_rack_evaluate_agent_not_scheduled),
 	        cmocka_unit_test(test_op_rack_evaluate_mixed_stack_and_skew),
 	        cmocka_unit_test(test_op_rack_evaluate_vbios_skew_names_gpu),
 	        cmocka_unit_test(test_op_rack_evaluate_fabric_problems),

@@ -113,6 +113,11 @@ static void test_op_rack_status_apply_degraded_message(void **state)
 	assert_string_not_equal(cond(want, "Degraded", "lastTransitionTime"), first);
 	assert_string_equal(cond(want, "Ready", "status"), "False");
 	assert_string_equal(cond(want, "Ready", "reason"), "CapacityBelowMinimum");
+	/* Each tray that is not ready says why in status.trays; a ready one
+	 * has no reason. */
+	json_t *trays = jx_path(want, "status.trays");
+	assert_string_equal(jx_str_or(json_array_get(trays, 2), "reason", ""), "TrayNotReady");
+	assert_null(json_object_get(json_array_get(trays, 0), "reason"));
 	json_decref(want);
 	fx_objs_clear(&o);
 }

@@ -23,6 +23,21 @@
 {{- define "nvl72.agentName" -}}{{ include "nvl72.fullname" . | trunc 57 | trimSuffix "-" }}-agent{{- end -}}
 {{/* Where the agent DaemonSet, its account and its heartbeat Leases live. */}}
 {{- define "nvl72.agentNamespace" -}}{{ default .Release.Namespace .Values.agent.namespace }}{{- end -}}
+{{- /* The agent DaemonSet's node selection (trayNodeLabel, its values and
+nodeSelector) as one label selector, for the operator's --agent-node-selector. */ -}}
+{{- define "nvl72.agentNodeSelector" -}}
+{{- $a := .Values.agent -}}
+{{- $reqs := list -}}
+{{- if $a.trayNodeLabelValues -}}
+{{- $reqs = append $reqs (printf "%s in (%s)" $a.trayNodeLabel (join "," $a.trayNodeLabelValues)) -}}
+{{- else -}}
+{{- $reqs = append $reqs $a.trayNodeLabel -}}
+{{- end -}}
+{{- range $k, $v := $a.nodeSelector -}}
+{{- $reqs = append $reqs (printf "%s=%v" $k $v) -}}
+{{- end -}}
+{{- join "," $reqs -}}
+{{- end -}}
 {{- define "nvl72.leaseName" -}}{{ include "nvl72.fullname" . }}{{- end -}}
 {{- define "nvl72.webhookSecretName" -}}
 {{- default (printf "%s-webhook-tls" (include "nvl72.fullname" . | trunc 51 | trimSuffix "-")) .Values.webhook.secretName -}}
