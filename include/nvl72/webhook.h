@@ -42,6 +42,7 @@ enum webhook_kind {
 	WEBHOOK_PARTITIONS,
 	WEBHOOK_MATRICES,
 	WEBHOOK_UPGRADES, /* RackUpgrades: one upgrade per rack at a time */
+	WEBHOOK_NODES,    /* Nodes: a Rack may not list a control-plane Node */
 	WEBHOOK__KINDS
 };
 

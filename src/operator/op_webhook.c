@@ -77,6 +77,7 @@ static enum nv_err plug_register(void *arg, struct op *op, struct web_server *sr
 	p->infs.inf[WEBHOOK_PARTITIONS] = op_informer(op, "rackpartitions");
 	p->infs.inf[WEBHOOK_MATRICES] = op_informer(op, "compatibilitymatrices");
 	p->infs.inf[WEBHOOK_UPGRADES] = op_informer(op, "rackupgrades");
+	p->infs.inf[WEBHOOK_NODES] = op_informer(op, "nodes");
 	p->infs.client = op_client(op);
 	struct webhook_config wc = {.cache = &webhook_informer_cache, .cache_arg = &p->infs};
 	enum nv_err rc = p->hook ? NV_OK : webhook_new(&wc, &p->hook);

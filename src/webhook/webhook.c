@@ -594,6 +594,7 @@ static const struct kube_res informer_res[WEBHOOK__KINDS] = {
         [WEBHOOK_MATRICES] = {"nvl72.io", "v1alpha1", "compatibilitymatrices",
                               "CompatibilityMatrix", false},
         [WEBHOOK_UPGRADES] = {"nvl72.io", "v1alpha1", "rackupgrades", "RackUpgrade", false},
+        [WEBHOOK_NODES] = {"", "v1", "nodes", "Node", false},
 };
 
 static json_t *informer_get(void *arg, enum webhook_kind kind, const char *name)

@@ -21,6 +21,7 @@ static const char *const kind_names[WEBHOOK__KINDS] = {
         [WEBHOOK_PARTITIONS] = "RackPartitions",
         [WEBHOOK_MATRICES] = "CompatibilityMatrices",
         [WEBHOOK_UPGRADES] = "RackUpgrades",
+        [WEBHOOK_NODES] = "Nodes",
 };
 
 /* One request's view of the caches: each list is fetched once. */
@@ -120,6 +121,56 @@ static struct api_rack *rack_parse_cached(const json_t *o)
 
 /* ---- Rack ---------------------------------------------------------------- */
 
+/* The label that makes node a control-plane Node, or NULL. kubeadm puts
+ * node-role.kubernetes.io/control-plane on its control-plane Nodes; before
+ * Kubernetes 1.24 it also put node-role.kubernetes.io/master, which older
+ * clusters may still carry. */
+static const char *control_plane_label(const json_t *node)
+{
+	static const char *const roles[] = {"node-role.kubernetes.io/control-plane",
+	                                    "node-role.kubernetes.io/master"};
+	const json_t *labels = jx_path(node, "metadata.labels");
+
+	for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+		if (json_is_object(labels) && json_object_get(labels, roles[i]) != NULL)
+			return roles[i];
+	return NULL;
+}
+
+/* A Rack's Nodes get the privileged agent (host PID and network, kernel
+ * modules): a control-plane Node is refused. A Node that does not exist
+ * yet passes; the agent's DaemonSet excludes the role as well. Only the
+ * control-plane Nodes are looked at, so a large cluster costs one pass. */
+static void rack_nodes_check(struct wh_ctx *c, const struct api_rack *r)
+{
+	const json_t *nodes = cached(c, WEBHOOK_NODES), *n;
+	const char *role;
+	char path[64];
+	size_t k;
+
+	if (nodes == NULL)
+		return;
+	/* From the cache only: a Node it lacks is one that joins later, not
+	 * worth an apiserver read per tray inside admission. */
+	json_array_foreach(nodes, k, n) {
+		unsigned i;
+		if ((role = control_plane_label(n)) == NULL)
+			continue;
+		for (i = 0; i < r->ncompute; i++)
+			if (strcmp(r->compute[i].node, jx_str_or(n, "metadata.name", "")) == 0)
+				break;
+		if (i == r->ncompute)
+			continue;
+		snprintf(path, sizeof(path), "spec.computeTrays[%u].node", i);
+		api_errors_add(
+		        c->errs, path,
+		        "Node \"%s\" is a control-plane Node (label %s): the tray agent runs "
+		        "privileged in the host's PID and network namespaces and is not placed "
+		        "on one; list the compute tray's own Node",
+		        r->compute[i].node, role);
+	}
+}
+
 static void validate_rack(struct wh_ctx *c)
 {
 	struct api_rack *r = NULL;
@@ -146,6 +197,7 @@ static void validate_rack(struct wh_ctx *c)
 	m = matrix_named(c, r->matrix_name, "spec.matrix.name");
 	if (m != NULL)
 		(void)api_rack_check_matrix(r, m, c->errs);
+	rack_nodes_check(c, r);
 out:
 	matrix_free(m);
 	api_rack_free(r);

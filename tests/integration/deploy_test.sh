@@ -294,6 +294,27 @@ else
 	not_ok "agent tray node label is configurable" "got $label"
 fi
 
+# Where the privileged agent may land: GPU Nodes only (node-feature-
+# discovery's NVIDIA PCI label), never a control-plane Node, tolerating
+# named taints rather than every one, with no host log folder mounted; and
+# the operator told exactly that selection.
+problems=$(jq -r '
+	.spec.template.spec as $p | $p.containers[0] as $c |
+	($p.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions) as $m |
+	(if ($m | index({"key": "feature.node.kubernetes.io/pci-10de.present", "operator": "In", "values": ["true"]})) == null then "GPU label" else empty end),
+	(if ($m | index({"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"})) == null then "control-plane excluded" else empty end),
+	(if ($p.tolerations // [] | map(select(.key == null)) | length) > 0 then "a toleration of every taint" else empty end),
+	(if ($p.volumes | map(select(.hostPath.path == "/var/log")) | length) > 0 then "/var/log mounted" else empty end)
+	' <<<"$ds" 2>&1)
+sel=$(yq -r 'select(.kind == "Deployment") | .spec.template.spec.containers[0].args[] | select(startswith("--agent-node-selector="))' "$tmp/default.yaml")
+[[ $sel != "--agent-node-selector=nvl72.io/rack,feature.node.kubernetes.io/pci-10de.present=true,!node-role.kubernetes.io/control-plane" ]] &&
+	problems+=" operator selector: ${sel:-none}"
+if [[ -n $ds && -z ${problems// /} ]]; then
+	ok "agent placement: GPU Nodes only, never control-plane, named tolerations, no /var/log; the operator gets that selector"
+else
+	not_ok "agent placement" "$(one_line "$problems")"
+fi
+
 webhooks=$(yq -c 'select(.kind | test("WebhookConfiguration$")) | {kind, webhooks: [.webhooks[] | {failurePolicy, svc: .clientConfig.service.name, ca: (.clientConfig.caBundle // ""), res: [.rules[].resources[]]}]}' "$tmp/default.yaml")
 problems=$(jq -rs '
 	(map(select(.kind == "ValidatingWebhookConfiguration")) | if length != 1 then "validating count" else empty end),

@@ -15,7 +15,8 @@
 # it, Prometheus scrapes /metrics through the Service with a bound token, and
 # deleting the leading pod by force hands leadership to the other within one
 # lease duration while the webhook keeps admitting. A bad install is
-# explained: a tray whose Node lacks the agent's label is reported
+# explained: a Rack naming a control-plane Node is refused; a tray whose
+# Node lacks the agent's label is reported
 # AgentNotScheduled in the Rack's status and an event naming the label; with
 # no operator pod, an apply is refused naming the webhook and its Service;
 # installed without its CRDs, the operator stays unready and its log names
@@ -118,6 +119,19 @@ yq_rack2() { sed -e 's/name: gb300-r07$/name: gb300-r08/' -e 's/chassisSerial: .
 out=$(yq_rack2 | k apply --dry-run=server -f - 2>&1)
 [[ $? != 0 && $out == *"$NVL72_NODE_NAME"* && $out == *denied* ]]
 check "a second Rack claiming the same Nodes is refused by the webhook, naming a Node" $? "$out"
+# A Rack naming a control-plane Node would bring the privileged agent there.
+k create -f - >/dev/null 2>&1 <<'NODE'
+apiVersion: v1
+kind: Node
+metadata: {name: nvl72-test-cp-1, labels: {node-role.kubernetes.io/control-plane: ""}}
+NODE
+cp_refused() {
+	out=$(sed "s/node: $RACK-t18}/node: nvl72-test-cp-1}/" "$work/rack.yaml" | k apply --dry-run=server -f - 2>&1)
+	[[ $? != 0 && $out == *'Node "nvl72-test-cp-1" is a control-plane Node (label node-role.kubernetes.io/control-plane)'* ]]
+}
+wait_for 30 cp_refused
+check "a Rack listing a control-plane Node is refused by the webhook, naming the Node and its role" $? "$out"
+k delete node nvl72-test-cp-1 >/dev/null 2>&1
 
 # ------------------------------------------------------ the agents ---
 k create namespace "$CD_NS" >/dev/null 2>&1

@@ -220,10 +220,9 @@ static void server_stop(struct server *s)
 static enum nv_err informers_start(struct server *s)
 {
 	const struct kube_res *res[WEBHOOK__KINDS] = {
-	        [WEBHOOK_RACKS] = &RACKS,
-	        [WEBHOOK_PARTITIONS] = &PARTS,
-	        [WEBHOOK_MATRICES] = &MATRICES,
-	        [WEBHOOK_UPGRADES] = &UPGRADES,
+	        [WEBHOOK_RACKS] = &RACKS,          [WEBHOOK_PARTITIONS] = &PARTS,
+	        [WEBHOOK_MATRICES] = &MATRICES,    [WEBHOOK_UPGRADES] = &UPGRADES,
+	        [WEBHOOK_NODES] = &KUBE_RES_NODES,
 	};
 	// As the operator's plug: misses are read through, upgrades listed live.
 	s->infs.client = s->client;

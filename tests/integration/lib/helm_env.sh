@@ -18,7 +18,9 @@ ANS=nvl72-agents  # the agents, privileged
 REL=nvl72-operator
 RACK=gb300-r07
 LEASE_S=15 RETRY_S=2
-TRAY_LABEL=nvl72.test/compute-tray # what provisioning puts on a tray's Node
+# The label the chart's agent.gpuNodeLabel requires: node-feature-discovery
+# puts it on a Node with an NVIDIA PCI device; here the suite does.
+TRAY_LABEL=feature.node.kubernetes.io/pci-10de.present
 state=$NVL72_CLUSTER_DIR/node/state
 node_net=${NVL72_NODE_IP%.*}
 hostif=$(sed -n 's/^HOSTIF=//p' "$state" | tail -1)
@@ -65,7 +67,7 @@ helm_env_rack() {
 
 # Nodes for trays 2..18, Ready with their addresses, kept so by kwok. All
 # 18 Nodes, the real one too, carry the label that stands for what a site's
-# provisioning puts on its compute trays (TRAY_LABEL, below).
+# node-feature-discovery puts on a Node with NVIDIA GPUs (TRAY_LABEL).
 helm_env_nodes() {
 	local i now rc=0
 	"$KUBECTL" label node "$NVL72_NODE_NAME" "$TRAY_LABEL=true" --overwrite >/dev/null 2>&1 ||
@@ -92,8 +94,8 @@ helm_env_nodes() {
 # node, the agents in their own namespace, the tray's simulator state. The
 # agent DaemonSet is pinned to the real node, as trays 2..18 run their
 # agents as processes; the operator is told the selection those agents
-# stand for (the tray label), not the pin, which would report 17 trays
-# AgentNotScheduled.
+# stand for (the chart's selection without the pin), as the pin would report
+# 17 trays AgentNotScheduled.
 helm_env_values() {
 	cat <<YAML
 image: {pullPolicy: Never}
@@ -101,7 +103,7 @@ operator:
   image: {tag: "$version"}
   nodeSelector: {kubernetes.io/hostname: $NVL72_NODE_NAME}
   leaderElection: {leaseDuration: ${LEASE_S}s, renewDeadline: 10s, retryPeriod: ${RETRY_S}s}
-  extraArgs: [--tray-heartbeat-timeout=10m, "--agent-node-selector=$TRAY_LABEL"]
+  extraArgs: [--tray-heartbeat-timeout=10m, "--agent-node-selector=nvl72.io/rack,$TRAY_LABEL=true,!node-role.kubernetes.io/control-plane"]
 agent:
   namespace: $ANS
   createNamespace: true

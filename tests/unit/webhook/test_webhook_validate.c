@@ -95,6 +95,11 @@ static int setup(void **state)
 	                    json_string("3b1f6a52-0c1d-4e8f-9a7b-1c2d3e4f5a6b"));
 	json_object_set_new(u, "status", json_pack("{s:s}", "phase", "Completed"));
 	f->cache.lists[WEBHOOK_UPGRADES] = json_pack("[o]", u);
+	// A worker Node of r08 and the cluster's control-plane Node.
+	f->cache.lists[WEBHOOK_NODES] = json_pack(
+	        "[{s:{s:s,s:{s:s}}},{s:{s:s,s:{s:s}}}]", "metadata", "name", "gb300-r08-t01",
+	        "labels", "feature.node.kubernetes.io/pci-10de.present", "true", "metadata", "name",
+	        "cp-1", "labels", "node-role.kubernetes.io/control-plane", "");
 	struct webhook_config cfg = {.cache = &fake_ops, .cache_arg = &f->cache};
 	assert_int_equal(webhook_new(&cfg, &f->w), NV_OK);
 	*state = f;
@@ -220,6 +225,36 @@ static void test_wh_validate_rack_node_in_two_racks(void **state)
 	assert_denied(a, 422,
 	              "Rack \"gb300-r08\": spec.computeTrays[4].node: node \"gb300-r07-t05\" is "
 	              "already tray 5 of rack \"gb300-r07\"");
+}
+
+/* The privileged agent would follow a Rack onto a control-plane Node. */
+static void test_wh_validate_rack_control_plane_node(void **state)
+{
+	struct fixture *f = *state;
+	json_t *r = rack_r08();
+	json_object_set_new(json_array_get(jx_path(r, "spec.computeTrays"), 2), "node",
+	                    json_string("cp-1"));
+	struct answer a = judge(f->w, "racks", "Rack", r);
+	assert_denied(a, 422,
+	              "Rack \"gb300-r08\": spec.computeTrays[2].node: Node \"cp-1\" is a "
+	              "control-plane Node (label node-role.kubernetes.io/control-plane)");
+	/* The legacy role label counts too. */
+	json_object_set_new(
+	        jx_path(json_array_get(f->cache.lists[WEBHOOK_NODES], 1), "metadata.labels"),
+	        "node-role.kubernetes.io/master", json_string(""));
+	json_object_del(
+	        jx_path(json_array_get(f->cache.lists[WEBHOOK_NODES], 1), "metadata.labels"),
+	        "node-role.kubernetes.io/control-plane");
+	r = rack_r08();
+	json_object_set_new(json_array_get(jx_path(r, "spec.computeTrays"), 2), "node",
+	                    json_string("cp-1"));
+	a = judge(f->w, "racks", "Rack", r);
+	assert_denied(a, 422, "(label node-role.kubernetes.io/master)");
+	/* No Node cache yet: refused as unsynced, never admitted blind. */
+	f->cache.unsynced[WEBHOOK_NODES] = true;
+	a = judge(f->w, "racks", "Rack", rack_r08());
+	assert_denied(a, 503, "the operator's cache of Nodes has not synced yet");
+	f->cache.unsynced[WEBHOOK_NODES] = false;
 }
 
 static void test_wh_validate_rack_matrix_missing(void **state)
@@ -821,6 +856,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        T(test_wh_validate_rack_allowed),
 	        T(test_wh_validate_rack_node_in_two_racks),
+	        T(test_wh_validate_rack_control_plane_node),
 	        T(test_wh_validate_rack_matrix_missing),
 	        T(test_wh_validate_rack_stack_and_platform),
 	        T(test_wh_validate_rack_schema_error),

@@ -23,8 +23,9 @@
 {{- define "nvl72.agentName" -}}{{ include "nvl72.fullname" . | trunc 57 | trimSuffix "-" }}-agent{{- end -}}
 {{/* Where the agent DaemonSet, its account and its heartbeat Leases live. */}}
 {{- define "nvl72.agentNamespace" -}}{{ default .Release.Namespace .Values.agent.namespace }}{{- end -}}
-{{- /* The agent DaemonSet's node selection (trayNodeLabel, its values and
-nodeSelector) as one label selector, for the operator's --agent-node-selector. */ -}}
+{{- /* The agent DaemonSet's node selection (trayNodeLabel and its values,
+gpuNodeLabel, no control-plane role, nodeSelector) as one label selector, for
+the operator's --agent-node-selector. */ -}}
 {{- define "nvl72.agentNodeSelector" -}}
 {{- $a := .Values.agent -}}
 {{- $reqs := list -}}
@@ -33,6 +34,10 @@ nodeSelector) as one label selector, for the operator's --agent-node-selector. *
 {{- else -}}
 {{- $reqs = append $reqs $a.trayNodeLabel -}}
 {{- end -}}
+{{- with $a.gpuNodeLabel -}}
+{{- $reqs = append $reqs (printf "%s=true" .) -}}
+{{- end -}}
+{{- $reqs = append $reqs "!node-role.kubernetes.io/control-plane" -}}
 {{- range $k, $v := $a.nodeSelector -}}
 {{- $reqs = append $reqs (printf "%s=%v" $k $v) -}}
 {{- end -}}
