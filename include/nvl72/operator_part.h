@@ -35,6 +35,7 @@ struct op_part_tray {
 	const char *node;     /* from the Rack's computeTrays */
 	const json_t *tray;   /* the ComputeTray, NULL when absent */
 	const json_t *node_o; /* the Node, NULL when absent */
+	int64_t heartbeat_ms; /* the agent's last sign of life, 0: never */
 };
 
 /* What the fabric backend said this pass; filled by the controller when
@@ -59,6 +60,9 @@ struct op_part_in {
 	unsigned ntrays;
 	struct op_part_tray trays[API_COMPUTE_TRAYS];
 	const struct op_part_backend *be;
+	int64_t now_ms;    /* wall clock of this pass */
+	int64_t silent_ms; /* a member whose agent is silent this long does not
+	                    * hold a deletion back; 0: wait for every member */
 };
 
 enum op_part_action {
@@ -80,6 +84,7 @@ struct op_part_decision {
 	uint32_t cordon;                   /* bit i: keep tray i's Node cordoned by us */
 	bool keep_cordons;                 /* leave every cordon as it is this pass */
 	uint32_t converged;                /* bit i: member tray i reports the clique */
+	uint32_t silent;                   /* bit i: released without tray i's report */
 	bool fabric_converged;             /* every member in, no one else in */
 	bool imex_ready;                   /* member labels and IMEX caught up */
 	bool ready;                        /* Active and both of the above */

@@ -272,16 +272,21 @@ static void pass_load(struct op *op, struct part_pass *p)
 	p->be.configured = op->fabric != NULL;
 	p->be.name = op->fabric ? fabric_backend_name(op->fabric) : "none";
 	p->be.poll_ms = op->cfg.fabric_poll_ms;
+	p->in.now_ms = time_wall_ms();
+	p->in.silent_ms = op->cfg.heartbeat_timeout_ms;
 	for (unsigned k = 0; p->rack && k < p->rack->ncompute; k++) {
 		const struct api_rack_compute_tray *t = &p->rack->compute[k];
 		char tname[64];
 		op_tray_name(p->spec->rack, t->index, tname);
 		p->trays[k] = kube_informer_get(op->trays, tname);
 		p->nodes[k] = kube_informer_get(op->nodes, t->node);
-		p->in.trays[k] = (struct op_part_tray){.index = t->index,
-		                                       .node = t->node,
-		                                       .tray = p->trays[k],
-		                                       .node_o = p->nodes[k]};
+		p->in.trays[k] =
+		        (struct op_part_tray){.index = t->index,
+		                              .node = t->node,
+		                              .tray = p->trays[k],
+		                              .node_o = p->nodes[k],
+		                              .heartbeat_ms = op_tray_heartbeat_ms(
+		                                      p->trays[k], op_lease_renew_ms(op, tname))};
 		p->in.ntrays++;
 	}
 }
@@ -533,17 +538,21 @@ static enum nv_err status_sync(struct op *op, struct part_pass *p, const struct 
 	return rc;
 }
 
-static struct kube_result release(struct op *op, struct part_pass *p)
+static struct kube_result release(struct op *op, struct part_pass *p,
+                                  const struct op_part_decision *d)
 {
 	int changed[2] = {0, 0};
 	enum nv_err rc = cordons_sync(op, p, 0, changed);
 	if (rc == NV_OK && (rc = finalizer_set(op, p, false)) == NV_E_NOT_FOUND)
 		return (struct kube_result){0}; /* released by an earlier pass */
-	if (rc == NV_OK) {
+	if (rc == NV_OK && d->silent)
+		op_event(op, p->part, "Warning", "ReleasedWithoutReport", "Delete",
+		         "%s; %d Nodes uncordoned", d->message, changed[1]);
+	else if (rc == NV_OK)
 		op_event(op, p->part, "Normal", "Released", "Delete",
 		         "backend partition gone, %d Nodes uncordoned", changed[1]);
+	if (rc == NV_OK)
 		domains_requeue(op, p);
-	}
 	return (struct kube_result){.err = rc};
 }
 
@@ -585,7 +594,7 @@ static struct kube_result part_reconcile(void *ud, const char *key)
 		look(op, &p);
 	op_part_decide(&p.in, d);
 	if (d->action == OP_PART_RELEASE) {
-		res = release(op, &p);
+		res = release(op, &p, d);
 		goto out;
 	}
 	if (!d->keep_cordons)

@@ -304,6 +304,33 @@ static void take_partition(const struct fabric_partition *p, const char *cluster
 		d->clique[0] = '\0';
 }
 
+/* Of the busy members, those whose agents have been silent for
+ * in->silent_ms go to d->silent: no report will come from them, and a
+ * deletion must not wait for ever. Returns the members still awaited, and
+ * asks to look again when the next of them would turn silent (a silent
+ * agent writes nothing that would wake this controller). */
+static uint32_t silent_members(const struct op_part_in *in, struct op_part_decision *d,
+                               uint32_t busy)
+{
+	if (in->silent_ms <= 0)
+		return busy;
+	for (unsigned i = 0; i < in->ntrays; i++) {
+		const struct op_part_tray *t = &in->trays[i];
+		uint32_t bit = 1u << t->index;
+		int64_t left = t->heartbeat_ms + in->silent_ms - in->now_ms;
+
+		if (!(busy & bit))
+			continue;
+		if (t->heartbeat_ms == 0 || left < 0) {
+			busy &= ~bit;
+			d->silent |= bit;
+		} else if (d->requeue_ms == 0 || left + 1 < d->requeue_ms) {
+			d->requeue_ms = left + 1;
+		}
+	}
+	return busy;
+}
+
 static void decide_delete(const struct op_part_in *in, struct op_part_decision *d)
 {
 	const struct op_part_backend *be = in->be;
@@ -349,6 +376,7 @@ static void decide_delete(const struct op_part_in *in, struct op_part_decision *
 		    !settled_elsewhere(t->tray, d->clique))
 			busy |= 1u << t->index;
 	}
+	busy = silent_members(in, d, busy);
 	if (busy) { /* their status updates bring the partition back */
 		char list[64];
 		tray_list(busy, list, sizeof(list));
@@ -359,6 +387,16 @@ static void decide_delete(const struct op_part_in *in, struct op_part_decision *
 		return;
 	}
 	d->action = OP_PART_RELEASE;
+	if (d->silent) {
+		char list[64];
+		tray_list(d->silent, list, sizeof(list));
+		msg(d,
+		    "backend partition deleted; released without a report from trays %s, whose "
+		    "agents have been silent for over %llds: check their fabric state when they "
+		    "return",
+		    list, (long long)(in->silent_ms / 1000));
+		return;
+	}
 	msg(d, "backend partition deleted, member GPUs back in the default clique");
 }
 

@@ -13,7 +13,9 @@
 # partition and the create creates the partition once after a restart, and
 # one killed while the create runs finishes it without a second create;
 # deleting a partition returns its GPUs to the default partition and
-# releases it. After each change every GPU is in exactly one partition.
+# releases it, also when a member's agent has gone silent (after the
+# heartbeat timeout, with an event naming the tray). After each change every
+# GPU is in exactly one partition.
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
 # control plane (KUBECONFIG, KUBECTL, NVL72_CLUSTER_DIR set). Prints `ok - …`
@@ -121,7 +123,7 @@ out=$(k -n "$NS" create secret generic nmxm --from-literal=username=rw-user \
 check "the fabric backend's Secret" $? "$out"
 start_operator() {
 	"$OPERATOR" --metrics-bind-address=127.0.0.1:0 --health-probe-bind-address=127.0.0.1:0 \
-		--dashboard-bind-address=0 --webhook-bind-address=0 --tray-heartbeat-timeout=10m \
+		--dashboard-bind-address=0 --webhook-bind-address=0 --tray-heartbeat-timeout="${HB:-10m}" \
 		--fabric-backend=nmx-m --fabric-endpoint="https://127.0.0.1:$nport" \
 		--fabric-secret="$NS/nmxm" --fabric-poll-interval=500ms --log-level=info >>"$work/op.log" 2>&1 &
 	opid=$!
@@ -388,14 +390,36 @@ check "no Node keeps tenant-a's partition or clique label" $? \
 reasons=$(k get events -o json | jq -r '[.items[] | select(.regarding.name == "tenant-a" or .involvedObject.name == "tenant-a") | .reason] | unique | join(",")')
 [[ ,$reasons, == *,Deleting,* && ,$reasons, == *,Released,* ]]
 check "events Deleting and Released" $? "$reasons"
-out=$(k delete rackpartition tenant-b tenant-c --timeout=90s 2>&1)
+# A member whose agent falls silent does not hold a deletion for ever: the
+# operator, restarted with a 15 s heartbeat timeout, waits that long for
+# tray 9 (whose agent is killed), then releases tenant-b naming it.
+kill -TERM "$opid"
+wait "$opid" 2>/dev/null
+HB=15s start_operator
+kill -KILL "${apid[9]}"
+wait "${apid[9]}" 2>/dev/null
+! kill -0 "${apid[9]}" 2>/dev/null
+check "tray 9's agent is killed with SIGKILL" $? "pid ${apid[9]} still runs"
+t0=$SECONDS
+out=$(k delete rackpartition tenant-b --timeout=90s 2>&1)
+check "deleting tenant-b with tray 9's agent silent completes ($((SECONDS - t0))s; heartbeat timeout 15s)" \
+	$? "$out; $(grep 'partition=tenant-b' "$work/op.log" | tail -2 | cut -c1-300)"
+silent_event() {
+	k get events.events.k8s.io -o json | jq -e '[.items[] | select(.regarding.name == "tenant-b" and
+		.reason == "ReleasedWithoutReport" and (.note | contains("without a report from trays 9, whose agents")))] | length == 1' >/dev/null
+}
+wait_for 20 silent_event
+check "a Warning ReleasedWithoutReport event on tenant-b names tray 9 alone" $? \
+	"$(k get events.events.k8s.io -o json | jq -c '[.items[] | select(.regarding.name == "tenant-b" and (.reason | startswith("Released"))) | [.reason, .note]]' | cut -c1-400) $(grep 'object=rackpartition/tenant-b' "$work/op.log" | tail -2 | cut -c1-300)"
+start_agent 9
+out=$(k delete rackpartition tenant-c --timeout=90s 2>&1)
 rc=$?
 all_back() {
 	[[ $(trays_in 32766 | wc -w) == 18 ]] && one_each &&
 		[[ $(nmx /nmx/v1/partitions | jq -r '[.[].Name] | join(",")') == "Default Partition" ]]
 }
 [[ $rc == 0 ]] && wait_for 30 all_back
-check "deleting tenant-b and tenant-c returns all 18 trays to the default partition and clique" $? \
+check "deleting tenant-c returns all 18 trays, tray 9 with its agent back, to the default partition and clique" $? \
 	"$out; default: $(trays_in 32766); nmx: $(nmx /nmx/v1/partitions | jq -c '[.[] | [.Name, (.Members | length)]]')"
 
 kill -0 "$opid" 2>/dev/null

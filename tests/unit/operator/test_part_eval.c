@@ -513,6 +513,52 @@ static void test_op_part_decide_delete(void **state)
 	pfx_clear(&f);
 }
 
+/* A member whose agent went silent does not hold a deletion for ever: it
+ * is waited for until its heartbeat is silent_ms old, then the partition is
+ * released with the tray named; a member still heartbeating is waited for. */
+static void test_op_part_decide_delete_silent_member(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	jx_set_str(f.part, "metadata.deletionTimestamp", "2026-11-18T10:00:00Z");
+	pfx_status(&f, "Deleting", "7", "op-9");
+	f.be.looked = true;
+	f.be.op = (struct fabric_op){.id = "op-9", .state = FABRIC_OP_COMPLETED};
+	f.be.find_err = NV_E_NOT_FOUND;
+	for (int i = 1; i <= 4; i++) {
+		pfx_clique(&f, i, i == 2 ? PID : DEF);
+		f.in.trays[i - 1].heartbeat_ms = FX_NOW - 1000;
+	}
+	f.in.now_ms = FX_NOW;
+	f.in.silent_ms = 120000;
+	/* Tray 2 still reports the old clique, and its agent is alive. */
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_non_null(strstr(d.message, "waiting for trays 2 to report"));
+	assert_int_equal(d.silent, 0);
+	assert_int_equal(d.requeue_ms, 119001); /* when it would turn silent */
+	/* Its agent falls silent: released, tray 2 named. */
+	f.in.now_ms = FX_NOW + 120000;
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_RELEASE);
+	assert_int_equal(d.silent, 1u << 2);
+	assert_non_null(strstr(d.message, "released without a report from trays 2, whose agents "
+	                                  "have been silent for over 120s"));
+	/* With the bound off (heartbeat timeout 0), the deletion waits. */
+	f.in.silent_ms = 0;
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	/* An agent that never reported is silent at once. */
+	f.in.silent_ms = 120000;
+	f.in.now_ms = FX_NOW;
+	f.in.trays[1].heartbeat_ms = 0;
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_RELEASE);
+	pfx_clear(&f);
+}
+
 static void test_op_part_status_apply_shape_and_no_change(void **state)
 {
 	struct pfx f;
@@ -690,6 +736,7 @@ int main(void)
 	        cmocka_unit_test(test_op_part_decide_imex_of_a_domain_gates_active),
 	        cmocka_unit_test(test_op_part_decide_member_change_updates_and_drains_leavers),
 	        cmocka_unit_test(test_op_part_decide_delete),
+	        cmocka_unit_test(test_op_part_decide_delete_silent_member),
 	        cmocka_unit_test(test_op_part_status_apply_shape_and_no_change),
 	        cmocka_unit_test(test_op_part_drain_policy_from_rack),
 	        cmocka_unit_test(test_op_part_drained_holds_the_request),
