@@ -325,6 +325,10 @@ struct host;
 struct host_spawn_gate {
 	enum nv_err (*record)(void *arg, pid_t pid);
 	void *arg;
+	/* An fd (a held lock) that the child keeps open across exec as fd 4,
+	 * so that it lives exactly as long as the child and what it forks;
+	 * NULL: the child keeps none of ours. */
+	const int *hold_fd;
 };
 
 /* The seam between the host logic and a real (or fake) host: NVML, running

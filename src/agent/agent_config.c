@@ -49,7 +49,8 @@ static const struct flag opts[] = {
          "IMEX configuration folder on the host (under --host-root)"},
         {"state-dir", S(state_dir), &flag_string, "/run/nvl72-agent", 0, 0, NULL,
          "the agent's state on the host (under --host-root): daemon and installer pid files, the "
-         "record of the last validation run"},
+         "driver "
+         "lock, the record of the last validation run"},
         {"installer-arg", S(installer), &flag_args, "", 0, AGENT_INSTALLER_ARGS_MAX, NULL,
          "one argument of the driver installer command, repeated in order; {version} is replaced "
          "by the target; none: the agent never installs a driver"},

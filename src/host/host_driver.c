@@ -5,9 +5,12 @@
 // killed one stopped without repeating what is already done.
 #include "nvl72/host.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -129,7 +132,50 @@ static void marker_path(struct host *h, char *out, size_t outsz)
 		out[0] = '\0';
 }
 
-/* An installer started by an earlier agent that is still running. */
+/* The driver lock, driver-install.lock in the state dir, guards every
+ * driver step and the installer a step starts. The marker alone cannot: a
+ * pid names a process only while it lives (a reused pid, or one seen from
+ * another PID namespace, names another), and checking the marker and then
+ * starting an installer are two steps, so two agents on one tray (the old
+ * and the new pod of a rollout) could both find none and both start one.
+ * flock is taken before the check and the installer inherits the locked
+ * fd, so the kernel holds it exactly as long as the installer and what it
+ * forks live, whatever happens to the agent. NV_E_BUSY: held elsewhere. */
+static enum nv_err driver_lock(struct host *h, int *out)
+{
+	char rel[PATH_MAX_HOST], full[PATH_MAX_HOST];
+	enum nv_err rc;
+	int fd;
+
+	*out = -1;
+	snprintf(rel, sizeof(rel), "%s/driver-install.lock", h->cfg.state_dir);
+	if (host_path(h, rel, full, sizeof(full)) != NV_OK ||
+	    host_path(h, h->cfg.state_dir, rel, sizeof(rel)) != NV_OK)
+		return NV_E_TOO_LARGE;
+	rc = host_mkdirs(rel, 0755);
+	if (rc != NV_OK) {
+		host_fail(h, "cannot create the state dir %s", rel);
+		return rc;
+	}
+	fd = open(full, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0) {
+		host_fail(h, "cannot open the driver lock %s: %s", full, strerror(errno));
+		return NV_E_IO;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int e = errno;
+		close(fd);
+		if (e == EWOULDBLOCK)
+			return NV_E_BUSY;
+		host_fail(h, "cannot lock %s: %s", full, strerror(e));
+		return NV_E_IO;
+	}
+	*out = fd;
+	return NV_OK;
+}
+
+/* An installer started by an earlier agent that is still running. With
+ * the lock held, that is one started by an agent that took no lock. */
 static bool installer_running(struct host *h, pid_t *pid)
 {
 	char path[PATH_MAX_HOST];
@@ -176,16 +222,18 @@ static enum nv_err installer_argv(struct host *h, const char *target,
 }
 
 /* Runs the installer detached from our process group, so that if we are
- * killed it still finishes. Its marker is written before it starts, so the
- * next agent always finds a running installer and waits for it. */
-static enum nv_err install_run(struct host *h, const char *target, struct host_drv_step *o)
+ * killed it still finishes. Its marker is written before it starts, and it
+ * holds the driver lock (lock) from then on, so the next agent always
+ * finds a running installer and waits for it. */
+static enum nv_err install_run(struct host *h, const char *target, const int *lock,
+                               struct host_drv_step *o)
 {
 	char store[INSTALLER_ARGS_MAX][256], marker[PATH_MAX_HOST], logp[PATH_MAX_HOST];
 	char rel[PATH_MAX_HOST];
 	const char *argv[INSTALLER_ARGS_MAX + 1];
 	int64_t deadline = time_mono_ms() + h->cfg.install_timeout_ms;
 	struct host_pid_rec rec = {.path = marker, .tag = target};
-	struct host_spawn_gate gate = {.record = host_pid_record, .arg = &rec};
+	struct host_spawn_gate gate = {.record = host_pid_record, .arg = &rec, .hold_fd = lock};
 	int status = 0;
 	pid_t pid;
 	enum nv_err rc;
@@ -202,9 +250,14 @@ static enum nv_err install_run(struct host *h, const char *target, struct host_d
 	rc = host_mkdirs(rel, 0755);
 	if (rc == NV_OK)
 		rc = h->ops->spawn(h, argv, logp, &gate, &pid);
+	if (rc != NV_OK && rec.err != 0) {
+		/* Never started: without its marker nobody after us would know. */
+		snprintf(o->detail, sizeof(o->detail),
+		         "cannot write the installer marker %.180s: %s", marker, strerror(rec.err));
+		return rc;
+	}
 	if (rc != NV_OK) {
-		snprintf(o->detail, sizeof(o->detail), "cannot start %s%s", argv[0],
-		         rec.written ? "" : " (cannot write its marker)");
+		snprintf(o->detail, sizeof(o->detail), "cannot start %.200s", argv[0]);
 		return rc;
 	}
 	log_info("agent", "driver installer started", "pid=%d target=%s", (int)pid, target);
@@ -323,14 +376,59 @@ static enum nv_err step_fail(struct host_drv_step *o, enum host_drv_phase p, enu
 	return rc;
 }
 
+/* The step under the driver lock: lock is handed to an installer we start. */
+static enum nv_err step_locked(struct host *h, const char *target, enum host_imex_mode imex_mode,
+                               const int *lock, struct host_drv_step *o)
+{
+	enum nv_err rc;
+	bool did;
+	pid_t pid;
+
+	if (installer_running(h, &pid)) {
+		o->phase = HOST_DRV_INSTALLER_RUNNING;
+		snprintf(o->detail, sizeof(o->detail), "installer pid %d still running", (int)pid);
+		return NV_OK;
+	}
+	rc = holders_stop(h, imex_mode, &did);
+	if (rc != NV_OK || did) {
+		o->phase = HOST_DRV_STOPPING_HOLDERS;
+		snprintf(o->detail, sizeof(o->detail), "%s",
+		         rc ? h->err : "stopped IMEX and holders");
+		return rc;
+	}
+	rc = host_driver_ondisk(h, o->ondisk, sizeof(o->ondisk));
+	if (rc != NV_OK)
+		return rc;
+	if (strcmp(o->ondisk, target) != 0) {
+		o->phase = HOST_DRV_INSTALLING;
+		rc = install_run(h, target, lock, o);
+		if (rc == NV_E_CANCELLED) {
+			o->phase = HOST_DRV_INSTALLER_RUNNING;
+			rc = NV_OK;
+		} else if (rc != NV_OK)
+			rc = step_fail(o, HOST_DRV_FAILED, rc);
+		else
+			snprintf(o->detail, sizeof(o->detail), "installed %s", target);
+		return rc;
+	}
+	if (driver_in_use(h, o->detail, sizeof(o->detail)))
+		return step_fail(o, HOST_DRV_REBOOT_REQUIRED, NV_OK);
+	o->phase = HOST_DRV_RELOADING;
+	rc = reload(h, o);
+	if (rc == NV_E_BUSY)
+		rc = step_fail(o, HOST_DRV_REBOOT_REQUIRED, NV_OK);
+	else if (rc != NV_OK)
+		rc = step_fail(o, HOST_DRV_FAILED, rc);
+	return rc;
+}
+
 enum nv_err host_driver_step(struct host *h, const char *target, enum host_imex_mode imex_mode,
                              struct host_drv_step *out)
 {
 	struct host_drv_step o = {0};
 	enum nv_err rc;
-	bool did;
 	pid_t pid;
-	int cmp;
+	int cmp, lock = -1;
 
 	if (host_version_cmp(target, target, &cmp) != NV_OK)
 		return NV_E_INVAL;
@@ -339,45 +437,28 @@ enum nv_err host_driver_step(struct host *h, const char *target, enum host_imex_
 		rc = step_finish(h, &o);
 		goto out;
 	}
-	if (installer_running(h, &pid)) {
+	rc = driver_lock(h, &lock);
+	if (rc == NV_E_BUSY) {
+		/* An installer (an earlier agent's) or another agent's step. */
 		o.phase = HOST_DRV_INSTALLER_RUNNING;
-		snprintf(o.detail, sizeof(o.detail), "installer pid %d still running", (int)pid);
+		if (installer_running(h, &pid))
+			snprintf(o.detail, sizeof(o.detail), "installer pid %d still running",
+			         (int)pid);
+		else
+			snprintf(o.detail, sizeof(o.detail),
+			         "the driver lock is held: an installer or another agent runs");
 		rc = NV_OK;
 		goto out;
 	}
-	rc = holders_stop(h, imex_mode, &did);
-	if (rc != NV_OK || did) {
-		o.phase = HOST_DRV_STOPPING_HOLDERS;
-		snprintf(o.detail, sizeof(o.detail), "%s",
-		         rc ? h->err : "stopped IMEX and holders");
-		goto out;
-	}
-	rc = host_driver_ondisk(h, o.ondisk, sizeof(o.ondisk));
-	if (rc != NV_OK)
-		goto out;
-	if (strcmp(o.ondisk, target) != 0) {
-		o.phase = HOST_DRV_INSTALLING;
-		rc = install_run(h, target, &o);
-		if (rc == NV_E_CANCELLED) {
-			o.phase = HOST_DRV_INSTALLER_RUNNING;
-			rc = NV_OK;
-		} else if (rc != NV_OK)
-			rc = step_fail(&o, HOST_DRV_FAILED, rc);
-		else
-			snprintf(o.detail, sizeof(o.detail), "installed %s", target);
-		goto out;
-	}
-	if (driver_in_use(h, o.detail, sizeof(o.detail))) {
-		rc = step_fail(&o, HOST_DRV_REBOOT_REQUIRED, NV_OK);
-		goto out;
-	}
-	o.phase = HOST_DRV_RELOADING;
-	rc = reload(h, &o);
-	if (rc == NV_E_BUSY)
-		rc = step_fail(&o, HOST_DRV_REBOOT_REQUIRED, NV_OK);
-	else if (rc != NV_OK)
+	if (rc != NV_OK) {
+		snprintf(o.detail, sizeof(o.detail), "%s", h->err);
 		rc = step_fail(&o, HOST_DRV_FAILED, rc);
+		goto out;
+	}
+	rc = step_locked(h, target, imex_mode, &lock, &o);
 out:
+	if (lock >= 0)
+		close(lock);
 	*out = o;
 	return rc;
 }

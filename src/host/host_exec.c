@@ -158,21 +158,24 @@ static enum nv_err real_run(struct host *h, const char *const *argv, int64_t tim
  * the parent's go byte. EOF (the parent failed to record us, or died) means
  * argv must never run. Only async-signal-safe calls: we were forked from a
  * threaded process. */
-static void gated_child(const char *const *argv, int out_fd, int gate_rd, int gate_wr)
+static void gated_child(const char *const *argv, int out_fd, int gate_rd, int gate_wr,
+                        const int *hold_fd)
 {
 	static const int dfl[] = {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD};
 	struct sigaction sa = {.sa_handler = SIG_DFL};
 	sigset_t none;
 	ssize_t r;
 	char go;
-	int in;
+	int in, hold = -1;
 
 	close(gate_wr);
 	/* Above the standard fds first, so that the dup2s below cannot
 	 * overwrite them (a parent started with fd 0 closed gets low fds). */
 	out_fd = fcntl(out_fd, F_DUPFD, 10);
 	gate_rd = fcntl(gate_rd, F_DUPFD, 10);
-	if (out_fd < 0 || gate_rd < 0 || setsid() < 0)
+	if (hold_fd != NULL)
+		hold = fcntl(*hold_fd, F_DUPFD, 10);
+	if (out_fd < 0 || gate_rd < 0 || (hold_fd != NULL && hold < 0) || setsid() < 0)
 		_exit(126);
 	for (size_t i = 0; i < ARRAY_LEN(dfl); i++)
 		(void)sigaction(dfl[i], &sa, NULL);
@@ -180,11 +183,11 @@ static void gated_child(const char *const *argv, int out_fd, int gate_rd, int ga
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 	in = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (in < 0 || dup2(in, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0 ||
-	    dup2(gate_rd, 3) < 0)
+	    dup2(gate_rd, 3) < 0 || (hold >= 0 && dup2(hold, 4) < 0))
 		_exit(126);
 	/* Nothing else of the parent's: another gated child must see its EOF
-	 * even while we wait for ours. */
-	(void)close_range(4, ~0U, 0);
+	 * even while we wait for ours. dup2 cleared close-on-exec on fd 4. */
+	(void)close_range(hold >= 0 ? 5 : 4, ~0U, 0);
 	do
 		r = read(3, &go, 1);
 	while (r < 0 && errno == EINTR);
@@ -216,7 +219,7 @@ static enum nv_err spawn_gated(const char *const *argv, int out_fd,
 		return NV_E_IO;
 	}
 	if (pid == 0)
-		gated_child(argv, out_fd, gfd[0], gfd[1]);
+		gated_child(argv, out_fd, gfd[0], gfd[1], gate->hold_fd);
 	close(gfd[0]);
 	rc = gate->record(gate->arg, pid);
 	if (rc == NV_OK && write(gfd[1], "g", 1) != 1)
@@ -327,8 +330,10 @@ enum nv_err host_pid_record(void *arg, pid_t pid)
 	n = snprintf(line, sizeof(line), "%d %llu %s\n", (int)pid, host_pid_starttime(pid), r->tag);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return NV_E_TOO_LARGE;
-	if (host_file_write_atomic(r->path, line, (size_t)n, 0644) != NV_OK)
+	if (host_file_write_atomic(r->path, line, (size_t)n, 0644) != NV_OK) {
+		r->err = errno;
 		return NV_E_IO;
+	}
 	r->written = true;
 	return NV_OK;
 }

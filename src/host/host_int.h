@@ -34,10 +34,11 @@ bool host_pid_alive(pid_t pid);
 unsigned long long host_pid_starttime(pid_t pid);
 /* A spawn gate's record that writes "PID STARTTIME TAG\n" atomically to
  * path (an installer marker, a daemon's pid file); written tells a failed
- * start apart from a failed record. */
+ * start apart from a failed record, err is the errno of a failed write. */
 struct host_pid_rec {
 	const char *path, *tag;
 	bool written;
+	int err;
 };
 enum nv_err host_pid_record(void *arg, pid_t pid);
 /* SIGTERM, wait up to grace_ms, then SIGKILL; reaps our own children. */

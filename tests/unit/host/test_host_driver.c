@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // Unit tests for driver change steps against a temp host: the full path,
 // resuming with a fresh host object (as after kill -9) without running the
-// installer again, an installer still running, and the refusals.
+// installer again, an installer still running (found by its marker or by
+// the driver lock it holds), and the refusals.
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/file.h>
 
 #include <cmocka.h>
 
@@ -228,6 +232,115 @@ static void test_host_driver_step_stop_leaves_installer(void **state)
 	fx_clear(&x);
 }
 
+/* Opens the driver lock and tries to take it: true when it is free. */
+static bool lock_free(struct fx *x, int *fd)
+{
+	char p[600];
+
+	snprintf(p, sizeof(p), "%s/run/nvl72-agent/driver-install.lock", x->root);
+	if (access(p, F_OK) != 0)
+		fx_file(x, "run/nvl72-agent/driver-install.lock", "");
+	*fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(*fd >= 0);
+	if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
+		return true;
+	assert_int_equal(errno, EWOULDBLOCK);
+	close(*fd);
+	*fd = -1;
+	return false;
+}
+
+/* A driver lock held elsewhere (another agent's step, an installer whose
+ * marker is gone) stops the step before it touches the host. */
+static void test_host_driver_step_lock_held_waits(void **state)
+{
+	struct host_drv_step s;
+	struct fx x;
+	bool fin;
+	int fd;
+
+	(void)state;
+	tray_setup(&x);
+	assert_true(lock_free(&x, &fd));
+	assert_int_equal(host_driver_step(&x.h, "2.0.0", HOST_IMEX_PROCESS, &s), NV_OK);
+	assert_int_equal(s.phase, HOST_DRV_INSTALLER_RUNNING);
+	assert_false(s.finished);
+	assert_non_null(strstr(s.detail, "driver lock is held"));
+	assert_null(fx_slurp(&x, "calls"));
+	close(fd);
+	assert_int_equal(step(&x.h, &fin), HOST_DRV_STOPPING_HOLDERS);
+	fx_clear(&x);
+}
+
+/* The installer holds the lock after the agent that started it is gone, so
+ * the next agent waits for it even when its marker is lost (as it would
+ * be with a reused pid), and it runs once. */
+static void test_host_driver_step_installer_holds_lock(void **state)
+{
+	struct host_drv_step s;
+	struct host_cfg cfg;
+	struct host h2;
+	bool stopping = true, fin;
+	char marker[600];
+	struct fx x;
+	int fd;
+
+	(void)state;
+	tray_setup(&x);
+	fx_script(&x, FX_INSTALLER,
+	          "echo \"run $1\" >> \"$R/runs\"\n"
+	          "while [ ! -f \"$R/go\" ]; do sleep 0.02; done; echo \"$1\" > \"$R/ondisk\"");
+	cfg = x.h.cfg;
+	cfg.stopping = stop_now;
+	cfg.stopping_arg = &stopping;
+	host_clear(&x.h);
+	host_init(&x.h, &cfg, NULL);
+	assert_int_equal(step(&x.h, &fin), HOST_DRV_STOPPING_HOLDERS);
+	assert_int_equal(host_driver_step(&x.h, "2.0.0", HOST_IMEX_PROCESS, &s), NV_OK);
+	assert_int_equal(s.phase, HOST_DRV_INSTALLER_RUNNING);
+	assert_false(lock_free(&x, &fd));
+	snprintf(marker, sizeof(marker), "%s/run/nvl72-agent/driver-install.pid", x.root);
+	assert_int_equal(unlink(marker), 0);
+
+	stopping = false;
+	host_init(&h2, &cfg, NULL);
+	assert_int_equal(host_driver_step(&h2, "2.0.0", HOST_IMEX_PROCESS, &s), NV_OK);
+	assert_int_equal(s.phase, HOST_DRV_INSTALLER_RUNNING);
+	assert_non_null(strstr(s.detail, "driver lock is held"));
+	fx_file(&x, "go", "");
+	while (step(&h2, &fin) == HOST_DRV_INSTALLER_RUNNING)
+		time_sleep_ms(20);
+	while (!fin)
+		(void)step(&h2, &fin);
+	assert_int_equal(step(&h2, &fin), HOST_DRV_DONE);
+	assert_int_equal(count_lines(&x, "runs"), 1);
+	assert_true(lock_free(&x, &fd));
+	close(fd);
+	host_clear(&h2);
+	fx_clear(&x);
+}
+
+/* A marker that cannot be written fails the step, naming it, and the
+ * installer never runs. */
+static void test_host_driver_step_marker_unwritable(void **state)
+{
+	struct host_drv_step s;
+	struct fx x;
+	bool fin;
+
+	(void)state;
+	tray_setup(&x);
+	fx_file(&x, "run/nvl72-agent/driver-install.pid/keep", "");
+	assert_int_equal(step(&x.h, &fin), HOST_DRV_STOPPING_HOLDERS);
+	assert_int_not_equal(host_driver_step(&x.h, "2.0.0", HOST_IMEX_PROCESS, &s), NV_OK);
+	assert_int_equal(s.phase, HOST_DRV_FAILED);
+	assert_true(s.finished);
+	assert_non_null(strstr(s.detail, "cannot write the installer marker"));
+	assert_non_null(strstr(s.detail, "driver-install.pid"));
+	assert_int_equal(count_lines(&x, "runs"), 0);
+	fx_clear(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -237,6 +350,9 @@ int main(void)
 	        cmocka_unit_test(test_host_driver_step_installer_fails),
 	        cmocka_unit_test(test_host_driver_step_waits_for_live_installer),
 	        cmocka_unit_test(test_host_driver_step_stop_leaves_installer),
+	        cmocka_unit_test(test_host_driver_step_lock_held_waits),
+	        cmocka_unit_test(test_host_driver_step_installer_holds_lock),
+	        cmocka_unit_test(test_host_driver_step_marker_unwritable),
 	};
 	return cmocka_run_group_tests_name("agent/host_driver", tests, NULL, NULL);
 }

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // Unit tests for running tools: output capture and its cap, exit codes, a
-// hung tool killed at the deadline with its helpers, and pid checks.
+// hung tool killed at the deadline with its helpers, pid checks, and a gated
+// child that keeps one held lock and nothing else of ours.
+#include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -189,6 +193,68 @@ static void test_agent_spawn_gate(void **state)
 	fx_clear(&x);
 }
 
+static bool lock_taken(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	bool taken;
+
+	assert_true(fd >= 0);
+	taken = flock(fd, LOCK_EX | LOCK_NB) != 0;
+	if (taken)
+		assert_int_equal(errno, EWOULDBLOCK);
+	close(fd);
+	return taken;
+}
+
+/* hold_fd reaches the executed child as fd 4, and only it: the lock then
+ * lives as long as the child, not as long as us. */
+static void test_agent_spawn_gate_holds_fd(void **state)
+{
+	struct gate_probe g = {.answer = NV_OK};
+	const char *argv[] = {"/bin/sleep", "30", NULL};
+	char lockp[600], logp[600], fdp[64], link[600], cmd[64];
+	struct host_spawn_gate gate = {.record = gate_record, .arg = &g};
+	struct buf b;
+	pid_t pid = 0;
+	ssize_t n;
+	struct fx x;
+	int fd;
+
+	(void)state;
+	fx_init(&x, NULL);
+	snprintf(lockp, sizeof(lockp), "%s/lock", x.dir);
+	snprintf(logp, sizeof(logp), "%s/log", x.dir);
+	g.done = logp;
+	fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+	gate.hold_fd = &fd;
+	assert_int_equal(x.h.ops->spawn(&x.h, argv, logp, &gate, &pid), NV_OK);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "/proc/%d/cmdline", (int)pid);
+	for (int i = 0; i < 200; i++) {
+		bool exec_done = host_file_read(cmd, 64, &b) == NV_OK && b.data != NULL &&
+		                 strcmp(b.data, "/bin/sleep") == 0;
+		buf_clear(&b);
+		if (exec_done)
+			break;
+		time_sleep_ms(10);
+	}
+	snprintf(fdp, sizeof(fdp), "/proc/%d/fd/4", (int)pid);
+	n = readlink(fdp, link, sizeof(link) - 1);
+	assert_true(n > 0);
+	link[n] = '\0';
+	assert_string_equal(link, lockp);
+	snprintf(fdp, sizeof(fdp), "/proc/%d/fd/3", (int)pid);
+	assert_int_not_equal(access(fdp, F_OK), 0);
+	snprintf(fdp, sizeof(fdp), "/proc/%d/fd/5", (int)pid);
+	assert_int_not_equal(access(fdp, F_OK), 0);
+	assert_true(lock_taken(lockp));
+	host_pid_stop(pid, 1000);
+	assert_false(lock_taken(lockp));
+	fx_clear(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -199,6 +265,7 @@ int main(void)
 	        cmocka_unit_test(test_agent_run_missing_tool),
 	        cmocka_unit_test(test_agent_spawn_and_stop),
 	        cmocka_unit_test(test_agent_spawn_gate),
+	        cmocka_unit_test(test_agent_spawn_gate_holds_fd),
 	};
 	return cmocka_run_group_tests_name("agent/host_exec", tests, NULL, NULL);
 }
