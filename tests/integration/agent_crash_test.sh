@@ -12,7 +12,9 @@
 #     round ends with the same status and host state as tray 3's and exactly
 #     one installer run per tray;
 #   - driver, SIGTERM: the agent stopped cleanly while the installer runs
-#     exits at once, and the next agent finishes that install exactly once;
+#     exits at once (the time is printed), the installer holds the driver
+#     lock, and the next agent, with the marker gone, waits on the lock and
+#     finishes that install exactly once;
 #   - IMEX: a new peer list, killed while the old daemon shuts down and while
 #     the new one starts; each tray ends with one daemon, started once, on the
 #     new peers, and the domain Up.
@@ -51,11 +53,12 @@ fi
 work=$(mktemp -d /tmp/nvl72-agent-crash.XXXXXX)
 rack=$work/rack
 declare -A apid=()
+strays=() # installers whose marker a case removed
 cleanup() {
 	local p f
 	for p in "${apid[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	sleep 0.5
-	for p in "${apid[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for p in "${apid[@]}" "${strays[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	for f in "$rack"/tray-*/host/run/nvl72-agent/imex.pid \
 		"$rack"/tray-*/host/run/nvl72-agent/driver-install.pid; do
 		[[ -f $f ]] || continue
@@ -217,35 +220,51 @@ done
 
 # ----------------------------------------- driver change, SIGTERM mid-install ---
 # A stopping agent does not wait out the installer (up to its 30-minute
-# deadline): it exits within seconds, the installer goes on with its marker,
-# and the next agent adopts it and finishes the change with no second run.
+# deadline): it exits within seconds and the installer goes on, holding the
+# driver lock. The marker is then removed, as if its pid could not be
+# trusted (reused, or from another PID namespace): the next agent must find
+# the installer by the lock alone, wait for it, and finish the change with
+# no second run.
 if [[ $version == 580.95.05 ]]; then version=580.159.03; else version=580.95.05; fi
 rm -rf "$(tray 1)/delays"
-simctl installer-delay "$(tray 1)" 15000 >/dev/null
+simctl installer-delay "$(tray 1)" 20000 >/dev/null
 runs0=$(runs 1)
 k patch computetray "$(name 1)" --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$version\"}}}" >/dev/null
 began1() { (($(runs 1) > runs0)); }
 gone1() { ! kill -0 "${apid[1]}" 2>/dev/null; }
 marker=$(tray 1)/host/run/nvl72-agent/driver-install.pid
-ipid=""
+lock=$(tray 1)/host/run/nvl72-agent/driver-install.lock
+ipid="" took=""
 if wait_for 60 began1; then
+	ipid=$(cut -d' ' -f1 "$marker" 2>/dev/null)
+	[[ $ipid =~ ^[0-9]+$ ]] && strays+=("$ipid")
 	kill -TERM "${apid[1]}" 2>/dev/null
-	t0=$SECONDS
-	wait_for 10 gone1 && ipid=$(cut -d' ' -f1 "$marker" 2>/dev/null)
+	t0=$(date +%s%N)
+	wait_for 20 gone1 && took=$((($(date +%s%N) - t0) / 1000000))
 fi
-[[ $ipid =~ ^[0-9]+$ ]] && kill -0 "$ipid" 2>/dev/null
-check "SIGTERM during the installer: the agent exits ($((SECONDS - t0))s) and leaves it running" $? \
+[[ -n $took && $ipid =~ ^[0-9]+$ ]] && kill -0 "$ipid" 2>/dev/null
+check "SIGTERM during the installer: the agent exits (in ${took:-over 20000} ms) and leaves it running" $? \
 	"agent alive: $(gone1 && echo no || echo yes); marker: $(cat "$marker" 2>/dev/null); $(tail -2 "$work/agent-1.log" | cut -c1-300)"
 wait "${apid[1]}" 2>/dev/null
+flock -n -E 75 "$lock" true
+check "SIGTERM during the installer: the installer alone holds the driver lock" $(($? == 75 ? 0 : 1)) \
+	"flock on $lock was free; installer pid ${ipid:-none}"
+rm -f "$marker"
 simctl installer-delay "$(tray 1)" 0 >/dev/null
 start_agent 1
+waits_on_lock() {
+	[[ $(st 1 '.conditions[]? | select(.type == "DriverReady") | .message') == *"driver lock is held"* ]]
+}
+wait_for 60 waits_on_lock
+check "SIGTERM during the installer: the next agent, without the marker, waits on the lock" $? \
+	"$(st 1 '.conditions[]? | select(.type == "DriverReady") | "\(.reason): \(.message)"'); installer alive: $(kill -0 "$ipid" 2>/dev/null && echo yes || echo no)"
 t0=$SECONDS
 wait_for 90 settled "$version" 1
 check "SIGTERM during the installer: the next agent finishes the change ($((SECONDS - t0))s)" $? \
 	"$(st 1 .driver) $(st 1 '.conditions[]? | select(.type == "DriverReady") | .message')"
 n=$(($(runs 1) - runs0))
 [[ $n == 1 && ! -f $marker ]]
-check "SIGTERM during the installer: it ran exactly once and its marker is gone" $? \
+check "SIGTERM during the installer: it ran exactly once and no marker is left" $? \
 	"runs: $n; marker: $(cat "$marker" 2>/dev/null)"
 
 # ----------------------------------------------------- IMEX change, killed ---
