@@ -252,10 +252,11 @@ problems=$(jq -r '
 	(if $c.livenessProbe.httpGet.path != "/healthz" then "liveness" else empty end),
 	(if $c.readinessProbe.httpGet.path != "/readyz" then "readiness" else empty end),
 	(if ($c.resources.requests.cpu and $c.resources.requests.memory and $c.resources.limits.cpu and $c.resources.limits.memory) | not then "resources" else empty end),
-	(if ($c.args | index("--leader-elect=true")) == null then "leader election" else empty end)
+	(if ($c.args | index("--leader-elect=true")) == null then "leader election" else empty end),
+	(if $p.priorityClassName != "system-cluster-critical" then "priority class" else empty end)
 	' <<<"$dep" 2>&1)
 if [[ -n $dep && -z $problems ]]; then
-	ok "operator Deployment: 2 replicas, leader election, probes, non-root, read-only root, no capabilities, seccomp, resources"
+	ok "operator Deployment: 2 replicas, leader election, probes, non-root, read-only root, no capabilities, seccomp, resources, system-cluster-critical"
 else
 	not_ok "operator Deployment hardening" "$(one_line "${problems:-no Deployment rendered}")"
 fi
