@@ -99,6 +99,13 @@ bool api_upgrade_phase_final(enum api_upgrade_phase p);
  * Proposed; a phase this build does not know counts as in flight, so a
  * newer operator's phase never lets a second upgrade of a rack in. */
 bool api_rack_upgrade_in_flight(const json_t *obj);
+/* The RackUpgrade among upgrades (an array of objects, borrowed; NULL is
+ * none) that completed last on rack: spec.rack names it, status.phase is
+ * Completed, and its status.completionTime is the latest (a missing or
+ * unreadable time counts as the earliest; on a tie the greater name wins,
+ * so every caller picks the same one). Its spec.target is the stack the
+ * rack's trays were last moved to. NULL when none; borrowed from upgrades. */
+const json_t *api_rack_upgrade_latest_completed(const json_t *upgrades, const char *rack);
 
 enum api_step_phase {
 	API_STEP_PENDING = 0,

@@ -9,6 +9,7 @@
 #include "nvl72/alloc.h"
 #include "nvl72/api_upgrade.h"
 #include "nvl72/json.h"
+#include "nvl72/timeutil.h"
 
 static const char *const class_names[] = {"routine", "security"};
 static const char *const decision_names[] = {"Approved", "Rejected"};
@@ -51,6 +52,37 @@ bool api_rack_upgrade_in_flight(const json_t *obj)
 		if (strcmp(phase, phase_names[i]) == 0)
 			return !api_upgrade_phase_final((enum api_upgrade_phase)i);
 	return true;
+}
+
+static int64_t completion_ms(const json_t *obj)
+{
+	int64_t ms = 0;
+	const char *t = json_string_value(jx_path(obj, "status.completionTime"));
+	if (t == NULL || time_parse_rfc3339(t, &ms) != NV_OK)
+		return 0;
+	return ms;
+}
+
+const json_t *api_rack_upgrade_latest_completed(const json_t *upgrades, const char *rack)
+{
+	const json_t *best = NULL, *o;
+	int64_t best_ms = 0;
+	size_t i;
+	if (rack == NULL || rack[0] == '\0')
+		return NULL;
+	json_array_foreach(upgrades, i, o) {
+		if (strcmp(jx_str_or(o, "spec.rack", ""), rack) != 0 ||
+		    strcmp(jx_str_or(o, "status.phase", ""), "Completed") != 0)
+			continue;
+		int64_t ms = completion_ms(o);
+		if (best == NULL || ms > best_ms ||
+		    (ms == best_ms && strcmp(jx_str_or(o, "metadata.name", ""),
+		                             jx_str_or(best, "metadata.name", "")) > 0)) {
+			best = o;
+			best_ms = ms;
+		}
+	}
+	return best;
 }
 
 static void selector_parse(struct api_ctx *c, const json_t *sel, struct api_rack_upgrade *u)

@@ -12,6 +12,7 @@
 
 #include "api_test.h"
 #include "nvl72/api_upgrade.h"
+#include "nvl72/json.h"
 
 #define ROUTINE "tests/data/api/rackupgrade-gb300-r07-r580-173.json"
 #define SECURITY "tests/data/api/rackupgrade-gb300-r07-cve-2026-24101.json"
@@ -374,6 +375,44 @@ static void test_api_rack_upgrade_in_flight_phases(void **state)
 	assert_false(api_upgrade_phase_final(API_PHASE_PAUSED));
 }
 
+/* A RackUpgrade of rack named name, Completed at time t (NULL: none). */
+static json_t *completed(const char *name, const char *rack, const char *phase, const char *t)
+{
+	json_t *j = json_pack("{s:{s:s}, s:{s:s}, s:{s:s}}", "metadata", "name", name, "spec",
+	                      "rack", rack, "status", "phase", phase);
+	if (t != NULL)
+		json_object_set_new(json_object_get(j, "status"), "completionTime", json_string(t));
+	return j;
+}
+
+/* The last Completed upgrade of a rack: others' racks, other phases and
+ * earlier completions lose; a tie goes to the greater name. */
+static void test_api_rack_upgrade_latest_completed_picks(void **state)
+{
+	(void)state;
+	json_t *ups = json_array();
+	assert_null(api_rack_upgrade_latest_completed(ups, "r07"));
+	assert_null(api_rack_upgrade_latest_completed(NULL, "r07"));
+	json_array_append_new(ups, completed("a", "r07", "Completed", "2026-11-01T10:00:00Z"));
+	json_array_append_new(ups, completed("b", "r07", "Completed", "2026-11-03T10:00:00Z"));
+	json_array_append_new(ups, completed("c", "r07", "Aborted", "2026-11-05T10:00:00Z"));
+	json_array_append_new(ups, completed("d", "r08", "Completed", "2026-11-06T10:00:00Z"));
+	json_array_append_new(ups, completed("e", "r07", "Completed", NULL));
+	json_array_append_new(ups, completed("f", "r07", "RollingOut", NULL));
+	assert_string_equal(
+	        jx_str_or(api_rack_upgrade_latest_completed(ups, "r07"), "metadata.name", ""), "b");
+	assert_string_equal(
+	        jx_str_or(api_rack_upgrade_latest_completed(ups, "r08"), "metadata.name", ""), "d");
+	assert_null(api_rack_upgrade_latest_completed(ups, "r09"));
+	assert_null(api_rack_upgrade_latest_completed(ups, ""));
+	json_array_append_new(ups, completed("a2", "r07", "Completed", "2026-11-03T10:00:00Z"));
+	json_array_append_new(ups, completed("b0", "r07", "Completed", "2026-11-03T10:00:00Z"));
+	assert_string_equal(
+	        jx_str_or(api_rack_upgrade_latest_completed(ups, "r07"), "metadata.name", ""),
+	        "b0");
+	json_decref(ups);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -387,6 +426,7 @@ int main(void)
 	        cmocka_unit_test(test_api_rack_upgrade_status_parse_rejects),
 	        cmocka_unit_test(test_api_step_action_name_crd_spelling),
 	        cmocka_unit_test(test_api_rack_upgrade_in_flight_phases),
+	        cmocka_unit_test(test_api_rack_upgrade_latest_completed_picks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
