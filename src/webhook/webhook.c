@@ -202,6 +202,12 @@ enum nv_err wh_response_write(const char *uid, const struct wh_verdict *v, struc
 		}
 		buf_clear(&b64);
 	}
+	if (v->nwarnings > 0) {
+		json_t *w = json_array();
+		for (unsigned i = 0; i < v->nwarnings && i < WH_WARNINGS_MAX; i++)
+			json_array_append_new(w, json_text(v->warnings[i]));
+		json_object_set_new(resp, "warnings", w);
+	}
 	json_object_set_new(review, "response", resp);
 	if (rc != NV_OK)
 		goto out;

@@ -24,6 +24,11 @@ struct metrics_family;
 #define WH_REVIEW_VERSION "admission.k8s.io/v1"
 #define WH_MSG_MAX ((size_t)16 << 10)   /* one denial message */
 #define WH_PATCH_MAX ((size_t)64 << 10) /* one JSON patch, before base64 */
+/* Warnings of one response (admission.k8s.io/v1 AdmissionResponse.warnings,
+ * which kubectl prints as "Warning: ..."); the API asks for at most 256
+ * characters each and may cut longer ones. */
+#define WH_WARNINGS_MAX 4
+#define WH_WARNING_MAX 257
 
 struct webhook {
 	const struct webhook_cache_ops *cache;
@@ -57,12 +62,17 @@ struct wh_verdict {
 	const char *reason; /* a static metav1.StatusReason */
 	struct buf msg;
 	struct buf patch; /* JSON patch text; empty: none */
+	unsigned nwarnings;
+	char warnings[WH_WARNINGS_MAX][WH_WARNING_MAX];
 };
 
 void wh_verdict_init(struct wh_verdict *v);
 void wh_verdict_clear(struct wh_verdict *v);
 void wh_deny(struct wh_verdict *v, int code, const char *reason, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
+/* Adds a warning to the response, allowed or not: cut at WH_WARNING_MAX - 1
+ * bytes; past WH_WARNINGS_MAX warnings the rest are dropped. */
+void wh_warn(struct wh_verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Denies with `Kind "name": path: msg; ...` (422 Invalid). */
 void wh_deny_errors(struct wh_verdict *v, const struct wh_request *req,
                     const struct api_errors *errs);
@@ -85,6 +95,11 @@ enum nv_err wh_cert_generate(struct webhook_cert *c, const char *prev_ca);
 /* The RackUpgrade in flight on rack ro, other than u and neither owning
  * nor owned by it, among upgrades (borrowed); NULL when none. */
 const json_t *wh_upgrade_in_flight_on(const json_t *u, const json_t *ro, const json_t *upgrades);
+/* Whether moving Rack obj (its old version old) to its spec.matrix only
+ * records what the rack runs, so that no warning is due: the new stack is
+ * the old status.stack, or spec.matrix is the target of the rack's latest
+ * Completed RackUpgrade among upgrades (NULL: none known). */
+bool wh_rack_stack_recorded(const json_t *obj, const json_t *old, const json_t *upgrades);
 bool wh_cert_usable(const struct webhook_cert *c, const char *crt, const char *key, const char *ca,
                     int64_t now_ms, int64_t *not_after_ms, const char **why);
 #endif

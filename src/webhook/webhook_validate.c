@@ -5,7 +5,8 @@
 // that does not exist, an upgrade the matrix does not allow or that needs
 // an approval nobody could give, a canary or a wave that does not fit the
 // rack, a second upgrade of a rack with one in flight). Denials name the
-// object and the field.
+// object and the field; a Rack's stack changed outside a RackUpgrade is
+// allowed with a warning.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,61 @@ static void rack_nodes_check(struct wh_ctx *c, const struct api_rack *r)
 	}
 }
 
+TESTABLE bool wh_rack_stack_recorded(const json_t *obj, const json_t *old, const json_t *upgrades)
+{
+	const char *stack = jx_str_or(obj, "spec.matrix.stack", "");
+	const json_t *u;
+	if (strcmp(jx_str_or(old, "status.stack", ""), stack) == 0)
+		return true; // every tray runs it already
+	u = api_rack_upgrade_latest_completed(upgrades, jx_str_or(obj, "metadata.name", ""));
+	return u != NULL && strcmp(jx_str_or(u, "spec.target.stack", ""), stack) == 0 &&
+	       strcmp(jx_str_or(u, "spec.target.matrix", ""),
+	              jx_str_or(obj, "spec.matrix.name", "")) == 0;
+}
+
+/* The RackUpgrades for a rule that only warns: read live when the cache
+ * can (the operator writes a Rack's stack right after it records the
+ * upgrade Completed), else cached; NULL when neither has them, which a
+ * warning may live with. Owned by the context. */
+static const json_t *upgrades_for_warning(struct wh_ctx *c)
+{
+	const struct webhook_cache_ops *ops = c->w->cache;
+	json_t *l = ops->list_live ? ops->list_live(c->w->cache_arg, WEBHOOK_UPGRADES) : NULL;
+	if (!json_is_array(l)) {
+		json_decref(l);
+		l = ops->list(c->w->cache_arg, WEBHOOK_UPGRADES);
+	}
+	if (!json_is_array(l)) {
+		json_decref(l);
+		return NULL;
+	}
+	json_decref(c->lists[WEBHOOK_UPGRADES]);
+	c->lists[WEBHOOK_UPGRADES] = l;
+	return l;
+}
+
+/* A Rack's spec.matrix.stack changed by hand moves no tray: the trays keep
+ * the drivers their specs name, and only a RackUpgrade moves them. Said as
+ * a warning, unless the change only records what the rack runs (the
+ * operator's own write after a Completed upgrade, or a manifest catching
+ * up with it). */
+static void rack_stack_warn(struct wh_ctx *c)
+{
+	const json_t *obj = c->req->object, *old = c->req->old_object;
+	const char *from = jx_str_or(old, "spec.matrix.stack", "");
+	const char *to = jx_str_or(obj, "spec.matrix.stack", "");
+	const char *runs = jx_str_or(old, "status.stack", "");
+	if (old == NULL || strcmp(from, to) == 0 ||
+	    wh_rack_stack_recorded(obj, old, upgrades_for_warning(c)))
+		return;
+	if (runs[0] == '\0' || strcmp(runs, "mixed") == 0)
+		runs = from;
+	wh_warn(c->v,
+	        "Rack \"%s\": spec.matrix.stack changes from %s to %s outside a RackUpgrade; trays "
+	        "already running %s are not moved by this (a RackUpgrade moves them)",
+	        c->req->name, from, to, runs);
+}
+
 static void validate_rack(struct wh_ctx *c)
 {
 	struct api_rack *r = NULL;
@@ -198,6 +254,8 @@ static void validate_rack(struct wh_ctx *c)
 	if (m != NULL)
 		(void)api_rack_check_matrix(r, m, c->errs);
 	rack_nodes_check(c, r);
+	if (c->v->allowed && c->errs->n == 0)
+		rack_stack_warn(c);
 out:
 	matrix_free(m);
 	api_rack_free(r);

@@ -349,6 +349,49 @@ static void test_wh_response_write_denial(void **state)
 	wh_verdict_clear(&v);
 }
 
+/* Warnings go out as response.warnings, allowed or denied, each cut at
+ * the cap and at most WH_WARNINGS_MAX of them; none: no member. */
+static void test_wh_response_write_warnings(void **state)
+{
+	(void)state;
+	struct wh_verdict v;
+	struct buf out;
+	char longer[600];
+	wh_verdict_init(&v);
+	buf_init(&out, 8192);
+	assert_int_equal(wh_response_write("abc", &v, &out), NV_OK);
+	json_t *j = json_loads(buf_str(&out), 0, NULL);
+	assert_null(jx_path(j, "response.warnings"));
+	json_decref(j);
+	memset(longer, 'x', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	wh_warn(&v, "Rack \"%s\": spec.matrix.stack changes", "r1");
+	wh_warn(&v, "%s", longer);
+	for (int i = 0; i < WH_WARNINGS_MAX; i++)
+		wh_warn(&v, "extra %d", i);
+	buf_reset(&out);
+	assert_int_equal(wh_response_write("abc", &v, &out), NV_OK);
+	j = json_loads(buf_str(&out), 0, NULL);
+	const json_t *w = jx_path(j, "response.warnings");
+	assert_true(json_is_true(jx_path(j, "response.allowed")));
+	assert_int_equal(json_array_size(w), WH_WARNINGS_MAX);
+	assert_string_equal(json_string_value(json_array_get(w, 0)),
+	                    "Rack \"r1\": spec.matrix.stack changes");
+	assert_int_equal(strlen(json_string_value(json_array_get(w, 1))), WH_WARNING_MAX - 1);
+	assert_string_equal(json_string_value(json_array_get(w, 2)), "extra 0");
+	json_decref(j);
+	// A denial keeps them beside its status.
+	wh_deny(&v, 422, "Invalid", "Rack \"r1\": spec.platform: bad");
+	buf_reset(&out);
+	assert_int_equal(wh_response_write("abc", &v, &out), NV_OK);
+	j = json_loads(buf_str(&out), 0, NULL);
+	assert_true(json_is_false(jx_path(j, "response.allowed")));
+	assert_int_equal(json_array_size(jx_path(j, "response.warnings")), WH_WARNINGS_MAX);
+	json_decref(j);
+	buf_clear(&out);
+	wh_verdict_clear(&v);
+}
+
 /* ---- stamping ------------------------------------------------------------ */
 
 /* The patch the webhook answers for user alice on the fixture upgrade. */
@@ -561,6 +604,7 @@ int main(void)
 	        T(test_wh_review_invalid_utf8),
 	        T(test_wh_review_content_type),
 	        T(test_wh_response_write_denial),
+	        T(test_wh_response_write_warnings),
 	        T(test_wh_mutate_stamps_requesting_user),
 	        T(test_wh_mutate_without_groups_stamps_empty),
 	        T(test_wh_mutate_refuses_without_upgrade),

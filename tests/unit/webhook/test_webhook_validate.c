@@ -122,6 +122,8 @@ struct answer {
 	bool allowed;
 	int code;
 	char msg[4096];
+	size_t nwarn;
+	char warn[1024]; /* the first warning */
 };
 
 /* Sends obj (and old, for an UPDATE) to /validate; takes both references. */
@@ -150,6 +152,10 @@ static struct answer judge_as(struct webhook *w, const char *op, const char *res
 	a.allowed = json_is_true(jx_path(resp, "response.allowed"));
 	a.code = (int)json_integer_value(jx_path(resp, "response.status.code"));
 	snprintf(a.msg, sizeof(a.msg), "%s", jx_str_or(resp, "response.status.message", ""));
+	a.nwarn = json_array_size(jx_path(resp, "response.warnings"));
+	snprintf(a.warn, sizeof(a.warn), "%s",
+	         a.nwarn ? json_string_value(json_array_get(jx_path(resp, "response.warnings"), 0))
+	                 : "");
 	assert_string_equal(jx_str_or(resp, "response.uid", ""),
 	                    "0b0e7c4a-5f1e-4a57-9d64-1f6c2d2f8e11");
 	if (!a.allowed)
@@ -790,6 +796,118 @@ static void test_wh_validate_update_unchanged_spec_passes(void **state)
 	assert_true(a.allowed);
 }
 
+/* The fixture rack moved by hand from stack `from` (its trays on `runs`;
+ * NULL: not observed) to `to`; judged as an UPDATE. */
+static struct answer judge_stack_move(struct fixture *f, const char *from, const char *runs,
+                                      const char *to)
+{
+	json_t *old = load(RACK);
+	json_t *obj = load(RACK);
+	set(old, "spec.matrix.stack", json_string(from));
+	set(obj, "spec.matrix.stack", json_string(to));
+	if (runs != NULL) {
+		set(old, "status.stack", json_string(runs));
+		set(obj, "status.stack", json_string(runs));
+	}
+	return judge_as(f->w, "UPDATE", "racks", "Rack", obj, old);
+}
+
+/* The fixture's upgrade of gb300-r07 to gb300-r580-173, Completed at t. */
+static json_t *completed_upgrade(const char *name, const char *stack, const char *t)
+{
+	json_t *u = load(UPGRADE);
+	set(u, "metadata.name", json_string(name));
+	set(u, "spec.target.stack", json_string(stack));
+	json_object_set_new(u, "status",
+	                    json_pack("{s:s, s:s}", "phase", "Completed", "completionTime", t));
+	return u;
+}
+
+/* A Rack's stack changed outside a RackUpgrade is allowed with a warning
+ * naming both stacks and what the trays run; a change that records what
+ * the rack runs (its status.stack, or the target of its latest Completed
+ * upgrade, as the operator writes it) is quiet, and so is any other
+ * change of the spec. */
+static void test_wh_validate_rack_stack_change_warns(void **state)
+{
+	struct fixture *f = *state;
+	json_t *ups = f->cache.lists[WEBHOOK_UPGRADES];
+	json_array_clear(ups);
+	struct answer a = judge_stack_move(f, "gb300-r580-159", "gb300-r580-159", "gb300-r580-95");
+	assert_true(a.allowed);
+	assert_int_equal(a.nwarn, 1);
+	assert_string_equal(a.warn,
+	                    "Rack \"gb300-r07\": spec.matrix.stack changes from gb300-r580-159 to "
+	                    "gb300-r580-95 outside a RackUpgrade; trays already running "
+	                    "gb300-r580-159 are not moved by this (a RackUpgrade moves them)");
+	// Trays not observed or mixed: the old spec names what they run.
+	a = judge_stack_move(f, "gb300-r580-159", "mixed", "gb300-r580-95");
+	assert_true(a.allowed);
+	assert_non_null(strstr(a.warn, "trays already running gb300-r580-159 are not moved"));
+	a = judge_stack_move(f, "gb300-r580-159", NULL, "gb300-r580-95");
+	assert_int_equal(a.nwarn, 1);
+	// Catching the spec up with what every tray runs is quiet.
+	a = judge_stack_move(f, "gb300-r580-95", "gb300-r580-159", "gb300-r580-159");
+	assert_true(a.allowed);
+	assert_int_equal(a.nwarn, 0);
+	// The target of the rack's latest Completed upgrade is quiet, before
+	// the Rack controller has seen the trays on it...
+	json_array_append_new(ups,
+	                      completed_upgrade("u1", "gb300-r580-159", "2026-11-01T10:00:00Z"));
+	json_array_append_new(ups,
+	                      completed_upgrade("u2", "gb300-r580-173", "2026-11-02T10:00:00Z"));
+	a = judge_stack_move(f, "gb300-r580-159", "gb300-r580-159", "gb300-r580-173");
+	assert_int_equal(a.nwarn, 0);
+	// ...an earlier upgrade's target is not.
+	a = judge_stack_move(f, "gb300-r580-173", "gb300-r580-173", "gb300-r580-159");
+	assert_int_equal(a.nwarn, 1);
+	// Without an upgrade cache the warning still comes, never a denial.
+	f->cache.unsynced[WEBHOOK_UPGRADES] = true;
+	a = judge_stack_move(f, "gb300-r580-159", "gb300-r580-159", "gb300-r580-173");
+	assert_true(a.allowed);
+	assert_int_equal(a.nwarn, 1);
+	f->cache.unsynced[WEBHOOK_UPGRADES] = false;
+	// A create, and an update that keeps the stack, carry none.
+	a = judge(f->w, "racks", "Rack", load(RACK));
+	assert_int_equal(a.nwarn, 0);
+	json_t *old = load(RACK);
+	json_t *obj = load(RACK);
+	set(obj, "spec.policy.cordonWhenDegraded", json_false());
+	a = judge_as(f->w, "UPDATE", "racks", "Rack", obj, old);
+	assert_true(a.allowed);
+	assert_int_equal(a.nwarn, 0);
+	// A denied move says why it is denied, and no more.
+	a = judge_stack_move(f, "gb300-r580-159", "gb300-r580-159", "gb300-r590-1");
+	assert_denied(a, 422, "spec.matrix.stack");
+	assert_int_equal(a.nwarn, 0);
+}
+
+/* The rule itself: the status clause, and the latest Completed upgrade's
+ * matrix and stack. */
+static void test_wh_rack_stack_recorded(void **state)
+{
+	(void)state;
+	json_t *old = load(RACK), *obj = load(RACK), *ups = json_array();
+	set(obj, "spec.matrix.stack", json_string("gb300-r580-173"));
+	assert_false(wh_rack_stack_recorded(obj, old, NULL));
+	set(old, "status.stack", json_string("gb300-r580-173"));
+	assert_true(wh_rack_stack_recorded(obj, old, NULL));
+	set(old, "status.stack", json_string("gb300-r580-159"));
+	json_array_append_new(ups,
+	                      completed_upgrade("u1", "gb300-r580-173", "2026-11-01T10:00:00Z"));
+	assert_true(wh_rack_stack_recorded(obj, old, ups));
+	// Another matrix of the same stack name is not that target.
+	set(obj, "spec.matrix.name", json_string("gb300-2027.01"));
+	assert_false(wh_rack_stack_recorded(obj, old, ups));
+	// Nor is a target of another rack.
+	set(obj, "spec.matrix.name", json_string("gb300-2026.10"));
+	set(json_array_get(ups, 0), "spec.rack", json_string("gb300-r08"));
+	assert_false(wh_rack_stack_recorded(obj, old, ups));
+	json_decref(ups);
+	json_decref(obj);
+	json_decref(old);
+}
+
 static void test_wh_validate_not_ours_passes(void **state)
 {
 	struct fixture *f = *state;
@@ -883,6 +1001,8 @@ int main(void)
 	        T(test_wh_validate_upgrade_one_per_rack_live),
 	        cmocka_unit_test(test_wh_upgrade_in_flight_on),
 	        T(test_wh_validate_update_unchanged_spec_passes),
+	        T(test_wh_validate_rack_stack_change_warns),
+	        cmocka_unit_test(test_wh_rack_stack_recorded),
 	        T(test_wh_validate_not_ours_passes),
 	        T(test_wh_validate_canned_reviews),
 	        T(test_wh_validate_wrong_types),
