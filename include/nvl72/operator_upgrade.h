@@ -164,6 +164,44 @@ struct op_upgrade_oob_result {
 enum nv_err op_upgrade_oob_step(struct oob_backend *b, struct api_upgrade_step *s,
                                 const struct op_upgrade_out *a, struct op_upgrade_oob_result *r);
 
+/* ---- the rack's stack after Completed ---------------------------------- */
+
+/* The condition of a Completed RackUpgrade that records what became of the
+ * Rack's spec.matrix: True once it names the upgrade's target (reason
+ * Applied when the operator moved it, AlreadySet when it named it
+ * already), False when a later upgrade of the rack completed first
+ * (Superseded) or the apiserver refused the write (Refused). Present: the
+ * Rack is left alone from then on, so a person's later change of the stack
+ * (which the webhook warns about) is never undone. */
+#define OP_UPGRADE_COND_RACK_STACK "RackStackSet"
+
+enum op_upgrade_stack_act {
+	OP_STACK_NONE = 0, /* not Completed, no rack, or the condition is there */
+	OP_STACK_RECORD,   /* write the condition only */
+	OP_STACK_APPLY,    /* apply the target to the Rack's spec.matrix, then record */
+};
+
+struct op_upgrade_stack_out {
+	enum op_upgrade_stack_act act;
+	char from[64];             /* APPLY: the stack the Rack's spec names now */
+	struct api_condition cond; /* RECORD, APPLY: the condition to write */
+};
+
+/* What a pass of upgrade u (its status st, as this pass leaves it) does
+ * about its rack's spec.matrix (rack: NULL when the Rack does not exist)
+ * once u is Completed. upgrades is every cached RackUpgrade (an array,
+ * borrowed; u's own entry may be older than st): a Completed upgrade of
+ * the same rack that completed later (api_rack_upgrade_latest_completed's
+ * order) supersedes u. now_ms stamps the condition. */
+void op_upgrade_stack_next(const struct api_rack_upgrade *u,
+                           const struct api_rack_upgrade_status *st, const struct api_rack *rack,
+                           const json_t *upgrades, int64_t now_ms,
+                           struct op_upgrade_stack_out *out);
+
+/* Puts c into st's conditions: replaces the one of its type, else appends
+ * (dropped when all API_CONDITIONS_MAX are taken). */
+void op_upgrade_condition_put(struct api_rack_upgrade_status *st, const struct api_condition *c);
+
 /* The validation id requested for a step: "<uid prefix>-<step>". */
 void op_upgrade_validation_id(const struct api_rack_upgrade *u, int step, char out[64]);
 

@@ -610,6 +610,73 @@ static void rack_mark(struct op *op, struct upg_pass *p, const struct api_rack_u
 	json_decref(body);
 }
 
+/* ---- the rack's stack after Completed ---- */
+
+/* spec.matrix = the upgrade's target, by server-side apply under the
+ * operator's field manager with force: the operator then owns both fields,
+ * so a later apply of a manifest with the old stack is refused with a
+ * conflict naming it instead of moving the rack back unnoticed. */
+static enum nv_err rack_stack_apply(struct op *op, const struct upg_pass *p, struct kube_status *ks)
+{
+	json_t *body = json_pack("{s:s,s:s,s:{s:s},s:{s:{s:s,s:s}}}", "apiVersion", API_VERSION,
+	                         "kind", "Rack", "metadata", "name", p->u->rack, "spec", "matrix",
+	                         "name", p->u->target_matrix, "stack", p->u->target_stack);
+	enum nv_err rc = kube_patch(op->c, &OP_RES_RACKS, NULL, p->u->rack,
+	                            &(struct kube_patch_opts){.type = KUBE_PATCH_APPLY,
+	                                                      .field_manager = OP_FIELD_MANAGER,
+	                                                      .force = true},
+	                            body, NULL, ks);
+	json_decref(body);
+	return rc;
+}
+
+/* Once Completed, the Rack's spec.matrix moves to the target, once: the
+ * RackStackSet condition records it (or why not), and with it present
+ * nothing more is done. A crash between the Completed write and the apply
+ * leaves no condition, so the next pass applies; one between the apply and
+ * the condition finds the Rack on the target and only records it. */
+static struct kube_result stack_settle(struct op *op, struct upg_pass *p,
+                                       struct api_rack_upgrade_status *st)
+{
+	struct op_upgrade_stack_out so;
+	struct kube_status ks;
+	json_t *ups = kube_informer_list(op->upgrades);
+	enum nv_err rc = NV_OK;
+
+	op_upgrade_stack_next(p->u, st, p->rack, ups, upgrade_clock(), &so);
+	json_decref(ups);
+	if (so.act == OP_STACK_NONE || !cache_current(op, p))
+		return (struct kube_result){0}; /* done, or our last write's event comes */
+	memset(&ks, 0, sizeof(ks));
+	if (so.act == OP_STACK_APPLY && (rc = rack_stack_apply(op, p, &ks)) != NV_OK) {
+		log_warn(UPGRADE_COMP, "rack stack not set", "upgrade=%s rack=%s err=%s msg=\"%s\"",
+		         p->u->meta.name, p->u->rack, nv_err_name(rc), ks.message);
+		/* The webhook or the schema said no: record it rather than
+		 * retry for ever; anything else is retried. */
+		if (ks.http_code < 400 || ks.http_code >= 500 || ks.http_code == 409 ||
+		    ks.http_code == 429)
+			return (struct kube_result){.err = rc};
+		so.cond.status = API_COND_FALSE;
+		snprintf(so.cond.reason, sizeof(so.cond.reason), "Refused");
+		snprintf(so.cond.message, sizeof(so.cond.message),
+		         "Rack %.200s: spec.matrix.stack not moved to %.63s: %.200s", p->u->rack,
+		         p->u->target_stack, ks.message);
+	}
+	if (so.act == OP_STACK_APPLY) {
+		bool ok = so.cond.status == API_COND_TRUE;
+		const char *reason = ok ? "RackStackSet" : "RackStackNotSet";
+		op_event(op, p->rack_obj, ok ? "Normal" : "Warning", reason, "Upgrade",
+		         "%s (RackUpgrade %s Completed)", so.cond.message, p->u->meta.name);
+		op_event(op, p->obj, ok ? "Normal" : "Warning", reason, "Upgrade", "%s",
+		         so.cond.message);
+		log_info(UPGRADE_COMP, ok ? "rack stack set" : "rack stack refused",
+		         "upgrade=%s rack=%s from=%s to=%s", p->u->meta.name, p->u->rack, so.from,
+		         p->u->target_stack);
+	}
+	op_upgrade_condition_put(st, &so.cond);
+	return (struct kube_result){.err = status_write(op, p, st)};
+}
+
 /* ---- reconcile ---- */
 
 static struct kube_result upgrade_reconcile(void *ud, const char *key)
@@ -683,6 +750,10 @@ static struct kube_result upgrade_reconcile(void *ud, const char *key)
 	}
 	if (p.rack)
 		rack_mark(op, &p, &st);
+	if (st.phase == API_PHASE_COMPLETED && out.act == OP_UPG_NONE) {
+		r = stack_settle(op, &p, &st);
+		goto out;
+	}
 	if (out.act != OP_UPG_NONE && !out.changed && !cache_current(op, &p))
 		goto out; /* our last write is not in the cache yet: its event comes */
 	if (out.act != OP_UPG_NONE)
