@@ -15,7 +15,10 @@
 #      name with a new target is not counted for the new one;
 #   3. routine, happy path: notice, the tenant's approval (stamped with the
 #      real user by the webhook), canary, gate, waves, Completed, every tray
-#      on the new driver, and no writes once done.
+#      on the new driver, and no writes once done; the Rack's
+#      spec.matrix.stack moved to the target by server-side apply of the
+#      operator (owning it: a server-side apply of the old manifest
+#      conflicts; a patch back warns and stays; a lost record heals).
 # Then two upgrades on to gb300-r580-173, whose plan moves the switch trays
 # (NVOS, firmware, NMX) before the driver, through the operator's simulated
 # out-of-band backend (--oob-backend sim on the rack folder):
@@ -261,11 +264,62 @@ grep -q "nvl72_upgrade_phase{upgrade=\"$UP\",rack=\"$RACK\",phase=\"Completed\"}
 	grep -q 'nvl72_upgrade_step_duration_seconds_count{action="Drain"}' <<<"$m"
 check "happy: metrics for the phase, the gate and step durations" $? \
 	"$(grep -E 'nvl72_upgrade_(phase|gate_passed|step_duration_seconds_count)\{' <<<"$m" | grep -v ' 0$' | head -12)"
+# After Completed the Rack's spec names the target, written by server-side
+# apply as nvl72-operator, which then owns the field: a server-side apply of
+# the old manifest conflicts, a plain patch back passes with the webhook's
+# warning and is left alone, and a pass without the RackStackSet record (an
+# operator stopped before the apply) applies again.
+spec_stack() { k get rack "$RACK" -o jsonpath='{.spec.matrix.stack}'; }
+spec_stack_is() { [[ $(spec_stack) == "$1" ]]; }
+rack_observed() { # the operator's Rack cache holds the Rack's latest spec
+	local g
+	g=$(k get rack "$RACK" -o jsonpath='{.metadata.generation} {.status.observedGeneration}')
+	[[ ${g% *} == "${g#* }" ]]
+}
+stack_cond() { ustatus "$UP" '[.status.conditions[] | select(.type == "RackStackSet") | "\(.status) \(.reason)"]'; }
+stack_applied() { [[ $(stack_cond) == '["True Applied"]' ]]; }
+wait_for 30 spec_stack_is "$TO"
+check "happy: the Rack's spec.matrix.stack moved to $TO" $? "$(spec_stack)"
+mf=$(k get rack "$RACK" -o json --show-managed-fields | jq -c '[.metadata.managedFields[] |
+	select(.fieldsV1["f:spec"]["f:matrix"]["f:stack"] != null) | {manager, operation}]')
+[[ $mf == '[{"manager":"nvl72-operator","operation":"Apply"}]' ]]
+check "happy: managedFields: nvl72-operator (Apply) alone owns f:spec.f:matrix.f:stack" $? "$mf"
+wait_for 10 stack_applied && events_for "$RACK" | grep -qx RackStackSet &&
+	events_for "$UP" | grep -qx RackStackSet
+check "happy: condition RackStackSet True (Applied), RackStackSet events on the Rack and the upgrade" $? \
+	"$(stack_cond) / rack: $(events_for "$RACK" | sort -u | tr '\n' ' ')"
+out=$(k apply --server-side -f "$work/rack-$RACK.json" 2>&1)
+rc=$?
+[[ $rc != 0 && $out == *'conflict with "nvl72-operator"'* && $out == *.spec.matrix.stack* ]] &&
+	spec_stack_is "$TO"
+check "happy: a server-side apply of the Rack's manifest on $FROM conflicts, naming nvl72-operator" $? \
+	"rc=$rc $out / spec: $(spec_stack)"
+out=$(k patch rack "$RACK" --type=merge -p '{"spec":{"matrix":{"stack":"'"$FROM"'"}}}' 2>&1)
+rc=$?
+[[ $rc == 0 && $out == *"Warning: Rack \"$RACK\": spec.matrix.stack changes from $TO to $FROM outside a RackUpgrade; trays already running $TO are not moved"* ]] &&
+	spec_stack_is "$FROM"
+check "happy: a kubectl patch back to $FROM passes with the webhook's warning" $? "rc=$rc $out"
+wait_for 30 rack_observed
 rv1=$(k get rackupgrade "$UP" -o jsonpath='{.metadata.resourceVersion}')
 sleep 5
 rv2=$(k get rackupgrade "$UP" -o jsonpath='{.metadata.resourceVersion}')
 [[ $rv1 == "$rv2" ]]
 check "happy: no writes to the finished upgrade at steady state" $? "$rv1 -> $rv2"
+spec_stack_is "$FROM"
+check "happy: the operator leaves that change of the Rack's stack alone" $? "$(spec_stack)"
+out=$(k patch rack "$RACK" --type=merge -p '{"spec":{"matrix":{"stack":"'"$TO"'"}}}' 2>&1)
+rc=$?
+[[ $rc == 0 && $out != *Warning* ]] && spec_stack_is "$TO"
+check "happy: a patch catching the Rack up with $TO gets no warning" $? "rc=$rc $out"
+out=$(k patch rack "$RACK" --type=merge -p '{"spec":{"matrix":{"stack":"'"$FROM"'"}}}' 2>&1) &&
+	wait_for 30 rack_observed &&
+	i=$(k get rackupgrade "$UP" -o json | jq '.status.conditions | map(.type) | index("RackStackSet")') &&
+	out=$(k patch rackupgrade "$UP" --subresource=status --type=json -p \
+		'[{"op":"test","path":"/status/conditions/'"$i"'/type","value":"RackStackSet"},
+		  {"op":"remove","path":"/status/conditions/'"$i"'"}]' 2>&1) &&
+	wait_for 30 spec_stack_is "$TO" && wait_for 30 stack_applied
+check "happy: without RackStackSet (stopped before the apply) the next pass moves the Rack again and records it" $? \
+	"$out / spec: $(spec_stack) / $(stack_cond)"
 # ------------------------------------- 4. switch trays out of band ---
 TO2=gb300-r580-173 TO2_DRIVER=580.173.02
 NVOS2=25.08.1210 STFW2=1.4.0 NMX2=1.4.0
@@ -345,6 +399,8 @@ evs=$(events_for "$OOBU" | sort -u | tr '\n' ' ')
 check "oob: OutOfBandStarted and OutOfBandSucceeded events" $? "$evs"
 wait_for 30 stack_is "$TO2"
 check "oob: the Rack reports stack $TO2" $? "$(k get rack "$RACK" -o jsonpath='{.status.stack}')"
+wait_for 30 spec_stack_is "$TO2"
+check "oob: the Rack's spec.matrix.stack moved on to $TO2" $? "$(spec_stack) / $(ustatus "$OOBU" .status.conditions)"
 
 grep -qi 'token\|bearer' "$work/op.log" && ! grep -q "$token" "$work/op.log"
 [[ $(grep -c -- "$token" "$work/op.log") == 0 ]]
