@@ -10,7 +10,8 @@
 # does (Completed, every tray on the new driver and out of maintenance, no
 # Node cordoned, 1 canary + 4 waves) with no step performed twice: each
 # tray's installer ran once, the canary's validation ran once per tray, and
-# the status has no two Succeeded steps for the same action, wave and trays.
+# the status has no two Succeeded steps for the same action, wave and trays,
+# and the Rack's spec.matrix.stack ends on the target (RackStackSet).
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
 # control plane. Prints `ok - …` / `not ok - …` and `N passed, M failed`.
@@ -157,6 +158,16 @@ ids=$(trays_json | jq -c '[.[] | select(.spec.index <= 2) | [.spec.validation.id
 [[ -z $vals && $(jq 'length' <<<"$ids") == 1 && $(jq -r '.[0] | "\(.[0] == .[1]) \(.[2])"' <<<"$ids") == "true Succeeded" ]]
 check "one validation id, run once on each canary tray and nowhere else" $? "runs:$vals ids=$ids"
 
+# The leader was killed right after Completed appeared, before or after it
+# applied the target to the Rack: either way the Rack ends on it, recorded
+# once in RackStackSet.
+stack_set() {
+	[[ $(k get rack "$RACK" -o jsonpath='{.spec.matrix.stack}') == "$TO" &&
+		$(ustatus "$UP" '[.status.conditions[] | select(.type == "RackStackSet") | .status]') == '["True"]' ]]
+}
+wait_for 30 stack_set
+check "the Rack's spec.matrix.stack is $TO, recorded in RackStackSet, the leader killed right after Completed" $? \
+	"$(k get rack "$RACK" -o jsonpath='{.spec.matrix.stack}') / $(ustatus "$UP" .status.conditions)"
 rv1=$(k get rackupgrade "$UP" -o jsonpath='{.metadata.resourceVersion}')
 kill_leader "after Completed"
 wait_for 30 has_leader
