@@ -101,6 +101,8 @@ static const struct op_watch rack_watches[] = {
         {.informer = OP_INFORMER(leases), .map = map_lease, .changed = op_lease_changed},
         {.informer = OP_INFORMER(matrices), .map = map_matrix},
         {.informer = OP_INFORMER(partitions), .map = map_racked},
+        /* A RackUpgrade deleted mid-flight leaves its mark in status.upgrade. */
+        {.informer = OP_INFORMER(upgrades), .map = map_racked},
 };
 
 /* ---- reconcile ---- */
@@ -511,6 +513,41 @@ static void rack_events(struct op *op, struct rack_pass *p, const struct op_rack
 		         ev->counted, ev->counted == 1 ? "" : "s", ev->threshold, uncordoned);
 }
 
+/* status.upgrade names the RackUpgrade acting on the rack, written by the
+ * upgrade controller, which cannot take it back once that object is
+ * deleted: a mark whose upgrade the API server no longer has (asked, not
+ * only the cache, which may lag the Rack's) is dropped from want, so that
+ * UpgradeInProgress turns False. Its trays keep their maintenance state.
+ * The mark of a Completed or Aborted upgrade already says none is in
+ * progress and stays. */
+static void upgrade_gone(struct op *op, struct rack_pass *p, json_t *want)
+{
+	const char *name = jx_str_or(p->rack, "status.upgrade.name", "");
+	const char *phase = jx_str_or(p->rack, "status.upgrade.phase", "");
+	json_t *u = NULL;
+	struct kube_status st;
+	bool gone;
+
+	/* A finished upgrade's mark says no upgrade is in progress: kept. */
+	if (name[0] == '\0' || strcmp(phase, "Completed") == 0 || strcmp(phase, "Aborted") == 0)
+		return;
+	if ((u = kube_informer_get(op->upgrades, name)) != NULL) {
+		json_decref(u);
+		return;
+	}
+	gone = kube_informer_synced(op->upgrades) &&
+	       kube_get(op->c, &OP_RES_UPGRADES, NULL, name, &u, &st) == NV_E_NOT_FOUND;
+	json_decref(u);
+	if (!gone)
+		return;
+	op_event(
+	        op, p->rack, "Warning", "UpgradeGone", "Reconcile",
+	        "RackUpgrade %s was deleted in phase %s; no upgrade acts on the rack now. Trays it "
+	        "had put in maintenance stay so until someone releases them",
+	        name, phase);
+	json_object_del(json_object_get(want, "status"), "upgrade");
+}
+
 static enum nv_err status_sync(struct op *op, struct rack_pass *p, const struct op_rack_eval *ev,
                                bool cordoned)
 {
@@ -518,6 +555,7 @@ static enum nv_err status_sync(struct op *op, struct rack_pass *p, const struct 
 	struct kube_status st;
 	enum nv_err rc = NV_OK;
 
+	upgrade_gone(op, p, want);
 	op_rack_status_apply(want, ev, cordoned, time_wall_ms());
 	patch = op_rack_status_patch(p->rack, want);
 	if (patch) {

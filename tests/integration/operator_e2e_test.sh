@@ -461,6 +461,29 @@ echo "# writes over ${STEADY_S} s at steady state: $summary(leases: the election
 ((own == 0))
 check "zero writes to racks, computetrays, nodes, events over ${STEADY_S} s" $? "$summary"
 
+# ------------------------------------ an upgrade deleted mid-flight ---
+# The routine sample, not aborted, waits for its notice and approvals; the
+# Rack says UpgradeInProgress. Deleted, it can no longer take its mark back
+# from the Rack's status.upgrade: the Rack controller drops the mark of an
+# upgrade the apiserver no longer has, with an event.
+upgrade_cond() { k get rack "$RACK" -o jsonpath='{.status.conditions[?(@.type=="UpgradeInProgress")].status}'; }
+in_progress() { [[ $(upgrade_cond) == True ]]; }
+out=$(k create -f deploy/samples/rackupgrade-routine.yaml 2>&1) && wait_for 60 in_progress
+check "a routine RackUpgrade that is not aborted makes the Rack UpgradeInProgress=True" $? \
+	"$(one_line "$out") $(k get rack "$RACK" -o jsonpath='{.status.upgrade}')"
+out=$(k delete rackupgrade gb300-r07-r580-173 --wait --timeout=60s 2>&1)
+cleared() { [[ $(upgrade_cond) == False && -z $(k get rack "$RACK" -o jsonpath='{.status.upgrade.name}') ]]; }
+wait_for 60 cleared
+check "deleted mid-flight, it leaves the Rack: UpgradeInProgress=False, status.upgrade cleared" $? \
+	"$(one_line "$out") $(upgrade_cond) $(k get rack "$RACK" -o jsonpath='{.status.upgrade}')"
+gone_event() {
+	k get events.events.k8s.io -n default -o json | jq -e --arg r "$RACK" '[.items[] | select(.reason == "UpgradeGone" and
+		.regarding.name == $r and (.note | contains("RackUpgrade gb300-r07-r580-173 was deleted")))] | length == 1' >/dev/null
+}
+wait_for 30 gone_event
+check "an UpgradeGone event on the Rack names the deleted upgrade" $? \
+	"$(k get events.events.k8s.io -n default -o json | jq -c '[.items[] | select(.reason == "UpgradeGone") | .note]' | cut -c1-300)"
+
 # ------------------------------------------------- graceful stop ---
 t_term=$(now_s)
 kill -TERM "${PID[$standby]}"
