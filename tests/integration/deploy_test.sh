@@ -316,6 +316,20 @@ else
 	not_ok "agent placement" "$(one_line "$problems")"
 fi
 
+# Ingress to the operator pods: the webhook port from any source (the API
+# server), /metrics from in-cluster pods, the dashboard from nobody by default.
+np=$(yq -c 'select(.kind == "NetworkPolicy")' "$tmp/default.yaml")
+want='{"sel":{"app.kubernetes.io/component":"operator","app.kubernetes.io/instance":"nvl72-operator","app.kubernetes.io/name":"nvl72-operator"},"types":["Ingress"],"rules":[{"ports":[9443],"from":null},{"ports":[8080],"from":[{"namespaceSelector":{}}]}]}'
+got=$(jq -cS '{sel: .spec.podSelector.matchLabels, types: .spec.policyTypes,
+	rules: [.spec.ingress[] | {ports: [.ports[].port], from: .from}]}' <<<"$np" 2>&1)
+dash=$(render /dev/stdout --set 'networkPolicy.dashboardFrom[0].podSelector.matchLabels.app=oncall' |
+	yq -c 'select(.kind == "NetworkPolicy") | [.spec.ingress[] | select(.ports[0].port == 8082) | .from]')
+if [[ $got == "$(jq -cS . <<<"$want")" && $dash == '[[{"podSelector":{"matchLabels":{"app":"oncall"}}}]]' ]]; then
+	ok "operator NetworkPolicy: the webhook port from any source, /metrics from in-cluster pods, the dashboard only from dashboardFrom"
+else
+	not_ok "operator NetworkPolicy" "got $(one_line "$got"); dashboard rule $(one_line "$dash")"
+fi
+
 webhooks=$(yq -c 'select(.kind | test("WebhookConfiguration$")) | {kind, webhooks: [.webhooks[] | {failurePolicy, svc: .clientConfig.service.name, ca: (.clientConfig.caBundle // ""), res: [.rules[].resources[]]}]}' "$tmp/default.yaml")
 problems=$(jq -rs '
 	(map(select(.kind == "ValidatingWebhookConfiguration")) | if length != 1 then "validating count" else empty end),
