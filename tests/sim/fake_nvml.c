@@ -213,13 +213,21 @@ int nvmlSystemGetNVMLVersion(char *v, unsigned int len)
 	return copy_out(v, len, out);
 }
 
+/* GPU 0's cuda key (simctl create --profile writes it: 13040 for a 615.23
+ * tray, CUDA 13.4), else 13000, the CUDA 13.0 of the R580 captures. */
 int nvmlSystemGetCudaDriverVersion(int *v)
 {
+	char f[SIM_PATH_MAX], s[32];
+	unsigned long n = 13000;
+
 	if (inits == 0)
 		return NVML_ERROR_UNINITIALIZED;
 	if (v == NULL)
 		return NVML_ERROR_INVALID_ARGUMENT;
-	*v = 13000;
+	if (gpu_file(0, f, sizeof(f)) && sim_kv_get(f, "cuda", s, sizeof(s)) &&
+	    !sim_parse_ul(s, 99999, &n))
+		n = 13000;
+	*v = (int)n;
 	return NVML_SUCCESS;
 }
 

@@ -12,17 +12,89 @@
 
 #define TRAYS_MAX 72
 
+/* What differs between the platforms a rack can be laid out as. Each value
+ * is from a published capture or NVIDIA document, named beside it; where
+ * none gives one, the GB300 value is kept and the comment says so (see
+ * docs/agent.md, "Platform profiles"). All three NVL72 platforms have 4 GPUs
+ * per compute tray (docs.nvidia.com multi-node-tuning-guide/system.html for
+ * GB200 NVL72; NVIDIA/k8s-test-infra's GB300 and Vera Rubin `nvidia-smi -q -x`
+ * captures, tests/e2e/go/assertions/nvidiasmi/testdata/hardware/
+ * qx-gb300.xml and qx-vrnvl72.xml, each with attached_gpus 4). */
+struct profile {
+	const char *name, *driver, *vbios;
+	/* Board part number; NULL: none written, NVML answers NOT_SUPPORTED. */
+	const char *part;
+	/* NVML's bus id of GPU 0..3, in NVML index order. */
+	const char *pci[4];
+	/* platformInfo module_id of GPU 0..3 (not the index). */
+	unsigned module_of[4];
+	/* nvmlSystemGetCudaDriverVersion; 0: not written (the fake's 13000). */
+	unsigned cuda;
+	/* Every GPU's cliqueId, unless --clique says otherwise. */
+	unsigned long clique;
+};
+
+static const struct profile profiles[] = {
+        /* GB300: the simulator's historic tray, unchanged. PCI domains 8, 9,
+         * 0x18, 0x19 on bus 06 and module ids 2 1 4 3 from NVIDIA/
+         * k8s-test-infra's qx-gb300.xml, cliqueId 32766 (an unpartitioned
+         * fabric) from the same capture; driver 580.95.05, a published R580
+         * build (field reports of /sys/module/nvidia/version); VBIOS
+         * 97.00.B9.00.69 is the GPU firmware of DGX GB200 SW 1.3
+         * (docs.nvidia.com/dgx/dgxgb200-fw-update-guide), not the
+         * 97.10.4A.00.1A that qx-gb300.xml shows: kept so that existing
+         * suites see the rack they always saw. */
+        {.name = "gb300",
+         .driver = "580.95.05",
+         .vbios = "97.00.B9.00.69",
+         .part = NULL,
+         .pci = {"00000008:06:00.0", "00000009:06:00.0", "00000018:06:00.0", "00000019:06:00.0"},
+         .module_of = {2, 1, 4, 3},
+         .cuda = 0,
+         .clique = 32766},
+        /* GB200: NVIDIA/k8s-test-infra's qx-gb200.xml (a 4-GPU GB200 tray on
+         * 580.173.02, CUDA 13.0): bus ids 00000000:{29,3F,9C,B2}:00.0, module
+         * ids 2 1 4 3, VBIOS 97.00.B9.00.69, board part 900-2G548-A801-000,
+         * cliqueId 2 (also what an AWS GB200 tray reports), not the 32766 of
+         * the GB300 and Vera Rubin captures. */
+        {.name = "gb200",
+         .driver = "580.173.02",
+         .vbios = "97.00.B9.00.69",
+         .part = "900-2G548-A801-000",
+         .pci = {"00000000:29:00.0", "00000000:3F:00.0", "00000000:9C:00.0", "00000000:B2:00.0"},
+         .module_of = {2, 1, 4, 3},
+         .cuda = 13000,
+         .clique = 2},
+        /* Vera Rubin NVL72: NVIDIA/k8s-test-infra's qx-vrnvl72.xml and
+         * pkg/gpu/mocknvml/configs/mock-nvml-config-vrnvl72.yaml (a 4-GPU tray
+         * on 615.23, CUDA 13.4): a two-part driver version, bus ids in PCI
+         * domains 2 and 0xA, module ids 1 2 3 4 in index order, VBIOS
+         * 99.00.1B.00.00, board part 699-2G558-3201-TS3, cliqueId 32766. */
+        {.name = "vr200",
+         .driver = "615.23",
+         .vbios = "99.00.1B.00.00",
+         .part = "699-2G558-3201-TS3",
+         .pci = {"00000002:81:00.0", "00000002:C1:00.0", "0000000A:81:00.0", "0000000A:E1:00.0"},
+         .module_of = {1, 2, 3, 4},
+         .cuda = 13040,
+         .clique = 32766},
+};
+
 struct rack_opts {
 	unsigned long trays, ip_base, clique;
 	const char *driver, *cluster, *chassis, *vbios;
+	const struct profile *profile;
+	bool clique_set;
 };
 
 static int usage(void)
 {
 	fprintf(stderr,
-	        "usage: simctl create RACKDIR [--trays N] [--driver V] [--ip-base N]\n"
-	        "                       [--cluster UUID] [--clique N] [--chassis SERIAL]\n"
-	        "                       [--vbios VERSION]\n"
+	        "usage: simctl create RACKDIR [--profile gb200|gb300|vr200] [--trays N]\n"
+	        "                       [--driver V] [--ip-base N] [--cluster UUID]\n"
+	        "                       [--clique N] [--chassis SERIAL] [--vbios VERSION]\n"
+	        "                       (profile: the platform's tray shape, default gb300;\n"
+	        "                       --driver, --vbios and --clique override its defaults)\n"
 	        "       simctl gpu TRAYDIR IDX|all KEY=VALUE...   (state status clique cluster\n"
 	        "                       health_mask summary fabric_error vbios pci part\n"
 	        "                       serial nvml_api=12|13 ...)\n"
@@ -82,25 +154,31 @@ static bool tray_host(const char *dir, const struct rack_opts *o, unsigned long 
 	           "LoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n");
 }
 
-/* Per GPU: the PCI domains of a GB300 tray's GPUs, bus 06 (NVIDIA/
- * k8s-test-infra's GB300 `nvidia-smi -q -x` capture), and one VBIOS for
- * all, the GPU firmware of DGX GB200 SW 1.3 (docs.nvidia.com/dgx/
- * dgxgb200-fw-update-guide). No board part number or serial: NVML then
- * answers NOT_SUPPORTED, as for a board without them. */
+/* Per GPU: the profile's bus id, module id, VBIOS (one for all) and part
+ * number. No serial: NVML then answers NOT_SUPPORTED, as for a board
+ * without one. The slot rule (trays 1-10 in slots 1-10, the others nine
+ * slots up, past the switch trays) is the simulator's own: the captures
+ * give one slot/tray pair each (GB200 14/4, GB300 25/15, VR 2/1), which no
+ * published rule explains, so it is the same for every profile. */
 static bool tray_gpus(const char *dir, const struct rack_opts *o, unsigned long t)
 {
-	static const unsigned module_of[4] = {2, 1, 4, 3};
-	static const unsigned pci_domain[4] = {0x8, 0x9, 0x18, 0x19};
-	char text[1024], rel[32];
+	const struct profile *pr = o->profile;
+	char text[1024], extra[128], rel[32];
 
 	for (unsigned g = 0; g < 4; g++) {
+		int n = 0;
+		extra[0] = '\0';
+		if (pr->part != NULL)
+			n = snprintf(extra, sizeof(extra), "part=%s\n", pr->part);
+		if (pr->cuda != 0 && n >= 0 && (size_t)n < sizeof(extra))
+			snprintf(extra + n, sizeof(extra) - (size_t)n, "cuda=%u\n", pr->cuda);
 		snprintf(text, sizeof(text),
 		         "uuid=GPU-%08lx-1d3a-4c8e-9a71-0f5d2c3b%04x\nstate=3\nstatus=0\n"
 		         "cluster=%s\nclique=%lu\nhealth_mask=0x1AA\nsummary=1\nchassis=%s\n"
 		         "slot=%lu\ntray=%lu\nhost_id=1\npeer_type=2\nmodule_id=%u\n"
-		         "pci=%08X:06:00.0\nvbios=%s\n",
+		         "pci=%s\nvbios=%s\n%s",
 		         0x6b0e0000UL + t, g, o->cluster, o->clique, o->chassis,
-		         t <= 10 ? t : t + 9, t, module_of[g], pci_domain[g], o->vbios);
+		         t <= 10 ? t : t + 9, t, pr->module_of[g], pr->pci[g], o->vbios, extra);
 		snprintf(rel, sizeof(rel), "gpu/%u", g);
 		if (!put(dir, rel, text))
 			return false;
@@ -108,15 +186,21 @@ static bool tray_gpus(const char *dir, const struct rack_opts *o, unsigned long 
 	return true;
 }
 
+static const struct profile *profile_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++)
+		if (strcmp(profiles[i].name, name) == 0)
+			return &profiles[i];
+	return NULL;
+}
+
 static int rack_create(int argc, char **argv)
 {
-	struct rack_opts o = {18,
-	                      10,
-	                      32766,
-	                      "580.95.05",
-	                      "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3",
-	                      "1821124000042",
-	                      "97.00.B9.00.69"};
+	struct rack_opts o = {.trays = 18,
+	                      .ip_base = 10,
+	                      .cluster = "3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3",
+	                      .chassis = "1821124000042",
+	                      .profile = &profiles[0]};
 	char dir[SIM_PATH_MAX], text[128], name[16];
 
 	for (int i = 3; i + 1 < argc; i += 2) {
@@ -127,7 +211,9 @@ static int rack_create(int argc, char **argv)
 		else if (strcmp(k, "--ip-base") == 0)
 			ok = sim_parse_ul(v, 253, &o.ip_base);
 		else if (strcmp(k, "--clique") == 0)
-			ok = sim_parse_ul(v, 0xffffffffUL, &o.clique);
+			ok = (o.clique_set = sim_parse_ul(v, 0xffffffffUL, &o.clique));
+		else if (strcmp(k, "--profile") == 0)
+			ok = (o.profile = profile_find(v)) != NULL;
 		else if (strcmp(k, "--driver") == 0)
 			o.driver = v;
 		else if (strcmp(k, "--cluster") == 0)
@@ -145,11 +231,18 @@ static int rack_create(int argc, char **argv)
 	}
 	if (o.ip_base + o.trays > 254)
 		return usage();
+	if (o.driver == NULL)
+		o.driver = o.profile->driver;
+	if (o.vbios == NULL)
+		o.vbios = o.profile->vbios;
+	if (!o.clique_set)
+		o.clique = o.profile->clique;
 	for (unsigned long t = 1; t <= o.trays; t++) {
 		snprintf(name, sizeof(name), "tray-%02lu", t);
 		if (!sim_path(dir, sizeof(dir), argv[2], name) || !sim_mkdirs(dir))
 			return 1;
-		snprintf(text, sizeof(text), "ip=127.0.0.%lu\nindex=%lu\n", o.ip_base + t, t);
+		snprintf(text, sizeof(text), "ip=127.0.0.%lu\nindex=%lu\nprofile=%s\n",
+		         o.ip_base + t, t, o.profile->name);
 		if (!put(dir, "tray.env", text) || !tray_host(dir, &o, t) ||
 		    !tray_gpus(dir, &o, t) || !put(dir, "faults/.keep", ""))
 			return 1;

@@ -319,6 +319,39 @@ static void test_agent_status_build_health_from_mask(void **state)
 	fixture_free(f);
 }
 
+/* A Vera Rubin tray as NVIDIA/k8s-test-infra's qx-vrnvl72.xml shows it:
+ * a two-part driver version (615.23), CUDA 13.4, bus ids in PCI domains
+ * 2 and 0xA and a board part number. The branch is the version's first
+ * part, whatever the number of parts. */
+static void test_agent_status_build_vera_rubin_shape(void **state)
+{
+	static const char *const pci[4] = {"00000002:81:00.0", "00000002:C1:00.0",
+	                                   "0000000A:81:00.0", "0000000A:E1:00.0"};
+	struct fixture *f = fixture_new("");
+	json_t *s;
+
+	(void)state;
+	str_copy(f->obs.driver.version, sizeof(f->obs.driver.version), "615.23");
+	str_copy(f->obs.driver.sys_version, sizeof(f->obs.driver.sys_version), "615.23");
+	f->obs.driver.cuda_version = 13040;
+	for (unsigned i = 0; i < 4; i++) {
+		str_copy(f->obs.gpus[i].pci_bus_id, sizeof(f->obs.gpus[i].pci_bus_id), pci[i]);
+		str_copy(f->obs.gpus[i].vbios, sizeof(f->obs.gpus[i].vbios), "99.00.1B.00.00");
+		str_copy(f->obs.gpus[i].board_part, sizeof(f->obs.gpus[i].board_part),
+		         "699-2G558-3201-TS3");
+	}
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(jx_str_or(s, "driver.version", ""), "615.23");
+	assert_string_equal(jx_str_or(s, "driver.branch", ""), "R615");
+	assert_string_equal(jx_str_or(s, "driver.cudaVersion", ""), "13.4");
+	assert_string_equal(jx_str_or(s, "gpus[3].pciBusId", ""), "0000000A:E1:00.0");
+	assert_string_equal(jx_str_or(s, "gpus[0].pciBusId", ""), "00000002:81:00.0");
+	assert_string_equal(jx_str_or(s, "gpus[3].vbios", ""), "99.00.1B.00.00");
+	assert_string_equal(jx_str_or(s, "gpus[3].boardPartNumber", ""), "699-2G558-3201-TS3");
+	json_decref(s);
+	fixture_free(f);
+}
+
 static void test_agent_status_build_stable_and_transitions(void **state)
 {
 	struct fixture *f = fixture_new("");
@@ -527,6 +560,7 @@ int main(void)
 	        cmocka_unit_test(test_agent_spec_parse_refused_whole),
 	        cmocka_unit_test(test_agent_status_build_healthy),
 	        cmocka_unit_test(test_agent_status_build_health_from_mask),
+	        cmocka_unit_test(test_agent_status_build_vera_rubin_shape),
 	        cmocka_unit_test(test_agent_status_build_stable_and_transitions),
 	        cmocka_unit_test(test_agent_status_differs_ignores_heartbeat),
 	        cmocka_unit_test(test_agent_status_build_imex_faults),

@@ -58,6 +58,33 @@ static void test_agent_proc_version_parse_proprietary(void **state)
 	assert_string_equal(d.arch, "x86_64");
 }
 
+/* The driver lines of the simulator's platform profiles: three-part R580
+ * versions (GB200, GB300) and the two-part 615.23 of the Vera Rubin
+ * captures (NVIDIA/k8s-test-infra qx-vrnvl72.xml). */
+static void test_agent_proc_version_parse_two_and_three_parts(void **state)
+{
+	static const char *const v[] = {"580.173.02", "580.95.05", "615.23"};
+	char text[256], sys[64];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		struct host_driver_info d = {0};
+		snprintf(text, sizeof(text),
+		         "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  %s  Release "
+		         "Build  "
+		         "(sim@nvl72)  Thu Oct  2 11:04:17 UTC 2025\nGCC version:  gcc version "
+		         "13.3.0\n",
+		         v[i]);
+		assert_int_equal(host_proc_version_parse(text, strlen(text), &d), NV_OK);
+		assert_string_equal(d.version, v[i]);
+		assert_true(d.open_module);
+		snprintf(text, sizeof(text), "%s\n", v[i]);
+		assert_int_equal(host_sys_version_parse(text, strlen(text), sys, sizeof(sys)),
+		                 NV_OK);
+		assert_string_equal(sys, v[i]);
+	}
+}
+
 static void test_agent_proc_version_parse_rejects(void **state)
 {
 	static const char *const bad[] = {
@@ -243,6 +270,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_agent_proc_version_parse_open),
 	        cmocka_unit_test(test_agent_proc_version_parse_proprietary),
+	        cmocka_unit_test(test_agent_proc_version_parse_two_and_three_parts),
 	        cmocka_unit_test(test_agent_proc_version_parse_rejects),
 	        cmocka_unit_test(test_agent_sys_version_parse_cases),
 	        cmocka_unit_test(test_agent_params_parse_sample),
