@@ -6,6 +6,11 @@
 # Lease. Faults are injected into the sim roots and must show in status;
 # with nothing changing the agents must not write status at all.
 #
+# NVL72_SIM_PROFILE (gb300, the default; gb200; vr200) lays the rack out
+# as that platform's trays (simctl create --profile) and every check that
+# names a driver, clique, VBIOS, bus id or part number expects that platform's;
+# agent_profiles_test.sh runs the suite on gb200 and vr200.
+#
 # Runner contract: run from the repository root with KUBECONFIG (admin),
 # KUBECTL and NVL72_CLUSTER_DIR set, against a fresh control plane. Prints
 # `ok - NAME` / `not ok - NAME: WHY` and `N passed, M failed`; exits non-zero
@@ -19,6 +24,23 @@ rel=${NVL72_BUILD:-$PWD/build/rel}
 bin=$rel/bin/nvl72-agent
 sim=$(dirname "$rel")/sim
 window=${NVL72_AGENT_QUIET_WINDOW:-60}
+
+profile=${NVL72_SIM_PROFILE:-gb300}
+# What the agent must report for each profile (the values simctl's
+# profiles carry, with their sources, in tests/sim/simctl.c), and the
+# version the driver change goes to: another published build. Vera Rubin
+# has no second published build, so its change goes to the R580 build of
+# NVIDIA/k8s-test-infra's Blackwell captures; the mechanics under test do
+# not depend on the branch.
+case $profile in
+gb300) drv=580.95.05 cuda=13.0 cq=32766 vbios=97.00.B9.00.69 part="" target=580.173.02
+	pcis='["00000008:06:00.0","00000009:06:00.0","00000018:06:00.0","00000019:06:00.0"]' ;;
+gb200) drv=580.173.02 cuda=13.0 cq=2 vbios=97.00.B9.00.69 part=900-2G548-A801-000 target=580.95.05
+	pcis='["00000000:29:00.0","00000000:3F:00.0","00000000:9C:00.0","00000000:B2:00.0"]' ;;
+vr200) drv=615.23 cuda=13.4 cq=32766 vbios=99.00.1B.00.00 part=699-2G558-3201-TS3 target=580.173.02
+	pcis='["00000002:81:00.0","00000002:C1:00.0","0000000A:81:00.0","0000000A:E1:00.0"]' ;;
+*) echo "not ok - NVL72_SIM_PROFILE=$profile: not gb200, gb300 or vr200"; echo "0 passed, 1 failed"; exit 1 ;;
+esac
 
 pass=0 fail=0
 ok() { echo "ok - $1"; pass=$((pass + 1)); }
@@ -76,7 +98,8 @@ have=$(sed -n '/^<!-- BEGIN nvl72-agent --help-markdown -->$/,/^<!-- END nvl72-a
 out=$(k apply -f crds/ 2>&1) && k wait --for=condition=Established --timeout=60s \
 	crd/computetrays.nvl72.io >/dev/null 2>&1 || { nok "apply crds/" "$out"; finish; }
 k create namespace "$ns" >/dev/null 2>&1
-simctl create "$rack" --trays 18 --ip-base "$ipbase" >/dev/null || { nok "simctl create" ""; finish; }
+simctl create "$rack" --trays 18 --ip-base "$ipbase" --profile "$profile" >/dev/null ||
+	{ nok "simctl create --profile $profile" ""; finish; }
 {
 	for t in $(seq 1 18); do
 		printf -- '---\napiVersion: v1\nkind: Node\nmetadata: {name: node-%02d}\n' "$t"
@@ -120,19 +143,19 @@ wait_for() { # wait_for SECONDS CMD...: until CMD succeeds
 	return 1
 }
 alive() { kill -0 "${apid[$1]}" 2>/dev/null; }
-clique=3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.32766
+clique=3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.$cq
 
 # ---------------------------------------------------------- the rack up ---
 all_reporting() {
 	trays_json | jq -e --arg c "$clique" '[.items[] | select(
 		(.status.gpus // []) | length == 4 and all(.fabric.state == "Completed")) | select(
-		.status.fabric.cliqueID == $c and .status.driver.version == "580.95.05" and
+		.status.fabric.cliqueID == $c and .status.driver.version == $d and
 		any(.status.conditions[]; .type == "Ready" and .status == "True"))] | length == 18' \
-		>/dev/null
+		--arg d "$drv" >/dev/null
 }
 t0=$SECONDS
 if wait_for 60 all_reporting; then
-	ok "18 agents: every ComputeTray reports 4 GPUs Completed, clique $clique, driver 580.95.05, Ready ($((SECONDS - t0))s)"
+	ok "18 agents ($profile): every ComputeTray reports 4 GPUs Completed, clique $clique, driver $drv, Ready ($((SECONDS - t0))s)"
 else
 	nok "18 trays report" "$(trays_json | jq -c '[.items[] | {n: .metadata.name, r: (.status.conditions // [] | map(select(.type=="Ready"))[0].reason)}]')"
 fi
@@ -185,16 +208,22 @@ simctl gpu "$(tray 6)" all nvml_api=13
 wait_for 15 eval '[[ $(st 6 .fabric.healthSource) == summary && $(cond 6 FabricHealthy) == "True Healthy"* ]]' &&
 	ok "nvml_api=13 again: the summary is NVML's" || nok "back to the summary" "$(st 6 .fabric) / $(cond 6 FabricHealthy)"
 
-# Inventory from NVML: VBIOS and PCI bus id on every GPU.
-inv() { trays_json | jq -e '[.items[].status.gpus[]? | select(.vbios == "97.00.B9.00.69" and
-	(.pciBusId | test("^[0-9A-F]{8}:06:00\\.0$")))] | length == 72' >/dev/null; }
-wait_for 15 inv && ok "every GPU's status has its VBIOS and PCI bus id from NVML" ||
-	nok "inventory" "$(st 1 '[.gpus[] | {vbios, pciBusId}] | tostring')"
+# Inventory from NVML: the profile's VBIOS, part number and PCI bus ids
+# (by GPU index) on every GPU, its driver branch and CUDA version.
+inv() { trays_json | jq -e --arg v "$vbios" --arg p "$part" --argjson pci "$pcis" \
+	--arg d "$drv" --arg c "$cuda" '[.items[].status | select(.driver.version == $d and
+	.driver.cudaVersion == $c and .driver.branch == "R\($d | split(".")[0])") | .gpus[]? |
+	select(.vbios == $v and (.boardPartNumber // "") == $p and .pciBusId == $pci[.index])] |
+	length == 72' >/dev/null; }
+wait_for 15 inv && ok "every GPU's status has the $profile profile's VBIOS $vbios, part '$part' and PCI bus id from NVML, driver $drv CUDA $cuda" ||
+	nok "$profile inventory" "$(st 1 '[.driver.version, .driver.cudaVersion, (.gpus[] | [.vbios, .boardPartNumber, .pciBusId])] | tostring')"
+[[ $(cat "$rack"/tray-*/tray.env | grep -c "^profile=$profile$") == 18 ]] &&
+	ok "every tray's state records profile=$profile" || nok "tray.env profile" "$(grep -h profile "$rack"/tray-*/tray.env | sort | uniq -c)"
 
 simctl gpu "$(tray 5)" 0 clique=7
 wait_for 15 eval '[[ $(cond 5 FabricReady) == "False CliqueMismatch"* ]]' &&
 	ok "one GPU in another clique is FabricReady False CliqueMismatch" || nok "clique mismatch" "$(cond 5 FabricReady)"
-simctl gpu "$(tray 5)" 0 clique=32766
+simctl gpu "$(tray 5)" 0 clique=$cq
 
 # --------------------------------------------------------- hostile host ---
 cp "$(tray 2)/host/proc/driver/nvidia/version" "$work/version.save"
@@ -293,7 +322,6 @@ simctl fault "$(tray 9)" imex_ctl_garbage off
 wait_for 20 imex_up 9 || nok "tray 9 recovers" "$(cond 9 IMEXReady)"
 
 # -------------------------------------------------------- driver change ---
-target=580.173.02
 simctl installer-delay "$(tray 13)" 3000
 k patch computetray "$(name 13)" --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$target\"}}}" >/dev/null
 wait_for 15 eval '[[ $(cond 13 DriverReady) == "False WaitingForMaintenance"* ]]' &&
