@@ -10,6 +10,7 @@
 // answered with a Succeeded run reporting --busbw GB/s.
 //
 // usage: bench_loadgen nodes  --kubeconfig F --racks N [--prefix P] [--threads T]
+//                             [--node-shape realistic|minimal]
 //        bench_loadgen agents --kubeconfig F --racks N [--lease-namespace NS]
 //                             [--heartbeat S] [--driver V] [--stats FILE]
 //                             [--duration S] [--workers W] [--install-ms MS]
@@ -52,6 +53,7 @@ struct opts {
 	const char *lease_ns;
 	const char *driver;
 	const char *stats;
+	const char *node_shape;
 	int64_t racks, threads, heartbeat_s, duration_s, workers, install_ms, busbw;
 };
 
@@ -86,49 +88,267 @@ static void count(struct lg *g, enum nv_err rc, const struct kube_status *st)
 
 /* ---- nodes ---- */
 
+/* The shape of a GPU tray's Node as the kubelet, the controller manager,
+ * node-feature-discovery and NVIDIA's GPU feature discovery leave it, each
+ * writing as its own field manager so that managedFields carries one entry
+ * per writer, as on a real cluster. Label keys follow the prefixes those
+ * components publish (feature.node.kubernetes.io/ from NFD's cpu, kernel,
+ * pci, memory, storage and system sources; nvidia.com/ from GFD); values,
+ * image names and digests are synthetic. docs/performance.md gives the
+ * resulting sizes. */
+static const char *const arm64_hwcaps[] = {
+        "AES",     "ASIMD",      "ASIMDDP", "ASIMDFHM", "ASIMDHP", "ASIMDRDM", "ATOMICS", "BF16",
+        "BTI",     "CPUID",      "CRC32",   "DCPODP",   "DCPOP",   "DIT",      "EVTSTRM", "FCMA",
+        "FLAGM",   "FLAGM2",     "FP",      "FPHP",     "FRINT",   "I8MM",     "ILRCPC",  "JSCVT",
+        "LRCPC",   "PACA",       "PACG",    "PMULL",    "RNG",     "SB",       "SHA1",    "SHA2",
+        "SHA3",    "SHA512",     "SM3",     "SM4",      "SSBS",    "SVE",      "SVE2",    "SVEAES",
+        "SVEBF16", "SVEBITPERM", "SVEI8MM", "SVEPMULL", "SVESHA3", "SVESM4",   "USCAT"};
+
+static json_t *nfd_labels(void)
+{
+	json_t *l = json_object();
+	char k[128];
+
+	for (size_t i = 0; i < sizeof(arm64_hwcaps) / sizeof(arm64_hwcaps[0]); i++) {
+		snprintf(k, sizeof(k), "feature.node.kubernetes.io/cpu-cpuid.%s", arm64_hwcaps[i]);
+		json_object_set_new(l, k, json_string("true"));
+	}
+	static const char *const kv[][2] = {{"cpu-hardware_multithreading", "false"},
+	                                    {"cpu-model.family", "8"},
+	                                    {"cpu-model.id", "3407"},
+	                                    {"cpu-model.vendor_id", "ARM"},
+	                                    {"kernel-config.NO_HZ", "true"},
+	                                    {"kernel-config.NO_HZ_IDLE", "true"},
+	                                    {"kernel-version.full", "6.8.0-bench"},
+	                                    {"kernel-version.major", "6"},
+	                                    {"kernel-version.minor", "8"},
+	                                    {"kernel-version.revision", "0"},
+	                                    {"memory-numa", "true"},
+	                                    {"network-sriov.capable", "true"},
+	                                    {"pci-10de.present", "true"},
+	                                    {"pci-10de.sriov.capable", "false"},
+	                                    {"pci-15b3.present", "true"},
+	                                    {"pci-15b3.sriov.capable", "true"},
+	                                    {"pci-1a03.present", "true"},
+	                                    {"rdma.available", "true"},
+	                                    {"rdma.capable", "true"},
+	                                    {"storage-nonrotationaldisk", "true"},
+	                                    {"system-os_release.ID", "ubuntu"},
+	                                    {"system-os_release.VERSION_ID", "24.04"},
+	                                    {"system-os_release.VERSION_ID.major", "24"},
+	                                    {"system-os_release.VERSION_ID.minor", "04"}};
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
+		snprintf(k, sizeof(k), "feature.node.kubernetes.io/%s", kv[i][0]);
+		json_object_set_new(l, k, json_string(kv[i][1]));
+	}
+	return l;
+}
+
+static json_t *gfd_labels(const char *driver)
+{
+	json_t *l = json_object();
+	static const char *const kv[][2] = {{"gpu.present", "true"},
+	                                    {"gpu.count", "4"},
+	                                    {"gpu.product", "NVIDIA-GB200"},
+	                                    {"gpu.family", "blackwell"},
+	                                    {"gpu.compute.major", "10"},
+	                                    {"gpu.compute.minor", "0"},
+	                                    {"gpu.machine", "bench-tray"},
+	                                    {"gpu.memory", "189471"},
+	                                    {"gpu.mode", "compute"},
+	                                    {"gpu.replicas", "1"},
+	                                    {"gpu.sharing-strategy", "none"},
+	                                    {"mig.capable", "false"},
+	                                    {"mps.capable", "false"},
+	                                    {"cuda.runtime-version.major", "13"},
+	                                    {"cuda.runtime-version.minor", "0"},
+	                                    {"cuda.driver-version.major", "580"},
+	                                    {"gpu-driver-upgrade-state", "upgrade-done"},
+	                                    {"gpu.deploy.container-toolkit", "true"},
+	                                    {"gpu.deploy.dcgm", "true"},
+	                                    {"gpu.deploy.dcgm-exporter", "true"},
+	                                    {"gpu.deploy.device-plugin", "true"},
+	                                    {"gpu.deploy.driver", "pre-installed"},
+	                                    {"gpu.deploy.gpu-feature-discovery", "true"},
+	                                    {"gpu.deploy.node-status-exporter", "true"},
+	                                    {"gpu.deploy.operator-validator", "true"},
+	                                    {"gfd.timestamp", "1764547200"}};
+	char k[128];
+
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
+		snprintf(k, sizeof(k), "nvidia.com/%s", kv[i][0]);
+		json_object_set_new(l, k, json_string(kv[i][1]));
+	}
+	json_object_set_new(l, "nvidia.com/cuda.driver-version.full", json_string(driver));
+	return l;
+}
+
+static json_t *node_images(void)
+{
+	json_t *a = json_array();
+	char name[160], digest[65];
+
+	for (int i = 0; i < 24; i++) {
+		/* A synthetic digest: 64 hex digits derived from the index. */
+		for (int d = 0; d < 64; d++)
+			digest[d] =
+			        "0123456789abcdef"[(unsigned)(i * 31 + d * 7 + (d * d) % 13) % 16];
+		digest[64] = '\0';
+		snprintf(name, sizeof(name), "bench.invalid/tray-image-%02d@sha256:%s", i, digest);
+		json_t *names = json_array();
+		json_array_append_new(names, json_string(name));
+		snprintf(name, sizeof(name), "bench.invalid/tray-image-%02d:v%d.%d.%d", i,
+		         1 + i % 3, i % 7, i % 5);
+		json_array_append_new(names, json_string(name));
+		json_array_append_new(a, json_pack("{s:o,s:I}", "names", names, "sizeBytes",
+		                                   (json_int_t)(40000000 + i * 13000000)));
+	}
+	return a;
+}
+
+static json_t *node_condition(const char *type, const char *status, const char *reason,
+                              const char *msg, const char *now)
+{
+	return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "type", type, "status", status, "reason",
+	                 reason, "message", msg, "lastHeartbeatTime", now, "lastTransitionTime",
+	                 now);
+}
+
+static json_t *node_status(const char *name, int64_t i, bool realistic)
+{
+	char now[TIME_RFC3339_LEN], ip[32], uuid[40];
+	json_t *conds = json_array(), *res;
+
+	time_format_rfc3339(time_wall_ms(), now);
+	if (realistic) {
+		json_array_append_new(
+		        conds,
+		        node_condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
+		                       "kubelet has sufficient memory available", now));
+		json_array_append_new(conds, node_condition("DiskPressure", "False",
+		                                            "KubeletHasNoDiskPressure",
+		                                            "kubelet has no disk pressure", now));
+		json_array_append_new(
+		        conds, node_condition("PIDPressure", "False", "KubeletHasSufficientPID",
+		                              "kubelet has sufficient PID available", now));
+	}
+	/* The operator counts a tray whose Node is not Ready as down. */
+	json_array_append_new(conds, node_condition("Ready", "True", "KubeletReady",
+	                                            realistic ? "kubelet is posting ready status"
+	                                                      : "simulated tray",
+	                                            now));
+	if (!realistic)
+		return json_pack("{s:{s:o}}", "status", "conditions", conds);
+	snprintf(ip, sizeof(ip), "10.%d.%d.%d", (int)(i / 65536 % 256), (int)(i / 256 % 256),
+	         (int)(i % 256));
+	snprintf(uuid, sizeof(uuid), "%08llx-0000-4000-8000-%012llx", (long long)i, (long long)i);
+	res = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "cpu", "144", "ephemeral-storage",
+	                "3750000000Ki", "hugepages-1Gi", "0", "hugepages-2Mi", "0",
+	                "hugepages-32Mi", "0", "hugepages-64Ki", "0", "memory", "889000000Ki",
+	                "nvidia.com/gpu", "4", "pods", "110");
+	return json_pack("{s:s,s:s,s:{s:s},s:{s:o,s:[{s:s,s:s},{s:s,s:s}],s:O,s:o,s:{s:{s:i}},s:o,"
+	                 "s:{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s},s:[{s:s,s:{s:b}},{s:s,s:{s:b}}]}}",
+	                 "apiVersion", "v1", "kind", "Node", "metadata", "name", name, "status",
+	                 "conditions", conds, "addresses", "type", "InternalIP", "address", ip,
+	                 "type", "Hostname", "address", name, "capacity", res, "allocatable", res,
+	                 "daemonEndpoints", "kubeletEndpoint", "Port", 10250, "images",
+	                 node_images(), "nodeInfo", "architecture", "arm64", "bootID", uuid,
+	                 "containerRuntimeVersion", "containerd://2.2.9", "kernelVersion",
+	                 "6.8.0-bench", "kubeletVersion", "v1.34.4", "machineID", uuid,
+	                 "operatingSystem", "linux", "osImage", "Ubuntu 24.04 LTS",
+	                 "runtimeHandlers", "name", "runc", "features", "recursiveReadOnlyMounts",
+	                 true, "name", "nvidia", "features", "recursiveReadOnlyMounts", true);
+}
+
 struct node_job {
 	struct lg *g;
 	int64_t k, step;
 };
 
+/* One server-side apply of obj to Node name as manager. */
+static enum nv_err node_apply(struct lg *g, const char *name, const char *manager, const char *sub,
+                              json_t *obj)
+{
+	struct kube_status st;
+	enum nv_err rc = kube_patch(g->c, &KUBE_RES_NODES, NULL, name,
+	                            &(struct kube_patch_opts){.type = KUBE_PATCH_APPLY,
+	                                                      .field_manager = manager,
+	                                                      .force = true,
+	                                                      .subresource = sub},
+	                            obj, NULL, &st);
+	count(g, rc, &st);
+	if (rc != NV_OK)
+		fprintf(stderr, "bench_loadgen: node %s (%s%s%s): %s (%s)\n", name, manager,
+		        sub ? " " : "", sub ? sub : "", nv_err_name(rc), st.message);
+	json_decref(obj);
+	return rc;
+}
+
+static json_t *node_meta(const char *name, json_t *labels, json_t *annotations, json_t *spec)
+{
+	json_t *n = json_pack("{s:s,s:s,s:{s:s,s:o}}", "apiVersion", "v1", "kind", "Node",
+	                      "metadata", "name", name, "labels", labels);
+	if (annotations)
+		json_object_set_new(json_object_get(n, "metadata"), "annotations", annotations);
+	if (spec)
+		json_object_set_new(n, "spec", spec);
+	return n;
+}
+
 static void *nodes_main(void *arg)
 {
 	struct node_job *j = arg;
 	struct lg *g = j->g;
-	char name[128], now[TIME_RFC3339_LEN];
-	struct kube_status st;
-	enum nv_err rc;
+	bool real = strcmp(g->o->node_shape, "realistic") == 0;
+	char name[128], cidr[32];
 
 	for (int64_t i = j->k; i < g->o->racks * 18; i += j->step) {
-		json_t *n, *p;
 		snprintf(name, sizeof(name), "%s-r%02lld-t%02lld", g->o->prefix,
 		         (long long)(i / 18 + 1), (long long)(i % 18 + 1));
-		n = json_pack("{s:s,s:s,s:{s:s,s:{s:s}}}", "apiVersion", "v1", "kind", "Node",
-		              "metadata", "name", name, "labels", "kubernetes.io/arch", "arm64");
-		rc = kube_create(g->c, &KUBE_RES_NODES, NULL, n, NULL, &st);
-		json_decref(n);
-		count(g, rc, &st);
-		if (rc != NV_OK && rc != NV_E_EXISTS) {
-			fprintf(stderr, "bench_loadgen: node %s: %s (%s)\n", name, nv_err_name(rc),
-			        st.message);
-			continue;
+		json_t *kl = json_pack("{s:s}", "kubernetes.io/arch", "arm64");
+		if (real) {
+			json_object_set_new(kl, "beta.kubernetes.io/arch", json_string("arm64"));
+			json_object_set_new(kl, "beta.kubernetes.io/os", json_string("linux"));
+			json_object_set_new(kl, "kubernetes.io/hostname", json_string(name));
+			json_object_set_new(kl, "kubernetes.io/os", json_string("linux"));
 		}
-		/* What a kubelet would report; the operator counts a tray whose Node
-		 * is not Ready as down. */
-		time_format_rfc3339(time_wall_ms(), now);
-		p = json_pack("{s:{s:[{s:s,s:s,s:s,s:s,s:s,s:s}]}}", "status", "conditions", "type",
-		              "Ready", "status", "True", "reason", "KubeletReady", "message",
-		              "simulated tray", "lastHeartbeatTime", now, "lastTransitionTime",
-		              now);
-		rc = kube_patch(g->c, &KUBE_RES_NODES, NULL, name,
-		                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE,
-		                                          .subresource = "status"},
-		                p, NULL, &st);
-		json_decref(p);
-		count(g, rc, &st);
-		if (rc != NV_OK)
-			fprintf(stderr, "bench_loadgen: node %s status: %s (%s)\n", name,
-			        nv_err_name(rc), st.message);
+		json_t *ka =
+		        real ? json_pack("{s:s}",
+		                         "volumes.kubernetes.io/controller-managed-attach-detach",
+		                         "true")
+		             : NULL;
+		if (node_apply(g, name, "kubelet", NULL, node_meta(name, kl, ka, NULL)) != NV_OK)
+			continue;
+		if (real) {
+			snprintf(cidr, sizeof(cidr), "10.%d.%d.0/24", (int)(128 + i / 256 % 128),
+			         (int)(i % 256));
+			json_t *spec = json_pack("{s:s,s:[s]}", "podCIDR", cidr, "podCIDRs", cidr);
+			(void)node_apply(
+			        g, name, "kube-controller-manager", NULL,
+			        node_meta(name, json_object(),
+			                  json_pack("{s:s}", "node.alpha.kubernetes.io/ttl", "0"),
+			                  spec));
+			(void)node_apply(g, name, "nfd-master", NULL,
+			                 node_meta(name, nfd_labels(), NULL, NULL));
+			(void)node_apply(g, name, "gpu-feature-discovery", NULL,
+			                 node_meta(name, gfd_labels(g->o->driver), NULL, NULL));
+		}
+		json_t *status = node_status(name, i, real);
+		if (!real) {
+			struct kube_status st;
+			enum nv_err rc =
+			        kube_patch(g->c, &KUBE_RES_NODES, NULL, name,
+			                   &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE,
+			                                             .subresource = "status"},
+			                   status, NULL, &st);
+			json_decref(status);
+			count(g, rc, &st);
+			if (rc != NV_OK)
+				fprintf(stderr, "bench_loadgen: node %s status: %s (%s)\n", name,
+				        nv_err_name(rc), st.message);
+		} else {
+			(void)node_apply(g, name, "kubelet", "status", status);
+		}
 	}
 	return NULL;
 }
@@ -569,7 +789,8 @@ out:
 static int usage(void)
 {
 	fprintf(stderr, "usage: bench_loadgen nodes|agents --kubeconfig F --racks N [--prefix P]\n"
-	                "       [--threads T] [--lease-namespace NS] [--heartbeat S] [--driver V]\n"
+	                "       [--threads T] [--node-shape realistic|minimal] [--lease-namespace "
+	                "NS] [--heartbeat S] [--driver V]\n"
 	                "       [--stats FILE] [--duration S] [--workers W] [--install-ms MS]\n"
 	                "       [--busbw G]\n");
 	return 2;
@@ -590,6 +811,7 @@ int main(int argc, char **argv)
 	struct opts o = {.prefix = "bench",
 	                 .lease_ns = "nvl72-system",
 	                 .driver = "580.95.05",
+	                 .node_shape = "realistic",
 	                 .racks = 1,
 	                 .threads = 4,
 	                 .heartbeat_s = 20,
@@ -617,8 +839,11 @@ int main(int argc, char **argv)
 			o.driver = v;
 		else if (strcmp(a, "--stats") == 0 && v)
 			o.stats = v;
+		else if (strcmp(a, "--node-shape") == 0 && v &&
+		         (strcmp(v, "realistic") == 0 || strcmp(v, "minimal") == 0))
+			o.node_shape = v;
 		else if (strcmp(a, "--racks") == 0)
-			bad |= int_arg(a, v, 1, 99, &o.racks);
+			bad |= int_arg(a, v, 1, 300, &o.racks);
 		else if (strcmp(a, "--threads") == 0)
 			bad |= int_arg(a, v, 1, 16, &o.threads);
 		else if (strcmp(a, "--heartbeat") == 0)

@@ -22,6 +22,9 @@
 #   SCALE_HEARTBEAT        seconds between the load generator's Lease renewals (default 20)
 #   SCALE_UPGRADE          sizes that also run the upgrade (default "1 16")
 #   SCALE_INSTALL_MS       simulated driver install per tray (default 2000)
+#   SCALE_NODE_SHAPE       realistic (a GPU tray's Node as kubelet, NFD and GFD
+#                          leave it; the default) or minimal (name, one label, Ready)
+#   SCALE_OPERATOR         the operator binary to measure (default: this tree's)
 #   BUILD                  build folder (default build)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,11 +36,13 @@ steady=${SCALE_STEADY_SECONDS:-60}
 hb=${SCALE_HEARTBEAT:-20}
 upgrade_sizes=" ${SCALE_UPGRADE-1 16} "
 install_ms=${SCALE_INSTALL_MS:-2000}
+node_shape=${SCALE_NODE_SHAPE:-realistic}
+obj_sizes=
 build=${BUILD:-build}
-op_bin=$root/$build/rel/bin/nvl72-operator
+op_bin=${SCALE_OPERATOR:-$root/$build/rel/bin/nvl72-operator}
 lg_bin=$root/$build/rel/bench/bench_loadgen
 ns=nvl72-system
-make -s BUILD="$build" "$op_bin" "$lg_bin" >/dev/null || { echo "bench_scale: build failed"; exit 1; }
+make -s BUILD="$build" "$root/$build/rel/bin/nvl72-operator" "$lg_bin" >/dev/null || { echo "bench_scale: build failed"; exit 1; }
 
 work=$(mktemp -d /tmp/nvl72-bench-scale.XXXXXX)
 opid="" lpid="" cdir=""
@@ -178,7 +183,8 @@ one_upgrade() {
 
 rows=()
 one_size() {
-	local n=$1 env_lines port line t0 tr a0 a1 a2 a3 a4 l0 l1 l2 l3 l4 c2 c3 c4 hwm rss
+	local n=$1 env_lines port mport line t0 tr a0 a1 a2 a3 a4 l0 l1 l2 l3 l4 c2 c3 c4 hwm rss
+	local scrape_b scrape_ms rss2 s0
 	cdir=$work/cluster-$n
 	env_lines=$(tests/cluster/cluster.sh start "$cdir" 2>"$work/cluster.err") || {
 		echo "bench_scale: control plane did not start"; cat "$work/cluster.err"; return 1; }
@@ -188,7 +194,8 @@ one_size() {
 		k create namespace "$ns" >/dev/null &&
 		k apply -f deploy/samples/compatibilitymatrix-gb300.yaml >/dev/null || {
 		echo "bench_scale: CRDs or matrix not applied"; return 1; }
-	"$lg_bin" nodes --kubeconfig "$KUBECONFIG" --racks "$n" --prefix bench >"$work/nodes.out" 2>&1 || {
+	"$lg_bin" nodes --kubeconfig "$KUBECONFIG" --racks "$n" --prefix bench \
+		--node-shape "$node_shape" >"$work/nodes.out" 2>&1 || {
 		echo "bench_scale: nodes not created"; cat "$work/nodes.out"; return 1; }
 	racks_yaml "$n" >"$work/racks.yaml"
 
@@ -202,9 +209,9 @@ one_size() {
 	bg_rate=$(awk -v a0="${a0%% *}" -v a1="${a1%% *}" -v l0="$l0" -v l1="$l1" \
 		'BEGIN { printf "%.3f", (a1 - a0 - (l1 - l0)) / 10 }')
 
-	port=$((20000 + RANDOM % 10000))
+	port=$((20000 + RANDOM % 10000)) mport=$((30000 + RANDOM % 10000))
 	"$op_bin" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$ns" \
-		--agent-lease-namespace "$ns" --metrics-bind-address 0 --dashboard-bind-address 0 \
+		--agent-lease-namespace "$ns" --metrics-bind-address "127.0.0.1:$mport" --dashboard-bind-address 0 \
 		--webhook-bind-address 0 --health-probe-bind-address "127.0.0.1:$port" \
 		>"$work/operator-$n.log" 2>&1 &
 	opid=$!
@@ -235,9 +242,23 @@ one_size() {
 	a4=$(scrape); l4=$(lg_stat requests); c4=$(cpu_s)
 	hwm=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$opid/status")
 	rss=$(awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$opid/status")
+	# One /metrics scrape, as Prometheus would make, and the RSS after it.
+	s0=$(date +%s%3N)
+	scrape_b=$(curl -fs --max-time 60 "http://127.0.0.1:$mport/metrics" | wc -c)
+	scrape_ms=$(($(date +%s%3N) - s0))
+	rss2=$(awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$opid/status")
+	if ((n == ${sizes[0]})); then
+		obj_sizes="one Node $(k get node bench-r01-t01 -o json --show-managed-fields | jq -c . | wc -c) B"
+		obj_sizes+=" ($(k get node bench-r01-t01 -o json | jq -c 'del(.metadata.managedFields)' | wc -c) B"
+		obj_sizes+=" without managedFields, $(k get node bench-r01-t01 -o json | jq '.metadata.labels | length') labels),"
+		obj_sizes+=" one ComputeTray $(k get computetray bench-r01-t01 -o json --show-managed-fields | jq -c . | wc -c) B"
+		obj_sizes+=" ($(k get computetray bench-r01-t01 -o json | jq -c 'del(.metadata.managedFields)' | wc -c) B"
+		obj_sizes+=" without), compact JSON as the apiserver serves them"
+	fi
 	local writes=$((n * 73)) med
 	med=$(median_ms "$a1" "$a2")
 	rows+=("$(awk -v n="$n" -v ms=$((tr - t0)) -v hwm="$hwm" -v rss="$rss" -v c2="$c2" -v c4="$c4" \
+		-v sb="$scrape_b" -v sms="$scrape_ms" -v rss2="$rss2" \
 		-v c3="$c3" -v a0="${a0%% *}" -v a1="${a1%% *}" -v a2="${a2%% *}" -v a3="${a3%% *}" \
 		-v a4="${a4%% *}" -v l0="$l0" -v l1="$l1" -v l2="$l2" -v l3="$l3" -v l4="$l4" \
 		-v steady="$steady" -v w="$writes" -v med="$med" 'BEGIN {
@@ -247,9 +268,9 @@ one_size() {
 		st = (a4 - a3 - (l4 - l3) - bg * steady) * 60 / steady
 		if (st < 0) st = 0
 		if (op < 0) op = 0
-		printf "%5d %6d %9.1f %8.1f %7.1f %8.2f %9.3f %9.1f %9.1f %9.1f %6d %7s %8.2f\n",
+		printf "%5d %6d %9.1f %8.1f %7.1f %8.2f %9.3f %9.1f %9.1f %9.1f %6d %7s %8.2f %8.1f %6d %8.1f\n",
 			n, n * 18, conv, hwm, rss, c2, (c4 - c3) * 60 / steady, all / n, op / n, st,
-			w, med, w * med / 1000 }')")
+			w, med, w * med / 1000, sb / 1024, sms, rss2 }')")
 	echo "bench_scale: $n racks done (${rows[-1]})" >&2
 	if [[ $upgrade_sizes == *" $n "* ]]; then
 		one_upgrade "$n" || uprows+=("$(printf '%5d  (failed; see above)' "$n")")
@@ -269,13 +290,15 @@ out=bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ).txt
 		"$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)," \
 		"load $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "steady window ${steady} s, load generator Lease renewal every ${hb} s, operator defaults"
-	echo "racks  trays  ready(s) hwm(MiB) rss(MiB)  cpu(s) cpu/min(s) req/rack  op/rack  op/min  writes med(ms) floor(s)"
+	echo "Nodes shaped $node_shape (bench_loadgen --node-shape): ${obj_sizes:-sizes not measured}"
+	echo "racks  trays  ready(s) hwm(MiB) rss(MiB)  cpu(s) cpu/min(s) req/rack  op/rack  op/min  writes med(ms) floor(s) scrape(KiB) (ms) rss2(MiB)"
 	printf '%s\n' "${rows[@]}"
 	echo "ready: kubectl apply of the racks to all Racks Ready with 18 of 18 trays; cpu: operator"
 	echo "user+system seconds to that point; cpu/min: at steady state; req/rack: all API requests"
 	echo "during convergence per rack; op/rack, op/min: the same less the load generator's own"
 	echo "requests and the idle background; writes: API writes the work needs (73 per rack);"
-	echo "floor: writes x median write latency of the same convergence (serial lower bound)."
+	echo "floor: writes x median write latency of the same convergence (serial lower bound);"
+	echo "scrape: one GET /metrics after the steady window, its size and time; rss2: RSS after it."
 	if ((${#uprows[@]})); then
 		echo
 		echo "one security RackUpgrade per rack, all at once: 3 s notice, no window, 2-tray canary"
