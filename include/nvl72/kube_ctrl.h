@@ -44,6 +44,8 @@ bool kube_selector_empty(const struct kube_selector *s);
  * when not, unmet gets the first requirement that fails, as text. */
 bool kube_selector_match(const struct kube_selector *s, const json_t *labels, char *unmet,
                          size_t cap);
+/* Whether one of s's requirements names key. */
+bool kube_selector_names(const struct kube_selector *s, const char *key);
 
 /* ---- informer ---- */
 
@@ -80,6 +82,28 @@ void kube_index_label(const json_t *obj, const char *arg, struct kube_index_vals
 /* spec.nodeName of pods. */
 void kube_index_node_name(const json_t *obj, const char *arg, struct kube_index_vals *out);
 
+/* Trims an object the informer is about to store, in place: it may only
+ * delete members (and must leave metadata.name, namespace and
+ * resourceVersion). Runs on the informer's thread, without the cache lock,
+ * on every listed and watched object, deleted ones included; arg is
+ * kube_informer_opts.transform_arg. */
+typedef void (*kube_transform_fn)(json_t *obj, const void *arg);
+
+/* What the operator reads of a Node (docs/performance.md lists it):
+ * metadata's name, namespace, uid, resourceVersion, creationTimestamp and
+ * deletionTimestamp; the labels and annotations keep admits; spec's
+ * unschedulable and taints; status.addresses and the Ready condition less
+ * its lastHeartbeatTime. arg is a struct kube_node_keep. */
+struct kube_node_keep {
+	const char *const *label_prefixes;      /* NULL-terminated; NULL: none */
+	const char *const *annotation_prefixes; /* NULL-terminated; NULL: none */
+	const struct kube_selector *selector;   /* labels its requirements name */
+};
+void kube_transform_node(json_t *obj, const void *keep);
+/* Of a Lease: metadata's name, namespace, uid and resourceVersion, and
+ * spec's holderIdentity, renewTime and leaseDurationSeconds. arg unused. */
+void kube_transform_lease(json_t *obj, const void *arg);
+
 struct kube_informer_opts {
 	const struct kube_res *res;
 	const char *ns; /* NULL or "": all namespaces */
@@ -89,6 +113,13 @@ struct kube_informer_opts {
 	int64_t page_size;          /* 0: 500 */
 	int64_t backoff_initial_ms; /* 0: 800 */
 	int64_t backoff_max_ms;     /* 0: 30000 */
+	/* Every object loses metadata.managedFields before it is stored,
+	 * unless keep_managed_fields; then transform, if set, trims it
+	 * further. A reconciler that writes an object it read from the cache
+	 * patches it (or applies), never PUTs the trimmed copy back. */
+	bool keep_managed_fields;
+	kube_transform_fn transform;
+	const void *transform_arg; /* borrowed: must outlive the informer */
 };
 
 /* Sends no request: the first list happens on the thread kube_informer_start

@@ -215,6 +215,16 @@ static void apply_delete(struct kube_informer *inf, const char *key, json_t *fin
 	json_decref(old);
 }
 
+/* What the cache keeps of obj: no managedFields (nothing reads them, and
+ * they are often most of an object), then the informer's transform. */
+static void trim(struct kube_informer *inf, json_t *obj)
+{
+	if (!inf->o.keep_managed_fields)
+		json_object_del(json_object_get(obj, "metadata"), "managedFields");
+	if (inf->o.transform != NULL)
+		inf->o.transform(obj, inf->o.transform_arg);
+}
+
 static enum nv_err on_event(void *ud, enum kube_event_type type, json_t *obj)
 {
 	struct kube_informer *inf = ud;
@@ -227,6 +237,7 @@ static enum nv_err on_event(void *ud, enum kube_event_type type, json_t *obj)
 	}
 	if (kube_obj_key(obj, key, sizeof(key)) != NV_OK)
 		return NV_OK;
+	trim(inf, obj);
 	stat_inc(inf, &inf->stats.events);
 	if (type == KUBE_EV_DELETED)
 		apply_delete(inf, key, obj, false);
@@ -288,6 +299,7 @@ static enum nv_err do_list(struct kube_informer *inf, const char *rv_param, stru
 			json_object_set_new(item, "apiVersion",
 			                    *r->group ? json_sprintf("%s/%s", r->group, r->version)
 			                              : json_string(r->version));
+		trim(inf, item);
 	}
 	replace_all(inf, items);
 	set_rv(inf, jx_str_or(list, "metadata.resourceVersion", ""));

@@ -191,6 +191,14 @@ bool kube_selector_empty(const struct kube_selector *s)
 	return s == NULL || s->n == 0;
 }
 
+bool kube_selector_names(const struct kube_selector *s, const char *key)
+{
+	for (unsigned i = 0; s != NULL && i < s->n; i++)
+		if (strcmp(s->reqs[i].key, key) == 0)
+			return true;
+	return false;
+}
+
 static bool sel_in(const struct sel_req *r, const char *v)
 {
 	for (unsigned i = 0; i < r->nvals; i++)

@@ -174,7 +174,23 @@ static enum nv_err server_new(struct op *op, const char *name, const char *addr,
 static enum nv_err informer(struct op *op, const struct kube_res *res, const char *ns,
                             struct kube_informer **out)
 {
-	return kube_informer_new(op->c, &(struct kube_informer_opts){.res = res, .ns = ns}, out);
+	/* Labels and annotations the operator reads on Nodes: its own, the
+	 * control-plane role the webhook refuses, and those
+	 * --agent-node-selector names. */
+	static const char *const node_labels[] = {"nvl72.io/", "node-role.kubernetes.io/", NULL};
+	static const char *const node_annotations[] = {"nvl72.io/", NULL};
+	struct kube_informer_opts o = {.res = res, .ns = ns};
+
+	if (res == &KUBE_RES_NODES) {
+		op->node_keep = (struct kube_node_keep){.label_prefixes = node_labels,
+		                                        .annotation_prefixes = node_annotations,
+		                                        .selector = op->agent_sel};
+		o.transform = kube_transform_node;
+		o.transform_arg = &op->node_keep;
+	} else if (res == &RES_COORD_LEASES) {
+		o.transform = kube_transform_lease;
+	}
+	return kube_informer_new(op->c, &o, out);
 }
 
 static void identity_make(struct op *op)

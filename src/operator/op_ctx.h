@@ -138,6 +138,7 @@ struct op {
 	char lease_ns[64];
 	char agent_ns[64];
 	struct kube_selector *agent_sel; /* --agent-node-selector, NULL: none */
+	struct kube_node_keep node_keep; /* what the Node cache keeps */
 	char identity[160];
 
 	struct kube_client *c;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Integration suite for the controller pieces together on a real apiserver:
 // an informer feeding a work queue with workers that reconcile a custom
-// resource's conditions through the status subresource, and the event
-// recorder's aggregation of repeated events into one series.
+// resource's conditions through the status subresource, the event
+// recorder's aggregation of repeated events into one series, and what an
+// informer's cache keeps of a Node and a Lease a kubelet-like writer left.
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -267,6 +268,192 @@ static void test_event_aggregation(void)
 	json_decref(cm);
 }
 
+/* ---- what the caches keep ---- */
+
+static enum nv_err apply_as(const struct kube_res *r, const char *ns, const char *name,
+                            const char *manager, const char *sub, const char *text)
+{
+	struct kube_status st;
+	json_t *o = obj(text);
+	enum nv_err rc = kube_patch(C, r, ns, name,
+	                            &(struct kube_patch_opts){.type = KUBE_PATCH_APPLY,
+	                                                      .field_manager = manager,
+	                                                      .force = true,
+	                                                      .subresource = sub},
+	                            o, NULL, &st);
+	json_decref(o);
+	if (rc != NV_OK)
+		printf("# apply %s as %s: %s %s\n", name, manager, nv_err_name(rc), st.message);
+	return rc;
+}
+
+static const struct kube_res LEASES = {"coordination.k8s.io", "v1", "leases", "Lease", true};
+
+/* A Node as a kubelet and node-feature-discovery leave it: the cache keeps
+ * only the fields the operator reads, and the object on the server keeps
+ * everything after a write through the cache's copy. */
+static void test_cache_trim(void)
+{
+	struct kube_selector *sel = NULL;
+	struct kube_status st;
+	char why[100];
+	static const char *const labels[] = {"nvl72.io/", NULL};
+	struct kube_node_keep keep = {.label_prefixes = labels, .annotation_prefixes = labels};
+	struct kube_informer *nodes = NULL, *leases = NULL, *full = NULL;
+	json_t *n = NULL, *f = NULL, *l = NULL, *srv = NULL;
+
+	check(kube_selector_parse("example.com/gpu-tray=yes", &sel, why, sizeof(why)) == NV_OK,
+	      "a selector parses", "%s", why);
+	keep.selector = sel;
+	check(apply_as(
+	              &KUBE_RES_NODES, NULL, "trim-n1", "kubelet", NULL,
+	              "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"trim-n1\","
+	              "\"labels\":{\"kubernetes.io/hostname\":\"trim-n1\",\"nvl72.io/rack\":\"r1\","
+	              "\"example.com/gpu-tray\":\"yes\"},\"annotations\":{\"nvl72.io/cordoned-by\":"
+	              "\"u1\",\"example.com/note\":\"kept on the server\"}},\"spec\":{"
+	              "\"unschedulable\":true,\"podCIDR\":\"10.9.0.0/24\",\"taints\":[{\"key\":"
+	              "\"nvidia.com/gpu\",\"effect\":\"NoSchedule\"}]}}") == NV_OK &&
+	              apply_as(&KUBE_RES_NODES, NULL, "trim-n1", "nfd-master", NULL,
+	                       "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":"
+	                       "\"trim-n1\",\"labels\":{\"feature.node.kubernetes.io/"
+	                       "pci-10de.present\":\"true\"}}}") == NV_OK &&
+	              apply_as(
+	                      &KUBE_RES_NODES, NULL, "trim-n1", "kubelet", "status",
+	                      "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":"
+	                      "\"trim-n1\"},\"status\":{\"conditions\":[{\"type\":"
+	                      "\"MemoryPressure\",\"status\":\"False\",\"reason\":\"R\"},{\"type\":"
+	                      "\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\","
+	                      "\"message\":\"ok\",\"lastHeartbeatTime\":\"2026-12-01T00:00:00Z\","
+	                      "\"lastTransitionTime\":\"2026-12-01T00:00:00Z\"}],\"addresses\":[{"
+	                      "\"type\":\"InternalIP\",\"address\":\"10.9.0.1\"}],\"images\":[{"
+	                      "\"names\":[\"bench.invalid/a:v1\"],\"sizeBytes\":1}],\"nodeInfo\":{"
+	                      "\"kubeletVersion\":\"v1.34.4\"}}}") == NV_OK,
+	      "a Node written by three managers", "%s", "");
+	check(apply_as(&LEASES, "default", "trim-l1", "agent", NULL,
+	               "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":"
+	               "{\"name\":\"trim-l1\",\"labels\":{\"example.com/x\":\"y\"}},\"spec\":{"
+	               "\"holderIdentity\":\"a\",\"leaseDurationSeconds\":40,\"renewTime\":"
+	               "\"2026-12-01T00:00:00.000000Z\",\"leaseTransitions\":3}}") == NV_OK,
+	      "a Lease", "%s", "");
+
+	kube_informer_new(C,
+	                  &(struct kube_informer_opts){.res = &KUBE_RES_NODES,
+	                                               .field_selector = "metadata.name=trim-n1",
+	                                               .transform = kube_transform_node,
+	                                               .transform_arg = &keep},
+	                  &nodes);
+	kube_informer_new(C,
+	                  &(struct kube_informer_opts){.res = &KUBE_RES_NODES,
+	                                               .field_selector = "metadata.name=trim-n1",
+	                                               .keep_managed_fields = true},
+	                  &full);
+	kube_informer_new(C,
+	                  &(struct kube_informer_opts){.res = &LEASES,
+	                                               .ns = "default",
+	                                               .transform = kube_transform_lease},
+	                  &leases);
+	kube_informer_start(nodes);
+	kube_informer_start(full);
+	kube_informer_start(leases);
+	check(kube_informer_wait_synced(nodes, 20000) && kube_informer_wait_synced(full, 20000) &&
+	              kube_informer_wait_synced(leases, 20000),
+	      "the trimming informers sync", "%s", "");
+	n = kube_informer_get(nodes, "trim-n1");
+	f = kube_informer_get(full, "trim-n1");
+	l = kube_informer_get(leases, "default/trim-l1");
+	check(n != NULL && f != NULL && l != NULL, "the objects are cached", "%s", "");
+	check(json_array_size(jx_path(f, "metadata.managedFields")) >= 2,
+	      "with keep_managed_fields the cache has the managers' entries", "n=%zu",
+	      json_array_size(jx_path(f, "metadata.managedFields")));
+	check(jx_path(n, "metadata.managedFields") == NULL, "the Node cache drops managedFields",
+	      "%s", "");
+	check(jx_path(n, "status.images") == NULL && jx_path(n, "status.nodeInfo") == NULL &&
+	              jx_path(n, "spec.podCIDR") == NULL,
+	      "the Node cache drops images, nodeInfo and podCIDR", "%s", "");
+	check(json_object_get(jx_path(n, "metadata.labels"),
+	                      "feature.node.kubernetes.io/pci-10de.present") == NULL &&
+	              json_object_get(jx_path(n, "metadata.labels"), "kubernetes.io/hostname") ==
+	                      NULL,
+	      "labels no prefix or selector admits are dropped", "%s", "");
+	check(!strcmp(jx_str_or(json_object_get(jx_path(n, "metadata.labels"), "nvl72.io/rack"), "",
+	                        ""),
+	              "r1") &&
+	              json_is_string(json_object_get(jx_path(n, "metadata.labels"),
+	                                             "example.com/gpu-tray")),
+	      "the operator's labels and the selector's are kept", "%s", "");
+	check(json_is_string(json_object_get(jx_path(n, "metadata.annotations"),
+	                                     "nvl72.io/cordoned-by")) &&
+	              json_object_get(jx_path(n, "metadata.annotations"), "example.com/note") ==
+	                      NULL,
+	      "only the operator's annotations are kept", "%s", "");
+	json_t *conds = jx_path(n, "status.conditions");
+	check(json_array_size(conds) == 1 && kube_condition_is_true(n, "Ready") &&
+	              jx_path(json_array_get(conds, 0), "lastHeartbeatTime") == NULL &&
+	              *jx_str_or(n, "metadata.uid", "") &&
+	              *jx_str_or(n, "metadata.resourceVersion", ""),
+	      "Ready alone is kept, without its heartbeat; uid and resourceVersion stay", "n=%zu",
+	      json_array_size(conds));
+	check(json_is_true(jx_path(n, "spec.unschedulable")) &&
+	              /* the apiserver adds node.kubernetes.io/unschedulable itself */
+	              !strcmp(jx_str_or(n, "spec.taints[0].key", ""), "nvidia.com/gpu") &&
+	              json_array_size(jx_path(n, "status.addresses")) == 1,
+	      "unschedulable, taints and addresses are kept",
+	      "unschedulable=%d taints=%zu addresses=%zu",
+	      json_is_true(jx_path(n, "spec.unschedulable")),
+	      json_array_size(jx_path(n, "spec.taints")),
+	      json_array_size(jx_path(n, "status.addresses")));
+	check(jx_path(l, "metadata.labels") == NULL &&
+	              jx_path(l, "spec.leaseTransitions") == NULL &&
+	              !strcmp(jx_str_or(l, "spec.holderIdentity", ""), "a") &&
+	              json_integer_value(jx_path(l, "spec.leaseDurationSeconds")) == 40 &&
+	              *jx_str_or(l, "spec.renewTime", ""),
+	      "the Lease cache keeps holder, renew time and duration only", "%s", "");
+
+	/* A write as the operator makes one from the trimmed copy: a merge
+	 * patch of its own label, guarded by the cached resourceVersion. */
+	json_t *patch = json_pack("{s:{s:s,s:{s:s}}}", "metadata", "resourceVersion",
+	                          jx_str_or(n, "metadata.resourceVersion", ""), "labels",
+	                          "nvl72.io/tray-index", "3");
+	enum nv_err rc =
+	        kube_patch(C, &KUBE_RES_NODES, NULL, "trim-n1",
+	                   &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, patch, &srv, &st);
+	json_decref(patch);
+	check(rc == NV_OK &&
+	              json_is_string(json_object_get(jx_path(srv, "metadata.labels"),
+	                                             "feature.node.kubernetes.io/"
+	                                             "pci-10de.present")) &&
+	              json_array_size(jx_path(srv, "status.images")) == 1 &&
+	              json_is_string(json_object_get(jx_path(srv, "metadata.annotations"),
+	                                             "example.com/note")) &&
+	              json_array_size(jx_path(srv, "status.conditions")) == 2,
+	      "a write from the trimmed copy keeps the fields the cache dropped on the server",
+	      "rc=%s", nv_err_name(rc));
+	bool seen = false;
+	for (int i = 0; i < 200 && !seen; i++) {
+		json_t *c = kube_informer_get(nodes, "trim-n1");
+		seen = !strcmp(jx_str_or(json_object_get(jx_path(c, "metadata.labels"),
+		                                         "nvl72.io/tray-index"),
+		                         "", ""),
+		               "3") &&
+		       jx_path(c, "metadata.managedFields") == NULL &&
+		       jx_path(c, "status.images") == NULL;
+		json_decref(c);
+		if (!seen)
+			time_sleep_ms(50);
+	}
+	check(seen, "a watched update is trimmed as a listed object is", "%s", "");
+	json_decref(srv);
+	json_decref(n);
+	json_decref(f);
+	json_decref(l);
+	kube_informer_free(nodes);
+	kube_informer_free(full);
+	kube_informer_free(leases);
+	kube_selector_free(sel);
+	(void)kube_delete(C, &KUBE_RES_NODES, NULL, "trim-n1", NULL, &st);
+	(void)kube_delete(C, &LEASES, "default", "trim-l1", NULL, &st);
+}
+
 int main(void)
 {
 	struct kube_config *cfg = NULL;
@@ -278,6 +465,7 @@ int main(void)
 	}
 	test_controller();
 	test_event_aggregation();
+	test_cache_trim();
 	kube_client_free(C);
 	printf("%s - controller suite: %d failures\n", failures ? "not ok" : "ok", failures);
 	return failures ? 1 : 0;
