@@ -142,6 +142,13 @@ enum nv_err web_check_add(struct web_server *s, enum web_probe probe, const char
 /* Binds, then serves on a new thread. NV_E_IO when the port is taken, NV_E_TLS
  * when the certificate or key is refused. */
 enum nv_err web_server_start(struct web_server *s);
+/* Replaces the certificate and key of a TLS server (PEM, copied; the
+ * caller may wipe its copy): connections accepted afterwards are served
+ * the new pair, those open keep theirs, and the listener stays. Safe from
+ * any thread once web_server_start has returned (before it, from the
+ * thread that starts it). NV_E_TLS when the pair does not parse or the key
+ * does not fit (the old pair stays), NV_E_STATE for a plain HTTP server. */
+enum nv_err web_server_tls_update(struct web_server *s, const char *cert_pem, const char *key_pem);
 /* The port bound by web_server_start (useful with port 0), or -1. */
 int web_server_port(const struct web_server *s);
 /* Closes every connection, joins the service thread and releases the

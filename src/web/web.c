@@ -5,6 +5,7 @@
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +25,31 @@ static const lws_retry_bo_t web_retry = {
         .secs_since_valid_hangup = 45,
 };
 
+/* On the service thread, in each TLS handshake: a pair set by
+ * web_server_tls_update replaces the one the context was made with, for
+ * this connection. Those already open keep theirs. */
+static int web_tls_cert_cb(SSL *ssl, void *arg)
+{
+	struct web_server *s = arg;
+	pthread_mutex_lock(&s->tls_mu);
+	if (s->tls_x != NULL) {
+		SSL_certs_clear(ssl);
+		if (SSL_use_cert_and_key(ssl, s->tls_x, s->tls_k, NULL, 1) != 1)
+			ERR_clear_error();
+	}
+	pthread_mutex_unlock(&s->tls_mu);
+	return 1;
+}
+
 static int web_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                         size_t len)
 {
 	struct web_session *pss = user;
 	switch (reason) {
+	case LWS_CALLBACK_OPENSSL_LOAD_EXTRA_SERVER_VERIFY_CERTS:
+		/* user is the vhost's SSL_CTX, made once at start. */
+		SSL_CTX_set_cert_cb(user, web_tls_cert_cb, web_server_of(wsi));
+		return 0;
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
 	case LWS_CALLBACK_ESTABLISHED:
 	case LWS_CALLBACK_SERVER_WRITEABLE:
@@ -96,6 +117,7 @@ enum nv_err web_server_new(const struct web_config *cfg, struct web_server **out
 	s->port = -1;
 	atomic_init(&s->stopping, false);
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->tls_mu, NULL);
 	lws_set_log_level(LLL_ERR | LLL_WARN, web_lws_log);
 	*out = s;
 	return NV_OK;
@@ -163,23 +185,70 @@ static int no_passphrase(char *buf, int size, int rwflag, void *u)
 	return 0;
 }
 
-/* Checks the pair before libwebsockets sees it, so that a bad certificate
- * is told apart from a port that cannot be bound. */
-static enum nv_err tls_pem_check(const char *cert, const char *key)
+/* Parses a PEM pair whose key fits its certificate; NV_E_TLS otherwise. */
+static enum nv_err tls_pem_parse(const char *cert, const char *key, X509 **x_out, EVP_PKEY **k_out)
 {
 	enum nv_err e = NV_E_TLS;
 	BIO *cb = BIO_new_mem_buf(cert, -1);
 	BIO *kb = BIO_new_mem_buf(key, -1);
 	X509 *x = cb ? PEM_read_bio_X509(cb, NULL, no_passphrase, NULL) : NULL;
 	EVP_PKEY *k = kb ? PEM_read_bio_PrivateKey(kb, NULL, no_passphrase, NULL) : NULL;
-	if (x && k && X509_check_private_key(x, k) == 1)
+	if (x && k && X509_check_private_key(x, k) == 1) {
+		*x_out = x;
+		*k_out = k;
+		x = NULL;
+		k = NULL;
 		e = NV_OK;
+	}
 	X509_free(x);
 	EVP_PKEY_free(k);
 	BIO_free(cb);
 	BIO_free(kb);
 	ERR_clear_error();
 	return e;
+}
+
+/* Checks the pair before libwebsockets sees it, so that a bad certificate
+ * is told apart from a port that cannot be bound. */
+static enum nv_err tls_pem_check(const char *cert, const char *key)
+{
+	X509 *x = NULL;
+	EVP_PKEY *k = NULL;
+	enum nv_err e = tls_pem_parse(cert, key, &x, &k);
+	X509_free(x);
+	EVP_PKEY_free(k);
+	return e;
+}
+
+enum nv_err web_server_tls_update(struct web_server *s, const char *cert_pem, const char *key_pem)
+{
+	X509 *x = NULL;
+	EVP_PKEY *k = NULL;
+	if (s == NULL || !s->tls || cert_pem == NULL || key_pem == NULL)
+		return NV_E_STATE;
+	enum nv_err e = tls_pem_parse(cert_pem, key_pem, &x, &k);
+	if (e != NV_OK) {
+		log_error(WEB_COMP, "new TLS certificate or key refused; serving the old one",
+		          "server=%s", s->name);
+		return e;
+	}
+	pthread_mutex_lock(&s->tls_mu);
+	X509 *old_x = s->tls_x;
+	EVP_PKEY *old_k = s->tls_k;
+	s->tls_x = x;
+	s->tls_k = k;
+	/* Not yet started: the context is made with the new pair. */
+	if (s->cert_pem != NULL) {
+		secure_free_str(s->cert_pem);
+		secure_free_str(s->key_pem);
+		s->cert_pem = xstrdup(cert_pem);
+		s->key_pem = xstrdup(key_pem);
+	}
+	pthread_mutex_unlock(&s->tls_mu);
+	X509_free(old_x);
+	EVP_PKEY_free(old_k); // frees and clears the key material
+	log_info(WEB_COMP, "TLS certificate replaced for new connections", "server=%s", s->name);
+	return NV_OK;
 }
 
 static void *web_thread_main(void *arg)
@@ -313,6 +382,9 @@ void web_server_free(struct web_server *s)
 	free(s->name);
 	secure_free_str(s->cert_pem);
 	secure_free_str(s->key_pem);
+	X509_free(s->tls_x);
+	EVP_PKEY_free(s->tls_k);
+	pthread_mutex_destroy(&s->tls_mu);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

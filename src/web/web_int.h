@@ -8,6 +8,8 @@
 #define NVL72_WEB_INT_H
 
 #include <libwebsockets.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -129,6 +131,11 @@ struct web_server {
 	struct metrics_family *m_requests; /* server, handler, code */
 	struct metrics_family *m_clients;  /* server */
 	struct metrics_family *m_dropped;  /* server */
+	/* guarded by tls_mu: the pair of web_server_tls_update, served to
+	 * connections accepted after it (NULL: the one of the context) */
+	pthread_mutex_t tls_mu;
+	X509 *tls_x;
+	EVP_PKEY *tls_k;
 	/* the service thread's */
 	struct lws_context *ctx;
 	int port;

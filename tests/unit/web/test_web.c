@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
@@ -53,10 +54,9 @@ static void cert_ext(X509 *x, int nid, const char *value)
 	X509_EXTENSION_free(ext);
 }
 
-/* A self-signed RSA certificate for 127.0.0.1, valid for an hour. */
-static void tls_selfsigned(char **cert_out, char **key_out)
+/* A self-signed certificate of pk for 127.0.0.1, valid for an hour. */
+static void tls_selfsigned_with(EVP_PKEY *pk, char **cert_out, char **key_out)
 {
-	EVP_PKEY *pk = EVP_RSA_gen(2048);
 	assert_non_null(pk);
 	X509 *x = X509_new();
 	X509_set_version(x, 2);
@@ -81,6 +81,12 @@ static void tls_selfsigned(char **cert_out, char **key_out)
 	BIO_free(kb);
 	X509_free(x);
 	EVP_PKEY_free(pk);
+}
+
+/* The same with a new RSA key. */
+static void tls_selfsigned(char **cert_out, char **key_out)
+{
+	tls_selfsigned_with(EVP_RSA_gen(2048), cert_out, key_out);
 }
 
 /* ---- fixtures ------------------------------------------------------------- */
@@ -550,6 +556,118 @@ static void test_web_tls_serves_https(void **state)
 	free(key);
 }
 
+/* ---- a raw TLS client ---------------------------------------------------- */
+
+struct tls_conn {
+	int fd;
+	SSL *ssl;
+};
+
+/* Connects and handshakes without verifying: the test compares the
+ * certificate it was served itself. */
+static void tls_dial(SSL_CTX *ctx, int port, struct tls_conn *t)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	t->fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(t->fd >= 0);
+	assert_int_equal(connect(t->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	t->ssl = SSL_new(ctx);
+	assert_non_null(t->ssl);
+	SSL_set_fd(t->ssl, t->fd);
+	assert_int_equal(SSL_connect(t->ssl), 1);
+}
+
+static void tls_close(struct tls_conn *t)
+{
+	SSL_free(t->ssl);
+	close(t->fd);
+}
+
+/* Whether the connection was served the certificate in pem. */
+static bool tls_served(const struct tls_conn *t, const char *pem)
+{
+	BIO *b = BIO_new_mem_buf(pem, -1);
+	X509 *want = PEM_read_bio_X509(b, NULL, NULL, NULL);
+	X509 *got = SSL_get1_peer_certificate(t->ssl);
+	bool same = want && got && X509_cmp(want, got) == 0;
+	X509_free(want);
+	X509_free(got);
+	BIO_free(b);
+	return same;
+}
+
+/* GET /healthz on the connection: its status line. */
+static bool tls_healthz_ok(struct tls_conn *t)
+{
+	static const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+	char resp[512];
+	if (SSL_write(t->ssl, req, (int)strlen(req)) <= 0)
+		return false;
+	int n = SSL_read(t->ssl, resp, (int)sizeof(resp) - 1);
+	if (n <= 0)
+		return false;
+	resp[n] = '\0';
+	return strncmp(resp, "HTTP/1.1 200", 12) == 0;
+}
+
+static void test_web_server_tls_update_serves_new_connections(void **state)
+{
+	(void)state;
+	char *cert1 = NULL, *key1 = NULL, *cert2 = NULL, *key2 = NULL;
+	tls_selfsigned(&cert1, &key1);
+	/* Another key type: no slot of the old pair may stay behind. */
+	tls_selfsigned_with(EVP_EC_gen("P-256"), &cert2, &key2);
+	struct web_config cfg = {.tls_cert_pem = cert1, .tls_key_pem = key1};
+	struct fix *f = fix_start(&cfg);
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	assert_non_null(ctx);
+	struct tls_conn before, after;
+	tls_dial(ctx, f->port, &before);
+	assert_true(tls_served(&before, cert1));
+
+	assert_int_equal(web_server_tls_update(f->s, cert2, key2), NV_OK);
+	tls_dial(ctx, f->port, &after);
+	assert_true(tls_served(&after, cert2));
+	assert_true(tls_healthz_ok(&after));
+	/* The connection open before the change keeps its session. */
+	assert_true(tls_healthz_ok(&before));
+	tls_close(&after);
+	/* Verified through libcurl against the new certificate only. */
+	char url[256];
+	struct reply r;
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d/healthz", f->port);
+	assert_int_equal(http_do(url, NULL, 0, NULL, cert2, &r), CURLE_OK);
+	assert_int_equal(r.status, 200);
+	reply_clear(&r);
+	assert_int_not_equal(http_do(url, NULL, 0, NULL, cert1, &r), CURLE_OK);
+	reply_clear(&r);
+
+	/* A key that does not fit is refused; the pair served stays. */
+	assert_int_equal(web_server_tls_update(f->s, cert1, key2), NV_E_TLS);
+	assert_int_equal(web_server_tls_update(f->s, "garbage", "garbage"), NV_E_TLS);
+	tls_dial(ctx, f->port, &after);
+	assert_true(tls_served(&after, cert2));
+	tls_close(&after);
+	/* And back to the first pair, on the same listener. */
+	assert_int_equal(web_server_tls_update(f->s, cert1, key1), NV_OK);
+	tls_dial(ctx, f->port, &after);
+	assert_true(tls_served(&after, cert1));
+	tls_close(&after);
+	tls_close(&before);
+	SSL_CTX_free(ctx);
+	fix_stop(f);
+
+	/* A plain HTTP server has no pair to replace. */
+	struct fix *plain = fix_start(NULL);
+	assert_int_equal(web_server_tls_update(plain->s, cert1, key1), NV_E_STATE);
+	fix_stop(plain);
+	free(cert1);
+	free(key1);
+	free(cert2);
+	free(key2);
+}
+
 static void test_web_config_rejected(void **state)
 {
 	(void)state;
@@ -913,6 +1031,7 @@ int main(void)
 	        cmocka_unit_test(test_web_not_found_and_methods),
 	        cmocka_unit_test(test_web_dashboard_assets),
 	        cmocka_unit_test(test_web_tls_serves_https),
+	        cmocka_unit_test(test_web_server_tls_update_serves_new_connections),
 	        cmocka_unit_test(test_web_config_rejected),
 	        cmocka_unit_test(test_web_port_taken_fails_start),
 	        cmocka_unit_test(test_web_tls_bad_key_fails_start),
