@@ -30,13 +30,18 @@ struct web_server;
  * op_webhook_plug_ops). The operator calls serving_cert once before it
  * starts the webhook server (PEM strings it frees with secure_free_str),
  * then register_routes on that server before starting it. Every replica
- * serves the webhook, leader or not. All three run on the thread of
- * op_run, and may block there (serving_cert may write a Secret). */
+ * serves the webhook, leader or not. All of them run on the thread of
+ * op_run (stopping also in op_free), and may block there (serving_cert
+ * may write a Secret). */
 struct op_webhook_ops {
 	enum nv_err (*serving_cert)(void *arg, struct op *op, char **cert_pem, char **key_pem);
 	enum nv_err (*register_routes)(void *arg, struct op *op, struct web_server *srv);
-	/* Optional: called once the server is up (caBundle upkeep). */
+	/* Optional: called once the server is up (renewal, caBundle upkeep;
+	 * a new pair goes to web_server_tls_update of that server). */
 	void (*started)(void *arg, struct op *op);
+	/* Optional: called before the server stops and before the client is
+	 * freed, so that nothing touches either afterwards; may come twice. */
+	void (*stopping)(void *arg, struct op *op);
 	void *arg;
 };
 
@@ -44,8 +49,8 @@ struct buf;
 struct op_webhook_plug;
 /* The admission webhook (webhook.h) wired to the operator process
  * (src/operator/op_webhook.c): the
- * certificate from --webhook-service/-secret/-configuration in the pod's
- * namespace, the routes over the operator's informers, the caBundle upkeep
+ * certificate from the --webhook-* flags in the pod's namespace, the routes
+ * over the operator's informers, the renewal, reload and caBundle upkeep
  * once serving. Usage in main:
  *     struct op_webhook_plug *wh = op_webhook_plug_new();
  *     cfg.webhook = op_webhook_plug_ops(wh);
@@ -76,7 +81,11 @@ struct op_config {
 	const char *webhook_service;
 	const char *webhook_secret;
 	const char *webhook_configuration;
-	const char *agent_lease_ns;      /* agents' heartbeat Leases; "": as the election */
+	const char *webhook_cert_source;        /* self | secret (cert-manager) */
+	int64_t webhook_cert_validity_ms;       /* of a certificate made here */
+	int64_t webhook_cert_renew_before_ms;   /* renew with this much left */
+	int64_t webhook_cert_check_interval_ms; /* the Secret and caBundle, this often */
+	const char *agent_lease_ns;             /* agents' heartbeat Leases; "": as the election */
 	const char *agent_node_selector; /* Nodes the agent DaemonSet selects; "": no check */
 	int64_t heartbeat_timeout_ms;    /* 0: never stale */
 	int64_t domain_replace_grace_ms; /* a failed domain member waits this long */

@@ -125,11 +125,24 @@ enum nv_err webhook_review(struct webhook *w, enum webhook_mode mode, const char
 
 /* ---- serving certificate ---------------------------------------------- */
 
+/* Who makes the pair in the Secret. */
+enum webhook_cert_source {
+	/* The operator: it generates the pair, stores it, renews it
+	 * renew_before_ms before expiry and keeps the caBundle of both
+	 * configurations current. */
+	WEBHOOK_CERT_SELF = 0,
+	/* Another party (cert-manager): the operator only reads the Secret
+	 * (tls.crt, tls.key, ca.crt optional) and serves what it holds; it
+	 * writes neither the Secret nor a caBundle. */
+	WEBHOOK_CERT_SECRET,
+};
+
 struct webhook_cert_config {
 	struct kube_client *client; /* borrowed; NULL: nothing is read or written */
-	const char *ns;             /* namespace of the Secret and Service */
-	const char *secret;         /* Secret name: tls.crt, tls.key, ca.crt */
-	const char *service;        /* Service name, for the DNS SANs */
+	enum webhook_cert_source source;
+	const char *ns;      /* namespace of the Secret and Service */
+	const char *secret;  /* Secret name: tls.crt, tls.key, ca.crt */
+	const char *service; /* Service name, for the DNS SANs */
 	/* Name of both webhook configurations whose caBundle is kept
 	 * current (validating and mutating); NULL patches none. */
 	const char *configuration;
@@ -138,14 +151,18 @@ struct webhook_cert_config {
 	const char *const *extra_ips;
 	int64_t valid_ms;        /* new certificates; 0: one year */
 	int64_t renew_before_ms; /* reuse only with more left; 0: 30 days */
-	int64_t resync_ms;       /* caBundle check by the thread; 0: one minute */
+	int64_t resync_ms;       /* the thread's round; 0: one minute */
+	/* Called on the thread when the pair to serve has changed (PEM,
+	 * borrowed for the call: copy it); NULL tells nobody. */
+	void (*on_change)(void *arg, const char *crt_pem, const char *key_pem);
+	void *on_change_arg;
 };
 
 struct webhook_cert;
 
 enum nv_err webhook_cert_new(const struct webhook_cert_config *cfg, struct webhook_cert **out);
-/* Stops the resync thread (waiting for a sync in flight), wipes the key
- * and frees; NULL does nothing. */
+/* Stops the thread (waiting for a round in flight), wipes the key and
+ * frees; NULL does nothing. */
 void webhook_cert_free(struct webhook_cert *c);
 
 /* Reads the Secret and reuses its certificate when it is valid, covers
@@ -154,22 +171,33 @@ void webhook_cert_free(struct webhook_cert *c);
  * or update guarded by resourceVersion: when another replica wins the
  * race its certificate is used). Then tries to make the caBundle of both
  * webhook configurations current; a failure there is logged, not returned
- * (webhook_cert_start retries it). Call before web_server_start and before
- * webhook_cert_start. Blocks for its requests (a Secret read and write,
- * tried up to three times when another replica races it, then the
- * caBundle patches) and for generating P-256 keys. NV_E_STATE without a
- * client. */
+ * (the thread retries it). With WEBHOOK_CERT_SECRET it only reads, and
+ * waits up to a minute for a usable pair (NV_E_NOT_FOUND after that). Call
+ * before web_server_start and before webhook_cert_start. Blocks for its
+ * requests (a Secret read and write, tried up to three times when another
+ * replica races it, then the caBundle patches) and for generating P-256
+ * keys. NV_E_STATE without a client. */
 enum nv_err webhook_cert_ensure(struct webhook_cert *c, struct kube_status *st);
 /* Patches each webhook of both configurations whose caBundle differs from
  * ca.crt; writes nothing when all agree. NV_E_NOT_FOUND when a
  * configuration does not exist. */
 enum nv_err webhook_cert_sync_ca(struct webhook_cert *c, struct kube_status *st);
-/* Starts a thread that runs webhook_cert_sync_ca every resync_ms, so a
- * recreated configuration gets its caBundle back. */
+/* Starts a thread that, every resync_ms, reads the Secret again: adopts a
+ * pair another replica (or cert-manager) stored, renews one that has
+ * renew_before_ms or less left (the same guarded write as ensure), and
+ * keeps the caBundle current, so a recreated configuration gets it back.
+ * A new pair goes to on_change once the caBundle has trusted its CA for a
+ * round (the old CA stays in the bundle, so the pair served until then
+ * stays trusted), or at once when the served one would expire first.
+ * NV_E_STATE before ensure succeeded or without a client. */
 enum nv_err webhook_cert_start(struct webhook_cert *c);
+/* Stops the thread, waiting for a round in flight; safe to call twice and
+ * before start. After it on_change is not called again. */
+void webhook_cert_stop(struct webhook_cert *c);
 
 /* PEM text for web_config, borrowed from c: NULL until ensure succeeds,
- * then valid until free (never log it). */
+ * then valid until the thread's next change (read them before
+ * webhook_cert_start; never log them). */
 const char *webhook_cert_pem(const struct webhook_cert *c);
 const char *webhook_cert_key_pem(const struct webhook_cert *c);
 const char *webhook_cert_ca_pem(const struct webhook_cert *c);
@@ -178,8 +206,8 @@ int64_t webhook_cert_not_after_ms(const struct webhook_cert *c);
 /* Whether ensure reused the Secret's certificate. */
 bool webhook_cert_reused(const struct webhook_cert *c);
 
-/* A /healthz check (web_check_fn): fails within a day of the serving
- * certificate's expiry, so the replica restarts and renews it. */
+/* A web_check_fn: fails while there is no serving certificate or the one
+ * served expires within a day (its renewal keeps failing). */
 bool webhook_cert_check(void *arg, struct buf *why);
 
 #endif

@@ -350,10 +350,19 @@ static void informers_free(struct op *op)
 	}
 }
 
+/* The webhook's threads stop before its server and the client go. */
+static void webhook_stopping(struct op *op)
+{
+	const struct op_webhook_ops *w = op->cfg.webhook;
+	if (w != NULL && w->stopping != NULL)
+		w->stopping(w->arg, op);
+}
+
 void op_free(struct op *op)
 {
 	if (op == NULL)
 		return;
+	webhook_stopping(op);
 	web_server_free(op->webhook);
 	web_server_free(op->dash);
 	web_server_free(op->metrics_srv);
@@ -731,6 +740,7 @@ enum nv_err op_run(struct op *op)
 	pthread_mutex_unlock(&op->mu);
 	kube_recorder_flush(op->rec, 5000);
 	shutdown_delay(op);
+	webhook_stopping(op);
 	web_server_stop(op->webhook);
 	web_server_stop(op->dash);
 	web_server_stop(op->metrics_srv);

@@ -66,6 +66,26 @@ const struct flag op_flags[] = {
          NULL, "Secret holding the webhook's serving certificate and CA."},
         {"webhook-configuration", CFG(webhook_configuration), OP_FLAG_STRING, "nvl72-operator", 0,
          0, NULL, "Webhook configurations whose caBundle the operator keeps current."},
+        {"webhook-cert-source", CFG(webhook_cert_source), FLAG_ENUM("self|secret"), "self", 0, 0,
+         NULL,
+         "Who makes the webhook's serving certificate: self (the operator generates it, stores "
+         "it in --webhook-secret, renews it while running and keeps the caBundle of "
+         "--webhook-configuration current) or secret (another party, such as cert-manager, "
+         "writes the Secret and the caBundle; the operator only reads the Secret and serves "
+         "what it holds)."},
+        {"webhook-cert-validity", CFG(webhook_cert_validity_ms), OP_FLAG_DURATION, "8760h", 10000,
+         3650 * 24 * H, NULL,
+         "Lifetime of a serving certificate the operator makes (its CA lives a day longer)."},
+        {"webhook-cert-renew-before", CFG(webhook_cert_renew_before_ms), OP_FLAG_DURATION, "720h",
+         2000, 3650 * 24 * H, NULL,
+         "A serving certificate the operator made is renewed, in the running process, once it "
+         "has this little left; less than --webhook-cert-validity, more than twice "
+         "--webhook-cert-check-interval."},
+        {"webhook-cert-check-interval", CFG(webhook_cert_check_interval_ms), OP_FLAG_DURATION, "1m",
+         1000, H, NULL,
+         "How often each replica reads the webhook Secret again (adopting a certificate "
+         "another replica or cert-manager stored, renewing one that is due, reloading the "
+         "server) and checks the caBundle."},
         {"agent-lease-namespace", CFG(agent_lease_ns), OP_FLAG_STRING, "", 0, 0, NULL,
          "Namespace of the agents' heartbeat Leases; empty: the leader election namespace."},
         {"agent-node-selector", CFG(agent_node_selector), OP_FLAG_STRING, "", 0, 0, NULL,
@@ -174,6 +194,13 @@ static enum nv_err flags_check(const struct op_config *cfg, char *err, size_t er
 	}
 	if (strcmp(cfg->oob_backend, "sim") == 0 && cfg->oob_sim_root[0] == '\0') {
 		snprintf(err, errsz, "--oob-sim-root: required with --oob-backend sim");
+		return NV_E_CONFIG;
+	}
+	/* A renewed pair is served within two checks of its renewal. */
+	if (!(cfg->webhook_cert_renew_before_ms < cfg->webhook_cert_validity_ms &&
+	      cfg->webhook_cert_renew_before_ms > 2 * cfg->webhook_cert_check_interval_ms)) {
+		snprintf(err, errsz,
+		         "webhook certificate: need validity > renew-before > 2 x check interval");
 		return NV_E_CONFIG;
 	}
 	/* client-go's rule: lease > renew deadline > 1.2 x retry period. */

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The webhook's plug into the operator process (struct op_webhook_ops of
 // operator.h): the serving certificate from the operator's flags, the routes
-// over the operator's informers, and the caBundle upkeep once serving.
+// over the operator's informers, and once serving the certificate's thread,
+// whose new pairs go to the running webhook server.
 #include <arpa/inet.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ struct op_webhook_plug {
 	struct webhook_informers infs;
 	struct webhook_cert *cert;
 	struct webhook *hook;
+	struct web_server *srv; /* borrowed from op; NULL once it stops */
 };
 
 /* The namespace of the Secret: the pod's, else the client's. */
@@ -44,13 +46,24 @@ static const char *plug_bind_ip(struct op_webhook_plug *p, const char *addr)
 	return p->bind_ip;
 }
 
+/* On the certificate's thread: new connections get the new pair. */
+static void plug_cert_changed(void *arg, const char *crt_pem, const char *key_pem)
+{
+	struct op_webhook_plug *p = arg;
+	if (p->srv != NULL)
+		(void)web_server_tls_update(p->srv, crt_pem, key_pem);
+}
+
 static enum nv_err plug_serving_cert(void *arg, struct op *op, char **cert_pem, char **key_pem)
 {
 	struct op_webhook_plug *p = arg;
 	const struct op_config *cfg = op_config_of(op);
 	const char *ips[] = {plug_bind_ip(p, cfg->webhook_addr), NULL};
+	bool from_secret =
+	        cfg->webhook_cert_source && strcmp(cfg->webhook_cert_source, "secret") == 0;
 	struct webhook_cert_config cc = {
 	        .client = op_client(op),
+	        .source = from_secret ? WEBHOOK_CERT_SECRET : WEBHOOK_CERT_SELF,
 	        .ns = plug_namespace(op),
 	        .secret = cfg->webhook_secret,
 	        .service = cfg->webhook_service,
@@ -58,6 +71,11 @@ static enum nv_err plug_serving_cert(void *arg, struct op *op, char **cert_pem, 
 	                                 ? cfg->webhook_configuration
 	                                 : NULL,
 	        .extra_ips = ips,
+	        .valid_ms = cfg->webhook_cert_validity_ms,
+	        .renew_before_ms = cfg->webhook_cert_renew_before_ms,
+	        .resync_ms = cfg->webhook_cert_check_interval_ms,
+	        .on_change = plug_cert_changed,
+	        .on_change_arg = p,
 	};
 	struct kube_status st;
 	enum nv_err rc = p->cert ? NV_OK : webhook_cert_new(&cc, &p->cert);
@@ -83,6 +101,8 @@ static enum nv_err plug_register(void *arg, struct op *op, struct web_server *sr
 	enum nv_err rc = p->hook ? NV_OK : webhook_new(&wc, &p->hook);
 	if (rc == NV_OK)
 		rc = webhook_register(srv, p->hook);
+	if (rc == NV_OK)
+		p->srv = srv;
 	return rc;
 }
 
@@ -91,7 +111,15 @@ static void plug_started(void *arg, struct op *op)
 	struct op_webhook_plug *p = arg;
 	(void)op;
 	if (p->cert != NULL && webhook_cert_start(p->cert) != NV_OK)
-		log_warn("webhook", "caBundle upkeep not started", NULL);
+		log_warn("webhook", "certificate renewal and caBundle upkeep not started", NULL);
+}
+
+static void plug_stopping(void *arg, struct op *op)
+{
+	struct op_webhook_plug *p = arg;
+	(void)op;
+	webhook_cert_stop(p->cert); // joins the thread: on_change is not called after
+	p->srv = NULL;
 }
 
 struct op_webhook_plug *op_webhook_plug_new(void)
@@ -100,6 +128,7 @@ struct op_webhook_plug *op_webhook_plug_new(void)
 	p->ops.serving_cert = plug_serving_cert;
 	p->ops.register_routes = plug_register;
 	p->ops.started = plug_started;
+	p->ops.stopping = plug_stopping;
 	p->ops.arg = p;
 	return p;
 }

@@ -2,7 +2,10 @@
 // The webhook's serving certificate: reused from its Secret while valid,
 // otherwise a new CA and serving certificate made in memory with OpenSSL and
 // stored in the Secret; the CA goes into the caBundle of both webhook
-// configurations. Keys live only in memory and in the Secret, and are wiped.
+// configurations. A thread renews it in the running process, adopts what
+// another replica (or cert-manager) stored, and hands the new pair to the
+// server once the caBundle trusts it. Keys live only in memory and in the
+// Secret, and are wiped.
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,6 +39,7 @@ static const struct kube_res res_mutating = {
 
 struct webhook_cert {
 	struct kube_client *client;
+	enum webhook_cert_source source;
 	char *ns;
 	char *secret;
 	char *configuration;
@@ -44,12 +48,20 @@ struct webhook_cert {
 	int64_t valid_ms;
 	int64_t renew_before_ms;
 	int64_t resync_ms;
-	char *crt; /* PEM */
-	char *key; /* PEM, secret */
-	char *ca;  /* PEM bundle */
+	void (*on_change)(void *arg, const char *crt_pem, const char *key_pem);
+	void *on_change_arg;
+	pthread_mutex_t mu; /* guards what follows, between start-up and the thread */
+	char *crt;          /* PEM: the pair in the Secret */
+	char *key;          /* PEM, secret */
+	char *ca;           /* PEM bundle */
 	int64_t not_after_ms;
 	bool reused;
-	pthread_mutex_t mu; /* guards the sync, between start-up and the thread */
+	char *served; /* PEM of the certificate the server was given */
+	int64_t served_not_after_ms;
+	/* Whether a round before this one found or made the caBundle current
+	 * for ca: the apiserver has had a round's time to see it. */
+	bool bundle_seen;
+	const char *last_why; /* why the Secret was last refused (logged once) */
 	struct kube_stop *stop;
 	pthread_t thread;
 	bool running;
@@ -246,12 +258,15 @@ static bool chain_ok(X509 *leaf, const char *ca, int64_t now_ms)
 	return ok;
 }
 
-/* Whether crt/key/ca can be served for another renew_before_ms: the key
- * fits, the chain verifies, every SAN is covered. why says what is not. */
+/* Whether crt/key/ca can be served for another renew_before_ms (made
+ * here) or at all (read from a Secret another party writes, where ca may
+ * be NULL): the key fits, the chain verifies, every SAN is covered. why
+ * says what is not. */
 TESTABLE bool wh_cert_usable(const struct webhook_cert *c, const char *crt, const char *key,
                              const char *ca, int64_t now_ms, int64_t *not_after_ms,
                              const char **why)
 {
+	bool own = c->source == WEBHOOK_CERT_SELF;
 	BIO *cb = BIO_new_mem_buf(crt, -1);
 	BIO *kb = BIO_new_mem_buf(key, -1);
 	X509 *x = cb ? PEM_read_bio_X509(cb, NULL, no_passphrase, NULL) : NULL;
@@ -262,9 +277,11 @@ TESTABLE bool wh_cert_usable(const struct webhook_cert *c, const char *crt, cons
 		*why = "tls.crt or tls.key does not parse";
 	else if (X509_check_private_key(x, k) != 1)
 		*why = "tls.key does not match tls.crt";
-	else if (na - now_ms <= c->renew_before_ms)
+	else if (own && na - now_ms <= c->renew_before_ms)
 		*why = "the certificate expires too soon";
-	else if (!chain_ok(x, ca, now_ms))
+	else if (!own && na <= now_ms)
+		*why = "the certificate has expired";
+	else if ((own || ca != NULL) && (ca == NULL || !chain_ok(x, ca, now_ms)))
 		*why = "tls.crt is not signed by a current CA of ca.crt";
 	for (size_t i = 0; *why == NULL && c->dns[i]; i++)
 		if (X509_check_host(x, c->dns[i], 0, X509_CHECK_FLAG_NO_WILDCARDS, NULL) != 1)
@@ -320,23 +337,30 @@ static char *secret_field(const json_t *secret, const char *field)
 	return out;
 }
 
-/* Takes the Secret's pair when it is usable. */
-static bool secret_adopt(struct webhook_cert *c, const json_t *secret, const char **why)
+/* Takes the Secret's pair when it is usable; *changed when it is not the
+ * pair held. */
+static bool secret_adopt(struct webhook_cert *c, const json_t *secret, bool *changed,
+                         const char **why)
 {
 	char *crt = secret_field(secret, "tls.crt");
 	char *key = secret_field(secret, "tls.key");
 	char *ca = secret_field(secret, "ca.crt");
 	int64_t na = 0;
-	bool ok = crt && key && ca && wh_cert_usable(c, crt, key, ca, time_wall_ms(), &na, why);
-	if (!crt || !key || !ca)
-		*why = "tls.crt, tls.key or ca.crt is missing";
+	bool need_ca = c->source == WEBHOOK_CERT_SELF;
+	bool ok = crt && key && (ca || !need_ca) &&
+	          wh_cert_usable(c, crt, key, ca, time_wall_ms(), &na, why);
+	if (!crt || !key || (!ca && need_ca))
+		*why = need_ca ? "tls.crt, tls.key or ca.crt is missing"
+		               : "tls.crt or tls.key is missing";
 	if (ok) {
+		*changed = c->crt == NULL || strcmp(c->crt, crt) != 0 || c->ca == NULL ||
+		           strcmp(c->ca, ca ? ca : "") != 0;
 		free(c->crt);
 		secure_free_str(c->key);
 		free(c->ca);
 		c->crt = crt;
 		c->key = key;
-		c->ca = ca;
+		c->ca = ca ? ca : xstrdup("");
 		c->not_after_ms = na;
 		c->reused = true;
 		return true;
@@ -382,64 +406,126 @@ static json_t *secret_new(const struct webhook_cert *c)
 	                 "app.kubernetes.io/component", "operator", "type", "Opaque");
 }
 
-/* One read-decide-write round; NV_E_CONFLICT / NV_E_EXISTS when another
- * replica wrote first. */
-static enum nv_err ensure_once(struct webhook_cert *c, struct kube_status *st)
+TESTABLE enum wh_cert_step wh_cert_decide(enum webhook_cert_source source, bool stored_usable,
+                                          bool stored_changed)
 {
-	json_t *secret = NULL;
-	const char *why = NULL;
-	enum nv_err rc = kube_get(c->client, &KUBE_RES_SECRETS, c->ns, c->secret, &secret, st);
-	bool exists = rc == NV_OK;
-	if (rc != NV_OK && rc != NV_E_NOT_FOUND)
-		return rc;
-	if (exists && secret_adopt(c, secret, &why)) {
-		log_info(WH_COMP, "serving certificate reused", "secret=%s/%s", c->ns, c->secret);
-		secret_wipe(secret);
-		json_decref(secret);
-		return NV_OK;
-	}
-	log_info(WH_COMP, "generating a serving certificate", "secret=%s/%s why=\"%s\"", c->ns,
-	         c->secret, exists ? why : "the Secret does not exist");
+	if (stored_usable)
+		return stored_changed ? WH_CERT_ADOPT : WH_CERT_KEEP;
+	// Only the party that writes the Secret renews what is in it.
+	return source == WEBHOOK_CERT_SELF ? WH_CERT_RENEW : WH_CERT_WAIT;
+}
+
+/* A new pair, written over the Secret read (NULL: none exists), keeping
+ * the CA of the certificate being served in the bundle. */
+static enum nv_err renew(struct webhook_cert *c, json_t *secret, struct kube_status *st)
+{
 	char *old = NULL;
-	if (exists) {
+	if (secret != NULL) {
 		char *prev = secret_field(secret, "ca.crt");
 		old = ca_keep(prev, time_wall_ms());
 		free(prev);
 	}
-	rc = wh_cert_generate(c, old);
+	enum nv_err rc = wh_cert_generate(c, old);
 	free(old);
-	if (rc == NV_OK) {
-		if (!exists)
-			secret = secret_new(c);
-		rc = secret_put(c, secret, exists, st);
+	if (rc != NV_OK)
+		return rc;
+	json_t *fresh = secret ? NULL : secret_new(c);
+	rc = secret_put(c, secret ? secret : fresh, secret != NULL, st);
+	json_decref(fresh);
+	if (rc == NV_OK)
+		log_info(WH_COMP, "serving certificate stored", "secret=%s/%s not_after_s=%lld",
+		         c->ns, c->secret, (long long)(c->not_after_ms / 1000));
+	return rc;
+}
+
+/* One read-decide-write round on the Secret; NV_E_CONFLICT / NV_E_EXISTS
+ * when another replica wrote first, NV_E_NOT_FOUND when it holds nothing
+ * usable and is not ours to write. *step says what was done. */
+static enum nv_err ensure_once(struct webhook_cert *c, struct kube_status *st,
+                               enum wh_cert_step *step)
+{
+	json_t *secret = NULL;
+	const char *why = NULL;
+	bool changed = false;
+	enum nv_err rc = kube_get(c->client, &KUBE_RES_SECRETS, c->ns, c->secret, &secret, st);
+	bool exists = rc == NV_OK;
+	if (rc != NV_OK && rc != NV_E_NOT_FOUND)
+		return rc;
+	bool usable = exists && secret_adopt(c, secret, &changed, &why);
+	*step = wh_cert_decide(c->source, usable, changed);
+	if (!exists)
+		why = "the Secret does not exist";
+	rc = NV_OK;
+	if (*step == WH_CERT_RENEW) {
+		log_info(WH_COMP, "generating a serving certificate", "secret=%s/%s why=\"%s\"",
+		         c->ns, c->secret, why);
+		rc = renew(c, secret, st);
+	} else if (*step == WH_CERT_WAIT) {
+		if (why != c->last_why)
+			log_warn(WH_COMP,
+			         "no usable serving certificate in the Secret; waiting for it",
+			         "secret=%s/%s why=\"%s\"", c->ns, c->secret, why);
+		rc = NV_E_NOT_FOUND;
 	}
+	c->last_why = usable ? NULL : why;
 	if (secret != NULL)
 		secret_wipe(secret);
 	json_decref(secret);
 	return rc;
 }
 
-enum nv_err webhook_cert_ensure(struct webhook_cert *c, struct kube_status *st)
+/* ensure_once until it settles (three tries when other replicas race). */
+static enum nv_err ensure_locked(struct webhook_cert *c, struct kube_status *st,
+                                 enum wh_cert_step *step)
 {
 	enum nv_err rc = NV_OK;
-	if (c->client == NULL)
-		return NV_E_STATE;
 	for (int attempt = 0; attempt < 3; attempt++) {
-		rc = ensure_once(c, st);
+		rc = ensure_once(c, st, step);
 		if (rc != NV_E_CONFLICT && rc != NV_E_EXISTS)
 			break;
 		log_info(WH_COMP, "another replica wrote the certificate first; reading it",
 		         "secret=%s/%s", c->ns, c->secret);
 	}
+	return rc;
+}
+
+static enum nv_err sync_ca_locked(struct webhook_cert *c, struct kube_status *st, bool *patched);
+
+/* How long the start waits for a Secret another party writes. */
+#define SECRET_WAIT_MS ((int64_t)60000)
+
+enum nv_err webhook_cert_ensure(struct webhook_cert *c, struct kube_status *st)
+{
+	enum nv_err rc = NV_OK;
+	enum wh_cert_step step = WH_CERT_KEEP;
+	int64_t until = time_mono_ms() + SECRET_WAIT_MS;
+	if (c->client == NULL)
+		return NV_E_STATE;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		rc = ensure_locked(c, st, &step);
+		// cert-manager may not have issued it yet: a fresh install.
+		if (rc != NV_E_NOT_FOUND || c->source == WEBHOOK_CERT_SELF ||
+		    time_mono_ms() >= until || kube_stop_sleep(c->stop, 2000))
+			break;
+	}
+	if (rc == NV_OK) {
+		if (step != WH_CERT_RENEW)
+			log_info(WH_COMP, "serving certificate reused", "secret=%s/%s", c->ns,
+			         c->secret);
+		free(c->served);
+		c->served = xstrdup(c->crt);
+		c->served_not_after_ms = c->not_after_ms;
+	}
+	pthread_mutex_unlock(&c->mu);
 	if (rc != NV_OK) {
-		log_error(WH_COMP, "serving certificate not stored",
-		          "secret=%s/%s err=%s msg=\"%s\"", c->ns, c->secret, nv_err_name(rc),
-		          st ? st->message : "");
+		log_error(WH_COMP, "no serving certificate", "secret=%s/%s err=%s msg=\"%s\"",
+		          c->ns, c->secret, nv_err_name(rc), st ? st->message : "");
 		return rc;
 	}
 	// A configuration missing now (created after the operator, or being
-	// reinstalled) gets its caBundle from the resync thread later.
-	if (c->configuration != NULL)
+	// reinstalled) gets its caBundle from the thread later.
+	if (c->configuration != NULL && c->source == WEBHOOK_CERT_SELF)
 		(void)webhook_cert_sync_ca(c, NULL);
 	return NV_OK;
 }
@@ -447,7 +533,7 @@ enum nv_err webhook_cert_ensure(struct webhook_cert *c, struct kube_status *st)
 /* ---- caBundle ------------------------------------------------------------- */
 
 static enum nv_err sync_one(struct webhook_cert *c, const struct kube_res *res, const char *want,
-                            struct kube_status *st)
+                            struct kube_status *st, bool *patched)
 {
 	json_t *cfg = NULL;
 	json_t *patch = NULL;
@@ -474,30 +560,33 @@ static enum nv_err sync_one(struct webhook_cert *c, const struct kube_res *res, 
 		goto out;
 	struct kube_patch_opts po = {.type = KUBE_PATCH_JSON};
 	rc = kube_patch(c->client, res, NULL, c->configuration, &po, patch, NULL, st);
-	if (rc == NV_OK)
+	if (rc == NV_OK) {
+		*patched = true;
 		log_info(WH_COMP, "caBundle updated", "kind=%s name=%s webhooks=%zu", res->kind,
 		         c->configuration, json_array_size(patch) / 2);
+	}
 out:
 	json_decref(patch);
 	json_decref(cfg);
 	return rc;
 }
 
-enum nv_err webhook_cert_sync_ca(struct webhook_cert *c, struct kube_status *st)
+/* Both configurations; one that does not exist is skipped (NV_E_NOT_FOUND
+ * when either is missing, after the other was synced). */
+static enum nv_err sync_ca_locked(struct webhook_cert *c, struct kube_status *st, bool *patched)
 {
 	struct buf want;
 	enum nv_err rc = NV_E_STATE;
+	*patched = false;
 	if (c->ca == NULL || c->configuration == NULL || c->client == NULL)
 		return rc;
 	buf_init(&want, CERT_PEM_MAX * 2);
-	pthread_mutex_lock(&c->mu);
 	rc = b64_encode(c->ca, strlen(c->ca), &want);
 	enum nv_err r2 = rc;
 	if (rc == NV_OK) {
-		rc = sync_one(c, &res_validating, buf_str(&want), st);
-		r2 = sync_one(c, &res_mutating, buf_str(&want), st);
+		rc = sync_one(c, &res_validating, buf_str(&want), st, patched);
+		r2 = sync_one(c, &res_mutating, buf_str(&want), st, patched);
 	}
-	pthread_mutex_unlock(&c->mu);
 	buf_clear(&want);
 	if (rc == NV_OK)
 		rc = r2;
@@ -507,24 +596,109 @@ enum nv_err webhook_cert_sync_ca(struct webhook_cert *c, struct kube_status *st)
 	return rc;
 }
 
+enum nv_err webhook_cert_sync_ca(struct webhook_cert *c, struct kube_status *st)
+{
+	bool patched = false;
+	pthread_mutex_lock(&c->mu);
+	enum nv_err rc = sync_ca_locked(c, st, &patched);
+	if (rc == NV_OK || rc == NV_E_NOT_FOUND)
+		c->bundle_seen = true;
+	pthread_mutex_unlock(&c->mu);
+	return rc;
+}
+
+/* ---- the round ------------------------------------------------------------ */
+
+TESTABLE bool wh_cert_serve_due(bool differs, bool bundle_settled, int64_t served_not_after_ms,
+                                int64_t now_ms, int64_t resync_ms)
+{
+	if (!differs)
+		return false;
+	// Waiting longer for the caBundle cannot help a certificate that
+	// expires before the round after next.
+	return bundle_settled || served_not_after_ms - now_ms <= 2 * resync_ms;
+}
+
+/* Whether the apiserver trusts ca by now: a round before this one found
+ * the caBundle current (or the configurations absent), and so does this
+ * one. Configurations managed by someone else (cert-manager's CA injector
+ * with a long-lived CA) or none at all: always. */
+static bool bundle_settled(struct webhook_cert *c, struct kube_status *st)
+{
+	bool patched = false;
+	if (c->source != WEBHOOK_CERT_SELF || c->configuration == NULL)
+		return true;
+	enum nv_err rc = sync_ca_locked(c, st, &patched);
+	if (rc != NV_OK && rc != NV_E_NOT_FOUND)
+		return false;
+	bool settled = c->bundle_seen && !patched;
+	c->bundle_seen = true;
+	return settled;
+}
+
+TESTABLE enum nv_err wh_cert_round(struct webhook_cert *c)
+{
+	struct kube_status st;
+	enum wh_cert_step step = WH_CERT_KEEP;
+	char *crt = NULL;
+	char *key = NULL;
+	pthread_mutex_lock(&c->mu);
+	enum nv_err rc = ensure_locked(c, &st, &step);
+	if (rc != NV_OK && rc != NV_E_NOT_FOUND)
+		log_warn(WH_COMP, "serving certificate not checked",
+		         "secret=%s/%s err=%s msg=\"%s\"", c->ns, c->secret, nv_err_name(rc),
+		         st.message);
+	if (rc == NV_OK && step == WH_CERT_ADOPT)
+		log_info(WH_COMP, "serving certificate adopted from the Secret", "secret=%s/%s",
+		         c->ns, c->secret);
+	if (step == WH_CERT_RENEW || step == WH_CERT_ADOPT)
+		c->bundle_seen = false;
+	bool differs = c->crt != NULL && (c->served == NULL || strcmp(c->served, c->crt) != 0);
+	bool settled = bundle_settled(c, &st);
+	if (wh_cert_serve_due(differs, settled, c->served_not_after_ms, time_wall_ms(),
+	                      c->resync_ms)) {
+		crt = xstrdup(c->crt);
+		key = xstrdup(c->key);
+		free(c->served);
+		c->served = xstrdup(c->crt);
+		c->served_not_after_ms = c->not_after_ms;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (crt != NULL) {
+		log_info(WH_COMP, "serving the new certificate", "secret=%s/%s", c->ns, c->secret);
+		if (c->on_change != NULL)
+			c->on_change(c->on_change_arg, crt, key);
+	}
+	free(crt);
+	secure_free_str(key);
+	return rc;
+}
+
 static void *resync_main(void *arg)
 {
 	struct webhook_cert *c = arg;
-	while (!kube_stop_sleep(c->stop, c->resync_ms)) {
-		struct kube_status st;
-		(void)webhook_cert_sync_ca(c, &st);
-	}
+	while (!kube_stop_sleep(c->stop, c->resync_ms))
+		(void)wh_cert_round(c);
 	return NULL;
 }
 
 enum nv_err webhook_cert_start(struct webhook_cert *c)
 {
-	if (c->running || c->ca == NULL || c->configuration == NULL)
+	if (c->running || c->crt == NULL || c->client == NULL)
 		return NV_E_STATE;
 	if (pthread_create(&c->thread, NULL, resync_main, c) != 0)
 		return NV_E_INTERNAL;
 	c->running = true;
 	return NV_OK;
+}
+
+void webhook_cert_stop(struct webhook_cert *c)
+{
+	if (c == NULL || !c->running)
+		return;
+	kube_stop_request(c->stop);
+	pthread_join(c->thread, NULL);
+	c->running = false;
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -561,6 +735,9 @@ enum nv_err webhook_cert_new(const struct webhook_cert_config *cfg, struct webho
 	char *svc = xasprintf("%s.%s.svc", cfg->service, cfg->ns);
 	char *fqdn = xasprintf("%s.%s.svc.cluster.local", cfg->service, cfg->ns);
 	c->client = cfg->client;
+	c->source = cfg->source;
+	c->on_change = cfg->on_change;
+	c->on_change_arg = cfg->on_change_arg;
 	c->ns = xstrdup(cfg->ns);
 	c->secret = xstrdup(cfg->secret);
 	c->configuration = cfg->configuration ? xstrdup(cfg->configuration) : NULL;
@@ -581,15 +758,13 @@ void webhook_cert_free(struct webhook_cert *c)
 {
 	if (c == NULL)
 		return;
-	if (c->running) {
-		kube_stop_request(c->stop);
-		pthread_join(c->thread, NULL);
-	}
+	webhook_cert_stop(c);
 	kube_stop_free(c->stop);
 	pthread_mutex_destroy(&c->mu);
 	secure_free_str(c->key);
 	free(c->crt);
 	free(c->ca);
+	free(c->served);
 	free(c->ns);
 	free(c->secret);
 	free(c->configuration);
@@ -625,14 +800,18 @@ bool webhook_cert_reused(const struct webhook_cert *c)
 
 bool webhook_cert_check(void *arg, struct buf *why)
 {
-	const struct webhook_cert *c = arg;
-	if (c->crt == NULL) {
+	struct webhook_cert *c = arg;
+	pthread_mutex_lock(&c->mu);
+	bool have = c->served != NULL || c->crt != NULL;
+	int64_t left = (c->served ? c->served_not_after_ms : c->not_after_ms) - time_wall_ms();
+	pthread_mutex_unlock(&c->mu);
+	if (!have) {
 		(void)buf_append_str(why, "no serving certificate");
 		return false;
 	}
-	if (c->not_after_ms - time_wall_ms() < DAY_MS) {
-		(void)buf_append_str(
-		        why, "the serving certificate expires within a day; restart to renew it");
+	if (left < DAY_MS) {
+		(void)buf_append_str(why, "the serving certificate expires within a day and has "
+		                          "not been renewed (see the webhook log)");
 		return false;
 	}
 	return true;

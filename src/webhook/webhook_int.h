@@ -88,6 +88,14 @@ enum nv_err wh_response_write(const char *uid, const struct wh_verdict *v, struc
 void wh_validate(struct webhook *w, const struct wh_request *req, struct wh_verdict *v);
 void wh_mutate(struct webhook *w, const struct wh_request *req, struct wh_verdict *v);
 
+/* What a round does with the pair in the Secret. */
+enum wh_cert_step {
+	WH_CERT_KEEP,  /* it is the pair held, still usable */
+	WH_CERT_ADOPT, /* another usable pair (another replica renewed): take it */
+	WH_CERT_RENEW, /* none usable: make one and store it */
+	WH_CERT_WAIT,  /* none usable, and not ours to make: keep serving */
+};
+
 #ifdef NVL72_UNIT_TEST
 /* Static helpers of webhook_validate.c and webhook_cert.c the unit tests
  * reach (see TESTABLE). */
@@ -102,6 +110,17 @@ const json_t *wh_upgrade_in_flight_on(const json_t *u, const json_t *ro, const j
 bool wh_rack_stack_recorded(const json_t *obj, const json_t *old, const json_t *upgrades);
 bool wh_cert_usable(const struct webhook_cert *c, const char *crt, const char *key, const char *ca,
                     int64_t now_ms, int64_t *not_after_ms, const char **why);
+/* The step for a Secret whose pair is usable or not, and is or is not the
+ * pair held. */
+enum wh_cert_step wh_cert_decide(enum webhook_cert_source source, bool stored_usable,
+                                 bool stored_changed);
+/* Whether to hand a new pair (differs: the Secret's is not the one served)
+ * to the server now: once the caBundle has trusted it for a round, or when
+ * the one served expires within two rounds. */
+bool wh_cert_serve_due(bool differs, bool bundle_settled, int64_t served_not_after_ms,
+                       int64_t now_ms, int64_t resync_ms);
+/* One round of the thread: the Secret, the caBundle, the server. */
+enum nv_err wh_cert_round(struct webhook_cert *c);
 #endif
 
 #endif

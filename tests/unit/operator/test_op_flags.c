@@ -77,6 +77,42 @@ static void test_op_flags_parse_errors_name_the_flag(void **state)
 	assert_int_equal(parse(2, a7, &cfg, err), NV_OK);
 }
 
+static void test_op_flags_parse_webhook_cert(void **state)
+{
+	(void)state;
+	struct op_config cfg;
+	char err[256] = "";
+	char *a0[] = {A("op"), NULL};
+	assert_int_equal(parse(1, a0, &cfg, err), NV_OK);
+	assert_string_equal(cfg.webhook_cert_source, "self");
+	assert_int_equal(cfg.webhook_cert_validity_ms, 365LL * 86400000);
+	assert_int_equal(cfg.webhook_cert_renew_before_ms, 30LL * 86400000);
+	assert_int_equal(cfg.webhook_cert_check_interval_ms, 60000);
+	// The integration suite's short life: renewed every few seconds.
+	char *a1[] = {A("op"),
+	              A("--webhook-cert-source=secret"),
+	              A("--webhook-cert-validity=30s"),
+	              A("--webhook-cert-renew-before=22s"),
+	              A("--webhook-cert-check-interval=1s"),
+	              NULL};
+	assert_int_equal(parse(5, a1, &cfg, err), NV_OK);
+	assert_string_equal(cfg.webhook_cert_source, "secret");
+	assert_int_equal(cfg.webhook_cert_validity_ms, 30000);
+	assert_int_equal(cfg.webhook_cert_renew_before_ms, 22000);
+	assert_int_equal(cfg.webhook_cert_check_interval_ms, 1000);
+	char *b0[] = {A("op"), A("--webhook-cert-source=cert-manager"), NULL};
+	assert_int_equal(parse(2, b0, &cfg, err), NV_E_CONFIG);
+	assert_non_null(strstr(err, "--webhook-cert-source"));
+	// Renewal must come before expiry, and leave two checks to serve it.
+	char *b1[] = {A("op"), A("--webhook-cert-validity=720h"), NULL};
+	assert_int_equal(parse(2, b1, &cfg, err), NV_E_CONFIG);
+	assert_non_null(strstr(err, "validity > renew-before"));
+	char *b2[] = {A("op"), A("--webhook-cert-renew-before=90s"),
+	              A("--webhook-cert-check-interval=1m"), NULL};
+	assert_int_equal(parse(3, b2, &cfg, err), NV_E_CONFIG);
+	assert_non_null(strstr(err, "2 x check interval"));
+}
+
 static void test_op_flags_parse_fabric(void **state)
 {
 	(void)state;
@@ -187,6 +223,7 @@ int main(void)
 	        cmocka_unit_test(test_op_flags_parse_errors_name_the_flag),
 	        cmocka_unit_test(test_op_flags_parse_workers),
 	        cmocka_unit_test(test_op_flags_parse_fabric),
+	        cmocka_unit_test(test_op_flags_parse_webhook_cert),
 	        cmocka_unit_test(test_op_flags_markdown_matches_docs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
