@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Checks the deployment artefacts: the Helm chart lints and renders, what it
-# renders is accepted by a real kube-apiserver (server-side dry run, then for
-# real), the committed plain manifests and the chart's copies of the CRDs,
+# Checks the deployment artefacts: the Helm chart lints and renders (its
+# cert-manager mode rendered only), what it renders is accepted by a real
+# kube-apiserver (server-side dry run, then for real), the committed plain manifests and the chart's copies of the CRDs,
 # alerts and dashboard have not drifted, the alerts pass promtool and link
 # existing runbook sections, every metric the alerts and dashboard use is
 # documented, and the service accounts get exactly the rights they should:
@@ -345,6 +345,55 @@ if [[ -z $problems ]]; then
 	ok "webhooks: validating (matrices, racks, partitions, upgrades) and mutating (UpgradeApproval), Fail, operator Service, no caBundle in the chart"
 else
 	not_ok "webhook configurations" "$(one_line "$problems")"
+fi
+
+# ------------------------------------------ cert-manager (rendered only) ---
+# webhook.certManager.enabled hands the serving certificate to cert-manager.
+# cert-manager is not installed in the test cluster, so this path is checked
+# on the rendered chart only: cert-manager's CA pattern (a self-signed Issuer,
+# a CA Certificate, a CA Issuer, the serving Certificate in the Secret the
+# operator reads), the CA injector's annotation on both configurations, and
+# an operator that only reads that Secret.
+check "helm lint (webhook.certManager.enabled)" "$HELM" lint --strict "$chart" \
+	--set webhook.certManager.enabled=true
+render "$tmp/cm.yaml" --set webhook.certManager.enabled=true ||
+	{ not_ok "helm template (webhook.certManager.enabled)" "rendering failed"; finish; }
+problems=$(yq -s --arg ns "$ns" --arg n "$release" '
+	(map(select(.kind == "Issuer" or .kind == "Certificate")) | map({(.kind + "/" + .metadata.name): .}) | add // {}) as $o |
+	($o["Issuer/\($n)-selfsigned"].spec.selfSigned) as $ss |
+	$o["Certificate/\($n)-webhook-ca"].spec as $ca |
+	$o["Issuer/\($n)-webhook-ca"].spec as $cai |
+	$o["Certificate/\($n)-webhook"].spec as $srv |
+	(map(select(.kind == "Deployment")) | .[0].spec.template.spec.containers[0].args) as $args |
+	(if $ss == null then "no self-signed Issuer" else empty end),
+	(if ($ca.isCA != true or $ca.issuerRef.name != "\($n)-selfsigned") then "CA Certificate \($ca)" else empty end),
+	(if ($cai.ca.secretName == null or $cai.ca.secretName != $ca.secretName) then "CA Issuer \($cai)" else empty end),
+	(if ($srv.issuerRef.name != "\($n)-webhook-ca" or $srv.secretName != "\($n)-webhook-tls"
+	     or $srv.dnsNames != ["\($n).\($ns).svc", "\($n).\($ns).svc.cluster.local"]) then "serving Certificate \($srv)" else empty end),
+	(map(select(.kind | test("WebhookConfiguration$"))) | if length != 2 then "\(length) webhook configurations" else .[] |
+	 select(.metadata.annotations["cert-manager.io/inject-ca-from"] != "\($ns)/\($n)-webhook" or
+	        any(.webhooks[]; .clientConfig.caBundle != null)) | "\(.kind): annotation or caBundle" end),
+	(map(select(.kind == "Secret" and .metadata.name == "\($n)-webhook-tls")) | if length > 0 then "the chart still renders the Secret" else empty end),
+	(if ($args | index("--webhook-cert-source=secret")) == null then "operator args \($args)" else empty end),
+	(map(select(.kind == "Role" or .kind == "ClusterRole") | select(.metadata.name == $n) | .rules[]) |
+	 (.[] | select(.resources | index("secrets")) | select(.resourceNames == ["\($n)-webhook-tls"]) | select(.verbs != ["get"]) | "Secret verbs \(.verbs)"),
+	 (.[] | select(.resources | index("validatingwebhookconfigurations")) | "a right on the webhook configurations"))
+	' "$tmp/cm.yaml" 2>&1)
+if [[ -z $problems ]]; then
+	ok "cert-manager: Issuers, CA and serving Certificates, inject-ca-from on both configurations, the operator only reads the Secret (rendered)"
+else
+	not_ok "cert-manager rendering" "$(one_line "$problems")"
+fi
+problems=$(yq -s --arg n "$release" '
+	(map(select(.kind == "Issuer" or .kind == "Certificate")) | if length > 0 then "cert-manager objects by default" else empty end),
+	(map(select(.metadata.annotations["cert-manager.io/inject-ca-from"] != null)) | if length > 0 then "inject-ca-from by default" else empty end),
+	(map(select(.kind == "Deployment")) | .[0].spec.template.spec.containers[0].args |
+	 if index("--webhook-cert-source=self") == null then "operator args \(.)" else empty end)
+	' "$tmp/default.yaml" 2>&1)
+if [[ -z $problems ]]; then
+	ok "by default no cert-manager object: the operator makes and renews the certificate (--webhook-cert-source=self)"
+else
+	not_ok "default certificate source" "$(one_line "$problems")"
 fi
 
 # -------------------------------------------------------------- apiserver ---

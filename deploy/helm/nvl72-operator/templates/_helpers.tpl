@@ -48,6 +48,15 @@ the operator's --agent-node-selector. */ -}}
 {{- default (printf "%s-webhook-tls" (include "nvl72.fullname" . | trunc 51 | trimSuffix "-")) .Values.webhook.secretName -}}
 {{- end -}}
 
+{{- /* With cert-manager: its CA injector sets the caBundle of a webhook
+configuration from the serving Certificate (webhook-certmanager.yaml). */ -}}
+{{- define "nvl72.webhookAnnotations" -}}
+{{- if .Values.webhook.certManager.enabled }}
+  annotations:
+    cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "nvl72.operatorName" . }}-webhook
+{{- end }}
+{{- end -}}
+
 {{/* Labels on every object. */}}
 {{- define "nvl72.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
