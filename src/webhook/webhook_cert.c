@@ -415,23 +415,60 @@ TESTABLE enum wh_cert_step wh_cert_decide(enum webhook_cert_source source, bool 
 	return source == WEBHOOK_CERT_SELF ? WH_CERT_RENEW : WH_CERT_WAIT;
 }
 
+/* The pair held, kept aside while a new one is tried. */
+struct held {
+	char *crt, *key, *ca;
+	int64_t not_after_ms;
+	bool reused;
+};
+
+static void held_take(struct webhook_cert *c, struct held *h)
+{
+	*h = (struct held){c->crt, c->key, c->ca, c->not_after_ms, c->reused};
+	c->crt = c->key = c->ca = NULL;
+}
+
+/* Puts h back (restore) or drops it. */
+static void held_done(struct webhook_cert *c, struct held *h, bool restore)
+{
+	if (restore) {
+		free(c->crt);
+		secure_free_str(c->key);
+		free(c->ca);
+		c->crt = h->crt;
+		c->key = h->key;
+		c->ca = h->ca;
+		c->not_after_ms = h->not_after_ms;
+		c->reused = h->reused;
+		return;
+	}
+	free(h->crt);
+	secure_free_str(h->key);
+	free(h->ca);
+}
+
 /* A new pair, written over the Secret read (NULL: none exists), keeping
- * the CA of the certificate being served in the bundle. */
+ * the CA of the certificate being served in the bundle. A pair that could
+ * not be stored is dropped: the one held stays, and so does the Secret's
+ * agreement with what is served. */
 static enum nv_err renew(struct webhook_cert *c, json_t *secret, struct kube_status *st)
 {
 	char *old = NULL;
+	struct held h;
 	if (secret != NULL) {
 		char *prev = secret_field(secret, "ca.crt");
 		old = ca_keep(prev, time_wall_ms());
 		free(prev);
 	}
+	held_take(c, &h);
 	enum nv_err rc = wh_cert_generate(c, old);
 	free(old);
-	if (rc != NV_OK)
-		return rc;
-	json_t *fresh = secret ? NULL : secret_new(c);
-	rc = secret_put(c, secret ? secret : fresh, secret != NULL, st);
-	json_decref(fresh);
+	if (rc == NV_OK) {
+		json_t *fresh = secret ? NULL : secret_new(c);
+		rc = secret_put(c, secret ? secret : fresh, secret != NULL, st);
+		json_decref(fresh);
+	}
+	held_done(c, &h, rc != NV_OK);
 	if (rc == NV_OK)
 		log_info(WH_COMP, "serving certificate stored", "secret=%s/%s not_after_s=%lld",
 		         c->ns, c->secret, (long long)(c->not_after_ms / 1000));
@@ -644,7 +681,8 @@ TESTABLE enum nv_err wh_cert_round(struct webhook_cert *c)
 	char *key = NULL;
 	pthread_mutex_lock(&c->mu);
 	enum nv_err rc = ensure_locked(c, &st, &step);
-	if (rc != NV_OK && rc != NV_E_NOT_FOUND)
+	// Waiting for another party's pair was logged once, when it began.
+	if (rc != NV_OK && step != WH_CERT_WAIT)
 		log_warn(WH_COMP, "serving certificate not checked",
 		         "secret=%s/%s err=%s msg=\"%s\"", c->ns, c->secret, nv_err_name(rc),
 		         st.message);

@@ -263,6 +263,7 @@ struct api {
 	json_t *secret; /* NULL: absent */
 	json_t *cfg[2]; /* validating, mutating */
 	int rv, secret_writes, patches;
+	int fail_puts; /* answer this many Secret writes with 500 */
 };
 
 static void read_request(int fd, struct buf *in)
@@ -329,6 +330,11 @@ static json_t *api_answer(struct api *a, const char *method, const char *path, j
 	if (strcmp(path, SECRET_PATH) == 0 && strcmp(method, "GET") == 0) {
 		*code = a->secret ? 200 : 404;
 		return a->secret ? json_deep_copy(a->secret) : status(404, "NotFound");
+	}
+	if (strcmp(path, SECRET_PATH) == 0 && strcmp(method, "PUT") == 0 && a->fail_puts > 0) {
+		a->fail_puts--;
+		*code = 500;
+		return status(500, "InternalError");
 	}
 	if (strcmp(path, SECRET_PATH) == 0 && strcmp(method, "PUT") == 0) {
 		const char *want =
@@ -599,6 +605,50 @@ static void test_cert_rounds_renew_adopt_and_serve(void **state)
 	api_stop(&a, cl);
 }
 
+/* A renewal whose write fails changes nothing: the pair held, the caBundle
+ * and what is served stay, and the next round tries again. */
+static void test_cert_round_unstored_pair_is_dropped(void **state)
+{
+	(void)state;
+	struct api a;
+	struct kube_client *cl = api_start(&a);
+	struct served sv = {0};
+	struct webhook_cert *r = replica(cl, WEBHOOK_CERT_SELF, &sv);
+	struct kube_status st;
+	assert_int_equal(webhook_cert_ensure(r, &st), NV_OK);
+	char *first = xstrdup(webhook_cert_pem(r));
+	int patches = a.patches;
+	pthread_mutex_lock(&a.mu);
+	a.fail_puts = 1000;
+	pthread_mutex_unlock(&a.mu);
+	// Rounds until one has tried to renew (the due pair), bounded.
+	int64_t until = time_mono_ms() + 10000;
+	enum nv_err rc = NV_OK;
+	while ((rc = wh_cert_round(r)) == NV_OK && time_mono_ms() < until)
+		time_sleep_ms(50);
+	assert_int_equal(rc, NV_E_SERVER);
+	assert_int_equal(wh_cert_round(r), NV_E_SERVER);
+	assert_string_equal(webhook_cert_pem(r), first);
+	assert_int_equal(a.patches, patches);
+	assert_int_equal(sv.changes, 0);
+	assert_int_equal(a.secret_writes, 1);
+	// The API answers again: the next round stores a pair, and serves it
+	// a round after the caBundle took its CA.
+	pthread_mutex_lock(&a.mu);
+	a.fail_puts = 0;
+	pthread_mutex_unlock(&a.mu);
+	assert_int_equal(wh_cert_round(r), NV_OK);
+	assert_int_equal(a.secret_writes, 2);
+	assert_int_equal(sv.changes, 0);
+	assert_int_equal(wh_cert_round(r), NV_OK);
+	assert_int_equal(sv.changes, 1);
+	assert_string_not_equal(sv.crt, first);
+	webhook_cert_free(r);
+	free(first);
+	free(sv.crt);
+	api_stop(&a, cl);
+}
+
 /* Sets the Secret's data to another pair, as cert-manager would. */
 static void api_secret_put_pair(struct api *a, struct webhook_cert *from)
 {
@@ -673,6 +723,7 @@ int main(void)
 	        cmocka_unit_test(test_cert_usable_renew_threshold),
 	        cmocka_unit_test(test_cert_serve_due),
 	        cmocka_unit_test(test_cert_rounds_renew_adopt_and_serve),
+	        cmocka_unit_test(test_cert_round_unstored_pair_is_dropped),
 	        cmocka_unit_test(test_cert_rounds_from_secret_only_read),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
