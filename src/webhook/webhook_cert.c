@@ -675,7 +675,7 @@ static bool bundle_settled(struct webhook_cert *c, struct kube_status *st)
 
 TESTABLE enum nv_err wh_cert_round(struct webhook_cert *c)
 {
-	struct kube_status st;
+	struct kube_status st = {0};
 	enum wh_cert_step step = WH_CERT_KEEP;
 	char *crt = NULL;
 	char *key = NULL;
