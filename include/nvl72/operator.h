@@ -25,6 +25,7 @@
 
 struct op;
 struct web_server;
+struct metrics_registry;
 
 /* How the admission webhook plugs in (implemented by the plug below,
  * op_webhook_plug_ops). The operator calls serving_cert once before it
@@ -122,10 +123,12 @@ enum nv_err op_run(struct op *op);
 void op_request_stop(struct op *op);
 void op_free(struct op *op);
 
-/* For the webhook module: the client and the caches it may read, borrowed
- * from op. The client lives until op_free; the informers only until op_run
- * returns (NULL afterwards, and for an unknown resource). */
+/* For the webhook module: the client and the caches it may read, and the
+ * registry its counters join, borrowed from op. The client and the
+ * registry live until op_free; the informers only until op_run returns
+ * (NULL afterwards, and for an unknown resource). */
 struct kube_client *op_client(struct op *op);
+struct metrics_registry *op_metrics(struct op *op);
 struct kube_informer *op_informer(struct op *op, const char *resource);
 const struct op_config *op_config_of(const struct op *op);
 

@@ -34,6 +34,10 @@ struct kube_client *op_client(struct op *op)
 {
 	return op->c;
 }
+struct metrics_registry *op_metrics(struct op *op)
+{
+	return op->reg;
+}
 const struct op_config *op_config_of(const struct op *op)
 {
 	return &op->cfg;

@@ -97,7 +97,8 @@ static enum nv_err plug_register(void *arg, struct op *op, struct web_server *sr
 	p->infs.inf[WEBHOOK_UPGRADES] = op_informer(op, "rackupgrades");
 	p->infs.inf[WEBHOOK_NODES] = op_informer(op, "nodes");
 	p->infs.client = op_client(op);
-	struct webhook_config wc = {.cache = &webhook_informer_cache, .cache_arg = &p->infs};
+	struct webhook_config wc = {
+	        .cache = &webhook_informer_cache, .cache_arg = &p->infs, .metrics = op_metrics(op)};
 	enum nv_err rc = p->hook ? NV_OK : webhook_new(&wc, &p->hook);
 	if (rc == NV_OK)
 		rc = webhook_register(srv, p->hook);
