@@ -32,7 +32,7 @@ static json_t *stack_gen(int k)
 	                 drv, "flavour", "open", "imex", drv, "kernel", "arch", "arm64", "pageSize",
 	                 "64k", "version", "6.8", "os", "name", "Ubuntu", "version", "24.04",
 	                 "kubernetes", "1.34.2", "workloads", "cuda", "min", "12.8", "max", "13.0",
-	                 "nccl", "min", "2.25.2", "max", "2.28.9", "fixedCVEs", "CVE-2026-24101",
+	                 "nccl", "min", "2.25.2", "max", "2.28.9", "fixedCVEs", "CVE-2026-24187",
 	                 "gate", "ncclAllReduce", "floorGBps", 500, "tolerancePercent", 10);
 }
 

@@ -128,7 +128,7 @@ upgrades_yaml() {
 		name=$(printf 'bench-r%02d' "$r")
 		printf 'apiVersion: nvl72.io/v1alpha1\nkind: RackUpgrade\nmetadata: {name: %s-up}\n' "$name"
 		printf 'spec:\n  rack: %s\n  target: {matrix: gb300-2026.10, stack: gb300-r580-159}\n' "$name"
-		printf '  class: security\n  reason: benchmark\n  cves: [CVE-2026-24101]\n'
+		printf '  class: security\n  reason: benchmark\n  cves: [CVE-2026-24187]\n'
 		printf '  canary: {partition: %s-canary, soak: 3s}\n---\n' "$name"
 	done
 }

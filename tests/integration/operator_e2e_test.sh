@@ -258,6 +258,28 @@ check "a RackUpgrade to a stack not in the matrix is refused, naming spec.target
 out=$(k create --dry-run=client -o json -f deploy/samples/rackupgrade-routine.yaml |
 	jq '.spec.abort = true' | k create -f - 2>&1)
 check "the sample routine RackUpgrade, aborted, passes the webhook" $? "$(one_line "$out")"
+
+# Every sample as a user applies it, through the webhook: a server-side dry
+# run is admitted as a write is (the configurations declare sideEffects:
+# None), and replica a, which the configurations name, counts each review it
+# allowed. The routine upgrade the approval sample names exists by now.
+allowed_reviews() {
+	curl -fsS -m 5 "http://127.0.0.1:${METRICS[a]}/metrics" |
+		awk '/^nvl72_webhook_admissions_total\{/ && /webhook="validate"/ && /result="allowed"/ { n += $NF }
+			END { print n + 0 }'
+}
+for ns in $(grep -ohE '\bnamespace: *[a-z0-9-]+' deploy/samples/*.yaml | sed 's/.*: *//' | sort -u); do
+	k create namespace "$ns" >/dev/null 2>&1
+done
+before=$(allowed_reviews) bad="" nsamples=0
+for f in deploy/samples/*.yaml; do
+	nsamples=$((nsamples + $(grep -c '^kind:' "$f")))
+	out=$(k apply --dry-run=server -f "$f" 2>&1) || bad+="$f: $(one_line "$out"); "
+done
+after=$(allowed_reviews)
+[[ -z $bad ]] && ((after - before >= nsamples))
+check "every sample ($nsamples objects) passes the webhook in a server-side dry run" $? \
+	"${bad:-all applied} (allowed reviews $before -> $after; $(curl -fsS -m 5 "http://127.0.0.1:${METRICS[a]}/metrics" 2>&1 | grep -m3 admissions | tr '\n' ' '))"
 server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 cat >"$work/viewer.kubeconfig" <<EOF
 apiVersion: v1
@@ -303,7 +325,7 @@ tray_status() {
 	local i=$1 ready=$2 hb=$3 clique=1 g gpus=""
 	((10#$i > 9)) && clique=2
 	for g in 0 1 2 3; do
-		gpus+="${gpus:+,}{\"index\":$g,\"uuid\":\"$(printf "GPU-%08d-0000-4000-8000-%012d" "$((10#$i))" "$g")\",\"vbios\":\"97.00.D6.00.12\",\"fabric\":{\"state\":\"Completed\",\"status\":\"Success\",\"clusterUUID\":\"$CLUSTER\",\"cliqueId\":$clique,\"healthMask\":426,\"healthSummary\":\"Healthy\"}}"
+		gpus+="${gpus:+,}{\"index\":$g,\"uuid\":\"$(printf "GPU-%08d-0000-4000-8000-%012d" "$((10#$i))" "$g")\",\"vbios\":\"97.10.4A.00.1A\",\"fabric\":{\"state\":\"Completed\",\"status\":\"Success\",\"clusterUUID\":\"$CLUSTER\",\"cliqueId\":$clique,\"healthMask\":426,\"healthSummary\":\"Healthy\"}}"
 	done
 	cat <<EOF
 {"status":{"observedGeneration":1,"heartbeatTime":"$hb","agentVersion":"sim",

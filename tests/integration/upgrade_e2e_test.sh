@@ -133,12 +133,12 @@ approve() { # approve UPGRADE: the tenant approves the workload layer
 SEC=r07-cve-2026-24101
 t0=$SECONDS
 out=$(upgrade "$SEC" security "  reason: driver privilege escalation fixed in 580.159.03
-  cves: [CVE-2026-24101]" | k create -f - 2>&1)
+  cves: [CVE-2026-24187]" | k create -f - 2>&1)
 check "create the security RackUpgrade" $? "$out"
 wait_for 30 phase_is "$SEC" Notice
 check "security: Notice, announced with its reason and CVE" \
 	"$(ustatus "$SEC" '.status.conditions[] | select(.type == "Announced") | .message' |
-		grep -q 'CVE-2026-24101.*driver privilege escalation' && echo 0 || echo 1)" \
+		grep -q 'CVE-2026-24187.*driver privilege escalation' && echo 0 || echo 1)" \
 	"$(ustatus "$SEC" .status)"
 n=$(ustatus "$SEC" '.status | [(.noticeEndTime | fromdate) - (.noticeStartTime | fromdate), (.requiredApprovals | length)]')
 [[ $n == "[8,0]" ]]
@@ -169,8 +169,8 @@ wait_for 120 phase_is "$GATE" Halted
 check "gate: Halted when the canary's bandwidth is under the floor ($((SECONDS - t0))s)" $? \
 	"$(ustatus "$GATE" '.status | {phase, message}')"
 ev=$(ustatus "$GATE" '.status.steps[] | select(.action == "Validate") | .evidence')
-[[ $(jq -r '"\(.passed) \(.busBandwidthGBps) \(.floorGBps)"' <<<"$ev") == "false 300 500" ]]
-check "gate: the Validate step keeps its evidence (300 GB/s, floor 500)" $? "$ev"
+[[ $(jq -r '"\(.passed) \(.busBandwidthGBps) \(.floorGBps)"' <<<"$ev") == "false 300 823" ]]
+check "gate: the Validate step keeps its evidence (300 GB/s, floor 823)" $? "$ev"
 events_for "$GATE" | grep -qx GateFailed
 check "gate: a GateFailed event" $? "$(events_for "$GATE" | tr '\n' ' ')"
 # On a failure, each offending tray in full (what of it differs), and the
@@ -197,12 +197,12 @@ simctl busbw "$rack" 900 >/dev/null
 # An approval is bound to the upgrade it was given for (UID and target, as
 # the webhook stamps them): deleting the upgrade and creating another under
 # the same name with a new target must not inherit it. The first one moves
-# to gb300-nvos2508-r580-159 over a manual edge, so it waits for the other
+# to gb300-nvos4317-r580-159 over a manual edge, so it waits for the other
 # layers' owners (never given here) and touches nothing.
 UP=r07-r580-159
-out=$(TO=gb300-nvos2508-r580-159 upgrade "$UP" routine "  reason: the first of that name" |
+out=$(TO=gb300-nvos4317-r580-159 upgrade "$UP" routine "  reason: the first of that name" |
 	k create -f - 2>&1)
-check "recreated: create $UP towards gb300-nvos2508-r580-159" $? "$out"
+check "recreated: create $UP towards gb300-nvos4317-r580-159" $? "$out"
 wait_for 40 phase_is "$UP" AwaitingApproval
 out=$(approval "$UP" | sed "s/name: $UP-workload/name: $UP-first-workload/" | tk create -f - 2>&1)
 check "recreated: the tenant approves the workload layer of the first one" $? "$out"
@@ -217,7 +217,7 @@ out=$(upgrade "$UP" routine "  reason: driver patch release" | k create -f - 2>&
 check "recreated: create $UP again, $FROM -> $TO" $? "$out"
 uid2=$(k get rackupgrade "$UP" -o jsonpath='{.metadata.uid}')
 ref=$(k get upgradeapproval "$UP-first-workload" -o jsonpath='{.spec.upgradeRef.uid} {.spec.upgradeRef.target.stack}')
-[[ -n $uid1 && $uid1 != "$uid2" && $ref == "$uid1 gb300-nvos2508-r580-159" ]]
+[[ -n $uid1 && $uid1 != "$uid2" && $ref == "$uid1 gb300-nvos4317-r580-159" ]]
 check "recreated: the old approval still exists, bound to the first upgrade's UID and target" $? \
 	"uid1=$uid1 uid2=$uid2 ref=$ref"
 not_counted() { grep -q "approval not counted.*approval=$UP-first-workload upgrade=$UP .*earlier upgrade of that name" "$work/op.log"; }
@@ -322,7 +322,7 @@ check "happy: without RackStackSet (stopped before the apply) the next pass move
 	"$out / spec: $(spec_stack) / $(stack_cond)"
 # ------------------------------------- 4. switch trays out of band ---
 TO2=gb300-r580-173 TO2_DRIVER=580.173.02
-NVOS2=25.08.1210 STFW2=1.4.0 NMX2=1.4.0
+NVOS2=25.02.4317 STFW2=88.0002.1958 NMX2=1.3.0
 oob_get() { sed -n "s/^$1=//p" "$rack/oob/state" 2>/dev/null; } # oob_get v.nvos.switch-3
 approve_all() { # approve_all UPGRADE: the tenant the workload layer, the admin the rest
 	local l out
@@ -344,7 +344,7 @@ check "oob failure: every touched layer approves the manual edge" $? "$out $(ust
 wait_for 120 phase_in "$OOBF" Halted Completed Aborted
 st=$(ustatus "$OOBF" '.status | {phase, message, s: .steps[0] | {action, phase, trays, message}}')
 phase_is "$OOBF" Halted && jq -e '.s.action == "Apply" and .s.phase == "Failed" and .s.trays == [] and
-	(.message | test("nvos on switch-3 to 25.08.1210 failed: .*injected"))' <<<"$st" >/dev/null
+	(.message | test("nvos on switch-3 to 25.02.4317 failed: .*injected"))' <<<"$st" >/dev/null
 check "oob failure: Halted, the rack-wide step Failed with the backend's message ($((SECONDS - t0))s)" $? "$st"
 events_for "$OOBF" | grep -qx OutOfBandFailed
 check "oob failure: an OutOfBandFailed event" $? "$(events_for "$OOBF" | sort -u | tr '\n' ' ')"

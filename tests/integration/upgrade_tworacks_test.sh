@@ -68,8 +68,8 @@ phase_is "$U1" Halted
 check "$R1: Halted when its canary's bandwidth is under the floor" $? \
 	"$(ustatus "$U1" '.status | {phase, message}')"
 ev=$(ustatus "$U1" '.status.steps[] | select(.action == "Validate") | .evidence')
-[[ $(jq -r '"\(.passed) \(.busBandwidthGBps) \(.floorGBps)"' <<<"$ev") == "false 300 500" ]]
-check "$R1: the Validate step keeps its evidence (300 GB/s, floor 500)" $? "$ev"
+[[ $(jq -r '"\(.passed) \(.busBandwidthGBps) \(.floorGBps)"' <<<"$ev") == "false 300 823" ]]
+check "$R1: the Validate step keeps its evidence (300 GB/s, floor 823)" $? "$ev"
 events_for "$U1" | grep -qx GateFailed
 check "$R1: a GateFailed event" $? "$(events_for "$U1" | tr '\n' ' ')"
 w=$(ustatus "$U1" '[.status.waves[]? | select(.index > 0 and (.startTime != null or

@@ -186,7 +186,7 @@ static void test_api_rack_upgrade_check_matrix_cves(void **state)
 	(void)state;
 	struct matrix *m = matrix_load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
 	struct api_rack_upgrade *u =
-	        load_upgrade("tests/data/api/rackupgrade-gb300-r07-cve-2026-24101.json");
+	        load_upgrade("tests/data/api/rackupgrade-gb300-r07-nvidia-5821.json");
 	struct api_errors e;
 	api_errors_init(&e);
 	const char *from[] = {"gb300-r580-95"};

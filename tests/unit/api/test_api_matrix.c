@@ -91,9 +91,9 @@ static void test_api_matrix_parse_workloads_and_cves(void **state)
 	test_set(*state, "spec.stacks[0].workloads.nccl.max", json_string("2.28.3"));
 	test_set(*state, "spec.stacks[1].fixedCVEs[0]", json_string("CVE-26-1"));
 	REJECTS(*state, "spec.stacks[1].fixedCVEs[0]", "must be a CVE id");
-	test_set(*state, "spec.stacks[1].fixedCVEs[0]", json_string("CVE-2026-24101"));
-	test_set(*state, "spec.stacks[1].openCVEs", json_pack("[s]", "CVE-2026-24101"));
-	REJECTS(*state, "spec.stacks[1].openCVEs", "CVE-2026-24101 is also in fixedCVEs");
+	test_set(*state, "spec.stacks[1].fixedCVEs[0]", json_string("CVE-2026-24187"));
+	test_set(*state, "spec.stacks[1].openCVEs", json_pack("[s]", "CVE-2026-24187"));
+	REJECTS(*state, "spec.stacks[1].openCVEs", "CVE-2026-24187 is also in fixedCVEs");
 }
 
 static void test_api_matrix_parse_gate(void **state)
@@ -162,7 +162,7 @@ static void test_api_matrix_parse_intermediate_not_a_stack(void **state)
 	        "gb300-r580-159 -> gb300-r580-173: the tuple after step 1 "
 	        "(nvos,switchTrayFirmware,nmx) is not a stack of this matrix");
 	REJECTS(*state, "spec.transitions[2].steps",
-	        "gb300-r580-159 -> gb300-nvos2508-r580-159: no step moves doca");
+	        "gb300-r580-159 -> gb300-nvos4317-r580-159: no step moves doca");
 }
 
 int main(void)

@@ -15,7 +15,7 @@
 #include "nvl72/json.h"
 
 #define ROUTINE "tests/data/api/rackupgrade-gb300-r07-r580-173.json"
-#define SECURITY "tests/data/api/rackupgrade-gb300-r07-cve-2026-24101.json"
+#define SECURITY "tests/data/api/rackupgrade-gb300-r07-nvidia-5821.json"
 #define APPROVAL "tests/data/api/upgradeapproval-gb300-r07-r580-173-fabric.json"
 
 #define UP_REJECTS(obj, path, msg)                                                                 \
@@ -42,8 +42,9 @@ static void test_api_rack_upgrade_parse_samples(void **state)
 	j = test_load(SECURITY);
 	assert_int_equal(api_rack_upgrade_parse(j, &u, &e), NV_OK);
 	assert_int_equal(u->cls, API_UPGRADE_SECURITY);
-	assert_int_equal(u->ncves, 1);
-	assert_string_equal(u->cves[0], "CVE-2026-24101");
+	assert_int_equal(u->ncves, 11);
+	assert_string_equal(u->cves[0], "CVE-2025-33221");
+	assert_string_equal(u->cves[2], "CVE-2026-24187");
 	api_rack_upgrade_free(u);
 	json_decref(j);
 }
@@ -57,7 +58,7 @@ static void test_api_rack_upgrade_parse_security_rules(void **state)
 	test_set(j, "spec.reason", json_string("fix it"));
 	test_set(j, "spec.cves", json_array());
 	UP_REJECTS(j, "spec.cves", "a security upgrade must carry at least one CVE id");
-	test_set(j, "spec.cves", json_pack("[ss]", "CVE-2026-24101", "CVE-2026-24101"));
+	test_set(j, "spec.cves", json_pack("[ss]", "CVE-2026-24187", "CVE-2026-24187"));
 	UP_REJECTS(j, "spec.cves[1]", "duplicate value");
 	test_set(j, "spec.cves", json_pack("[s]", "cve-2026-1"));
 	UP_REJECTS(j, "spec.cves[0]", "must be a CVE id");
@@ -152,7 +153,7 @@ static void test_api_rack_upgrade_status_to_json_plan(void **state)
 	assert_non_null(strstr(txt, "\"phase\":\"Canary\""));
 	assert_non_null(strstr(txt, "\"verdict\":\"manual\""));
 	assert_non_null(strstr(txt, "\"components\":[\"nvos\",\"switchTrayFirmware\",\"nmx\"]"));
-	assert_non_null(strstr(txt, "\"requiredApprovals\":[\"fabric\",\"node\",\"workload\"]"));
+	assert_non_null(strstr(txt, "\"requiredApprovals\":[\"fabric\",\"node\"]"));
 	assert_non_null(strstr(txt, "\"trays\":[1,2,3,4,5,6,7,8,9]"));
 	assert_non_null(strstr(txt, "\"busBandwidthGBps\":612"));
 	assert_non_null(strstr(txt, "\"action\":\"Validate\""));

@@ -153,15 +153,15 @@ static void test_matrix_cve_fixed_by_lookup(void **state)
 {
 	const struct matrix *m = *state;
 	unsigned idx[8];
-	assert_int_equal(matrix_cve_fixed_by(m, "CVE-2026-24101", idx, 8), 4);
+	assert_int_equal(matrix_cve_fixed_by(m, "CVE-2026-24187", idx, 8), 4);
 	assert_string_equal(m->stacks[idx[0]].name, "s3");
 	assert_string_equal(m->stacks[idx[3]].name, "s6");
 	assert_int_equal(matrix_cve_fixed_by(m, "CVE-2026-30001", idx, 8), 1);
 	assert_string_equal(m->stacks[idx[0]].name, "s6");
 	assert_int_equal(matrix_cve_fixed_by(m, "CVE-2020-0001", idx, 8), 0);
-	assert_int_equal(matrix_cve_fixed_by(m, "CVE-2026-24101", idx, 2), 4);
-	assert_true(matrix_stack_is_affected(matrix_stack_find(m, "s1"), "CVE-2026-24101"));
-	assert_false(matrix_stack_fixes(matrix_stack_find(m, "s1"), "CVE-2026-24101"));
+	assert_int_equal(matrix_cve_fixed_by(m, "CVE-2026-24187", idx, 2), 4);
+	assert_true(matrix_stack_is_affected(matrix_stack_find(m, "s1"), "CVE-2026-24187"));
+	assert_false(matrix_stack_fixes(matrix_stack_find(m, "s1"), "CVE-2026-24187"));
 }
 
 static void test_matrix_gate_passes_tolerance(void **state)

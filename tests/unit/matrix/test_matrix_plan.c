@@ -172,7 +172,7 @@ static void test_matrix_plan_build_gb300_sample(void **state)
 	assert_int_equal(matrix_plan_build(m, "gb300-r580-159", "gb300-r580-173", 0, &p), NV_OK);
 	assert_int_equal(p.verdict, MATRIX_MANUAL);
 	assert_int_equal(p.nsteps, 2);
-	assert_string_equal(stack_at(m, p.steps[0].to_stack), "gb300-nvos2508-r580-159");
+	assert_string_equal(stack_at(m, p.steps[0].to_stack), "gb300-nvos4317-r580-159");
 	assert_int_equal(p.steps[0].components, MATRIX_BIT(MATRIX_C_NMX) |
 	                                                MATRIX_BIT(MATRIX_C_NVOS) |
 	                                                MATRIX_BIT(MATRIX_C_SWITCH_TRAY_FIRMWARE));

@@ -100,7 +100,7 @@ static struct world *world_new(void)
 	for (int i = 0; i < 18; i++) {
 		struct op_upgrade_tray *t = &w->trays[i];
 		snprintf(w->driver[i], sizeof(w->driver[i]), FROM_DRIVER);
-		w->busbw[i] = 480;
+		w->busbw[i] = 760;
 		t->index = i + 1;
 		t->node = w->rack->compute[i].node;
 		t->present = t->available = t->driver_ready = true;
@@ -395,8 +395,8 @@ static void test_op_upgrade_eval_happy_path(void **state)
 	}
 	assert_non_null(ev);
 	assert_true(json_is_true(json_object_get(ev, "passed")));
-	assert_int_equal(json_integer_value(json_object_get(ev, "busBandwidthGBps")), 480);
-	assert_int_equal(json_integer_value(json_object_get(ev, "floorGBps")), 500);
+	assert_int_equal(json_integer_value(json_object_get(ev, "busBandwidthGBps")), 760);
+	assert_int_equal(json_integer_value(json_object_get(ev, "floorGBps")), 823);
 	/* No step's action was asked for after it succeeded: each Drain and
 	 * Uncordon once (they finish at once here). */
 	json_array_foreach(json_object_get(w->status, "steps"), i, s) {
@@ -413,7 +413,7 @@ static void test_op_upgrade_eval_gate_failure(void **state)
 	(void)state;
 	struct world *w = world_new();
 	approve(w, MATRIX_L_WORKLOAD, "alice", false);
-	w->busbw[1] = 300; /* tray 2: below 500 - 10 % */
+	w->busbw[1] = 300; /* tray 2: below 823 - 10 % */
 	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
 	assert_true(w->gate_failed_event);
 	/* Nothing outside the canary was touched. */
@@ -607,7 +607,7 @@ static void test_op_upgrade_eval_security(void **state)
 	struct api_rack_upgrade_status st;
 	w->u->cls = API_UPGRADE_SECURITY;
 	w->u->ncves = 1;
-	snprintf(w->u->cves[0], sizeof(w->u->cves[0]), "CVE-2026-24101");
+	snprintf(w->u->cves[0], sizeof(w->u->cves[0]), "CVE-2026-24187");
 	snprintf(w->u->reason, sizeof(w->u->reason), "GPU driver escalation");
 	/* A window that is closed now and a freeze: both skipped. */
 	w->rack->nwindows = 1;
@@ -619,7 +619,7 @@ static void test_op_upgrade_eval_security(void **state)
 	pass(w, &st);
 	assert_int_equal(st.phase, API_PHASE_NOTICE); /* notice honoured */
 	assert_int_equal(st.required_approvals, 0);
-	assert_non_null(strstr(st.conditions[0].message, "CVE-2026-24101"));
+	assert_non_null(strstr(st.conditions[0].message, "CVE-2026-24187"));
 	assert_non_null(strstr(st.conditions[0].message, "GPU driver escalation"));
 	api_rack_upgrade_status_clear(&st);
 	w->now = T0 + 49 * SEC;
@@ -776,7 +776,7 @@ static void test_op_upgrade_eval_manual_edge(void **state)
 	(void)state;
 	struct world *w = world_new();
 	struct api_rack_upgrade_status st;
-	/* 95 -> 159 -> nvos2508 -> 173: a manual hop, so every touched layer
+	/* 95 -> 159 -> nvos4317 -> 173: a manual hop, so every touched layer
 	 * approves, whatever approvalRequired says. */
 	snprintf(w->u->target_stack, sizeof(w->u->target_stack), "gb300-r580-173");
 	pass(w, &st);
@@ -832,9 +832,9 @@ static void test_op_upgrade_eval_oob_switch_before_driver(void **state)
 	assert_true(w->oob_acts >= 1);
 	assert_true(w->first_tray_act > w->oob_acts);
 	for (unsigned t = 1; t <= 9; t++) {
-		oob_version_is(w, MATRIX_C_NVOS, t, "25.08.1210");
-		oob_version_is(w, MATRIX_C_SWITCH_TRAY_FIRMWARE, t, "1.4.0");
-		oob_version_is(w, MATRIX_C_NMX, t, "1.4.0");
+		oob_version_is(w, MATRIX_C_NVOS, t, "25.02.4317");
+		oob_version_is(w, MATRIX_C_SWITCH_TRAY_FIRMWARE, t, "88.0002.1958");
+		oob_version_is(w, MATRIX_C_NMX, t, "1.3.0");
 		for (size_t k = 0; k < 3; k++) {
 			snprintf(key, sizeof(key), "%s.switch-%u", keys[k], t);
 			assert_int_equal(oob_count(w, key), 1);
@@ -918,7 +918,7 @@ static void test_op_upgrade_eval_oob_failure_halts(void **state)
 	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
 	assert_string_equal(jx_str_or(w->status, "steps[0].phase", ""), "Failed");
 	const char *msg = status_str(w, "message");
-	assert_non_null(strstr(msg, "step 0 (Apply, wave 0) failed: nvos on switch-3 to 25.08.1210 "
+	assert_non_null(strstr(msg, "step 0 (Apply, wave 0) failed: nvos on switch-3 to 25.02.4317 "
 	                            "failed: "));
 	assert_non_null(strstr(msg, "injected"));
 	assert_int_equal(w->touched, 0);

@@ -74,7 +74,7 @@ static json_t *load(const char *path)
 #define MATRIX_GB300 "tests/data/matrix/compatibilitymatrix-gb300-2026.10.json"
 #define MATRIX_GB200 "tests/data/matrix/compatibilitymatrix-gb200-2026.10.json"
 #define UPGRADE "tests/data/api/rackupgrade-gb300-r07-r580-173.json"
-#define UPGRADE_SEC "tests/data/api/rackupgrade-gb300-r07-cve-2026-24101.json"
+#define UPGRADE_SEC "tests/data/api/rackupgrade-gb300-r07-nvidia-5821.json"
 
 struct fixture {
 	struct fake_cache cache;
