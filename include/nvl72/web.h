@@ -5,12 +5,16 @@
 /* Contract. Threads: the lifecycle calls (new, route and check adds,
  * start, stop, free) belong to the thread that owns the server and must not
  * overlap. The publish calls and web_client_count may be made from any
- * thread, the server running or not. Every callback (handlers, checks,
- * authorizers) runs on the service thread, one at a time: while one runs
- * the server serves nobody else, so it must not block for long, and it
- * must never stop or free its own server (that joins the service thread).
- * Blocking: start binds and returns; stop joins the service thread, so it
- * waits for the callback in progress; no other call waits on a client.
+ * thread, the server running or not. Handlers and checks run on the
+ * service thread, one at a time: while one runs the server serves nobody
+ * else, so it must not block for long, and it must never stop or free its
+ * own server (that joins the service thread). Authorizers run on worker
+ * threads of the server's own (authz_workers), a request waiting for one
+ * parked meanwhile, so the service thread goes on serving everyone else;
+ * several may run at once. Blocking: start binds and returns; stop joins
+ * the workers (each finishes the authorizer it is in) and then the
+ * service thread, so it waits for the callback in progress; no other call
+ * waits on a client.
  * Ownership: configuration strings and PEM are copied; the metrics
  * registry and every callback arg are borrowed and must outlive the
  * server. A stopped server cannot be started again (NV_E_STATE). */
@@ -29,8 +33,11 @@ struct web_server;
 /* Decides whether the holder of bearer (NULL when the request had none)
  * may use verb ("get") on path ("/metrics"), as a TokenReview plus
  * SubjectAccessReview would. NV_OK allows; NV_E_UNAUTHORIZED answers 401,
- * NV_E_FORBIDDEN 403, anything else 500. Runs on the service thread, so an
- * implementation that asks the API server should cache its answers. */
+ * NV_E_FORBIDDEN 403, NV_E_THROTTLED 429, anything else 500. Runs on one
+ * of the server's authorization workers, several at once: it may block,
+ * but should bound how long (a request waits for it), and must be safe
+ * from several threads. A request refused for a full queue (authz_queue_max
+ * waiting) gets 429 without it being asked. */
 typedef enum nv_err (*web_authz_fn)(void *arg, const char *bearer, const char *verb,
                                     const char *path);
 
@@ -45,6 +52,8 @@ typedef enum nv_err (*web_authz_fn)(void *arg, const char *bearer, const char *v
 #define WEB_TOPIC_MAX 128                    /* topic name, bytes */
 #define WEB_TOKEN_MAX 8192                   /* bearer token, bytes */
 #define WEB_ROUTES_MAX 32
+#define WEB_AUTHZ_WORKERS_DEFAULT 2 /* threads asking the authorizers */
+#define WEB_AUTHZ_QUEUE_DEFAULT 64  /* requests waiting for them */
 
 struct web_config {
 	/* Names this server in log lines and in the server label of its own
@@ -82,6 +91,11 @@ struct web_config {
 	 * caller is the API server over TLS, does not. */
 	web_authz_fn post_authz;
 	void *post_authz_arg;
+	/* Threads that run the two authorizers (at most 16), and how many
+	 * requests may wait for them before the next gets 429. Started only
+	 * when an authorizer is set. */
+	size_t authz_workers;
+	size_t authz_queue_max;
 };
 
 enum web_method {

@@ -50,12 +50,15 @@ static int web_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 		/* user is the vhost's SSL_CTX, made once at start. */
 		SSL_CTX_set_cert_cb(user, web_tls_cert_cb, web_server_of(wsi));
 		return 0;
+	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
+		/* Woken by a worker's answer, a publisher, or both. */
+		web_authz_drain(web_server_of(wsi));
+		return web_feed_callback(wsi, reason, pss, in, len);
 	case LWS_CALLBACK_FILTER_PROTOCOL_CONNECTION:
 	case LWS_CALLBACK_ESTABLISHED:
 	case LWS_CALLBACK_SERVER_WRITEABLE:
 	case LWS_CALLBACK_RECEIVE:
 	case LWS_CALLBACK_CLOSED:
-	case LWS_CALLBACK_EVENT_WAIT_CANCELLED:
 		return web_feed_callback(wsi, reason, pss, in, len);
 	default:
 		return web_http_callback(wsi, reason, pss, in, len);
@@ -114,10 +117,16 @@ enum nv_err web_server_new(const struct web_config *cfg, struct web_server **out
 	s->metrics_authz_arg = cfg->metrics_authz_arg;
 	s->post_authz = cfg->post_authz;
 	s->post_authz_arg = cfg->post_authz_arg;
+	s->authz_workers = or_default(cfg->authz_workers, WEB_AUTHZ_WORKERS_DEFAULT);
+	if (s->authz_workers > WEB_AUTHZ_WORKERS_MAX)
+		s->authz_workers = WEB_AUTHZ_WORKERS_MAX;
+	s->authz_queue_max = or_default(cfg->authz_queue_max, WEB_AUTHZ_QUEUE_DEFAULT);
 	s->port = -1;
 	atomic_init(&s->stopping, false);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_mutex_init(&s->tls_mu, NULL);
+	pthread_mutex_init(&s->authz_mu, NULL);
+	pthread_cond_init(&s->authz_cv, NULL);
 	lws_set_log_level(LLL_ERR | LLL_WARN, web_lws_log);
 	*out = s;
 	return NV_OK;
@@ -328,10 +337,16 @@ enum nv_err web_server_start(struct web_server *s)
 	e = context_open(s);
 	if (e)
 		return e;
+	if ((e = web_authz_start(s)) != NV_OK) {
+		lws_context_destroy(s->ctx);
+		s->ctx = NULL;
+		return e;
+	}
 	pthread_mutex_lock(&s->mu);
 	s->accepting = true;
 	pthread_mutex_unlock(&s->mu);
 	if (pthread_create(&s->thread, NULL, web_thread_main, s) != 0) {
+		web_authz_stop(s);
 		lws_context_destroy(s->ctx);
 		s->ctx = NULL;
 		return NV_E_INTERNAL;
@@ -355,6 +370,9 @@ void web_server_stop(struct web_server *s)
 	s->accepting = false;
 	pthread_mutex_unlock(&s->mu);
 	atomic_store(&s->stopping, true);
+	/* The workers first: each wakes the service thread when it answers,
+	 * so that thread must still be there. */
+	web_authz_stop(s);
 	if (s->thread_started) {
 		lws_cancel_service(s->ctx);
 		pthread_join(s->thread, NULL);
@@ -365,6 +383,7 @@ void web_server_stop(struct web_server *s)
 	lws_context_destroy(s->ctx);
 	s->ctx = NULL;
 	s->port = -1;
+	web_authz_clear(s);
 	web_feed_clear(s);
 	log_info(WEB_COMP, "stopped", "server=%s", s->name);
 }
@@ -385,6 +404,8 @@ void web_server_free(struct web_server *s)
 	X509_free(s->tls_x);
 	EVP_PKEY_free(s->tls_k);
 	pthread_mutex_destroy(&s->tls_mu);
+	pthread_cond_destroy(&s->authz_cv);
+	pthread_mutex_destroy(&s->authz_mu);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

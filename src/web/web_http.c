@@ -160,9 +160,13 @@ static int respond(struct lws *wsi, struct web_session *pss)
 	return 0;
 }
 
+static int authz_resume(struct lws *wsi, struct web_session *pss);
+
 static int write_body(struct lws *wsi, struct web_session *pss)
 {
 	struct web_http *h = pss->http;
+	if (h != NULL && h->authz_ready && !h->responding)
+		return authz_resume(wsi, pss);
 	if (h == NULL || !h->responding)
 		return 0;
 	unsigned char chunk[LWS_PRE + WEB_CHUNK];
@@ -230,20 +234,34 @@ static int serve_probe(struct lws *wsi, struct web_session *pss, enum web_probe 
 	return respond(wsi, pss);
 }
 
-/* Answers a refused request; returns -2 when authz allowed it. */
-static int authz_refuse(struct lws *wsi, struct web_session *pss, web_authz_fn fn, void *arg,
-                        const char *verb)
+/* Answers a request the authorizer refused (or could not judge). */
+static int authz_refused(struct lws *wsi, struct web_session *pss, enum nv_err a)
 {
 	struct web_http *h = pss->http;
-	enum nv_err a = fn(arg, h->bearer, verb, h->path);
-	if (a == NV_OK)
-		return -2;
 	h->close_after = h->method == WEB_POST;
 	if (a == NV_E_UNAUTHORIZED)
 		return respond_text(wsi, pss, 401, "unauthorized\n");
 	if (a == NV_E_FORBIDDEN)
 		return respond_text(wsi, pss, 403, "forbidden\n");
+	if (a == NV_E_THROTTLED || a == NV_E_BUSY)
+		return respond_text(wsi, pss, 429, "too many authorization requests, retry\n");
 	return respond_text(wsi, pss, 500, "authorization unavailable\n");
+}
+
+/* Parks the request while a worker asks fn; it goes on in authz_resume.
+ * A POST's body is still read meanwhile, within the cap, and dropped if
+ * the answer is a refusal. */
+static int authz_begin(struct lws *wsi, struct web_session *pss, web_authz_fn fn, void *arg,
+                       const char *verb)
+{
+	enum nv_err e = web_authz_submit(wsi, pss, fn, arg, verb);
+	if (e != NV_OK) {
+		if (e == NV_E_BUSY)
+			log_warn(WEB_COMP, "authorization queue full, request refused",
+			         "server=%s path=%s", web_server_of(wsi)->name, pss->http->path);
+		return authz_refused(wsi, pss, e);
+	}
+	return 0;
 }
 
 static int serve_metrics(struct lws *wsi, struct web_session *pss)
@@ -253,11 +271,8 @@ static int serve_metrics(struct lws *wsi, struct web_session *pss)
 	if (s->metrics == NULL)
 		return respond_text(wsi, pss, 404, "not found\n");
 	h->handler = "metrics";
-	if (s->metrics_authz) {
-		int r = authz_refuse(wsi, pss, s->metrics_authz, s->metrics_authz_arg, "get");
-		if (r != -2)
-			return r;
-	}
+	if (s->metrics_authz && !h->authorized)
+		return authz_begin(wsi, pss, s->metrics_authz, s->metrics_authz_arg, "get");
 	enum nv_err e = metrics_registry_render(s->metrics, &h->out);
 	if (e) {
 		log_error(WEB_COMP, "metrics do not fit the response cap", "cap=%zu err=%s",
@@ -343,20 +358,16 @@ static int serve_get(struct lws *wsi, struct web_session *pss)
 
 /* ---- request bodies ------------------------------------------------------------- */
 
-static int begin_post(struct lws *wsi, struct web_session *pss)
+static int on_body_done(struct lws *wsi, struct web_session *pss);
+
+/* A POST once it may go on (authorized, or no authorizer): the route, then
+ * the body, or the handler at once when there is none. */
+static int post_continue(struct lws *wsi, struct web_session *pss)
 {
 	struct web_server *s = web_server_of(wsi);
 	struct web_http *h = pss->http;
 	bool other = false;
-	if (s->post_authz) {
-		/* Before the route and the body: a refused caller learns nothing
-		 * about which paths exist and sends no body to be read. */
-		h->handler = "post-authz";
-		int r = authz_refuse(wsi, pss, s->post_authz, s->post_authz_arg, "post");
-		if (r != -2)
-			return r;
-		h->handler = "none";
-	}
+	h->handler = "none";
 	h->route = route_find(s, h->path, WEB_POST, &other);
 	if (h->route)
 		h->handler = h->route->path;
@@ -375,7 +386,41 @@ static int begin_post(struct lws *wsi, struct web_session *pss)
 			                    other ? "method not allowed\n" : "not found\n");
 		return run_handler(wsi, pss);
 	}
+	if (h->body_done)
+		return on_body_done(wsi, pss);
 	return 0;
+}
+
+static int begin_post(struct lws *wsi, struct web_session *pss)
+{
+	struct web_server *s = web_server_of(wsi);
+	if (s->post_authz) {
+		/* Before the route and the body are looked at: a refused caller
+		 * learns nothing about which paths exist, and no handler sees
+		 * its body. */
+		pss->http->handler = "post-authz";
+		return authz_begin(wsi, pss, s->post_authz, s->post_authz_arg, "post");
+	}
+	return post_continue(wsi, pss);
+}
+
+/* On the writeable callback after a worker answered: the parked request
+ * goes on, or is refused. */
+static int authz_resume(struct lws *wsi, struct web_session *pss)
+{
+	struct web_http *h = pss->http;
+	h->authz_ready = false;
+	if (h->authz_answer != NV_OK)
+		return authz_refused(wsi, pss, h->authz_answer);
+	h->authorized = true;
+	if (h->method == WEB_POST)
+		return post_continue(wsi, pss);
+	return serve_metrics(wsi, pss);
+}
+
+static bool parked(const struct web_http *h)
+{
+	return h->authz != NULL || h->authz_ready;
 }
 
 static int on_body(struct web_session *pss, const void *in, size_t len)
@@ -386,7 +431,9 @@ static int on_body(struct web_session *pss, const void *in, size_t len)
 	h->body_seen += len;
 	if (h->body_seen > h->body.max + WEB_DRAIN_MAX)
 		return -1;
-	if (h->route == NULL || h->too_large)
+	/* Parked, the route is not known yet: what lws had read already is
+	 * kept, within the cap, for when it is. */
+	if ((h->route == NULL && !parked(h)) || h->too_large)
 		return 0;
 	if (buf_append(&h->body, in, len) != NV_OK) {
 		h->too_large = true;
@@ -402,6 +449,10 @@ static int on_body_done(struct lws *wsi, struct web_session *pss)
 	bool other = false;
 	if (h == NULL || h->responding)
 		return 0;
+	if (parked(h)) {
+		h->body_done = true;
+		return 0;
+	}
 	if (h->route == NULL) {
 		(void)route_find(s, h->path, WEB_POST, &other);
 		return respond_text(wsi, pss, other ? 405 : 404,
@@ -461,6 +512,7 @@ int web_http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct 
 	case LWS_CALLBACK_CLOSED_HTTP:
 	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
 		if (pss) {
+			web_authz_forget(web_server_of(wsi), pss->http);
 			web_http_release(pss->http);
 			pss->http = NULL;
 		}

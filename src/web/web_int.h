@@ -24,6 +24,9 @@
 /* Bytes of an oversized body read and dropped so the 413 reaches the
  * client; a longer body gets its answer at once and the connection shut. */
 #define WEB_DRAIN_MAX (1u << 20)
+#define WEB_AUTHZ_WORKERS_MAX 16
+
+struct web_authz_job;
 
 struct web_route {
 	enum web_method method;
@@ -85,6 +88,14 @@ struct web_http {
 	size_t body_seen;
 	bool too_large;
 	char *bearer; /* secret: wiped on release */
+	/* Authorization on a worker (web_authz.c): the job while it runs; once
+	 * answered, authz_ready and the answer, and the request goes on from
+	 * the writeable callback. authorized: allowed, do not ask again. */
+	struct web_authz_job *authz;
+	enum nv_err authz_answer;
+	bool authz_ready;
+	bool authorized;
+	bool body_done; /* the body ended while the authorization ran */
 	/* the response */
 	int status;
 	const char *ctype;
@@ -124,6 +135,8 @@ struct web_server {
 	void *metrics_authz_arg;
 	web_authz_fn post_authz;
 	void *post_authz_arg;
+	size_t authz_workers;
+	size_t authz_queue_max;
 	struct web_route routes[WEB_ROUTES_MAX];
 	size_t nroutes;
 	struct web_check checks[WEB_CHECKS_MAX];
@@ -142,6 +155,15 @@ struct web_server {
 	pthread_t thread;
 	bool thread_started;
 	atomic_bool stopping;
+	/* the authorization workers; lists and counts guarded by authz_mu */
+	pthread_mutex_t authz_mu;
+	pthread_cond_t authz_cv;
+	pthread_t authz_threads[WEB_AUTHZ_WORKERS_MAX];
+	size_t authz_nthreads;
+	bool authz_stop;
+	struct web_authz_job *authz_todo;
+	struct web_authz_job *authz_done;
+	size_t authz_pending; /* asked and not yet answered */
 	/* guarded by mu */
 	pthread_mutex_t mu;
 	bool accepting; /* publishing allowed */
@@ -162,6 +184,24 @@ void web_count_dropped(struct web_server *s);
 /* web_auth.c */
 /* Whether a browser's Origin names the Host it connects to. */
 bool web_origin_matches(const char *origin, const char *host);
+
+/* web_authz.c */
+/* Starts the workers when the server has an authorizer. */
+enum nv_err web_authz_start(struct web_server *s);
+/* Joins the workers (each finishes the authorizer it is in). */
+void web_authz_stop(struct web_server *s);
+/* Frees every job left; once no connection can name one. */
+void web_authz_clear(struct web_server *s);
+/* Parks the request of pss: fn is asked verb on its path on a worker.
+ * NV_E_BUSY when authz_queue_max are already waiting, NV_E_STATE when
+ * the workers are stopped. Service thread. */
+enum nv_err web_authz_submit(struct lws *wsi, struct web_session *pss, web_authz_fn fn, void *arg,
+                             const char *verb);
+/* The connection of h closes: its job, if any, answers nobody. */
+void web_authz_forget(struct web_server *s, struct web_http *h);
+/* Hands the answers back to their connections; on the service thread,
+ * when lws_cancel_service woke it. */
+void web_authz_drain(struct web_server *s);
 
 /* web_http.c */
 int web_http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct web_session *pss,

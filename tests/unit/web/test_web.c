@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "nvl72/metrics.h"
@@ -410,6 +411,144 @@ static void test_web_post_authz(void **state)
 	reply_clear(&r);
 	assert_int_equal(calls, 5);
 	fix_stop(f);
+}
+
+/* Sends req on a plain connection and returns the status of the answer,
+ * or 0 when none came within 5 s. */
+static int raw_status(int port, const char *req)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	struct timeval tv = {.tv_sec = 5};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	char resp[256];
+	ssize_t n = read(fd, resp, sizeof(resp) - 1);
+	close(fd);
+	if (n < 12)
+		return 0;
+	resp[n] = '\0';
+	int status = 0;
+	return sscanf(resp, "HTTP/1.1 %d", &status) == 1 ? status : 0;
+}
+
+/* An authorizer that takes a while, as a TokenReview to a slow API server
+ * does: it waits until the test lets it go. */
+struct slow_authz {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool go;
+	int asked;
+};
+
+static enum nv_err slow_authz(void *arg, const char *bearer, const char *verb, const char *path)
+{
+	struct slow_authz *a = arg;
+	(void)bearer;
+	(void)verb;
+	(void)path;
+	pthread_mutex_lock(&a->mu);
+	a->asked++;
+	pthread_cond_broadcast(&a->cv);
+	while (!a->go)
+		pthread_cond_wait(&a->cv, &a->mu);
+	pthread_mutex_unlock(&a->mu);
+	return NV_E_UNAUTHORIZED;
+}
+
+static void test_web_authz_off_the_service_thread(void **state)
+{
+	(void)state;
+	struct slow_authz a = {.go = false};
+	pthread_mutex_init(&a.mu, NULL);
+	pthread_cond_init(&a.cv, NULL);
+	struct web_config cfg = {.post_authz = slow_authz,
+	                         .post_authz_arg = &a,
+	                         .authz_workers = 1,
+	                         .authz_queue_max = 1};
+	struct fix *f = fix_start(&cfg);
+	/* One POST parks on the one worker, which does not answer yet. */
+	int fd = -1;
+	{
+		struct sockaddr_in sa = {.sin_family = AF_INET,
+		                         .sin_port = htons((uint16_t)f->port)};
+		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		static const char req[] =
+		        "POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+		assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	}
+	pthread_mutex_lock(&a.mu);
+	while (a.asked == 0)
+		pthread_cond_wait(&a.cv, &a.mu);
+	pthread_mutex_unlock(&a.mu);
+	/* The service thread serves others meanwhile. */
+	struct reply r;
+	assert_int_equal(http_get(f, "/healthz", &r), 200);
+	reply_clear(&r);
+	/* The queue holds one: the next POST is refused at once, 429. */
+	assert_int_equal(http_post(f, "/validate", "{}", 2, NULL, &r), 429);
+	reply_clear(&r);
+	/* Let it answer: the parked POST gets its 401. */
+	pthread_mutex_lock(&a.mu);
+	a.go = true;
+	pthread_cond_broadcast(&a.cv);
+	pthread_mutex_unlock(&a.mu);
+	char resp[256];
+	struct timeval tv = {.tv_sec = 5};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ssize_t n = read(fd, resp, sizeof(resp) - 1);
+	assert_true(n >= 12);
+	resp[n] = '\0';
+	assert_int_equal(strncmp(resp, "HTTP/1.1 401", 12), 0);
+	close(fd);
+	/* A refused POST is answered although its (huge) body never comes. */
+	assert_int_equal(raw_status(f->port, "POST /validate HTTP/1.1\r\nHost: x\r\n"
+	                                     "Content-Length: 100000000\r\n\r\n"),
+	                 401);
+	fix_stop(f);
+	pthread_cond_destroy(&a.cv);
+	pthread_mutex_destroy(&a.mu);
+}
+
+/* A client that closes while its request is parked leaves nothing
+ * behind: the answer, when it comes, finds no one (ASan watches). */
+static void test_web_authz_client_gone(void **state)
+{
+	(void)state;
+	struct slow_authz a = {.go = false};
+	pthread_mutex_init(&a.mu, NULL);
+	pthread_cond_init(&a.cv, NULL);
+	struct web_config cfg = {.metrics_authz = slow_authz, .metrics_authz_arg = &a};
+	struct fix *f = fix_start(&cfg);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	pthread_mutex_lock(&a.mu);
+	while (a.asked == 0)
+		pthread_cond_wait(&a.cv, &a.mu);
+	pthread_mutex_unlock(&a.mu);
+	close(fd);
+	/* The close is seen (probes go on), then the answer arrives. */
+	struct reply r;
+	assert_int_equal(http_get(f, "/healthz", &r), 200);
+	reply_clear(&r);
+	pthread_mutex_lock(&a.mu);
+	a.go = true;
+	pthread_cond_broadcast(&a.cv);
+	pthread_mutex_unlock(&a.mu);
+	assert_int_equal(http_get(f, "/healthz", &r), 200);
+	reply_clear(&r);
+	fix_stop(f);
+	pthread_cond_destroy(&a.cv);
+	pthread_mutex_destroy(&a.mu);
 }
 
 static void test_web_post_echo_and_bearer(void **state)
@@ -1025,6 +1164,8 @@ int main(void)
 	        cmocka_unit_test(test_web_metrics_served),
 	        cmocka_unit_test(test_web_metrics_authz),
 	        cmocka_unit_test(test_web_post_authz),
+	        cmocka_unit_test(test_web_authz_off_the_service_thread),
+	        cmocka_unit_test(test_web_authz_client_gone),
 	        cmocka_unit_test(test_web_post_echo_and_bearer),
 	        cmocka_unit_test(test_web_post_body_cap_413),
 	        cmocka_unit_test(test_web_post_huge_body_413_at_once),
