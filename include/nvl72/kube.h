@@ -188,6 +188,19 @@ enum nv_err kube_list_all(struct kube_client *c, const struct kube_res *r, const
 
 enum nv_err kube_create(struct kube_client *c, const struct kube_res *r, const char *ns,
                         const json_t *obj, json_t **out, struct kube_status *st);
+
+/* The same verbs as one attempt bounded by timeout_ms (0: the client's),
+ * for a caller that answers someone waiting on it (an admission review, an
+ * authorization): no retry and no backoff, so an API server in a brownout
+ * costs at most timeout_ms. kube_list_once reads one unpaged list. */
+enum nv_err kube_get_once(struct kube_client *c, const struct kube_res *r, const char *ns,
+                          const char *name, int64_t timeout_ms, json_t **out,
+                          struct kube_status *st);
+enum nv_err kube_list_once(struct kube_client *c, const struct kube_res *r, const char *ns,
+                           int64_t timeout_ms, json_t **out, struct kube_status *st);
+enum nv_err kube_create_once(struct kube_client *c, const struct kube_res *r, const char *ns,
+                             const json_t *obj, int64_t timeout_ms, json_t **out,
+                             struct kube_status *st);
 /* PUT with obj's metadata.resourceVersion: a stale one fails with
  * NV_E_CONFLICT. subresource is NULL or "status". */
 enum nv_err kube_update(struct kube_client *c, const struct kube_res *r, const char *ns,

@@ -2,7 +2,9 @@
 // Access reviews for bearer tokens: TokenReview (who is it) then
 // SubjectAccessReview on a non-resource path (may they). A small cache keyed
 // by SHA-256 of token, verb and path keeps a busy page from costing two API
-// calls per request; the token itself is never kept, logged or copied.
+// calls per request; the token itself is never kept, logged or copied. A
+// miss is one bounded attempt per review, and misses are rate limited, so
+// a flood of made-up tokens neither floods the API server nor waits on it.
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,9 @@ struct kube_access {
 	int64_t ttl_ms, deny_ttl_ms;
 	size_t n;
 	struct access_entry *e;
+	/* the misses' token bucket, under mu */
+	double tokens;
+	int64_t refilled_ms;
 	pthread_mutex_t mu;
 };
 
@@ -46,6 +51,8 @@ struct kube_access *kube_access_new(struct kube_client *c, int64_t ttl_ms, int64
 	a->deny_ttl_ms = deny_ttl_ms > 0 ? deny_ttl_ms : KUBE_ACCESS_DENY_TTL_MS_DEFAULT;
 	a->n = entries > 0 ? entries : KUBE_ACCESS_ENTRIES_DEFAULT;
 	a->e = xcalloc(a->n, sizeof(*a->e));
+	a->tokens = KUBE_ACCESS_MISS_BURST;
+	a->refilled_ms = time_mono_ms();
 	pthread_mutex_init(&a->mu, NULL);
 	return a;
 }
@@ -110,6 +117,24 @@ static void cache_put(struct kube_access *a, const unsigned char key[32], enum n
 	pthread_mutex_unlock(&a->mu);
 }
 
+/* Takes one miss from the bucket: false when misses come faster than
+ * KUBE_ACCESS_MISSES_PER_S (after a burst of KUBE_ACCESS_MISS_BURST). */
+static bool miss_allowed(struct kube_access *a)
+{
+	int64_t now = time_mono_ms();
+	bool ok;
+	pthread_mutex_lock(&a->mu);
+	a->tokens += (double)(now - a->refilled_ms) * KUBE_ACCESS_MISSES_PER_S / 1000.0;
+	if (a->tokens > KUBE_ACCESS_MISS_BURST)
+		a->tokens = KUBE_ACCESS_MISS_BURST;
+	a->refilled_ms = now;
+	ok = a->tokens >= 1.0;
+	if (ok)
+		a->tokens -= 1.0;
+	pthread_mutex_unlock(&a->mu);
+	return ok;
+}
+
 /* A TokenReview, sent or answered, carries the token in spec.token: wipe
  * it before the object is freed. */
 static void token_wipe(json_t *review)
@@ -127,7 +152,8 @@ static enum nv_err review_token(struct kube_access *a, const char *token, json_t
 	json_t *body = json_pack("{s:s,s:s,s:{s:s}}", "apiVersion", "authentication.k8s.io/v1",
 	                         "kind", "TokenReview", "spec", "token", token);
 	json_t *out = NULL;
-	enum nv_err rc = kube_create(a->c, &RES_TOKENREVIEWS, NULL, body, &out, &st);
+	enum nv_err rc = kube_create_once(a->c, &RES_TOKENREVIEWS, NULL, body,
+	                                  KUBE_ACCESS_TIMEOUT_MS, &out, &st);
 	token_wipe(body);
 	json_decref(body);
 	token_wipe(out);
@@ -165,7 +191,7 @@ static enum nv_err review_access(struct kube_access *a, json_t *spec, const char
 	                    json_pack("{s:s,s:s}", "path", path, "verb", verb));
 	body = json_pack("{s:s,s:s,s:O}", "apiVersion", "authorization.k8s.io/v1", "kind",
 	                 "SubjectAccessReview", "spec", spec);
-	rc = kube_create(a->c, &RES_SARS, NULL, body, &out, &st);
+	rc = kube_create_once(a->c, &RES_SARS, NULL, body, KUBE_ACCESS_TIMEOUT_MS, &out, &st);
 	json_decref(body);
 	if (rc != NV_OK) {
 		log_warn(ACCESS_COMP, "access review failed", "err=%s code=%ld", nv_err_name(rc),
@@ -190,8 +216,16 @@ enum nv_err kube_access_check(struct kube_access *a, const char *token, const ch
 		return NV_E_UNAUTHORIZED;
 	if (!key_of(token, verb, path, key))
 		return NV_E_STATE;
-	if (cache_get(a, key, &rc))
+	if (cache_get(a, key, &rc)) {
+		secure_wipe(key, sizeof(key));
 		return rc;
+	}
+	if (!miss_allowed(a)) {
+		secure_wipe(key, sizeof(key));
+		log_debug(ACCESS_COMP, "review refused: too many misses", "verb=%s path=%s", verb,
+		          path);
+		return NV_E_THROTTLED;
+	}
 	rc = review_token(a, token, &spec);
 	if (rc == NV_OK)
 		rc = review_access(a, spec, verb, path);

@@ -21,11 +21,18 @@ const struct kube_res KUBE_RES_CRDS = {"apiextensions.k8s.io", "v1", "customreso
 #define PATH_MAX_BYTES 4096
 #define QUERY_MAX_BYTES 8192
 
+/* How one verb call is bounded: the client's policy, or one attempt. */
+struct verb_bound {
+	struct kube_stop *stop;
+	int64_t timeout_ms; /* 0: the client's */
+	bool once;
+};
+
 /* Runs method on r/ns/name/sub with query q; the shared body of the verbs. */
-static enum nv_err verb_stop(struct kube_client *c, const char *method, const struct kube_res *r,
-                             const char *ns, const char *name, const char *sub, const struct buf *q,
-                             const char *ctype, const json_t *body, struct kube_stop *stop,
-                             json_t **out, struct kube_status *st)
+static enum nv_err verb_bounded(struct kube_client *c, const char *method, const struct kube_res *r,
+                                const char *ns, const char *name, const char *sub,
+                                const struct buf *q, const char *ctype, const json_t *body,
+                                const struct verb_bound *b, json_t **out, struct kube_status *st)
 {
 	struct buf path;
 	enum nv_err rc;
@@ -45,11 +52,22 @@ static enum nv_err verb_stop(struct kube_client *c, const char *method, const st
 		                           .query = q ? buf_str(q) : NULL,
 		                           .content_type = ctype,
 		                           .body = body,
-		                           .stop = stop};
+		                           .timeout_ms = b->timeout_ms,
+		                           .no_retry = b->once,
+		                           .stop = b->stop};
 		rc = kube_request(c, &req, out, st);
 	}
 	buf_clear(&path);
 	return rc;
+}
+
+static enum nv_err verb_stop(struct kube_client *c, const char *method, const struct kube_res *r,
+                             const char *ns, const char *name, const char *sub, const struct buf *q,
+                             const char *ctype, const json_t *body, struct kube_stop *stop,
+                             json_t **out, struct kube_status *st)
+{
+	const struct verb_bound b = {.stop = stop};
+	return verb_bounded(c, method, r, ns, name, sub, q, ctype, body, &b, out, st);
 }
 
 static enum nv_err verb(struct kube_client *c, const char *method, const struct kube_res *r,
@@ -63,6 +81,32 @@ enum nv_err kube_get(struct kube_client *c, const struct kube_res *r, const char
                      const char *name, json_t **out, struct kube_status *st)
 {
 	return verb(c, "GET", r, ns, name, NULL, NULL, NULL, NULL, out, st);
+}
+
+enum nv_err kube_get_once(struct kube_client *c, const struct kube_res *r, const char *ns,
+                          const char *name, int64_t timeout_ms, json_t **out,
+                          struct kube_status *st)
+{
+	const struct verb_bound b = {.timeout_ms = timeout_ms, .once = true};
+	return verb_bounded(c, "GET", r, ns, name, NULL, NULL, NULL, NULL, &b, out, st);
+}
+
+enum nv_err kube_list_once(struct kube_client *c, const struct kube_res *r, const char *ns,
+                           int64_t timeout_ms, json_t **out, struct kube_status *st)
+{
+	const struct verb_bound b = {.timeout_ms = timeout_ms, .once = true};
+	return verb_bounded(c, "GET", r, ns, NULL, NULL, NULL, NULL, NULL, &b, out, st);
+}
+
+enum nv_err kube_create_once(struct kube_client *c, const struct kube_res *r, const char *ns,
+                             const json_t *obj, int64_t timeout_ms, json_t **out,
+                             struct kube_status *st)
+{
+	const struct verb_bound b = {.timeout_ms = timeout_ms, .once = true};
+	if (ns == NULL || *ns == '\0')
+		ns = kube_obj_namespace(obj);
+	return verb_bounded(c, "POST", r, ns, NULL, NULL, NULL, "application/json", obj, &b, out,
+	                    st);
 }
 
 static enum nv_err list_query(struct buf *q, const struct kube_list_opts *o)
