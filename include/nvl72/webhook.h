@@ -68,13 +68,37 @@ struct webhook_cache_ops {
 	json_t *(*list_live)(void *arg, enum webhook_kind kind);
 };
 
+/* Reads from the API server in the middle of a review are one attempt of
+ * this at most, never retried: the API server waits on the answer (the
+ * configurations' timeoutSeconds is 10). */
+#define WEBHOOK_READ_TIMEOUT_MS 3000
+/* A name read and not found (or not readable) is judged missing without
+ * another read for this long, */
+#define WEBHOOK_MISS_TTL_MS 2000
+#define WEBHOOK_MISSES_MAX 64
+/* and reads are limited to this many a second (after a burst). */
+#define WEBHOOK_READS_PER_S 10
+#define WEBHOOK_READ_BURST 20
+
+/* The read-through's own state: a webhook_informers starts it zeroed. */
+struct webhook_read_guard {
+	struct {
+		uint64_t key; /* a hash of kind and name; 0: free */
+		int64_t until_ms;
+	} miss[WEBHOOK_MISSES_MAX];
+	double tokens;
+	int64_t refilled_ms; /* 0: not started */
+};
+
 /* A cache over the operator's informers: pass &webhook_informer_cache
  * with a struct webhook_informers as its argument. With client set, a
  * name the informer lacks is read once from the API server, and the
- * RackUpgrades are listed from it when an upgrade is created. */
+ * RackUpgrades are listed from it when an upgrade is created; both within
+ * the bounds above. Used from the webhook server's service thread only. */
 struct webhook_informers {
 	struct kube_informer *inf[WEBHOOK__KINDS];
 	struct kube_client *client; /* NULL: no read-through */
+	struct webhook_read_guard guard;
 };
 extern const struct webhook_cache_ops webhook_informer_cache;
 

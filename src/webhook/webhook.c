@@ -17,6 +17,7 @@
 #include "nvl72/kube_ctrl.h"
 #include "nvl72/matrix.h"
 #include "nvl72/metrics.h"
+#include "nvl72/timeutil.h"
 #include "nvl72/web.h"
 #include "webhook_int.h"
 
@@ -603,6 +604,56 @@ static const struct kube_res informer_res[WEBHOOK__KINDS] = {
         [WEBHOOK_NODES] = {"", "v1", "nodes", "Node", false},
 };
 
+/* FNV-1a of kind and name, never 0 (the free slot). */
+static uint64_t miss_key(enum webhook_kind kind, const char *name)
+{
+	uint64_t h = 1469598103934665603ull ^ (uint64_t)kind;
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+static bool miss_known(struct webhook_read_guard *g, uint64_t key, int64_t now)
+{
+	for (size_t i = 0; i < WEBHOOK_MISSES_MAX; i++)
+		if (g->miss[i].key == key && g->miss[i].until_ms > now)
+			return true;
+	return false;
+}
+
+/* Takes a free or expired slot, else the one closest to expiry. */
+static void miss_put(struct webhook_read_guard *g, uint64_t key, int64_t now)
+{
+	size_t pick = 0;
+	for (size_t i = 0; i < WEBHOOK_MISSES_MAX; i++) {
+		if (g->miss[i].key == 0 || g->miss[i].until_ms <= now) {
+			pick = i;
+			break;
+		}
+		if (g->miss[i].until_ms < g->miss[pick].until_ms)
+			pick = i;
+	}
+	g->miss[pick].key = key;
+	g->miss[pick].until_ms = now + WEBHOOK_MISS_TTL_MS;
+}
+
+/* Takes one read from the bucket; false past WEBHOOK_READS_PER_S. */
+static bool read_allowed(struct webhook_read_guard *g, int64_t now)
+{
+	if (g->refilled_ms == 0) {
+		g->tokens = WEBHOOK_READ_BURST;
+		g->refilled_ms = now;
+	}
+	g->tokens += (double)(now - g->refilled_ms) * WEBHOOK_READS_PER_S / 1000.0;
+	if (g->tokens > WEBHOOK_READ_BURST)
+		g->tokens = WEBHOOK_READ_BURST;
+	g->refilled_ms = now;
+	if (g->tokens < 1.0)
+		return false;
+	g->tokens -= 1.0;
+	return true;
+}
+
 static json_t *informer_get(void *arg, enum webhook_kind kind, const char *name)
 {
 	struct webhook_informers *c = arg;
@@ -610,8 +661,25 @@ static json_t *informer_get(void *arg, enum webhook_kind kind, const char *name)
 	json_t *obj = NULL;
 	if (c == NULL || c->client == NULL || (unsigned)kind >= WEBHOOK__KINDS)
 		return NULL;
-	if (kube_get(c->client, &informer_res[kind], NULL, name, &obj, &st) != NV_OK)
+	int64_t now = time_mono_ms();
+	uint64_t key = miss_key(kind, name);
+	if (miss_known(&c->guard, key, now))
 		return NULL;
+	if (!read_allowed(&c->guard, now)) {
+		log_debug(WH_COMP, "read-through skipped: too many reads", "resource=%s name=%s",
+		          informer_res[kind].resource, name);
+		return NULL;
+	}
+	enum nv_err rc = kube_get_once(c->client, &informer_res[kind], NULL, name,
+	                               WEBHOOK_READ_TIMEOUT_MS, &obj, &st);
+	if (rc != NV_OK) {
+		if (rc != NV_E_NOT_FOUND)
+			log_warn(WH_COMP, "read-through failed; judging the name missing",
+			         "resource=%s name=%s err=%s", informer_res[kind].resource, name,
+			         nv_err_name(rc));
+		miss_put(&c->guard, key, time_mono_ms());
+		return NULL;
+	}
 	return obj;
 }
 
@@ -623,7 +691,8 @@ static json_t *informer_list_live(void *arg, enum webhook_kind kind)
 	json_t *items = NULL;
 	if (c == NULL || c->client == NULL || (unsigned)kind >= WEBHOOK__KINDS)
 		return NULL;
-	if (kube_list_all(c->client, &informer_res[kind], NULL, NULL, &list, &st) != NV_OK) {
+	if (kube_list_once(c->client, &informer_res[kind], NULL, WEBHOOK_READ_TIMEOUT_MS, &list,
+	                   &st) != NV_OK) {
 		log_warn(WH_COMP, "live list failed; judging on the cache",
 		         "resource=%s err=\"%s\"", informer_res[kind].resource, st.message);
 		return NULL;
