@@ -11,6 +11,10 @@ mode, re-read every 100 ms:
     429 N       answer 429 Too Many Requests with Retry-After: N
     503 [N]     answer 503 Service Unavailable (with Retry-After: N if given)
     drop        close each connection without an answer
+    delay MS [PREFIX...]
+                relay, but hold each request that is not a watch MS
+                milliseconds first (only those whose path starts with a
+                PREFIX, when any is given): a slow apiserver
 
 Changing the mode ends the responses being relayed, watches included (a watch
 ends as the apiserver ends one at timeoutSeconds), so clients come back
@@ -78,7 +82,7 @@ class Proxy(socketserver.ThreadingMixIn, http.server.HTTPServer):
                     words = f.read().split()
             except OSError:
                 words = []
-            if words and words != self.mode and words[0] in ("pass", "429", "503", "drop"):
+            if words and words != self.mode and words[0] in ("pass", "429", "503", "drop", "delay"):
                 with self.lock:
                     self.mode = words
                     cut = list(self.streams)
@@ -152,6 +156,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                              int(mode[1]) if len(mode) > 1 else None)
             result = "503"
         else:
+            if (mode[0] == "delay" and watch == "-" and
+                    (len(mode) < 3 or any(url.path.startswith(p) for p in mode[2:]))):
+                time.sleep(int(mode[1]) / 1000.0)
             result = self.relay(srv, body)
         srv.record("%.3f %s %s %s %s %s" % (t0, self.command, url.path, watch, result, key))
 
