@@ -28,16 +28,15 @@ window=${NVL72_AGENT_QUIET_WINDOW:-60}
 profile=${NVL72_SIM_PROFILE:-gb300}
 # What the agent must report for each profile (the values simctl's
 # profiles carry, with their sources, in tests/sim/simctl.c), and the
-# version the driver change goes to: another published build. Vera Rubin
-# has no second published build, so its change goes to the R580 build of
-# NVIDIA/k8s-test-infra's Blackwell captures; the mechanics under test do
-# not depend on the branch.
+# version the driver change goes to: another published build. Vera Rubin's
+# goes to the R620 long-term branch (620.70.06, NVIDIA's
+# redistrib_620.70.06.json), as the sample Vera Rubin matrix does.
 case $profile in
-gb300) drv=580.95.05 cuda=13.0 cq=32766 vbios=97.00.B9.00.69 part="" target=580.173.02
+gb300) drv=580.95.05 cuda=13.0 cq=32766 vbios=97.10.4A.00.1A part="" target=580.173.02
 	pcis='["00000008:06:00.0","00000009:06:00.0","00000018:06:00.0","00000019:06:00.0"]' ;;
 gb200) drv=580.173.02 cuda=13.0 cq=2 vbios=97.00.B9.00.69 part=900-2G548-A801-000 target=580.95.05
 	pcis='["00000000:29:00.0","00000000:3F:00.0","00000000:9C:00.0","00000000:B2:00.0"]' ;;
-vr200) drv=615.23 cuda=13.4 cq=32766 vbios=99.00.1B.00.00 part=699-2G558-3201-TS3 target=580.173.02
+vr200) drv=615.23 cuda=13.4 cq=32766 vbios=99.00.1B.00.00 part=699-2G558-3201-TS3 target=620.70.06
 	pcis='["00000002:81:00.0","00000002:C1:00.0","0000000A:81:00.0","0000000A:E1:00.0"]' ;;
 *) echo "not ok - NVL72_SIM_PROFILE=$profile: not gb200, gb300 or vr200"; echo "0 passed, 1 failed"; exit 1 ;;
 esac

@@ -190,7 +190,7 @@ check "the GPU healthy again reads OK, still in the same page" $? "$out"
 # every GPU); the rack view has a VBIOS column.
 vb='document.querySelectorAll("#tray-table tbody td.vbios")'
 out=$(cdp wait 30 "$vb.length === 18 && Array.from($vb).every(function (c) {
-	return c.textContent === \"97.00.B9.00.69\" && !c.classList.contains(\"skew\"); }) &&
+	return c.textContent === \"97.10.4A.00.1A\" && !c.classList.contains(\"skew\"); }) &&
 	Array.from(document.querySelectorAll(\"#tray-table thead th\")).map(function (h) { return h.textContent; }).join(\",\")")
 check "the VBIOS column shows every tray's VBIOS from NVML" $? "$out"
 [[ $out == *Driver,VBIOS,Maintenance* ]]
@@ -200,7 +200,7 @@ check "the VBIOS column sits between Driver and Maintenance" $? "$out"
 simctl gpu "$(tray 5)" 1 vbios=97.00.00.00.00
 cell='document.querySelector("#tray-table tbody tr:nth-child(5) td.vbios")'
 out=$(cdp wait 60 "$cell.classList.contains(\"skew\") && [$cell.textContent, $cell.title]")
-[[ $out == *'GPU 1: 97.00.00.00.00 (rack: 97.00.B9.00.69)'* && $out == *'1: 97.00.00.00.00'* ]]
+[[ $out == *'GPU 1: 97.00.00.00.00 (rack: 97.10.4A.00.1A)'* && $out == *'1: 97.00.00.00.00'* ]]
 check "a GPU on another VBIOS marks its tray's cell in the open page, naming the GPU" $? "$out"
 t5=$(k get computetrays -o json | jq -r ".items[] | select(.spec.rack == \"$RACK\" and .spec.index == 5) | .metadata.name")
 vc() { k get rack "$RACK" -o json | jq -r '.status.conditions[]? | select(.type == "VersionsConsistent") | "\(.status) \(.reason) \(.message)"'; }
@@ -208,7 +208,7 @@ skewed() { [[ $(vc) == "False FirmwareSkew "*"$t5 GPU 1 (97.00.00.00.00)"* ]]; }
 wait_for 60 skewed
 check "the Rack's VersionsConsistent is False (FirmwareSkew) naming $t5 GPU 1" $? "$(vc)"
 cdp shot "$art/rack-vbios.png" >/dev/null
-simctl gpu "$(tray 5)" 1 vbios=97.00.B9.00.69
+simctl gpu "$(tray 5)" 1 vbios=97.10.4A.00.1A
 consistent() { [[ $(vc) == "True OneStack"* ]]; }
 wait_for 60 consistent
 check "the same VBIOS again: VersionsConsistent True" $? "$(vc)"
@@ -251,7 +251,7 @@ check "screenshot of the events view" $? "$art/events.png"
 # The sample security upgrade: no approval, but the rack's 72 h notice, so
 # it sits in Notice until it is aborted, a phase change the open page must
 # show without a reload.
-UPG=gb300-r07-cve-2026-24101
+UPG=gb300-r07-nvidia-5821
 out=$(k apply -f deploy/samples/rackupgrade-security.yaml 2>&1)
 check "kubectl apply the sample security RackUpgrade" $? "$out"
 cdp eval 'document.getElementById("nav-upgrades").focus(); document.activeElement.id' >/dev/null
@@ -263,7 +263,7 @@ out=$(cdp wait 60 "location.hash === \"#/upgrades\" && !document.getElementById(
 	$card.textContent")
 check "Enter on the Upgrades link: $UPG in Notice, the current step of its phase timeline" $? \
 	"$out $(cdp eval '[location.hash, document.getElementById("view-upgrades").textContent]')"
-[[ $out == *"Rack $RACK"* && $out == *"gb300-r580-159"* && $out == *CVE-2026-24101* &&
+[[ $out == *"Rack $RACK"* && $out == *"gb300-r580-159"* && $out == *CVE-2026-24187* &&
 	$out == *"security"* && $out == *"No approval required."* && $out == *"Notice ends"* ]]
 check "its card names the rack, the target stack, the class and CVE, and needs no approval" $? "$out"
 n=$(cdp eval "$card.querySelectorAll(\".timeline .tl-done\").length")

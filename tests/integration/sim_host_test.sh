@@ -118,7 +118,7 @@ echo 580.95.05 >"$(tray 18)/host/sys/module/nvidia/version"
 
 # ---- inventory: VBIOS, PCI bus id, board part number, serial ----
 out=$(probe 18 gpus)
-[[ $(grep -o '"vbios":"97.00.B9.00.69"' <<<"$out" | wc -l) == 4 && $out == *'"pci":"00000008:06:00.0"'* &&
+[[ $(grep -o '"vbios":"97.10.4A.00.1A"' <<<"$out" | wc -l) == 4 && $out == *'"pci":"00000008:06:00.0"'* &&
 	$out == *'"pci":"00000019:06:00.0"'* && $out == *'"part":""'* && $out == *'"serial":""'* ]] &&
 	ok "VBIOS and PCI bus ids from NVML; no part number or serial where the board has none" ||
 	nok "inventory" "$out"

@@ -35,18 +35,17 @@ struct profile {
 };
 
 static const struct profile profiles[] = {
-        /* GB300: the simulator's historic tray, unchanged. PCI domains 8, 9,
-         * 0x18, 0x19 on bus 06 and module ids 2 1 4 3 from NVIDIA/
-         * k8s-test-infra's qx-gb300.xml, cliqueId 32766 (an unpartitioned
-         * fabric) from the same capture; driver 580.95.05, a published R580
-         * build (field reports of /sys/module/nvidia/version); VBIOS
-         * 97.00.B9.00.69 is the GPU firmware of DGX GB200 SW 1.3
-         * (docs.nvidia.com/dgx/dgxgb200-fw-update-guide), not the
-         * 97.10.4A.00.1A that qx-gb300.xml shows: kept so that existing
-         * suites see the rack they always saw. */
+        /* GB300: PCI domains 8, 9, 0x18, 0x19 on bus 06, module ids 2 1 4 3
+         * and VBIOS 97.10.4A.00.1A from NVIDIA/k8s-test-infra's
+         * qx-gb300.xml (the GB300 VBIOS family is 97.10: DGX GB300 SW
+         * 1.0.1 ships 97.10.4A.00.0C, docs.nvidia.com/dgx/
+         * dgxgb200-fw-update-guide/previous-releases-gb300.html), cliqueId
+         * 32766 (an unpartitioned fabric) from the same capture; driver
+         * 580.95.05, a published R580 build (field reports of
+         * /sys/module/nvidia/version). */
         {.name = "gb300",
          .driver = "580.95.05",
-         .vbios = "97.00.B9.00.69",
+         .vbios = "97.10.4A.00.1A",
          .part = NULL,
          .pci = {"00000008:06:00.0", "00000009:06:00.0", "00000018:06:00.0", "00000019:06:00.0"},
          .module_of = {2, 1, 4, 3},
