@@ -271,14 +271,18 @@ allowed_reviews() {
 for ns in $(grep -ohE '\bnamespace: *[a-z0-9-]+' deploy/samples/*.yaml | sed 's/.*: *//' | sort -u); do
 	k create namespace "$ns" >/dev/null 2>&1
 done
-before=$(allowed_reviews) bad="" nsamples=0
+# kubectl sends nothing for an object equal to the stored one ("unchanged":
+# the webhook admitted it when it was applied above); each created or
+# configured object of a kind the validating webhook judges is one review.
+before=$(allowed_reviews) bad="" nsamples=0 judged=0
 for f in deploy/samples/*.yaml; do
 	nsamples=$((nsamples + $(grep -c '^kind:' "$f")))
 	out=$(k apply --dry-run=server -f "$f" 2>&1) || bad+="$f: $(one_line "$out"); "
+	judged=$((judged + $(grep -cE '^(compatibilitymatrix|rack|rackpartition|rackupgrade)\.nvl72\.io/[^ ]+ (created|configured)' <<<"$out")))
 done
 after=$(allowed_reviews)
-[[ -z $bad ]] && ((after - before >= nsamples))
-check "every sample ($nsamples objects) passes the webhook in a server-side dry run" $? \
+[[ -z $bad ]] && ((judged >= 3 && after - before >= judged))
+check "every sample ($nsamples objects) passes the webhook in a server-side dry run ($judged reviewed)" $? \
 	"${bad:-all applied} (allowed reviews $before -> $after; $(curl -fsS -m 5 "http://127.0.0.1:${METRICS[a]}/metrics" 2>&1 | grep -m3 admissions | tr '\n' ' '))"
 server=$(k config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 cat >"$work/viewer.kubeconfig" <<EOF
