@@ -66,7 +66,8 @@ struct kube_handler {
 	void *ud;
 };
 
-#define KUBE_INDEX_MAX_VALUES 16
+/* Room for the Nodes of a rack's 18 compute trays, and then some. */
+#define KUBE_INDEX_MAX_VALUES 32
 /* Index values of one object; strings are borrowed from the object. */
 struct kube_index_vals {
 	const char *v[KUBE_INDEX_MAX_VALUES];

@@ -30,6 +30,27 @@ static const struct op_controller *const controllers[] = {
 #define NCONTROLLERS (sizeof(controllers) / sizeof(controllers[0]))
 _Static_assert(NCONTROLLERS <= OP_CTRL_MAX, "raise OP_CTRL_MAX");
 
+/* The Nodes of a Rack's compute trays (the API allows 18, the index 32). */
+static void index_rack_nodes(const json_t *obj, const char *arg, struct kube_index_vals *out)
+{
+	const json_t *t;
+	size_t i;
+	(void)arg;
+	json_array_foreach(jx_path(obj, "spec.computeTrays"), i, t) {
+		const char *n = jx_str_or(t, "node", "");
+		if (n[0] != '\0' && out->n < KUBE_INDEX_MAX_VALUES)
+			out->v[out->n++] = n;
+	}
+}
+
+static void index_rack_matrix(const json_t *obj, const char *arg, struct kube_index_vals *out)
+{
+	const char *m = jx_str_or(obj, "spec.matrix.name", "");
+	(void)arg;
+	if (m[0] != '\0')
+		out->v[out->n++] = m;
+}
+
 struct kube_client *op_client(struct op *op)
 {
 	return op->c;
@@ -276,7 +297,10 @@ static enum nv_err op_build(struct op *op)
 	    (rc = informer(op, &OP_RES_APPROVALS, NULL, &op->approvals)) ||
 	    (rc = informer(op, &RES_COORD_LEASES, op->agent_ns, &op->leases)))
 		return rc;
-	if ((rc = kube_informer_add_index(op->nodes, "rack", kube_index_label, OP_LABEL_RACK)) ||
+	if ((rc = kube_informer_add_index(op->racks, OP_INDEX_RACK_NODE, index_rack_nodes, NULL)) ||
+	    (rc = kube_informer_add_index(op->racks, OP_INDEX_RACK_MATRIX, index_rack_matrix,
+	                                  NULL)) ||
+	    (rc = kube_informer_add_index(op->nodes, "rack", kube_index_label, OP_LABEL_RACK)) ||
 	    (rc = kube_informer_add_index(op->nodes, "domain", kube_index_label,
 	                                  OP_LABEL_COMPUTE_DOMAIN)))
 		return rc;

@@ -66,6 +66,11 @@ struct op_watch {
 	op_changed_fn changed; /* NULL: every update maps */
 };
 #define OP_INFORMER(field) offsetof(struct op, field)
+/* Indexes of the racks informer: the Nodes a Rack lists in
+ * spec.computeTrays, and its spec.matrix.name; a Node or matrix event
+ * finds its racks without scanning them all. */
+#define OP_INDEX_RACK_NODE "node"
+#define OP_INDEX_RACK_MATRIX "matrix"
 #define OP_WATCH_MAX 8
 
 /* A controller: one row of op.c's table, defined in the controller's own

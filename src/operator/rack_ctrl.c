@@ -40,21 +40,18 @@ static void map_racked(struct op *op, const json_t *obj, struct kube_workqueue *
 }
 
 /* The rack in the Node's label, and the racks that list it in
- * spec.computeTrays (a handful of racks: a scan). */
+ * spec.computeTrays (the racks informer's node index: no scan). */
 static void map_node(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
 	const json_t *labels = jx_path(obj, "metadata.labels");
 	const json_t *r = json_is_object(labels) ? json_object_get(labels, OP_LABEL_RACK) : NULL;
-	const char *node = kube_obj_name(obj);
-	json_t *racks, *rk, *t;
-	size_t i, j;
+	json_t *racks, *rk;
+	size_t i;
 	if (json_is_string(r))
 		enqueue_rack(q, json_string_value(r));
-	racks = kube_informer_list(op->racks);
+	racks = kube_informer_by_index(op->racks, OP_INDEX_RACK_NODE, kube_obj_name(obj));
 	json_array_foreach(racks, i, rk)
-		json_array_foreach(jx_path(rk, "spec.computeTrays"), j, t)
-			if (strcmp(jx_str_or(t, "node", ""), node) == 0)
-				enqueue_rack(q, kube_obj_name(rk));
+		enqueue_rack(q, kube_obj_name(rk));
 	json_decref(racks);
 }
 
@@ -86,11 +83,11 @@ static void map_lease(struct op *op, const json_t *obj, struct kube_workqueue *q
 
 static void map_matrix(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	json_t *racks = kube_informer_list(op->racks), *r;
+	json_t *racks = kube_informer_by_index(op->racks, OP_INDEX_RACK_MATRIX, kube_obj_name(obj));
+	json_t *r;
 	size_t i;
 	json_array_foreach(racks, i, r)
-		if (strcmp(jx_str_or(r, "spec.matrix.name", ""), kube_obj_name(obj)) == 0)
-			enqueue_rack(q, kube_obj_name(r));
+		enqueue_rack(q, kube_obj_name(r));
 	json_decref(racks);
 }
 
