@@ -14,7 +14,11 @@
 #      deleted and a Node goes NotReady: the operator stays up, makes a
 #      bounded number of requests, retries no request sooner than
 #      Retry-After, and converges to the undisturbed state afterwards;
-#  (d) a tray vanishing (its Node deleted): the rack status says so.
+#  (d) a tray vanishing (its Node deleted): the rack status says so;
+#  (e) a Rack applied before its CompatibilityMatrix (no webhook to refuse
+#      it) and before its Nodes: the Nodes are labelled when they appear,
+#      the trays are created with no driver in their spec, and get the
+#      stack's driver once the matrix is applied.
 #
 # Run by tests/integration/run.sh against a fresh control plane.
 set -u
@@ -287,6 +291,32 @@ said() {
 wait_for 60 said
 check "(d) a tray whose Node is deleted is reported (NodeNotFound, 17 of 18 ready)" $? \
 	"$(ready_msg)"
+
+# ---- (e) a Rack before its matrix -----------------------------------------------
+# A second rack, on Nodes of its own, naming a matrix nobody applied yet.
+# Its Nodes are created after it: an event of a Node that carries no rack
+# label yet reaches the Rack that lists it through the racks' node index.
+LATE=late-r01
+sed "s/gb300-r07/$LATE/g; s/gb300-2026.10/gb300-late/; s/chassisSerial: .*/chassisSerial: \"1821124000099\"/" \
+	deploy/samples/rack-gb300.yaml | k apply -f - >/dev/null
+"$LOADGEN" nodes --kubeconfig "$KUBECONFIG" --racks 1 --prefix late >/dev/null
+late_labelled() { (($(k get nodes -l "nvl72.io/rack=$LATE" -o name | wc -l) == 18)); }
+wait_for 60 late_labelled
+check "(e) Nodes created after their Rack are labelled with it (a Node event finds its Rack)" $? \
+	"$(k get nodes -l "nvl72.io/rack=$LATE" -o name | wc -l) of 18 labelled"
+late_drivers() { k get computetrays -l "nvl72.io/rack=$LATE" -o json | jq -r '[.items[] | .spec.driver.version // ""] | group_by(.) | map("\(.[0])x\(length)") | join(",")'; }
+empty18() { [[ $(late_drivers) == "x18" ]]; }
+wait_for 60 empty18
+check "(e) a Rack whose matrix is not there yet gets 18 trays with no driver in their spec" $? \
+	"drivers: $(late_drivers)"
+sed 's/name: gb300-2026.10/name: gb300-late/' deploy/samples/compatibilitymatrix-gb300.yaml | k apply -f - >/dev/null
+filled() { [[ $(late_drivers) == "580.95.05x18" ]]; }
+wait_for 60 filled
+check "(e) once the matrix is applied every tray gets the stack's driver (580.95.05)" $? \
+	"drivers: $(late_drivers)"
+cat "$work"/operator*.log | grep -q 'tray driver filled in from the matrix.*rack=late-r01'
+check "(e) the operator logged filling them in" $? "$(cat "$work"/operator*.log | grep -c 'filled in') lines"
+
 kill -0 "$opid" 2>/dev/null
 check "the operator is still running at the end" $? "it exited"
 finish
