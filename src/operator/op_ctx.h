@@ -135,6 +135,7 @@ struct op_domain_metrics {
 	struct metrics_family *upgrade_info, *upgrade_phase, *upgrade_phase_start, *upgrade_wave,
 	        *upgrade_waves, *upgrade_approvals_pending, *upgrade_gate_passed,
 	        *upgrade_gate_busbw, *upgrade_gate_floor, *drain_wait, *drain_deadline;
+	struct metrics_family *partition_phase, *domain_ready, *domain_nodes;
 	pthread_mutex_t mu; /* one rebuild at a time */
 };
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Domain metrics of docs/metrics.md for racks, trays, GPUs and IMEX. They are
+// Domain metrics of docs/metrics.md for racks, trays, GPUs, IMEX,
+// partitions, ComputeDomains and upgrades. They are
 // rebuilt from the informer caches at each scrape, by the leader only (a
 // standby exports none), so they cost no API call and a deleted object's
 // series vanish with it.
@@ -8,6 +9,7 @@
 
 #include "nvl72/json.h"
 #include "nvl72/log.h"
+#include "nvl72/operator_part.h"
 #include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
 #include "op_int.h"
@@ -305,6 +307,33 @@ static void upgrade_series(struct op *op, int64_t now)
 	json_decref(ups);
 }
 
+/* RackPartitions and ComputeDomains, from their caches. */
+static void partition_series(struct op *op)
+{
+	struct op_domain_metrics *m = &op->dm;
+	json_t *parts = kube_informer_list(op->partitions), *ds, *o;
+	const char *phases[8];
+	size_t i;
+	for (unsigned k = 0; k < 8; k++)
+		phases[k] = op_part_phase_name((enum api_partition_phase)k);
+	json_array_foreach(parts, i, o) {
+		const char *pl[] = {jx_str_or(o, "spec.rack", ""), kube_obj_name(o)};
+		(void)metrics_gauge_set_state(m->partition_phase, pl, phases, 8,
+		                              jx_str_or(o, "status.phase", "Pending"));
+	}
+	json_decref(parts);
+	ds = kube_informer_list(op->domains);
+	json_array_foreach(ds, i, o) {
+		const char *dl[] = {kube_obj_namespace(o), kube_obj_name(o),
+		                    jx_str_or(o, "status.rack", "")};
+		(void)metrics_gauge_set(m->domain_ready, dl,
+		                        strcmp(jx_str_or(o, "status.status", ""), "Ready") == 0);
+		(void)metrics_gauge_set(m->domain_nodes, dl,
+		                        (double)json_array_size(jx_path(o, "status.nodes")));
+	}
+	json_decref(ds);
+}
+
 static void domain_reset(struct op_domain_metrics *m)
 {
 	struct metrics_family *all[] = {m->rack_info,
@@ -342,7 +371,10 @@ static void domain_reset(struct op_domain_metrics *m)
 	                                m->upgrade_gate_busbw,
 	                                m->upgrade_gate_floor,
 	                                m->drain_wait,
-	                                m->drain_deadline};
+	                                m->drain_deadline,
+	                                m->partition_phase,
+	                                m->domain_ready,
+	                                m->domain_nodes};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		metrics_family_reset(all[i]);
 }
@@ -369,6 +401,7 @@ static void collect(void *arg)
 		json_array_foreach(trays, i, o)
 			tray_series(op, o, parts, now);
 		upgrade_series(op, now);
+		partition_series(op);
 		json_decref(racks);
 		json_decref(trays);
 		json_decref(parts);
@@ -496,6 +529,15 @@ enum nv_err op_metrics_register(struct op *op)
 	    (rc = reg(op, "nvl72_drain_deadline_seconds", "The drain's total deadline.", GA, D,
 	              &m->drain_deadline)) ||
 	    (rc = metrics_family_register(op->reg, &hd, &op->upg_step_seconds)))
+		return rc;
+	const char *const *CD = L("computedomain_namespace", "computedomain", "rack");
+	if ((rc = reg(op, "nvl72_partition_phase",
+	              "status.phase of each RackPartition as a state set.", GA,
+	              L("rack", "partition", "phase"), &m->partition_phase)) ||
+	    (rc = reg(op, "nvl72_computedomain_ready",
+	              "1 when the ComputeDomain's status is Ready.", GA, CD, &m->domain_ready)) ||
+	    (rc = reg(op, "nvl72_computedomain_nodes",
+	              "Entries in the ComputeDomain's status.nodes.", GA, CD, &m->domain_nodes)))
 		return rc;
 	(void)metrics_gauge_set(m->build_info, L(NVL72_VERSION), 1);
 	op_metrics_leading(op, false);

@@ -149,6 +149,13 @@ cd_is() { [[ $(cd_json | jq -r '.status.status') == "$1" ]]; }
 t0=$SECONDS
 wait_for 60 cd_is Ready
 check "the domain becomes Ready ($((SECONDS - t0))s)" $? "$(cd_json | jq -c .status | cut -c1-400)"
+mport=$(grep -o 'metrics=[0-9]*' "$work/op.log" | head -1 | cut -d= -f2)
+cd_series() { curl -fsS -m 5 "http://127.0.0.1:$mport/metrics" | grep "^nvl72_computedomain_"; }
+lbl="{computedomain_namespace=\"$CD_NS\",computedomain=\"$CD\",rack=\"$RACK\"}"
+cd_metrics() { cd_series | grep -qx "nvl72_computedomain_ready$lbl 1" && cd_series | grep -qx "nvl72_computedomain_nodes$lbl 4"; }
+wait_for 20 cd_metrics
+check "/metrics: nvl72_computedomain_ready 1 and nvl72_computedomain_nodes 4 for the domain" $? \
+	"$(cd_series | tr '\n' ' ' | cut -c1-400)"
 st=$(cd_json)
 n=$(jq '.status.nodes | length' <<<"$st")
 sel=$(jq -r '.status.nodeSelector["nvl72.io/compute-domain"]' <<<"$st")

@@ -453,8 +453,9 @@ grep -q "^nvl72_rack_trays_ready{rack=\"$RACK\"} 18" <<<"$m" &&
 	grep -q "^nvl72_tray_ready{rack=\"$RACK\",tray=\"$RACK-t01\",node=\"$RACK-t01\"} 1" <<<"$m" &&
 	grep -q '^leader_election_master_status{name="nvl72-operator"} 1' <<<"$m" &&
 	grep -q '^controller_runtime_reconcile_total{controller="rack",result="success"}' <<<"$m" &&
-	grep -q "^nvl72_gpu_fabric_status_ok{rack=\"$RACK\"" <<<"$m"
-check "leader /metrics: rack, tray, GPU, election and reconcile families" $? \
+	grep -q "^nvl72_gpu_fabric_status_ok{rack=\"$RACK\"" <<<"$m" &&
+	(($(grep -cE "^nvl72_partition_phase\{rack=\"$RACK\",partition=\"$RACK-[ab]\",phase=\"[A-Za-z]+\"\} 1$" <<<"$m") == 2))
+check "leader /metrics: rack, tray, GPU, partition, election and reconcile families" $? \
 	"$(grep -E '^(nvl72_rack_trays_ready|leader_election)' <<<"$m" | tr '\n' ';')"
 m2=$(curl -fsS -m 5 "http://127.0.0.1:${METRICS[${leader}2]}/metrics")
 ! grep -q '^nvl72_rack_' <<<"$m2" && grep -q '^leader_election_master_status{name="nvl72-operator"} 0' <<<"$m2"

@@ -206,6 +206,15 @@ out=$(k apply -f "$work/part.yaml" 2>&1)
 check "kubectl apply a RackPartition of trays 1-4" $? "$out"
 wait_for 90 part_active tenant-a 1
 check "it becomes Active ($((SECONDS - t0))s)" $? "$(part_json tenant-a | jq -c .status | cut -c1-400)"
+# The phase as a state set on the operator's /metrics (the alerts'
+# NVL72PartitionStuck reads it).
+mport=$(grep -o 'metrics=[0-9]*' "$work/op.log" | tail -1 | cut -d= -f2)
+phase_series() { curl -fsS -m 5 "http://127.0.0.1:$mport/metrics" | grep "^nvl72_partition_phase{rack=\"$RACK\",partition=\"tenant-a\""; }
+m=$(phase_series)
+grep -qx "nvl72_partition_phase{rack=\"$RACK\",partition=\"tenant-a\",phase=\"Active\"} 1" <<<"$m" &&
+	(($(grep -c ' 0$' <<<"$m") == 7))
+check "/metrics: nvl72_partition_phase is 1 for Active and 0 for the seven other phases" $? \
+	"$(tr '\n' ' ' <<<"$m" | cut -c1-400)"
 st=$(part_json tenant-a)
 PCLIQUE=$(jq -r .status.cliqueID <<<"$st")
 bid=$(jq -r .status.backend.partitionId <<<"$st")
