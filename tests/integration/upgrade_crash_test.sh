@@ -11,7 +11,8 @@
 # Node cordoned, 1 canary + 4 waves) with no step performed twice: each
 # tray's installer ran once, the canary's validation ran once per tray, and
 # the status has no two Succeeded steps for the same action, wave and trays,
-# and the Rack's spec.matrix.stack ends on the target (RackStackSet).
+# and the Rack's spec.matrix.stack ends on the target (RackStackSet). Both
+# replicas serve the admission webhook behind one address throughout.
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
 # control plane. Prints `ok - …` / `not ok - …` and `N passed, M failed`.
@@ -26,15 +27,60 @@ LEASE=nvl72-operator
 
 upg_crds
 upg_nodes
-# Two replicas, no webhook: the approval is created by the admin.
+# Both replicas serve the admission webhook, behind one address as a
+# Service would put them: tests/integration/tcpfwd.py relays each connection
+# to a replica that accepts it. The configurations name that address, so
+# the Rack's spec.matrix.stack write at the end (RackStackSet) and the
+# approval's stamp go through whichever replica is alive.
+declare -A WPORT=([op-a]=$((wport + 1)) [op-b]=$((wport + 2)))
+python3 tests/integration/tcpfwd.py --port "$wport" --backend "${WPORT[op-a]}" \
+	--backend "${WPORT[op-b]}" --log "$work/fwd.log" 2>"$work/fwd.err" &
+opids[fwd]=$!
+cat >"$work/webhooks.yaml" <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: nvl72-upgrade-crash}
+webhooks:
+- name: stamp-approval.nvl72.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 10
+  clientConfig: {url: "https://127.0.0.1:$wport/mutate"}
+  rules:
+  - {apiGroups: [nvl72.io], apiVersions: [v1alpha1], operations: [CREATE], resources: [upgradeapprovals], scope: Cluster}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: nvl72-upgrade-crash}
+webhooks:
+- name: validate.nvl72.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 10
+  clientConfig: {url: "https://127.0.0.1:$wport/validate"}
+  rules:
+  - {apiGroups: [nvl72.io], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [compatibilitymatrices, racks, rackpartitions, rackupgrades], scope: "*"}
+YAML
+out=$(k apply -f "$work/webhooks.yaml" 2>&1)
+check "webhook configurations on one address (127.0.0.1:$wport) before both replicas" $? "$out"
 replica() { # replica NAME: (re)start one replica
-	op_start "$1" --webhook-bind-address=0 --identity="$1" --leader-elect \
+	op_start "$1" --webhook-bind-address="127.0.0.1:${WPORT[$1]}" \
+		--webhook-secret=nvl72-upgrade-crash-tls --webhook-configuration=nvl72-upgrade-crash \
+		--identity="$1" --leader-elect \
 		--leader-election-namespace="$NS" --leader-election-id="$LEASE" \
 		--leader-election-lease-duration=4s --leader-election-renew-deadline=3s \
 		--leader-election-retry-period=500ms
 }
 replica op-a
 replica op-b
+bundled() {
+	[[ -n $(k get mutatingwebhookconfiguration nvl72-upgrade-crash -o jsonpath='{.webhooks[0].clientConfig.caBundle}') &&
+		-n $(k get validatingwebhookconfiguration nvl72-upgrade-crash -o jsonpath='{.webhooks[0].clientConfig.caBundle}') ]]
+}
+wait_for 60 bundled
+check "the replicas share one webhook certificate and set both caBundles" $? "$(tail -3 "$work/op-a.log")"
 holder() { k -n "$NS" get lease "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 leader() { # the name of the replica holding the Lease, when it is alive
 	local h
@@ -175,5 +221,16 @@ sleep 3
 rv2=$(k get rackupgrade "$UP" -o jsonpath='{.metadata.resourceVersion}')
 [[ $rv1 == "$rv2" ]]
 check "a new leader writes nothing to the finished upgrade" $? "$rv1 -> $rv2"
+# Admission still answers with the leader killed a moment ago.
+kill_leader "before a last admission"
+out=$(k label rack "$RACK" --dry-run=server example.com/probe=1 2>&1)
+check "a Rack update is admitted right after the leader is killed (the other replica answers)" $? \
+	"$(one_line "$out")"
+na=$(grep -c " ${WPORT[op-a]}$" "$work/fwd.log")
+nb=$(grep -c " ${WPORT[op-b]}$" "$work/fwd.log")
+none=$(grep -c ' none$' "$work/fwd.log")
+echo "# webhook connections through the one address: op-a $na, op-b $nb, refused by both: $none"
+((na + nb > 0 && none == 0))
+check "every webhook connection reached a live replica" $? "op-a $na op-b $nb none $none"
 echo "# suite time $((SECONDS - t0_all))s"
 finish
