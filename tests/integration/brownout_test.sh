@@ -31,10 +31,9 @@ export KUBECONFIG
 rel=${NVL72_BUILD:-$PWD/build/rel}
 OPERATOR=$rel/bin/nvl72-operator
 NS=nvl72-system
-CDIR=$NVL72_CLUSTER_DIR
-pki=$CDIR/pki
 
 . "$(dirname "$0")/lib/tap.sh"
+. "$(dirname "$0")/lib/faultproxy.sh"
 
 [[ -x $OPERATOR ]] || { not_ok "operator binary" "$OPERATOR missing (run make)"; finish; }
 work=$(mktemp -d /tmp/nvl72-brownout.XXXXXX)
@@ -71,37 +70,7 @@ wh=$(free_port)
 out=$(tests/local-webhooks.sh "https://127.0.0.1:$wh" | k apply -f - 2>&1)
 check "webhook configurations naming 127.0.0.1:$wh" $? "$(one_line "$out")"
 
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$work/proxy.key" \
-	-out "$work/proxy.csr" -subj "/CN=nvl72-faultproxy" 2>/dev/null &&
-	openssl x509 -req -in "$work/proxy.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-		-CAserial "$work/ca.srl" -days 2 -out "$work/proxy.crt" \
-		-extfile <(printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n') 2>/dev/null
-check "a certificate for the fault proxy signed by the test CA" $? "openssl failed"
-echo pass >"$work/proxy.mode"
-python3 tests/integration/faultproxy.py --upstream "https://127.0.0.1:$(cat "$CDIR/apiserver-port")" \
-	--ca "$pki/ca.crt" --cert "$work/proxy.crt" --key "$work/proxy.key" --control "$work/proxy.mode" \
-	--log "$work/proxy.log" --port-file "$work/proxy.port" 2>"$work/proxy.err" &
-pids+=($!)
-wait_for 30 test -s "$work/proxy.port"
-check "the fault proxy listens on 127.0.0.1" $? "$(one_line "$(cat "$work/proxy.err")")"
-cat >"$work/proxied.kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: proxied
-  cluster:
-    server: https://127.0.0.1:$(cat "$work/proxy.port")
-    certificate-authority: $pki/ca.crt
-users:
-- name: admin-token
-  user:
-    tokenFile: $pki/admin.token
-contexts:
-- name: proxied
-  context: {cluster: proxied, user: admin-token}
-current-context: proxied
-KC
-chmod 600 "$work/proxied.kubeconfig"
+faultproxy_start ""
 # mode MODE...: switches the proxy and waits until it logged the switch.
 mode() {
 	local n

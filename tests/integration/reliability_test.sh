@@ -76,6 +76,7 @@ wait_for() {
 	done
 	return 1
 }
+. "$(dirname "$0")/lib/faultproxy.sh"
 ready_msg() { k get rack "$RACK" -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}'; }
 all_ready() { [[ $(ready_msg) == "18 of 18 trays ready"* ]]; }
 # The rack's status without times and generations: what "the same end" means.
@@ -156,38 +157,7 @@ check "(b) the rack converges to the same state after the relist" $? "$(ready_ms
 RA=2         # the Retry-After the proxy sends with each 429
 FAULT_S=10   # seconds of 429, then as many of 503
 SLACK=0.2    # seconds of leeway on Retry-After (clock reads, logging)
-pki=$CDIR/pki
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$work/proxy.key" \
-	-out "$work/proxy.csr" -subj "/CN=nvl72-faultproxy" 2>/dev/null &&
-	openssl x509 -req -in "$work/proxy.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
-		-CAserial "$work/ca.srl" -days 2 -out "$work/proxy.crt" \
-		-extfile <(printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n') 2>/dev/null
-check "(c) a certificate for the proxy signed by the test CA" $? "openssl failed"
-echo pass >"$work/proxy.mode"
-python3 tests/integration/faultproxy.py --upstream "https://127.0.0.1:$(cat "$CDIR/apiserver-port")" \
-	--ca "$pki/ca.crt" --cert "$work/proxy.crt" --key "$work/proxy.key" --control "$work/proxy.mode" \
-	--log "$work/proxy.log" --port-file "$work/proxy.port" 2>"$work/proxy.err" &
-pids+=($!)
-wait_for 30 test -s "$work/proxy.port"
-check "(c) the fault proxy listens on 127.0.0.1" $? "$(one_line "$(cat "$work/proxy.err")")"
-cat >"$work/proxied.kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters:
-- name: proxied
-  cluster:
-    server: https://127.0.0.1:$(cat "$work/proxy.port")
-    certificate-authority: $pki/ca.crt
-users:
-- name: admin-token
-  user:
-    tokenFile: $pki/admin.token
-contexts:
-- name: proxied
-  context: {cluster: proxied, user: admin-token}
-current-context: proxied
-KC
-chmod 600 "$work/proxied.kubeconfig"
+faultproxy_start "(c) "
 kill -TERM "$opid"
 wait "$opid" 2>/dev/null
 "$OPERATOR" --kubeconfig "$work/proxied.kubeconfig" --agent-lease-namespace "$NS" \

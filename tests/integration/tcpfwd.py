@@ -12,26 +12,14 @@ per connection goes to the log: `<monotonic s> <backend port|none>`.
 usage: tcpfwd.py --port PORT --backend PORT [--backend PORT ...] --log FILE
 """
 import argparse
+import os
 import socket
+import sys
 import threading
 import time
 
-
-def pipe(src, dst):
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
+from nsforward import pipe  # noqa: E402  (the same byte relay, one direction)
 
 
 def main():

@@ -36,34 +36,7 @@ declare -A WPORT=([op-a]=$((wport + 1)) [op-b]=$((wport + 2)))
 python3 tests/integration/tcpfwd.py --port "$wport" --backend "${WPORT[op-a]}" \
 	--backend "${WPORT[op-b]}" --log "$work/fwd.log" 2>"$work/fwd.err" &
 opids[fwd]=$!
-cat >"$work/webhooks.yaml" <<YAML
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata: {name: nvl72-upgrade-crash}
-webhooks:
-- name: stamp-approval.nvl72.io
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  timeoutSeconds: 10
-  clientConfig: {url: "https://127.0.0.1:$wport/mutate"}
-  rules:
-  - {apiGroups: [nvl72.io], apiVersions: [v1alpha1], operations: [CREATE], resources: [upgradeapprovals], scope: Cluster}
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: nvl72-upgrade-crash}
-webhooks:
-- name: validate.nvl72.io
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  timeoutSeconds: 10
-  clientConfig: {url: "https://127.0.0.1:$wport/validate"}
-  rules:
-  - {apiGroups: [nvl72.io], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [compatibilitymatrices, racks, rackpartitions, rackupgrades], scope: "*"}
-YAML
-out=$(k apply -f "$work/webhooks.yaml" 2>&1)
+out=$(upg_webhooks nvl72-upgrade-crash "https://127.0.0.1:$wport")
 check "webhook configurations on one address (127.0.0.1:$wport) before both replicas" $? "$out"
 replica() { # replica NAME: (re)start one replica
 	op_start "$1" --webhook-bind-address="127.0.0.1:${WPORT[$1]}" \
@@ -75,11 +48,7 @@ replica() { # replica NAME: (re)start one replica
 }
 replica op-a
 replica op-b
-bundled() {
-	[[ -n $(k get mutatingwebhookconfiguration nvl72-upgrade-crash -o jsonpath='{.webhooks[0].clientConfig.caBundle}') &&
-		-n $(k get validatingwebhookconfiguration nvl72-upgrade-crash -o jsonpath='{.webhooks[0].clientConfig.caBundle}') ]]
-}
-wait_for 60 bundled
+wait_for 60 upg_bundled nvl72-upgrade-crash
 check "the replicas share one webhook certificate and set both caBundles" $? "$(tail -3 "$work/op-a.log")"
 holder() { k -n "$NS" get lease "$LEASE" -o jsonpath='{.spec.holderIdentity}' 2>/dev/null; }
 leader() { # the name of the replica holding the Lease, when it is alive

@@ -44,34 +44,7 @@ k create namespace "$TENANT_NS" >/dev/null 2>&1
 
 # The webhook configurations of the chart, pointed at the operator on
 # loopback through clientConfig.url; the operator fills in caBundle.
-cat >"$work/webhooks.yaml" <<YAML
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata: {name: nvl72-upgrade-e2e}
-webhooks:
-- name: stamp-approval.nvl72.io
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  timeoutSeconds: 10
-  clientConfig: {url: "https://127.0.0.1:$wport/mutate"}
-  rules:
-  - {apiGroups: [nvl72.io], apiVersions: [v1alpha1], operations: [CREATE], resources: [upgradeapprovals], scope: Cluster}
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: nvl72-upgrade-e2e}
-webhooks:
-- name: validate.nvl72.io
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  timeoutSeconds: 10
-  clientConfig: {url: "https://127.0.0.1:$wport/validate"}
-  rules:
-  - {apiGroups: [nvl72.io], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [compatibilitymatrices, racks, rackpartitions, rackupgrades], scope: "*"}
-YAML
-out=$(k apply -f "$work/webhooks.yaml" 2>&1)
+out=$(upg_webhooks nvl72-upgrade-e2e "https://127.0.0.1:$wport")
 check "webhook configurations on 127.0.0.1:$wport" $? "$out"
 
 upg_nodes
@@ -79,11 +52,7 @@ upg_sim
 op_start op --webhook-bind-address="127.0.0.1:$wport" \
 	--webhook-secret=nvl72-upgrade-e2e-tls --webhook-configuration=nvl72-upgrade-e2e \
 	--oob-backend sim --oob-sim-root "$rack" --oob-sim-delay 1s
-bundled() {
-	[[ -n $(k get mutatingwebhookconfiguration nvl72-upgrade-e2e -o jsonpath='{.webhooks[0].clientConfig.caBundle}') &&
-		-n $(k get validatingwebhookconfiguration nvl72-upgrade-e2e -o jsonpath='{.webhooks[0].clientConfig.caBundle}') ]]
-}
-wait_for 60 bundled
+wait_for 60 upg_bundled nvl72-upgrade-e2e
 check "the operator serves its webhook and set both caBundles" $? "$(tail -5 "$work/op.log")"
 
 # The matrix and the Rack go through the webhook; the workload layer's

@@ -108,6 +108,45 @@ upg_crds() {
 	k create namespace "$NS" >/dev/null 2>&1
 }
 
+# upg_webhooks NAME BASE_URL: the chart's two admission webhook
+# configurations under NAME, pointed at BASE_URL through clientConfig.url
+# (the operator given --webhook-configuration=NAME fills in caBundle), and
+# applied; upg_bundled NAME: both caBundles are set.
+upg_webhooks() {
+	cat >"$work/webhooks.yaml" <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: $1}
+webhooks:
+- name: stamp-approval.nvl72.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 10
+  clientConfig: {url: "$2/mutate"}
+  rules:
+  - {apiGroups: [nvl72.io], apiVersions: [v1alpha1], operations: [CREATE], resources: [upgradeapprovals], scope: Cluster}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: $1}
+webhooks:
+- name: validate.nvl72.io
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  timeoutSeconds: 10
+  clientConfig: {url: "$2/validate"}
+  rules:
+  - {apiGroups: [nvl72.io], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [compatibilitymatrices, racks, rackpartitions, rackupgrades], scope: "*"}
+YAML
+	k apply -f "$work/webhooks.yaml" 2>&1
+}
+upg_bundled() {
+	[[ -n $(k get mutatingwebhookconfiguration "$1" -o jsonpath='{.webhooks[0].clientConfig.caBundle}') &&
+		-n $(k get validatingwebhookconfiguration "$1" -o jsonpath='{.webhooks[0].clientConfig.caBundle}') ]]
+}
+
 upg_nodes() { # 18 Node objects, Ready, with the trays' loopback addresses
 	local rc=0 i now
 	for i in $(seq 1 18); do
