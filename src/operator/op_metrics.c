@@ -307,11 +307,12 @@ static void upgrade_series(struct op *op, int64_t now)
 	json_decref(ups);
 }
 
-/* RackPartitions and ComputeDomains, from their caches. */
-static void partition_series(struct op *op)
+/* RackPartitions (the list collect() read for the trays) and
+ * ComputeDomains, from their caches. */
+static void partition_series(struct op *op, const json_t *parts)
 {
 	struct op_domain_metrics *m = &op->dm;
-	json_t *parts = kube_informer_list(op->partitions), *ds, *o;
+	json_t *ds, *o;
 	const char *phases[8];
 	size_t i;
 	for (unsigned k = 0; k < 8; k++)
@@ -321,7 +322,6 @@ static void partition_series(struct op *op)
 		(void)metrics_gauge_set_state(m->partition_phase, pl, phases, 8,
 		                              jx_str_or(o, "status.phase", "Pending"));
 	}
-	json_decref(parts);
 	ds = kube_informer_list(op->domains);
 	json_array_foreach(ds, i, o) {
 		const char *dl[] = {kube_obj_namespace(o), kube_obj_name(o),
@@ -401,7 +401,7 @@ static void collect(void *arg)
 		json_array_foreach(trays, i, o)
 			tray_series(op, o, parts, now);
 		upgrade_series(op, now);
-		partition_series(op);
+		partition_series(op, parts);
 		json_decref(racks);
 		json_decref(trays);
 		json_decref(parts);
