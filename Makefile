@@ -215,7 +215,7 @@ help:
 	@echo "make demo       a control plane, one simulated rack with its agents, two operators"
 	@echo "make demo MODE=helm  the same rack on a real node, from the images and the chart (root)"
 	@echo "make unit       unit tests; make asan: tests and binaries under ASan+UBSan"
-	@echo "make lint       layer order, format, banned calls and cppcheck (docs/internals/checks.md)"
+	@echo "make lint       layer order, format, banned calls, late shell statuses and cppcheck (docs/internals/checks.md)"
 	@echo "make fuzz       every fuzz target for FUZZ_SECONDS (default 120) each"
 	@echo "make bench      benchmarks; results in bench/results/"
 	@echo "make soak       the reliability suite repeated for SOAK_SECONDS (default 600)"

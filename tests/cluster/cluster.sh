@@ -25,6 +25,7 @@ mkdir -p "$registry"
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
+. "$here/ports.sh"
 
 # A PID counts as ours only while it still runs one of our binaries, so a
 # recycled PID is never killed.
@@ -97,26 +98,6 @@ reap() {
 			rm -f "$entry"
 		fi
 	done
-}
-
-# A free TCP port on 127.0.0.1, below the kernel's ephemeral range so an
-# outgoing connection can never be holding it, and with no socket of any
-# state (listening, connected, TIME_WAIT) bound to it right now.
-free_port() {
-	local p low
-	read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
-	((low > 12000)) || low=32768
-	for _ in $(seq 200); do
-		p=$((10000 + RANDOM % (low - 10000)))
-		if command -v ss >/dev/null; then
-			[[ -z $(ss -Htan "( sport = :$p )" 2>/dev/null) ]] || continue
-		fi
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-	die "no free port found"
 }
 
 pki() {
@@ -255,7 +236,8 @@ start() {
 
 	local attempt
 	for attempt in 1 2 3; do
-		ec=$(free_port) ep=$(free_port) ap=$(free_port)
+		ec=$(free_port 3) || die "no free ports"
+		ep=$((ec + 1)) ap=$((ec + 2))
 		setsid "$bin/etcd" --name=default --data-dir="$dir/etcd" \
 			--listen-client-urls="http://127.0.0.1:$ec" --advertise-client-urls="http://127.0.0.1:$ec" \
 			--listen-peer-urls="http://127.0.0.1:$ep" --initial-advertise-peer-urls="http://127.0.0.1:$ep" \

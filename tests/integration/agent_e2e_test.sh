@@ -78,7 +78,8 @@ trap 'exit 130' INT TERM
 
 # Loopback addresses and ports of this run; another run picks others.
 ipbase=$((20 + ($$ % 8) * 25))
-port=$((43000 + ($$ % 500) * 4))
+. tests/cluster/ports.sh
+port=$(free_port 3)
 mport=$((port + 2))
 ns=nvl72-system
 ip() { echo "127.0.0.$((ipbase + $1))"; }

@@ -51,14 +51,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-	local p
-	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 20000))
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
-	done
-	return 1
-}
+. tests/cluster/ports.sh
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 
 # ---------------------------------------------------------------- set-up ---

@@ -57,16 +57,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 one_line() { tr -s ' \t\n' ' ' <<<"$1" | cut -c1-400; }
 
-# free_port: a loopback port nothing listens on and no replica was given.
-free_port() {
-	local p
-	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 20000))
-		[[ " ${PORT[*]} " == *" $p "* ]] && continue
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
-	done
-	return 1
-}
+. tests/cluster/ports.sh
 
 # served PORT: the SHA-256 fingerprint of the certificate a new TLS
 # connection to PORT is served.
@@ -95,7 +86,7 @@ bundles_current() {
 start_op() {
 	local name=$1 lease=$2
 	shift 2
-	[[ -n ${PORT[$name]:-} ]] || PORT[$name]=$(free_port) || return 1
+	[[ -n ${PORT[$name]:-} ]] || PORT[$name]=$(free_port 1 "${PORT[@]}") || return 1
 	POD_NAMESPACE=$NS "$OPERATOR" --leader-elect --identity="op-$name" --leader-election-id="$lease" \
 		--leader-election-namespace="$NS" --metrics-bind-address=0 --health-probe-bind-address=0 \
 		--dashboard-bind-address=0 --webhook-bind-address="127.0.0.1:${PORT[$name]}" \
@@ -112,7 +103,7 @@ out=$(k apply -f crds/ 2>&1) && out=$(k wait --for=condition=Established --timeo
 check "crds/, the sample matrix and the namespace" $? "$out"
 # The chart's empty Secret, and its configurations pointing at replica a
 # (clientConfig.url; no Service routes to host processes).
-PORT[a]=$(free_port)
+PORT[a]=$(free_port 1 "${PORT[@]}")
 out=$(k -n "$NS" create secret generic "$SECRET" 2>&1) &&
 	out=$(tests/local-webhooks.sh "https://127.0.0.1:${PORT[a]}" | k apply -f - 2>&1)
 check "the empty webhook Secret and both configurations (url: replica a)" $? "$(one_line "$out")"

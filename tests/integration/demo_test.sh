@@ -13,7 +13,8 @@ ok() { echo "ok - $1"; pass=$((pass + 1)); }
 nok() { echo "not ok - $1: $2"; fail=$((fail + 1)); }
 
 work=$(mktemp -d /tmp/nvl72-demo.XXXXXX)
-port=$((12000 + RANDOM % 8000))
+. tests/cluster/ports.sh
+port=$(free_port 3)
 log=$work/demo.log
 DEMO_DIR=$work/demo DEMO_DASHBOARD_PORT=$port DEMO_WEBHOOK_PORT=$((port + 2)) DEMO_SECONDS=600 setsid tests/demo.sh >"$log" 2>&1 &
 demo=$!

@@ -90,18 +90,9 @@ out=$(k apply -f deploy/samples/compatibilitymatrix-gb300.yaml 2>&1)
 check "apply the sample matrix" $? "$(one_line "$out")"
 k create namespace "$NS" >/dev/null 2>&1
 
-# free_port [NOT]: a loopback port nothing listens on (and not NOT).
-free_port() {
-	local p
-	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 20000))
-		[[ $p == "${1:-}" ]] && continue
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return 0; }
-	done
-	return 1
-}
+. tests/cluster/ports.sh
 declare -A WH
-WH[a]=$(free_port) && WH[b]=$(free_port "${WH[a]}")
+WH[a]=$(free_port) && WH[b]=$(free_port 1 "${WH[a]}")
 # The viewer token of the cluster harness (user viewer, group nvl72:viewers)
 # is bound to the chart's nvl72-approver ClusterRole: a tenant window owner.
 out=$(tests/local-webhooks.sh "https://127.0.0.1:${WH[a]}" --approver viewer | k apply -f - 2>&1)
@@ -385,7 +376,8 @@ all_cordoned() {
 		[[ $(jq --arg m "rack/$RACK" '[.items[] | select(.metadata.annotations["nvl72.io/cordoned-by"] == $m)] | length' <<<"$j") == 17 ]]
 }
 wait_for 30 all_cordoned
-check "3 trays down, threshold 2: every Node cordoned, 17 marked as ours ($(elapsed "$t_down" "$(now_s)") s)" $? \
+rc=$? # before the name's command substitutions, which set $? anew
+check "3 trays down, threshold 2: every Node cordoned, 17 marked as ours ($(elapsed "$t_down" "$(now_s)") s)" $rc \
 	"$(k get nodes -l "nvl72.io/rack=$RACK" -o custom-columns=N:.metadata.name,U:.spec.unschedulable --no-headers | tr -s ' \n' ' ')"
 msg=$(k get rack "$RACK" -o jsonpath='{.status.conditions[?(@.type=="Degraded")].message}')
 rack_is Degraded True && [[ $msg == *"t03 TrayNotReady"* && $msg == *"t11 HeartbeatStale"* && $msg == *"t15 NodeCordoned"* ]]

@@ -76,7 +76,8 @@ trap 'exit 130' INT TERM
 
 # Loopback addresses of this run; another run picks others.
 ipbase=$((20 + ($$ % 8) * 25))
-mport=$((44000 + ($$ % 500) * 4))
+. tests/cluster/ports.sh
+mport=$(free_port 3)
 nport=$((mport + 2)) # the NMX-M stand-in, on 127.0.0.1
 ip() { echo "127.0.0.$((ipbase + 10#$1))"; }
 tray() { printf '%s/tray-%02d' "$rack" "$((10#$1))"; }

@@ -97,7 +97,8 @@ k apply -f crds/ >/dev/null && k wait --for=condition=Established --timeout=60s 
 "$LOADGEN" agents --kubeconfig "$KUBECONFIG" --racks 1 --lease-namespace "$NS" --heartbeat 5 \
 	--duration 900 >"$work/loadgen.out" 2>&1 &
 pids+=($!)
-probe=$((20000 + RANDOM % 10000))
+. tests/cluster/ports.sh
+probe=$(free_port)
 "$OPERATOR" --kubeconfig "$KUBECONFIG" --agent-lease-namespace "$NS" --tray-heartbeat-timeout 1m \
 	--metrics-bind-address 0 --dashboard-bind-address 0 --webhook-bind-address 0 \
 	--health-probe-bind-address "127.0.0.1:$probe" >"$work/operator.log" 2>&1 &

@@ -126,7 +126,8 @@ CURL_CA_BUNDLE=/dev/null SSL_CERT_FILE=$work/other-ca.crt NVL72_INSECURE=1 \
 	start_refused "environment variables do not weaken verification (wrong CA still refused)" \
 	"$work/wrong-ca.kubeconfig" 'certificate|SSL|TLS|verify'
 kc "$server" "    insecure-skip-tls-verify: true" "    token: $admin_token" >"$work/insecure.kubeconfig"
-port=$((20000 + RANDOM % 10000))
+. tests/cluster/ports.sh
+port=$(free_port)
 POD_NAMESPACE=$NS timeout 60 "$BIN/nvl72-operator" --kubeconfig "$work/insecure.kubeconfig" \
 	--metrics-bind-address 0 --dashboard-bind-address 0 --webhook-bind-address 0 \
 	--health-probe-bind-address "127.0.0.1:$port" >"$work/insecure.log" 2>&1 &

@@ -48,7 +48,8 @@ trap 'exit 130' INT TERM
 
 # Loopback addresses and ports of this run; other runs pick other ones.
 ipbase=$((20 + ($$ % 8) * 25))
-port=$((41000 + ($$ % 500) * 4))
+. tests/cluster/ports.sh
+port=$(free_port 4)
 cport=$((port + 1))
 ip() { echo "127.0.0.$((ipbase + $1))"; }
 tray() { printf '%s/tray-%02d' "$rack" "$1"; }

@@ -59,7 +59,8 @@ leader() { # the name of the replica holding the Lease, when it is alive
 }
 has_leader() { [[ -n $(leader) ]]; }
 wait_for 60 has_leader
-check "one of two replicas holds the leader Lease ($(leader))" $? "$(holder)"
+rc=$? # before $(leader) sets $? anew
+check "one of two replicas holds the leader Lease ($(leader))" $rc "$(holder)"
 # The admin approves: every window owner is its group (upg_rack).
 upg_rack
 upg_agents

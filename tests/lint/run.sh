@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The project's checks of its own source (docs/internals/checks.md): layer
-# order, format, banned calls and static analysis. Each check prints its
+# order, format, banned calls, shell statuses read too late and static
+# analysis. Each check prints its
 # findings as file:line; this runner makes one ok/not ok line of each, keeps
 # the whole output in $BUILD/lint/CHECK.log and writes the stage's summary,
 # which `make check` adds to its total. Exit status 1 when a check failed.
@@ -10,7 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=${BUILD:-build}
-all=(layers format banned cppcheck)
+all=(layers format banned status cppcheck)
 checks=("$@")
 ((${#checks[@]})) || checks=("${all[@]}")
 shown=40
@@ -21,6 +22,7 @@ for c in "${checks[@]}"; do
 	layers) cmd=(python3 tests/lint/layers.py) what="includes follow the layer order" ;;
 	format) cmd=(tests/lint/format.sh) what="sources are as .clang-format writes them" ;;
 	banned) cmd=(python3 tests/lint/banned.py) what="no banned call in src/ and include/" ;;
+	status) cmd=(python3 tests/lint/status.py) what="no test script reads \$? after a command substitution" ;;
 	cppcheck) cmd=(tests/lint/cppcheck.sh) what="cppcheck finds nothing in src/" ;;
 	*)
 		echo "lint: no check named $c (${all[*]})"

@@ -22,6 +22,8 @@ LEASE_S=15 RETRY_S=2
 # puts it on a Node with an NVIDIA PCI device; here the suite does.
 TRAY_LABEL=feature.node.kubernetes.io/pci-10de.present
 state=$NVL72_CLUSTER_DIR/node/state
+. "$(dirname "${BASH_SOURCE[0]}")/../../cluster/ports.sh"
+helm_mport=$(free_port) # the host-run agents' metrics, on each tray's address
 node_net=${NVL72_NODE_IP%.*}
 hostif=$(sed -n 's/^HOSTIF=//p' "$state" | tail -1)
 init=$(sed -n 's/^INIT=//p' "$state" | tail -1)
@@ -85,7 +87,7 @@ helm_env_nodes() {
 		--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
 		--manage-nodes-with-label-selector= --manage-single-node= \
 		--cidr=10.244.0.0/16 --node-lease-duration-seconds=40 \
-		--server-address="127.0.0.1:$((20000 + $$ % 10000))" >"$work/kwok.log" 2>&1 &
+		--server-address="127.0.0.1:$(free_port)" >"$work/kwok.log" 2>&1 &
 	kwok=$!
 	return $rc
 }
@@ -140,7 +142,7 @@ helm_env_start_agent() {
 		--modprobe "$sim/bin/modprobe" --modinfo "$sim/bin/modinfo" \
 		--imex-bin "$sim/bin/nvidia-imex" --imex-ctl "$sim/bin/nvidia-imex-ctl" \
 		--tool-timeout 1s --resync-period 3s --heartbeat-period 2s \
-		--lease-duration 10s --metrics-bind-address "$(addr_of "$t"):$((44000 + $$ % 500 * 4))" \
+		--lease-duration 10s --metrics-bind-address "$(addr_of "$t"):$helm_mport" \
 		>>"$work/agent-$t.log" 2>&1 &
 	apid[$t]=$!
 }

@@ -72,8 +72,12 @@ trap 'exit 130' INT TERM
 # takes one of 8 slots of 25 addresses from 127.0.0.20 (ip_slot N: the slot N
 # places after this run's own).
 ip_slot() { echo $((20 + (($$ + ${1:-0}) % 8) * 25)); }
-mport=$((44000 + ($$ % 500) * 4))
-wport=$((46000 + ($$ % 500) * 4))
+# Ports from tests/cluster/ports.sh: an agent's metrics on each tray's
+# address; the webhook and two more beside it (upgrade_crash's replicas,
+# upgrade_drain's kwok).
+. "$(dirname "${BASH_SOURCE[0]}")/../../cluster/ports.sh"
+mport=$(free_port)
+wport=$(free_port 3 "$mport")
 
 # rack_add NAME IPBASE CLUSTER CHASSIS: a rack of this run, its simulator in
 # its own folder, its trays on 127.0.0.(IPBASE+index), its GPUs in fabric
