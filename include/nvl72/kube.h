@@ -107,6 +107,15 @@ struct kube_client_opts {
 	int64_t token_file_ttl_ms;  /* token file cache, default 50000 */
 	int64_t backoff_base_ms;    /* first retry wait, default 200 */
 	int64_t backoff_max_ms;     /* cap, default 10000 */
+	/* Liveness of the shared HTTP/2 connection: with transfers in flight
+	 * and nothing read for read_idle_ms (default 30000, as client-go's
+	 * HTTP/2 read-idle timeout; negative: off), a GET /version rides the
+	 * same connection; without an answer in probe_timeout_ms (default
+	 * 15000, client-go's ping timeout) the connection is dropped, the
+	 * transfers on it fail as timed out and are retried or resumed on a
+	 * new one. */
+	int64_t read_idle_ms;
+	int64_t probe_timeout_ms;
 };
 
 /* Takes ownership of cfg on every path. Starts the transport thread; the
@@ -123,6 +132,8 @@ struct kube_client_stats {
 	uint64_t connections;   /* new connections opened for them */
 	uint64_t http2;         /* exchanges that ran over HTTP/2 */
 	uint64_t stream_pauses; /* watch streams paused for a slow consumer */
+	uint64_t probes;        /* liveness probes sent after a silence */
+	uint64_t redials;       /* connections dropped for an unanswered probe */
 };
 void kube_client_stats(struct kube_client *c, struct kube_client_stats *out);
 const char *kube_client_namespace(const struct kube_client *c);

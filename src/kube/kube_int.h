@@ -153,9 +153,22 @@ struct kube_transport {
 	struct kube_xfer *pending;
 	struct kube_xfer *active;
 	struct kube_client_stats stats;
+	/* Liveness of the connection (see kube_transport_liveness). */
+	int64_t read_idle_ms;     /* nothing read this long: probe; 0 off */
+	int64_t probe_timeout_ms; /* a probe unanswered this long: redial */
+	char *probe_url;          /* GET of the server's /version */
+	int64_t last_rx_ms;       /* monotonic, of the last byte read */
+	struct kube_xfer *probe;  /* in flight, or NULL */
 };
 
 enum nv_err kube_transport_init(struct kube_transport *t);
+/* Turns on the liveness check before the first transfer: after read_idle_ms
+ * with transfers in flight and not a byte read, a GET of probe_url rides the
+ * connection they share; unanswered within probe_timeout_ms, every transfer
+ * in flight ends with CURLE_OPERATION_TIMEDOUT and the connections are
+ * closed, so retries and resumed watches dial anew. */
+void kube_transport_liveness(struct kube_transport *t, int64_t read_idle_ms,
+                             int64_t probe_timeout_ms, const char *probe_url);
 void kube_transport_clear(struct kube_transport *t);
 /* x->easy is set up by the caller; the transport adds its callbacks. */
 struct kube_xfer *kube_xfer_new(size_t max_body, bool streaming);

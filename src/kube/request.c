@@ -85,6 +85,10 @@ enum nv_err kube_client_new(struct kube_config *cfg, const struct kube_client_op
 		c->o.backoff_base_ms = 200;
 	if (c->o.backoff_max_ms <= 0)
 		c->o.backoff_max_ms = 10000;
+	if (c->o.read_idle_ms == 0)
+		c->o.read_idle_ms = 30000;
+	if (c->o.probe_timeout_ms <= 0)
+		c->o.probe_timeout_ms = 15000;
 	snprintf(c->user_agent, sizeof(c->user_agent), "%s/%s", c->o.component, NVL72_VERSION);
 	kube_auth_init(&c->auth, cfg, c->o.token_file_ttl_ms);
 	rc = client_urls(c, st);
@@ -97,6 +101,11 @@ enum nv_err kube_client_new(struct kube_config *cfg, const struct kube_client_op
 		kube_status_set(st, 0, "", "cannot start the transport thread");
 		kube_client_free(c);
 		return rc;
+	}
+	if (c->o.read_idle_ms > 0) {
+		char *probe = xasprintf("%s/version", c->base_url);
+		kube_transport_liveness(&c->tr, c->o.read_idle_ms, c->o.probe_timeout_ms, probe);
+		free(probe);
 	}
 	*out = c;
 	return NV_OK;

@@ -2,12 +2,23 @@
 // The shared transport: one curl multi handle, driven by one thread, that
 // multiplexes every request and watch of a client over reused HTTP/2
 // connections. Callers hand it prepared transfers and wait on a condition.
+//
+// A connection that silently stops delivering (a middlebox that lost the
+// flow, a peer gone without a reset) holds every transfer on it: TCP
+// keepalive sees nothing wrong while something still ACKs, a request's
+// timeout only moves its retry onto the same connection, and curl closes a
+// multiplexed connection for no single stream's timeout. So the transport
+// checks liveness itself, as client-go's HTTP/2 transport does with a PING
+// after 30 s of read silence and a close after 15 s without the ack: a
+// small GET rides the same connection, and when it is not answered either,
+// every transfer ends and the connection pool is dropped.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "kube_int.h"
+#include "nvl72/timeutil.h"
 
 /* A watch's undelivered bytes: pause the stream above the high mark and
  * resume it once the consumer has drained it below the low mark. */
@@ -21,6 +32,7 @@ static size_t xf_write(char *ptr, size_t size, size_t nmemb, void *ud)
 	size_t n = size * nmemb;
 	size_t ret = n;
 
+	x->t->last_rx_ms = time_mono_ms(); /* only the transport thread runs this */
 	if (!x->streaming) {
 		if (buf_append(&x->resp, ptr, n) != NV_OK) {
 			x->too_large = true;
@@ -67,6 +79,7 @@ static size_t xf_header(char *line, size_t size, size_t nmemb, void *ud)
 	const char *v = NULL;
 	int64_t secs;
 
+	x->t->last_rx_ms = time_mono_ms();
 	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
 		const char *sp = memchr(line, ' ', n);
 		int64_t code = 0;
@@ -92,15 +105,11 @@ static size_t xf_header(char *line, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-struct kube_xfer *kube_xfer_new(size_t max_body, bool streaming)
+static struct kube_xfer *xf_alloc(CURL *easy, size_t max_body, bool streaming)
 {
 	struct kube_xfer *x = xcalloc(1, sizeof(*x));
 
-	x->easy = curl_easy_init();
-	if (x->easy == NULL) {
-		log_error("kube", "curl_easy_init failed; out of memory", NULL);
-		abort();
-	}
+	x->easy = easy;
 	// Any response may carry a secret (a TokenReview echoes its token, a
 	// Secret read its data): the buffer leaves no copy behind.
 	buf_init_secret(&x->resp, streaming ? STREAM_MAX : max_body);
@@ -114,6 +123,17 @@ struct kube_xfer *kube_xfer_new(size_t max_body, bool streaming)
 	curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
 	curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
 	return x;
+}
+
+struct kube_xfer *kube_xfer_new(size_t max_body, bool streaming)
+{
+	CURL *easy = curl_easy_init();
+
+	if (easy == NULL) {
+		log_error("kube", "curl_easy_init failed; out of memory", NULL);
+		abort();
+	}
+	return xf_alloc(easy, max_body, streaming);
 }
 
 void kube_xfer_free(struct kube_xfer *x)
@@ -196,6 +216,108 @@ static void tr_adopt(struct kube_transport *t)
 	pthread_mutex_lock(&t->mu);
 }
 
+/* The probe: a copy of a transfer in flight (the same TLS settings, so curl
+ * puts it on the same connection) that GETs probe_url with no credentials.
+ * Any answer, a 401 included, proves the connection alive. mu held. */
+static void tr_probe_start(struct kube_transport *t, struct kube_xfer *from)
+{
+	CURL *e = curl_easy_duphandle(from->easy);
+	struct kube_xfer *x;
+
+	if (e == NULL)
+		return;
+	x = xf_alloc(e, 4096, false);
+	x->t = t;
+	curl_easy_setopt(e, CURLOPT_URL, t->probe_url);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDS, NULL);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)-1);
+	curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+	curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, NULL);
+	x->hdrs = curl_slist_append(NULL, "Accept: application/json");
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->hdrs); /* never the token */
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 0L);
+	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 0L);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)t->probe_timeout_ms);
+	/* Not waiting to learn whether the connection multiplexes: an HTTP/2
+	 * one, known since its TLS handshake, takes the probe; over HTTP/1.1
+	 * it goes on a connection of its own and proves only the server. */
+	curl_easy_setopt(e, CURLOPT_PIPEWAIT, 0L);
+	x->state = XF_RUNNING;
+	x->next = t->active;
+	t->active = x;
+	curl_multi_add_handle(t->multi, e);
+	t->probe = x;
+	t->stats.probes++;
+	log_debug("kube", "apiserver connection silent; probing it", "url=%s timeout_ms=%lld",
+	          t->probe_url, (long long)t->probe_timeout_ms);
+}
+
+static CURLM *tr_multi_new(void)
+{
+	CURLM *m = curl_multi_init();
+
+	if (m != NULL) {
+		curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+		curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, 25L);
+	}
+	return m;
+}
+
+/* Ends every transfer in flight as timed out and closes the connections
+ * (curl_multi_cleanup of the pool, a new pool in its place); the callers'
+ * retries and resumed watches dial anew. mu held: every other use of
+ * t->multi is under mu. */
+static void tr_redial(struct kube_transport *t, int64_t silent_ms)
+{
+	CURLM *fresh = tr_multi_new();
+	int n = 0;
+
+	if (fresh == NULL)
+		return; /* out of memory: the next silence tries again */
+	while (t->active != NULL) {
+		struct kube_xfer *x = t->active;
+		snprintf(x->errbuf, sizeof(x->errbuf),
+		         "the apiserver connection went silent (nothing read for %lld ms, a probe "
+		         "unanswered); dropped it",
+		         (long long)silent_ms);
+		tr_finish(t, x, CURLE_OPERATION_TIMEDOUT);
+		n++;
+	}
+	curl_multi_cleanup(t->multi);
+	t->multi = fresh;
+	t->stats.redials++;
+	log_warn("kube", "apiserver connection silent; dropped it and dialing anew",
+	         "silent_ms=%lld probe_timeout_ms=%lld transfers_ended=%d", (long long)silent_ms,
+	         (long long)t->probe_timeout_ms, n);
+}
+
+/* One turn of the liveness check; mu held. */
+static void tr_liveness(struct kube_transport *t)
+{
+	int64_t now = time_mono_ms();
+	struct kube_xfer *p = t->probe;
+
+	if (t->read_idle_ms <= 0 || t->probe_url == NULL)
+		return;
+	if (p != NULL) {
+		if (p->state != XF_DONE)
+			return;
+		t->probe = NULL;
+		if (p->http_code == 0 && p->hdr_code == 0)
+			tr_redial(t, now - t->last_rx_ms);
+		kube_xfer_free(p);
+		return;
+	}
+	/* Silence counts from the last byte read or, when nothing was in
+	 * flight, from the moment something was again. */
+	if (t->active == NULL) {
+		t->last_rx_ms = now;
+		return;
+	}
+	if (now - t->last_rx_ms >= t->read_idle_ms)
+		tr_probe_start(t, t->active);
+}
+
 static void *tr_main(void *arg)
 {
 	struct kube_transport *t = arg;
@@ -205,6 +327,7 @@ static void *tr_main(void *arg)
 	pthread_mutex_lock(&t->mu);
 	while (!t->stopping) {
 		tr_adopt(t);
+		tr_liveness(t);
 		pthread_mutex_unlock(&t->mu);
 		curl_multi_perform(t->multi, &running);
 		while ((m = curl_multi_info_read(t->multi, &left)) != NULL) {
@@ -239,11 +362,10 @@ enum nv_err kube_transport_init(struct kube_transport *t)
 {
 	memset(t, 0, sizeof(*t));
 	pthread_mutex_init(&t->mu, NULL);
-	t->multi = curl_multi_init();
+	t->multi = tr_multi_new();
 	if (t->multi == NULL)
 		return NV_E_INTERNAL;
-	curl_multi_setopt(t->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
-	curl_multi_setopt(t->multi, CURLMOPT_MAXCONNECTS, 25L);
+	t->last_rx_ms = time_mono_ms();
 	if (pthread_create(&t->thread, NULL, tr_main, t) != 0) {
 		curl_multi_cleanup(t->multi);
 		return NV_E_INTERNAL;
@@ -257,12 +379,16 @@ void kube_transport_clear(struct kube_transport *t)
 	if (t->started) {
 		pthread_mutex_lock(&t->mu);
 		t->stopping = true;
-		pthread_mutex_unlock(&t->mu);
 		curl_multi_wakeup(t->multi);
+		pthread_mutex_unlock(&t->mu);
 		pthread_join(t->thread, NULL);
 	}
+	kube_xfer_free(t->probe);
+	t->probe = NULL;
 	if (t->multi != NULL)
 		curl_multi_cleanup(t->multi);
+	free(t->probe_url);
+	t->probe_url = NULL;
 	pthread_mutex_destroy(&t->mu);
 	t->started = false;
 }
@@ -282,8 +408,19 @@ void kube_xfer_submit(struct kube_transport *t, struct kube_xfer *x)
 		x->next = NULL;
 		*pp = x;
 	}
+	curl_multi_wakeup(t->multi); /* under mu: tr_redial replaces the handle */
 	pthread_mutex_unlock(&t->mu);
-	curl_multi_wakeup(t->multi);
+}
+
+void kube_transport_liveness(struct kube_transport *t, int64_t read_idle_ms,
+                             int64_t probe_timeout_ms, const char *probe_url)
+{
+	pthread_mutex_lock(&t->mu);
+	t->read_idle_ms = read_idle_ms;
+	t->probe_timeout_ms = probe_timeout_ms;
+	free(t->probe_url);
+	t->probe_url = probe_url != NULL ? xstrdup(probe_url) : NULL;
+	pthread_mutex_unlock(&t->mu);
 }
 
 /* mu held. */

@@ -393,6 +393,137 @@ static void test_kube_watch_backpressure(void **state)
 	unlink(path);
 }
 
+/* A server that reads every request and answers none (a connection gone
+ * silent), except, when answer_probe, the liveness probe's GET /version. */
+struct hush {
+	int lfd, port, nfds, fds[8];
+	bool answer_probe;
+	char reqs[8][256]; /* request line and Authorization presence */
+	pthread_mutex_t mu;
+	pthread_t thread;
+};
+
+static void *hush_serve(void *arg)
+{
+	struct hush *h = arg;
+	char req[4096];
+	for (;;) {
+		int fd = accept(h->lfd, NULL, NULL);
+		if (fd < 0)
+			break;
+		read_request(fd, req, sizeof(req));
+		pthread_mutex_lock(&h->mu);
+		if (h->nfds < 8) {
+			char *eol = strstr(req, "\r\n");
+			snprintf(h->reqs[h->nfds], sizeof(h->reqs[0]), "%.*s auth=%d",
+			         eol ? (int)(eol - req) : 0, req,
+			         strcasestr(req, "Authorization:") != NULL);
+			h->fds[h->nfds++] = fd;
+		} else {
+			close(fd);
+		}
+		pthread_mutex_unlock(&h->mu);
+		if (h->answer_probe && strncmp(req, "GET /version ", 13) == 0) {
+			static const char ans[] =
+			        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+			        "Content-Length: 2\r\n\r\n{}";
+			assert_true(write(fd, ans, sizeof(ans) - 1) == (ssize_t)(sizeof(ans) - 1));
+		}
+	}
+	return NULL;
+}
+
+static struct kube_client *hush_start(struct hush *h, bool answer_probe, int64_t timeout_ms)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sa);
+	char text[512];
+	struct kube_config *cfg = NULL;
+	struct kube_client *cl = NULL;
+	struct kube_status st;
+	struct kube_client_opts o = {
+	        .timeout_ms = timeout_ms, .read_idle_ms = 300, .probe_timeout_ms = 300};
+
+	memset(h, 0, sizeof(*h));
+	h->answer_probe = answer_probe;
+	pthread_mutex_init(&h->mu, NULL);
+	h->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(h->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	listen(h->lfd, 8);
+	getsockname(h->lfd, (struct sockaddr *)&sa, &len);
+	h->port = ntohs(sa.sin_port);
+	pthread_create(&h->thread, NULL, hush_serve, h);
+	snprintf(text, sizeof(text),
+	         "current-context: t\nclusters:\n- name: c\n  cluster: {server: "
+	         "\"http://127.0.0.1:%d\"}\nusers:\n- name: u\n  user: {token: t0k}\ncontexts:\n"
+	         "- name: t\n  context: {cluster: c, user: u}\n",
+	         h->port);
+	assert_int_equal(kube_config_parse(text, strlen(text), NULL, NULL, &cfg, &st), NV_OK);
+	assert_int_equal(kube_client_new(cfg, &o, &cl, &st), NV_OK);
+	return cl;
+}
+
+static void hush_stop(struct hush *h, struct kube_client *cl)
+{
+	kube_client_free(cl);
+	shutdown(h->lfd, SHUT_RDWR);
+	pthread_join(h->thread, NULL);
+	close(h->lfd);
+	for (int i = 0; i < h->nfds; i++)
+		close(h->fds[i]);
+	pthread_mutex_destroy(&h->mu);
+}
+
+static const struct kube_raw_req GET_CM = {
+        .method = "GET", .path = "/api/v1/namespaces/default/configmaps/cm1", .no_retry = true};
+
+/* Nothing read for read_idle_ms with a request in flight: a probe without
+ * credentials goes out; unanswered too, the request ends as timed out,
+ * saying why, long before its own 60 s timeout. */
+static void test_kube_silent_connection_is_dropped(void **state)
+{
+	(void)state;
+	struct hush h;
+	struct kube_client *cl = hush_start(&h, false, 60000);
+	struct kube_status st;
+	struct kube_client_stats cs;
+	json_t *o = NULL;
+
+	assert_int_equal(kube_request(cl, &GET_CM, &o, &st), NV_E_TIMEOUT);
+	assert_null(o);
+	assert_int_equal(st.http_code, 0);
+	assert_non_null(strstr(st.message, "the apiserver connection went silent"));
+	kube_client_stats(cl, &cs);
+	assert_int_equal(cs.probes, 1);
+	assert_int_equal(cs.redials, 1);
+	pthread_mutex_lock(&h.mu);
+	assert_int_equal(h.nfds, 2);
+	assert_string_equal(h.reqs[0],
+	                    "GET /api/v1/namespaces/default/configmaps/cm1 HTTP/1.1 auth=1");
+	assert_string_equal(h.reqs[1], "GET /version HTTP/1.1 auth=0"); /* never the token */
+	pthread_mutex_unlock(&h.mu);
+	hush_stop(&h, cl);
+}
+
+/* An answered probe proves the server alive: nothing is dropped, and the
+ * slow request ends at its own timeout. */
+static void test_kube_answered_probe_keeps_transfers(void **state)
+{
+	(void)state;
+	struct hush h;
+	struct kube_client *cl = hush_start(&h, true, 1500);
+	struct kube_status st;
+	struct kube_client_stats cs;
+	json_t *o = NULL;
+
+	assert_int_equal(kube_request(cl, &GET_CM, &o, &st), NV_E_TIMEOUT);
+	assert_null(strstr(st.message, "went silent"));
+	kube_client_stats(cl, &cs);
+	assert_true(cs.probes >= 1);
+	assert_int_equal(cs.redials, 0);
+	hush_stop(&h, cl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -410,6 +541,8 @@ int main(void)
 	        cmocka_unit_test(test_kube_watch_error_410),
 	        cmocka_unit_test(test_kube_watch_backpressure),
 	        cmocka_unit_test(test_kube_create_unsent_is_retried),
+	        cmocka_unit_test(test_kube_silent_connection_is_dropped),
+	        cmocka_unit_test(test_kube_answered_probe_keeps_transfers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
