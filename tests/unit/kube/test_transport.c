@@ -78,21 +78,22 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-static struct kube_client *start(struct canned *c, size_t max_body, const char *f0, const char *f1)
+/* A listening loopback socket; its port in *port. */
+static int listen_loopback(int backlog, int *port)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(sa);
-	memset(c, 0, sizeof(*c));
-	c->files[c->nfiles++] = f0;
-	if (f1)
-		c->files[c->nfiles++] = f1;
-	c->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(bind(c->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	listen(c->lfd, 4);
-	getsockname(c->lfd, (struct sockaddr *)&sa, &len);
-	c->port = ntohs(sa.sin_port);
-	pthread_create(&c->thread, NULL, serve, c);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	listen(fd, backlog);
+	getsockname(fd, (struct sockaddr *)&sa, &len);
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
 
+/* A client of http://127.0.0.1:port with a token. */
+static struct kube_client *client_of(int port, const struct kube_client_opts *o)
+{
 	char text[512];
 	struct kube_config *cfg = NULL;
 	struct kube_client *cl = NULL;
@@ -101,12 +102,23 @@ static struct kube_client *start(struct canned *c, size_t max_body, const char *
 	         "current-context: t\nclusters:\n- name: c\n  cluster: {server: "
 	         "\"http://127.0.0.1:%d\"}\nusers:\n- name: u\n  user: {token: t0k}\ncontexts:\n"
 	         "- name: t\n  context: {cluster: c, user: u}\n",
-	         c->port);
+	         port);
 	assert_int_equal(kube_config_parse(text, strlen(text), NULL, NULL, &cfg, &st), NV_OK);
+	assert_int_equal(kube_client_new(cfg, o, &cl, &st), NV_OK);
+	return cl;
+}
+
+static struct kube_client *start(struct canned *c, size_t max_body, const char *f0, const char *f1)
+{
+	memset(c, 0, sizeof(*c));
+	c->files[c->nfiles++] = f0;
+	if (f1)
+		c->files[c->nfiles++] = f1;
+	c->lfd = listen_loopback(4, &c->port);
+	pthread_create(&c->thread, NULL, serve, c);
 	struct kube_client_opts o = {
 	        .max_body = max_body, .backoff_base_ms = 10, .timeout_ms = 5000};
-	assert_int_equal(kube_client_new(cfg, &o, &cl, &st), NV_OK);
-	return cl;
+	return client_of(c->port, &o);
 }
 
 static void stop(struct canned *c, struct kube_client *cl)
@@ -435,32 +447,15 @@ static void *hush_serve(void *arg)
 
 static struct kube_client *hush_start(struct hush *h, bool answer_probe, int64_t timeout_ms)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(sa);
-	char text[512];
-	struct kube_config *cfg = NULL;
-	struct kube_client *cl = NULL;
-	struct kube_status st;
 	struct kube_client_opts o = {
 	        .timeout_ms = timeout_ms, .read_idle_ms = 300, .probe_timeout_ms = 300};
 
 	memset(h, 0, sizeof(*h));
 	h->answer_probe = answer_probe;
 	pthread_mutex_init(&h->mu, NULL);
-	h->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	assert_int_equal(bind(h->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	listen(h->lfd, 8);
-	getsockname(h->lfd, (struct sockaddr *)&sa, &len);
-	h->port = ntohs(sa.sin_port);
+	h->lfd = listen_loopback(8, &h->port);
 	pthread_create(&h->thread, NULL, hush_serve, h);
-	snprintf(text, sizeof(text),
-	         "current-context: t\nclusters:\n- name: c\n  cluster: {server: "
-	         "\"http://127.0.0.1:%d\"}\nusers:\n- name: u\n  user: {token: t0k}\ncontexts:\n"
-	         "- name: t\n  context: {cluster: c, user: u}\n",
-	         h->port);
-	assert_int_equal(kube_config_parse(text, strlen(text), NULL, NULL, &cfg, &st), NV_OK);
-	assert_int_equal(kube_client_new(cfg, &o, &cl, &st), NV_OK);
-	return cl;
+	return client_of(h->port, &o);
 }
 
 static void hush_stop(struct hush *h, struct kube_client *cl)
