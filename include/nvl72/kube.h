@@ -137,6 +137,22 @@ struct kube_client_stats {
 };
 void kube_client_stats(struct kube_client *c, struct kube_client_stats *out);
 const char *kube_client_namespace(const struct kube_client *c);
+/* The server's "host:port", as client-go's rest_client_* metrics label it. */
+const char *kube_client_host(const struct kube_client *c);
+
+/* One finished exchange with the apiserver (a request, a watch stream or a
+ * liveness probe), for client-go's rest_client_* metrics. Called on the
+ * transport's thread with its lock held: an observer is quick and never
+ * calls into the client. */
+struct kube_exchange {
+	const char *method; /* "GET", "PATCH", ... */
+	long code;          /* HTTP status; 0: no response (a transport error) */
+	double seconds;     /* from the start of the transfer to its end */
+	bool watch;         /* a watch stream: seconds is its whole life */
+};
+typedef void (*kube_exchange_fn)(void *arg, const struct kube_exchange *ex);
+/* Sets the observer (NULL: none), before the first request or later. */
+void kube_client_observe(struct kube_client *c, kube_exchange_fn fn, void *arg);
 
 /* ---- resources ---- */
 

@@ -208,6 +208,22 @@ void kube_workqueue_reopen(struct kube_workqueue *q);
 bool kube_workqueue_shutting_down(struct kube_workqueue *q);
 size_t kube_workqueue_len(struct kube_workqueue *q);
 
+/* What a queue reports for the workqueue_* metrics, as client-go's
+ * MetricsProvider: called with the queue's lock held, so quick and never
+ * back into the queue. A NULL member reports nothing. */
+struct kube_workqueue_metrics {
+	void *arg;
+	void (*added)(void *arg);                  /* a key queued, not a duplicate */
+	void (*retried)(void *arg);                /* a delayed or rate-limited add */
+	void (*waited)(void *arg, double seconds); /* a key's time queued, at get */
+	void (*worked)(void *arg, double seconds); /* a worker's time on it, at done */
+};
+/* Copied in; NULL: none. Before the first add, or any time after. */
+void kube_workqueue_set_metrics(struct kube_workqueue *q, const struct kube_workqueue_metrics *m);
+/* Seconds spent so far on the keys workers hold now: all of them together
+ * and the longest one (0 and 0 with none). */
+void kube_workqueue_in_progress(struct kube_workqueue *q, double *unfinished_s, double *longest_s);
+
 /* What a reconcile asks for next. */
 struct kube_result {
 	enum nv_err err;          /* non-NV_OK: requeue with backoff */

@@ -159,6 +159,8 @@ struct kube_transport {
 	char *probe_url;          /* GET of the server's /version */
 	int64_t last_rx_ms;       /* monotonic, of the last byte read */
 	struct kube_xfer *probe;  /* in flight, or NULL */
+	kube_exchange_fn observe; /* each finished exchange, or NULL */
+	void *observe_arg;
 };
 
 enum nv_err kube_transport_init(struct kube_transport *t);
@@ -188,6 +190,7 @@ void kube_xfer_abort(struct kube_transport *t, struct kube_xfer *x);
 struct kube_client {
 	struct kube_config *cfg;
 	char *base_url;                /* server, host swapped for tls-server-name */
+	char host[264];                /* the server's host:port, for metrics */
 	struct curl_slist *connect_to; /* tls-server-name: where to really connect */
 	struct kube_auth auth;
 	struct kube_transport tr;

@@ -56,6 +56,22 @@ out:
 	return rc;
 }
 
+/* The server's host:port as the metrics label it ("" when the URL has
+ * none: a config error reported elsewhere). */
+static void client_host(struct kube_client *c)
+{
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL;
+
+	if (u != NULL && curl_url_set(u, CURLUPART_URL, c->cfg->server, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+		snprintf(c->host, sizeof(c->host), "%s:%s", host, port);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+}
+
 enum nv_err kube_client_new(struct kube_config *cfg, const struct kube_client_opts *o,
                             struct kube_client **out, struct kube_status *st)
 {
@@ -96,6 +112,7 @@ enum nv_err kube_client_new(struct kube_config *cfg, const struct kube_client_op
 		kube_client_free(c);
 		return rc;
 	}
+	client_host(c);
 	rc = kube_transport_init(&c->tr);
 	if (rc != NV_OK) {
 		kube_status_set(st, 0, "", "cannot start the transport thread");
@@ -134,6 +151,19 @@ void kube_client_stats(struct kube_client *c, struct kube_client_stats *out)
 const char *kube_client_namespace(const struct kube_client *c)
 {
 	return kube_config_namespace(c->cfg);
+}
+
+const char *kube_client_host(const struct kube_client *c)
+{
+	return c->host;
+}
+
+void kube_client_observe(struct kube_client *c, kube_exchange_fn fn, void *arg)
+{
+	pthread_mutex_lock(&c->tr.mu);
+	c->tr.observe = fn;
+	c->tr.observe_arg = arg;
+	pthread_mutex_unlock(&c->tr.mu);
 }
 
 static void xf_set_blob(CURL *e, CURLoption opt, const struct kube_blob *b)

@@ -161,6 +161,24 @@ static void tr_unlink_active(struct kube_transport *t, struct kube_xfer *x)
 	}
 }
 
+/* Tells the observer of one finished exchange; mu held. A transfer the
+ * caller cancelled before any answer is not an exchange. */
+static void tr_observe(struct kube_transport *t, struct kube_xfer *x)
+{
+	struct kube_exchange ex = {.code = x->http_code ? x->http_code : x->hdr_code,
+	                           .watch = x->streaming};
+	curl_off_t us = 0;
+	char *method = NULL;
+
+	if (ex.code == 0 && x->abort_req)
+		return;
+	curl_easy_getinfo(x->easy, CURLINFO_EFFECTIVE_METHOD, &method);
+	curl_easy_getinfo(x->easy, CURLINFO_TOTAL_TIME_T, &us);
+	ex.method = method != NULL ? method : "GET";
+	ex.seconds = (double)us / 1e6;
+	t->observe(t->observe_arg, &ex);
+}
+
 /* Called with mu held. */
 static void tr_finish(struct kube_transport *t, struct kube_xfer *x, CURLcode cc)
 {
@@ -176,6 +194,8 @@ static void tr_finish(struct kube_transport *t, struct kube_xfer *x, CURLcode cc
 	t->stats.connections += (uint64_t)conns;
 	if (ver == CURL_HTTP_VERSION_2_0)
 		t->stats.http2++;
+	if (t->observe != NULL)
+		tr_observe(t, x);
 	x->state = XF_DONE;
 	pthread_cond_broadcast(&x->cond);
 }

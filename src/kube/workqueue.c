@@ -22,13 +22,14 @@ struct kube_workqueue {
 	pthread_cond_t cond;
 	char **q; /* FIFO: q[head..len) */
 	size_t head, len, cap;
-	json_t *dirty;      /* keys waiting in q */
-	json_t *processing; /* keys held by a worker */
+	json_t *dirty;      /* keys waiting in q -> when added (mono ms) */
+	json_t *processing; /* keys held by a worker -> since when (mono ms) */
 	json_t *failures;   /* key -> count */
 	json_t *waiting;    /* key -> earliest ready_ms in the heap */
 	struct delayed *heap;
 	size_t nheap, capheap;
 	bool shutdown;
+	struct kube_workqueue_metrics m;
 };
 
 struct kube_workqueue *kube_workqueue_new(const char *name, const struct kube_workqueue_opts *o)
@@ -93,7 +94,9 @@ static void add_locked(struct kube_workqueue *q, const char *key)
 {
 	if (q->shutdown || json_object_get(q->dirty, key) != NULL)
 		return;
-	json_object_set_new(q->dirty, key, json_true());
+	json_object_set_new(q->dirty, key, json_integer(time_mono_ms()));
+	if (q->m.added != NULL)
+		q->m.added(q->m.arg);
 	if (json_object_get(q->processing, key) != NULL)
 		return;
 	fifo_push(q, key);
@@ -159,6 +162,8 @@ void kube_workqueue_add_after(struct kube_workqueue *q, const char *key, int64_t
 		return;
 	}
 	pthread_mutex_lock(&q->mu);
+	if (!q->shutdown && q->m.retried != NULL)
+		q->m.retried(q->m.arg);
 	w = json_object_get(q->waiting, key);
 	if (!q->shutdown && (w == NULL || json_integer_value(w) > ready)) {
 		json_object_set_new(q->waiting, key, json_integer(ready));
@@ -230,9 +235,16 @@ char *kube_workqueue_get(struct kube_workqueue *q)
 	while (!q->shutdown) {
 		int64_t wait = promote_due(q);
 		if (q->head < q->len) {
+			int64_t now = time_mono_ms();
+			json_t *added;
+
 			key = q->q[q->head++];
+			added = json_object_get(q->dirty, key);
+			if (added != NULL && q->m.waited != NULL)
+				q->m.waited(q->m.arg,
+				            (double)(now - json_integer_value(added)) / 1000.0);
 			json_object_del(q->dirty, key);
-			json_object_set_new(q->processing, key, json_true());
+			json_object_set_new(q->processing, key, json_integer(now));
 			break;
 		}
 		kube_cond_wait_ms(&q->cond, &q->mu, wait);
@@ -243,7 +255,13 @@ char *kube_workqueue_get(struct kube_workqueue *q)
 
 void kube_workqueue_done(struct kube_workqueue *q, const char *key)
 {
+	json_t *since;
+
 	pthread_mutex_lock(&q->mu);
+	since = json_object_get(q->processing, key);
+	if (since != NULL && q->m.worked != NULL)
+		q->m.worked(q->m.arg,
+		            (double)(time_mono_ms() - json_integer_value(since)) / 1000.0);
 	json_object_del(q->processing, key);
 	if (json_object_get(q->dirty, key) != NULL && !q->shutdown)
 		fifo_push(q, key);
@@ -284,6 +302,31 @@ size_t kube_workqueue_len(struct kube_workqueue *q)
 	n = q->len - q->head;
 	pthread_mutex_unlock(&q->mu);
 	return n;
+}
+
+void kube_workqueue_set_metrics(struct kube_workqueue *q, const struct kube_workqueue_metrics *m)
+{
+	pthread_mutex_lock(&q->mu);
+	q->m = m != NULL ? *m : (struct kube_workqueue_metrics){0};
+	pthread_mutex_unlock(&q->mu);
+}
+
+void kube_workqueue_in_progress(struct kube_workqueue *q, double *unfinished_s, double *longest_s)
+{
+	int64_t now = time_mono_ms(), sum = 0, longest = 0;
+	const char *k;
+	json_t *v;
+
+	pthread_mutex_lock(&q->mu);
+	json_object_foreach(q->processing, k, v) {
+		int64_t d = now - json_integer_value(v);
+		sum += d;
+		if (d > longest)
+			longest = d;
+	}
+	pthread_mutex_unlock(&q->mu);
+	*unfinished_s = (double)sum / 1000.0;
+	*longest_s = (double)longest / 1000.0;
 }
 
 /* ---- workers ---- */

@@ -136,6 +136,9 @@ struct op_domain_metrics {
 	        *upgrade_waves, *upgrade_approvals_pending, *upgrade_gate_passed,
 	        *upgrade_gate_busbw, *upgrade_gate_floor, *drain_wait, *drain_deadline;
 	struct metrics_family *partition_phase, *domain_ready, *domain_nodes;
+	/* The kube transport's liveness counters and what was last exported. */
+	struct metrics_family *kube_probes, *kube_redials;
+	uint64_t probes_seen, redials_seen;
 	pthread_mutex_t mu; /* one rebuild at a time */
 };
 

@@ -379,17 +379,97 @@ static void domain_reset(struct op_domain_metrics *m)
 		metrics_family_reset(all[i]);
 }
 
+/* client-go's rest_client_* series from each finished exchange. A watch
+ * counts as a request; its life is no request latency, so it stays out of
+ * the histogram. */
+static void rest_observe(void *arg, const struct kube_exchange *ex)
+{
+	struct op *op = arg;
+	const char *host = kube_client_host(op->c);
+	char code[24];
+
+	if (ex->code > 0)
+		snprintf(code, sizeof(code), "%ld", ex->code);
+	else
+		snprintf(code, sizeof(code), "<error>");
+	(void)metrics_counter_inc(op->std.rest_client_requests_total,
+	                          (const char *[]){code, ex->method, host});
+	if (!ex->watch)
+		(void)metrics_histogram_observe(op->std.rest_client_request_duration_seconds,
+		                                (const char *[]){ex->method, host}, ex->seconds);
+}
+
+/* The workqueue_* series of one controller's queue, labelled name and
+ * controller alike as controller-runtime does. */
+static void wq_added(void *arg)
+{
+	struct op_ctrl *c = arg;
+	const char *l[] = {c->row->name, c->row->name};
+	(void)metrics_counter_inc(c->op->std.workqueue_adds_total, l);
+}
+
+static void wq_retried(void *arg)
+{
+	struct op_ctrl *c = arg;
+	const char *l[] = {c->row->name, c->row->name};
+	(void)metrics_counter_inc(c->op->std.workqueue_retries_total, l);
+}
+
+static void wq_waited(void *arg, double s)
+{
+	struct op_ctrl *c = arg;
+	const char *l[] = {c->row->name, c->row->name};
+	(void)metrics_histogram_observe(c->op->std.workqueue_queue_duration_seconds, l, s);
+}
+
+static void wq_worked(void *arg, double s)
+{
+	struct op_ctrl *c = arg;
+	const char *l[] = {c->row->name, c->row->name};
+	(void)metrics_histogram_observe(c->op->std.workqueue_work_duration_seconds, l, s);
+}
+
+/* The gauges of every queue, read at the scrape. */
+static void wq_gauges(struct op *op)
+{
+	for (size_t i = 0; i < op->nctrl; i++) {
+		struct op_ctrl *c = &op->ctrl[i];
+		const char *l[] = {c->row->name, c->row->name};
+		double unfinished, longest;
+
+		kube_workqueue_in_progress(c->q, &unfinished, &longest);
+		(void)metrics_gauge_set(op->std.workqueue_depth, l,
+		                        (double)kube_workqueue_len(c->q));
+		(void)metrics_gauge_set(op->std.workqueue_unfinished_work_seconds, l, unfinished);
+		(void)metrics_gauge_set(op->std.workqueue_longest_running_processor_seconds, l,
+		                        longest);
+	}
+}
+
+/* Counters kept by the transport, exported as what grew since the last
+ * scrape; m->mu held. */
+static void kube_counters(struct op *op, struct op_domain_metrics *m)
+{
+	struct kube_client_stats ks;
+	const char *host[] = {kube_client_host(op->c)};
+
+	kube_client_stats(op->c, &ks);
+	(void)metrics_counter_add(m->kube_probes, host, (double)(ks.probes - m->probes_seen));
+	(void)metrics_counter_add(m->kube_redials, host, (double)(ks.redials - m->redials_seen));
+	m->probes_seen = ks.probes;
+	m->redials_seen = ks.redials;
+}
+
 static void collect(void *arg)
 {
 	struct op *op = arg;
 	struct op_domain_metrics *m = &op->dm;
 	json_t *racks, *trays, *parts, *o;
-	const char *wq[] = {RACK_CONTROLLER, RACK_CONTROLLER};
 	size_t i;
 
-	(void)metrics_gauge_set(op->std.workqueue_depth, wq,
-	                        (double)kube_workqueue_len(op_queue(op, RACK_CONTROLLER)));
+	wq_gauges(op);
 	pthread_mutex_lock(&m->mu);
+	kube_counters(op, m);
 	domain_reset(m);
 	if (op_is_leading(op)) {
 		int64_t now = time_wall_ms();
@@ -539,7 +619,25 @@ enum nv_err op_metrics_register(struct op *op)
 	    (rc = reg(op, "nvl72_computedomain_nodes",
 	              "Entries in the ComputeDomain's status.nodes.", GA, CD, &m->domain_nodes)))
 		return rc;
+	if ((rc = reg(op, "nvl72_kube_liveness_probes_total",
+	              "Probes sent on the apiserver connection after a silence.", METRICS_COUNTER,
+	              L("host"), &m->kube_probes)) ||
+	    (rc = reg(op, "nvl72_kube_redials_total",
+	              "Apiserver connections dropped for a probe left unanswered.", METRICS_COUNTER,
+	              L("host"), &m->kube_redials)))
+		return rc;
 	(void)metrics_gauge_set(m->build_info, L(NVL72_VERSION), 1);
 	op_metrics_leading(op, false);
+	kube_counters(op, m);
+	kube_client_observe(op->c, rest_observe, op);
+	for (size_t i = 0; i < op->nctrl; i++) {
+		struct kube_workqueue_metrics wm = {.arg = &op->ctrl[i],
+		                                    .added = wq_added,
+		                                    .retried = wq_retried,
+		                                    .waited = wq_waited,
+		                                    .worked = wq_worked};
+		kube_workqueue_set_metrics(op->ctrl[i].q, &wm);
+	}
+	wq_gauges(op);
 	return metrics_registry_add_collector(op->reg, collect, op);
 }

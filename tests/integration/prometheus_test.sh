@@ -173,6 +173,21 @@ out=$(q 'workqueue_depth{name="rack"}')
 [[ $out =~ \ [0-9]+$ ]]
 check "workqueue_depth{name=\"rack\"} is exported" $? "$out"
 
+# The queue and client series controller-runtime dashboards read.
+out=$(q 'sum(workqueue_adds_total{name="rack",controller="rack"})')
+n=${out##* }
+[[ $n =~ ^[0-9]+$ ]] && ((n > 0))
+check "workqueue_adds_total{name=\"rack\"} counts keys queued ($n)" $? "$out"
+out=$(q 'sum(workqueue_work_duration_seconds_count{name="rack"})')$(q 'sum(workqueue_queue_duration_seconds_count{name="rack"})')
+[[ $out =~ ^\{\}\ [1-9][0-9]*\{\}\ [1-9][0-9]*$ ]]
+check "workqueue_work_duration_seconds and _queue_duration_seconds observe the rack queue" $? "$out"
+out=$(q 'sum by (method) (rest_client_requests_total{code="200"})')
+[[ $out == *'"method":"GET"'* && $out == *'"method":"PATCH"'* ]]
+check "rest_client_requests_total counts the operator's GETs and PATCHes answered 200" $? "$out"
+out=$(q 'sum(rest_client_request_duration_seconds_count{verb="GET"})')
+[[ ${out##* } =~ ^[1-9][0-9]*$ ]]
+check "rest_client_request_duration_seconds observes requests" $? "$out"
+
 out=$(q 'leader_election_master_status')
 [[ $out == '{"instance":"127.0.0.1:'"$mport"'","job":"nvl72-operator","name":"nvl72-operator"} 1' ]]
 check "leader_election_master_status{name=\"nvl72-operator\"} is 1 on the leader" $? "$out"

@@ -161,6 +161,52 @@ static void test_kube_get_retries_503_with_retry_after(void **state)
 	stop(&c, cl);
 }
 
+struct observed {
+	int n;
+	char method[2][16];
+	long code[2];
+	bool watch;
+	double seconds;
+};
+
+static void observe(void *arg, const struct kube_exchange *ex)
+{
+	struct observed *o = arg;
+	if (o->n < 2) {
+		snprintf(o->method[o->n], sizeof(o->method[0]), "%s", ex->method);
+		o->code[o->n] = ex->code;
+	}
+	o->watch |= ex->watch;
+	o->seconds += ex->seconds;
+	o->n++;
+}
+
+/* Every attempt reaches the observer (the rest_client_* metrics): a 429 and
+ * its retry are two exchanges, each with its method and code. */
+static void test_kube_observer_sees_each_attempt(void **state)
+{
+	(void)state;
+	struct canned c;
+	struct kube_client *cl = start(&c, 0, "429-retry-after.http", "200-configmap.http");
+	struct observed seen = {0};
+	struct kube_status st;
+	char host[32];
+	json_t *o = NULL;
+	kube_client_observe(cl, observe, &seen);
+	snprintf(host, sizeof(host), "127.0.0.1:%d", c.port);
+	assert_string_equal(kube_client_host(cl), host);
+	assert_int_equal(kube_get(cl, &KUBE_RES_CONFIGMAPS, "default", "cm1", &o, &st), NV_OK);
+	assert_int_equal(seen.n, 2);
+	assert_string_equal(seen.method[0], "GET");
+	assert_int_equal(seen.code[0], 429);
+	assert_string_equal(seen.method[1], "GET");
+	assert_int_equal(seen.code[1], 200);
+	assert_false(seen.watch);
+	assert_true(seen.seconds > 0);
+	json_decref(o);
+	stop(&c, cl);
+}
+
 static void test_kube_create_500_is_not_repeated(void **state)
 {
 	(void)state;
@@ -524,6 +570,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_kube_get_retries_429_after_retry_after),
 	        cmocka_unit_test(test_kube_get_retries_503_with_retry_after),
+	        cmocka_unit_test(test_kube_observer_sees_each_attempt),
 	        cmocka_unit_test(test_kube_create_500_is_not_repeated),
 	        cmocka_unit_test(test_kube_update_409_is_a_conflict),
 	        cmocka_unit_test(test_kube_create_422_reports_causes),

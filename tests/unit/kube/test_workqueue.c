@@ -37,6 +37,77 @@ static void test_kube_workqueue_add_dedupes(void **state)
 	kube_workqueue_free(q);
 }
 
+struct wq_seen {
+	int added, retried, waited, worked;
+	double waited_s, worked_s;
+};
+
+static void seen_added(void *arg)
+{
+	((struct wq_seen *)arg)->added++;
+}
+static void seen_retried(void *arg)
+{
+	((struct wq_seen *)arg)->retried++;
+}
+static void seen_waited(void *arg, double s)
+{
+	((struct wq_seen *)arg)->waited++;
+	((struct wq_seen *)arg)->waited_s += s;
+}
+static void seen_worked(void *arg, double s)
+{
+	((struct wq_seen *)arg)->worked++;
+	((struct wq_seen *)arg)->worked_s += s;
+}
+
+/* What the workqueue_* metrics are built from: a duplicate add is no add,
+ * a delayed add is a retry, queue and work times are measured, and the
+ * keys held by workers show as unfinished work. */
+static void test_kube_workqueue_reports_metrics(void **state)
+{
+	(void)state;
+	struct wq_seen seen = {0};
+	struct kube_workqueue_metrics m = {.arg = &seen,
+	                                   .added = seen_added,
+	                                   .retried = seen_retried,
+	                                   .waited = seen_waited,
+	                                   .worked = seen_worked};
+	struct kube_workqueue *q = kube_workqueue_new("t", NULL);
+	double unfinished, longest;
+	kube_workqueue_set_metrics(q, &m);
+	kube_workqueue_add(q, "a");
+	kube_workqueue_add(q, "a");
+	assert_int_equal(seen.added, 1);
+	kube_workqueue_add_after(q, "b", 30);
+	assert_int_equal(seen.retried, 1);
+	char *k = kube_workqueue_get(q);
+	int64_t ta = time_mono_ms(); /* a is held since before this */
+	assert_string_equal(k, "a");
+	assert_int_equal(seen.waited, 1);
+	kube_workqueue_in_progress(q, &unfinished, &longest);
+	assert_true(unfinished >= 0 && longest >= 0);
+	char *k2 = kube_workqueue_get(q); /* b, once its 30 ms are up */
+	assert_string_equal(k2, "b");
+	assert_int_equal(seen.added, 2);
+	assert_true(seen.waited_s >= 0.0);
+	int64_t tb = time_mono_ms();
+	kube_workqueue_in_progress(q, &unfinished, &longest);
+	assert_true(tb - ta >= 20); /* b waited out most of its 30 ms meanwhile */
+	assert_true(longest * 1000 >= (double)(tb - ta));
+	assert_true(unfinished >= longest);
+	int64_t td = time_mono_ms();
+	kube_workqueue_done(q, k);
+	kube_workqueue_done(q, k2);
+	assert_int_equal(seen.worked, 2);
+	assert_true(seen.worked_s * 1000 >= (double)(td - ta));
+	kube_workqueue_in_progress(q, &unfinished, &longest);
+	assert_true(unfinished == 0 && longest == 0);
+	free(k);
+	free(k2);
+	kube_workqueue_free(q);
+}
+
 static void test_kube_workqueue_add_after_orders_by_time(void **state)
 {
 	(void)state;
@@ -176,6 +247,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_kube_workqueue_add_dedupes),
+	        cmocka_unit_test(test_kube_workqueue_reports_metrics),
 	        cmocka_unit_test(test_kube_workqueue_add_after_orders_by_time),
 	        cmocka_unit_test(test_kube_workqueue_rate_limited_backoff),
 	        cmocka_unit_test(test_kube_workqueue_defaults_5ms_to_1000s),
