@@ -68,6 +68,7 @@ struct api_rack_upgrade {
 	bool paused;
 	bool abort;
 	bool force;
+	int64_t retry; /* spec.retry: raised by a person to retry a failed Drain */
 };
 
 enum nv_err api_rack_upgrade_parse(const json_t *obj, struct api_rack_upgrade **out,
@@ -215,6 +216,7 @@ struct api_rack_upgrade_status {
 	struct api_upgrade_step *steps;
 	int64_t start_ms;
 	int64_t completion_ms;
+	int64_t retried; /* the last spec.retry acted on */
 	unsigned nconditions;
 	struct api_condition conditions[API_CONDITIONS_MAX];
 };

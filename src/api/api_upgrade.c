@@ -184,6 +184,8 @@ static void upgrade_spec_parse(struct api_ctx *c, const json_t *spec, struct api
 	(void)api_get_bool(c, spec, "paused", &u->paused);
 	(void)api_get_bool(c, spec, "abort", &u->abort);
 	(void)api_get_bool(c, spec, "force", &u->force);
+	if (api_get_int(c, spec, "retry", false, 0, INT32_MAX, &v))
+		u->retry = v;
 	if (u->cls == API_UPGRADE_SECURITY && u->reason[0] == '\0')
 		api_fail_at(c, "reason", "a security upgrade must carry a reason");
 	if (u->cls == API_UPGRADE_SECURITY && json_array_size(json_object_get(spec, "cves")) == 0)
@@ -446,6 +448,8 @@ json_t *api_rack_upgrade_status_to_json(const struct api_rack_upgrade_status *s)
 	json_object_set_new(o, "steps", steps);
 	api_json_set_time(o, "startTime", s->start_ms);
 	api_json_set_time(o, "completionTime", s->completion_ms);
+	if (s->retried > 0)
+		json_object_set_new(o, "retried", json_integer(s->retried));
 	json_object_set_new(o, "conditions", api_conditions_to_json(s->conditions, s->nconditions));
 	return o;
 }
@@ -674,6 +678,8 @@ static void status_parse(struct api_ctx *c, const json_t *st, struct api_rack_up
 	}
 	(void)api_get_time(c, st, "startTime", false, &s->start_ms);
 	(void)api_get_time(c, st, "completionTime", false, &s->completion_ms);
+	if (api_get_int(c, st, "retried", false, 0, INT32_MAX, &v))
+		s->retried = v;
 	status_lists_parse(c, st, s);
 }
 

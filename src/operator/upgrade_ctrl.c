@@ -524,6 +524,56 @@ static enum nv_err drain_wait_record(struct op *op, struct upg_pass *p,
 	return status_write(op, p, st);
 }
 
+/* "1h0m0s", "45s": a duration as the Rack's spec writes one. */
+static void dur_text(int64_t ms, char *out, size_t cap)
+{
+	long long sec = (long long)(ms / 1000);
+
+	if (sec >= 3600)
+		snprintf(out, cap, "%lldh%lldm%llds", sec / 3600, sec % 3600 / 60, sec % 60);
+	else if (sec >= 60)
+		snprintf(out, cap, "%lldm%llds", sec / 60, sec % 60);
+	else
+		snprintf(out, cap, "%llds", sec);
+}
+
+/* When a Drain step that began at start gives up: the Rack's
+ * evictionDeadline after it, plus the checkpointDeadline in Checkpoint
+ * mode (the pods may take that long to be asked and answer); 0: never. */
+static int64_t drain_deadline(const struct api_rack *rack, int64_t start, int64_t *limit)
+{
+	const struct api_rack_policy *pol = &rack->policy;
+
+	*limit = pol->eviction_deadline_ms +
+	         (pol->drain_mode == API_DRAIN_CHECKPOINT ? pol->checkpoint_deadline_ms : 0);
+	return pol->eviction_deadline_ms > 0 && start > 0 ? start + *limit : 0;
+}
+
+/* A drain that did not finish by its deadline: the step fails with what
+ * holds it (the pod, its budget or its gang, in the drain's sentence), so
+ * the upgrade halts for a person (spec.retry, spec.force on a security
+ * upgrade, or spec.abort). Nothing is evicted against a budget. */
+static struct kube_result drain_expired(struct op *op, struct upg_pass *p,
+                                        struct api_rack_upgrade_status *st, int step, int64_t limit,
+                                        const struct drain_result *dr, int64_t now)
+{
+	char d[32], msg[sizeof(st->steps[0].message) + 64]; /* cut to the step's size */
+	enum nv_err rc;
+
+	dur_text(limit, d, sizeof(d));
+	snprintf(msg, sizeof(msg), "drain deadline passed (%s): %s", d,
+	         dr->message[0] ? dr->message : "pods still on the trays");
+	log_warn(UPGRADE_COMP, "drain deadline passed; halting", "upgrade=%s step=%d msg=\"%s\"",
+	         p->u->meta.name, step, msg);
+	op_upgrade_step_finish(st, step, API_STEP_FAILED, msg, now);
+	step_observe(op, &st->steps[step]);
+	if ((rc = status_write(op, p, st)) != NV_OK)
+		return (struct kube_result){.err = rc};
+	op_event(op, p->obj, "Warning", "DrainDeadlineExceeded", "Upgrade", "step %d: %s", step,
+	         msg);
+	return (struct kube_result){0};
+}
+
 static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack_upgrade_status *st,
                               const struct op_upgrade_out *a)
 {
@@ -549,10 +599,18 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 		if (rc != NV_OK)
 			return (struct kube_result){.err = rc};
 		if (!dr.done) {
+			int64_t limit = 0;
+			int64_t until =
+			        drain_deadline(p->rack, st->steps[a->step].start_ms, &limit);
+
+			if (until > 0 && now >= until)
+				return drain_expired(op, p, st, a->step, limit, &dr, now);
 			log_info(UPGRADE_COMP, "draining",
 			         "upgrade=%s pods=%d waiting_ack=%d msg=\"%s\"", p->u->meta.name,
 			         dr.pods, dr.waiting_ack, dr.message);
 			int64_t after = dr.next_check_ms > now ? dr.next_check_ms - now : 2000;
+			if (until > 0 && until - now < after)
+				after = until - now;
 			/* What holds the drain (a budget, a checkpoint) belongs on
 			 * the record, in the form the engine gives a waiting step,
 			 * and is written only when the sentence changes. */

@@ -1063,6 +1063,40 @@ static enum api_upgrade_phase resumed(const struct api_rack_upgrade_status *st)
 	return s->action >= API_ACT_VALIDATE ? API_PHASE_VALIDATING : API_PHASE_CANARY;
 }
 
+/* spec.retry raised on a Halted upgrade: a failed Drain step (its
+ * deadline passed while something refused to leave) starts again with a
+ * fresh deadline; any other failed step (a gate, an operation) stays
+ * failed. Whether the upgrade goes on. */
+static bool retry(struct pass *p)
+{
+	struct api_rack_upgrade_status *st = p->st;
+	struct api_upgrade_step *s = current(st);
+	long long want = (long long)p->in->u->retry;
+
+	if (want <= st->retried)
+		return false;
+	st->retried = want;
+	if (s == NULL || s->phase != API_STEP_FAILED || s->action != API_ACT_DRAIN) {
+		event(p, true, "RetryRefused",
+		      "spec.retry=%lld: only a failed Drain step is retried; the upgrade halted at "
+		      "step %d (%s)",
+		      want, s ? s->index : -1, s ? api_step_action_name(s->action) : "none");
+		return false;
+	}
+	s->phase = API_STEP_PENDING;
+	s->start_ms = 0;
+	s->completion_ms = 0;
+	snprintf(s->message, sizeof(s->message), "retried (spec.retry=%lld)", want);
+	st->waves[s->wave].phase = API_STEP_RUNNING;
+	st->waves[s->wave].completion_ms = 0;
+	phase_set(p, resumed(st));
+	event(p, false, "Retried",
+	      "step %d (Drain, wave %d) starts again with a fresh deadline "
+	      "(spec.retry=%lld)",
+	      s->index, s->wave, want);
+	return true;
+}
+
 static void phases(struct pass *p)
 {
 	struct api_rack_upgrade_status *st = p->st;
@@ -1147,7 +1181,7 @@ void op_upgrade_eval(const struct op_upgrade_in *in, struct api_rack_upgrade_sta
 		if (plan_load(&p)) {
 			if (in->u->abort) {
 				abort_run(&p);
-			} else if (was == API_PHASE_HALTED) {
+			} else if (was == API_PHASE_HALTED && !retry(&p)) {
 				/* hold: evidence kept, trays stay where they are */
 			} else {
 				p.hold = in->u->paused;

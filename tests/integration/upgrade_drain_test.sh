@@ -12,8 +12,12 @@
 #   silent   never acknowledges; evicted at the deadline, not before;
 #   guarded  has nothing to save (checkpoint-done from the start) but a
 #            PodDisruptionBudget forbids its eviction: the canary wave holds
-#            in its Drain step, which says so, until the budget is deleted;
-# then the upgrade goes on to Completed.
+#            in its Drain step, which says so, until the drain's deadline
+#            (the Rack's evictionDeadline of 60 s plus the checkpointDeadline)
+#            passes; then the upgrade halts naming the pod and its budget,
+#            with a DrainDeadlineExceeded event, and guarded keeps running;
+# once the budget is deleted and spec.retry raised, the Drain step runs
+# again and the upgrade goes on to Completed.
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
 # control plane (NVL72_K8S_BIN names the folder holding kwok). Prints
@@ -27,6 +31,7 @@ RACK=gb300-r07
 t0_all=$SECONDS
 PNS=team-a
 DEADLINE_S=30
+EVICT_S=60
 
 upg_crds
 upg_nodes
@@ -41,7 +46,7 @@ check "the canary Nodes are handed to kwok" $? "$out"
 opids[kwok]=$!
 
 op_start op --webhook-bind-address=0
-upg_rack '.spec.policy.drain = {mode: "Checkpoint", checkpointDeadline: "'"$DEADLINE_S"'s"}'
+upg_rack '.spec.policy.drain = {mode: "Checkpoint", checkpointDeadline: "'"$DEADLINE_S"'s", evictionDeadline: "'"$EVICT_S"'s"}'
 upg_agents
 simctl busbw "$rack" 900 >/dev/null
 
@@ -137,12 +142,39 @@ check "the budget holds the canary wave in Drain; the upgrade's message says so"
 [[ $(k -n "$PNS" get pod guarded -o jsonpath='{.metadata.name} {.metadata.deletionTimestamp}') == "guarded " ]]
 check "guarded still runs" $? ""
 
+# The drain's deadline: the step's start plus evictionDeadline plus
+# checkpointDeadline. Past it the upgrade halts; nothing is evicted
+# against the budget.
+started=$(date -u -d "$(drain_step | jq -r .startTime)" +%s 2>/dev/null || echo 0)
+wait_for $((EVICT_S + DEADLINE_S + 120)) phase_is "$UP" Halted
+rc=$?
+now=$(date -u +%s)
+st=$(ustatus "$UP" '.status | {phase, message}')
+((rc == 0 && started > 0 && now >= started + EVICT_S + DEADLINE_S)) &&
+	[[ $(drain_step | jq -r .phase) == Failed && $st == *"drain deadline passed (1m30s)"* &&
+		$st == *"team-a/guarded"* && $st == *"PodDisruptionBudget"* ]]
+check "past the drain's deadline ($((now - started))s after the step began) the upgrade halts naming the pod and its budget" \
+	$? "rc=$rc started=$started now=$now $st"
+events_for "$UP" | grep -qx DrainDeadlineExceeded
+check "a DrainDeadlineExceeded event is recorded on the RackUpgrade" $? "$(events_for "$UP" | tr '\n' ' ')"
+[[ $(k -n "$PNS" get pod guarded -o jsonpath='{.metadata.name} {.metadata.deletionTimestamp}') == "guarded " ]]
+rc=$?
+drv=$(trays_json | jq -c --arg to "$TO_DRIVER" '[.[] | [.status.driver.version, (.spec.driver.version == $to)]] | unique')
+((rc == 0)) && [[ $drv == "[[\"$FROM_DRIVER\",false]]" ]]
+check "halted: guarded still runs, no tray asked for the new driver" $? "$drv"
+
 out=$(k -n "$PNS" delete pdb guarded 2>&1)
 check "delete the PodDisruptionBudget" $? "$out"
-wait_for 240 phase_in "$UP" Completed Halted Aborted
-phase_is "$UP" Completed && gone guarded
-check "the upgrade goes on to Completed; guarded evicted ($((SECONDS - t0))s)" $? \
-	"$(ustatus "$UP" '.status | {phase, message}')"
+out=$(k patch rackupgrade "$UP" --type=merge -p '{"spec":{"retry":1}}' 2>&1)
+check "raise spec.retry" $? "$out"
+out=$(k patch rackupgrade "$UP" --type=merge -p '{"spec":{"retry":0}}' 2>&1)
+[[ $? != 0 && $out == *"retry can only be raised"* ]]
+check "spec.retry cannot be lowered" $? "$out"
+wait_for 240 phase_in "$UP" Completed Aborted
+phase_is "$UP" Completed && gone guarded &&
+	[[ $(ustatus "$UP" '.status.retried') == 1 ]] && events_for "$UP" | grep -qx Retried
+check "the Drain step runs again; the upgrade goes on to Completed; guarded evicted ($((SECONDS - t0))s)" $? \
+	"$(ustatus "$UP" '.status | {phase, message, retried}')"
 drivers=$(trays_json | jq -c '[.[].status.driver.version] | unique')
 [[ $drivers == "[\"$TO_DRIVER\"]" ]]
 check "every tray runs driver $TO_DRIVER" $? "$drivers"

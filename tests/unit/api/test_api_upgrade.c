@@ -67,6 +67,10 @@ static void test_api_rack_upgrade_parse_security_rules(void **state)
 	test_set(j, "spec.force", json_true());
 	UP_REJECTS(j, "spec.force", "force is allowed only for the security class");
 	json_decref(j);
+	j = test_load(ROUTINE);
+	test_set(j, "spec.retry", json_integer(-1));
+	UP_REJECTS(j, "spec.retry", NULL);
+	json_decref(j);
 }
 
 static void test_api_rack_upgrade_parse_target(void **state)
@@ -326,6 +330,32 @@ static void test_api_rack_upgrade_status_parse_rejects(void **state)
 	           "status.steps[0].evidence.tolerancePercent", NULL);
 }
 
+/* spec.retry and status.retried, the two halves of a person's retry. */
+static void test_api_rack_upgrade_retry(void **state)
+{
+	(void)state;
+	struct api_errors e;
+	struct api_rack_upgrade *u = NULL;
+	struct api_rack_upgrade_status st;
+	json_t *j = test_load(ROUTINE);
+	api_errors_init(&e);
+	test_set(j, "spec.retry", json_integer(3));
+	assert_int_equal(api_rack_upgrade_parse(j, &u, &e), NV_OK);
+	assert_int_equal(u->retry, 3);
+	api_rack_upgrade_free(u);
+	json_decref(j);
+	memset(&st, 0, sizeof(st));
+	st.retried = 2;
+	j = api_rack_upgrade_status_to_json(&st);
+	assert_int_equal(json_integer_value(json_object_get(j, "retried")), 2);
+	memset(&st, 0, sizeof(st));
+	assert_int_equal(api_rack_upgrade_status_parse(j, &st, &e), NV_OK);
+	assert_int_equal(st.retried, 2);
+	api_rack_upgrade_status_clear(&st);
+	json_decref(j);
+	ST_REJECTS("{\"retried\":-1}", "status.retried", NULL);
+}
+
 static void test_api_step_action_name_crd_spelling(void **state)
 {
 	(void)state;
@@ -425,6 +455,7 @@ int main(void)
 	        cmocka_unit_test(test_api_rack_upgrade_status_parse_round_trip),
 	        cmocka_unit_test(test_api_rack_upgrade_status_parse_empty),
 	        cmocka_unit_test(test_api_rack_upgrade_status_parse_rejects),
+	        cmocka_unit_test(test_api_rack_upgrade_retry),
 	        cmocka_unit_test(test_api_step_action_name_crd_spelling),
 	        cmocka_unit_test(test_api_rack_upgrade_in_flight_phases),
 	        cmocka_unit_test(test_api_rack_upgrade_latest_completed_picks),

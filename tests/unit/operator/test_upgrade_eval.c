@@ -51,6 +51,7 @@ struct world {
 	unsigned first_tray_act; /* 1 + the action that first touched a tray */
 	unsigned oob_acts;       /* out-of-band passes */
 	unsigned oob_started;    /* operations started, all passes */
+	int drain_fails;         /* Drain passes to end Failed, as at a passed deadline */
 };
 
 static void *load(const char *path, int kind)
@@ -285,7 +286,16 @@ static void act(struct world *w, struct api_rack_upgrade_status *st)
 		json_decref(w->status);
 		w->status = api_rack_upgrade_status_to_json(st);
 	}
-	if (w->out.act == OP_UPG_DRAIN || w->out.act == OP_UPG_RELEASE) {
+	if (w->out.act == OP_UPG_DRAIN && w->drain_fails > 0) {
+		/* As the controller at the drain's deadline. */
+		w->drain_fails--;
+		op_upgrade_step_finish(st, w->out.step, API_STEP_FAILED,
+		                       "drain deadline passed (1h0m0s): pod team-a/web-0: eviction "
+		                       "refused by a PodDisruptionBudget",
+		                       w->now);
+		json_decref(w->status);
+		w->status = api_rack_upgrade_status_to_json(st);
+	} else if (w->out.act == OP_UPG_DRAIN || w->out.act == OP_UPG_RELEASE) {
 		op_upgrade_step_finish(st, w->out.step, API_STEP_SUCCEEDED, "done", w->now);
 		json_decref(w->status);
 		w->status = api_rack_upgrade_status_to_json(st);
@@ -441,6 +451,68 @@ static void test_op_upgrade_eval_gate_failure(void **state)
 	assert_int_equal(st.phase, API_PHASE_HALTED);
 	assert_false(w->out.changed);
 	assert_int_equal(w->out.act, OP_UPG_NONE);
+	api_rack_upgrade_status_clear(&st);
+	world_free(w);
+}
+
+/* A drain past its deadline halts the upgrade naming what held it; the
+ * upgrade holds until spec.retry is raised, then the Drain step starts
+ * again (once per raise) and the upgrade completes. */
+static void test_op_upgrade_eval_drain_deadline_halts_until_retry(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->drain_fails = 1;
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
+	assert_non_null(strstr(status_str(w, "message"), "Drain"));
+	assert_non_null(strstr(status_str(w, "message"), "team-a/web-0"));
+	assert_string_equal(w->last_event, "Halted");
+	assert_int_equal(w->touched, (1u << 1) | (1u << 2)); /* the canary only */
+	for (int i = 0; i < 18; i++)
+		assert_string_equal(w->driver[i], FROM_DRIVER);
+	/* Held: nothing is asked for, however long it waits. */
+	w->now += 3600 * SEC;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_HALTED);
+	assert_int_equal(w->out.act, OP_UPG_NONE);
+	api_rack_upgrade_status_clear(&st);
+	/* A person raises spec.retry: the Drain step runs again, anew. */
+	w->u->retry = 1;
+	int64_t at = w->now;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_CANARY);
+	assert_int_equal(w->out.act, OP_UPG_DRAIN);
+	assert_int_equal(st.steps[w->out.step].start_ms, at);
+	assert_int_equal(st.retried, 1);
+	assert_int_equal(w->started[w->out.step], 2);
+	api_rack_upgrade_status_clear(&st);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+	for (int i = 0; i < 18; i++)
+		assert_string_equal(w->driver[i], TO_DRIVER);
+	world_free(w);
+}
+
+/* spec.retry on an upgrade halted by a failed gate retries nothing. */
+static void test_op_upgrade_eval_retry_leaves_a_failed_gate(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->busbw[1] = 300;
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
+	w->u->retry = 1;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_HALTED);
+	assert_int_equal(w->out.act, OP_UPG_NONE);
+	assert_string_equal(w->last_event, "RetryRefused");
+	assert_int_equal(st.retried, 1);
+	api_rack_upgrade_status_clear(&st);
+	unsigned events = w->events;
+	pass(w, &st); /* the same retry is not refused twice */
+	assert_int_equal(w->events, events);
 	api_rack_upgrade_status_clear(&st);
 	world_free(w);
 }
@@ -971,6 +1043,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_op_upgrade_eval_happy_path),
 	        cmocka_unit_test(test_op_upgrade_eval_gate_failure),
+	        cmocka_unit_test(test_op_upgrade_eval_drain_deadline_halts_until_retry),
+	        cmocka_unit_test(test_op_upgrade_eval_retry_leaves_a_failed_gate),
 	        cmocka_unit_test(test_op_upgrade_eval_mask_health_passes),
 	        cmocka_unit_test(test_op_upgrade_eval_mask_fault_halts_naming_gpu),
 	        cmocka_unit_test(test_op_upgrade_eval_summary_fault_halts),
