@@ -6,7 +6,8 @@
 # two operator replicas under leader election while the leader is killed
 # with SIGKILL right after each new status.phase appears and at three seeded
 # random points inside the waves; the killed replica is restarted each time
-# and the standby takes over. The upgrade must end as the uninterrupted run
+# and the standby takes over. Once inside the waves, before those kills, the
+# kube-apiserver itself is restarted (etcd kept) while the rollout runs. The upgrade must end as the uninterrupted run
 # does (Completed, every tray on the new driver and out of maintenance, no
 # Node cordoned, 1 canary + 4 waves) with no step performed twice: each
 # tray's installer ran once, the canary's validation ran once per tray, and
@@ -86,12 +87,14 @@ out=$(upgrade "$UP" routine "  reason: driver patch release
 check "create the routine RackUpgrade $FROM -> $TO" $? "$out"
 # Every write of the upgrade, as the watch sees it: its phase, one a line.
 : >"$work/phases"
-"$KUBECTL" get rackupgrade "$UP" -w -o jsonpath='{.status.phase}{"\n"}' >"$work/phases" 2>/dev/null &
-wpid=$!
-opids[watch]=$wpid
+phase_watch() {
+	"$KUBECTL" get rackupgrade "$UP" -w -o jsonpath='{.status.phase}{"\n"}' >>"$work/phases" 2>/dev/null &
+	opids[watch]=$!
+}
+phase_watch
 
 declare -A seen=()
-approved=0 randoms=3 deadline=$((SECONDS + 420))
+approved=0 randoms=3 restarts=1 restarted="" deadline=$((SECONDS + 420))
 while ((SECONDS < deadline)); do
 	# The first phase of the watch not yet acted on.
 	p=""
@@ -110,6 +113,24 @@ while ((SECONDS < deadline)); do
 	fi
 	cur=$(phase "$UP")
 	if [[ $cur == Halted || $cur == Aborted ]]; then break; fi
+	if [[ $cur == RollingOut && -n ${seen[RollingOut]:-} ]] && ((restarts > 0)); then
+		# The apiserver restarted mid-wave: every watch and request of
+		# both replicas and the agents breaks at once.
+		wait_for 30 has_leader
+		sleep "0.$((RANDOM % 10))"
+		if [[ $(phase "$UP") == RollingOut ]]; then
+			restarts=0
+			w=$(ustatus "$UP" '[.status.waves[] | select(.phase == "Running") | .index] | first // "none"')
+			if tests/cluster/cluster.sh restart-apiserver "$NVL72_CLUSTER_DIR" 2>"$work/restart.err"; then
+				restarted="wave $w"
+			else
+				restarted="failed: $(tr '\n' ' ' <"$work/restart.err" | cut -c1-200)"
+			fi
+			kill "${opids[watch]}" 2>/dev/null
+			phase_watch
+		fi
+		continue
+	fi
 	if [[ $cur == RollingOut && -n ${seen[RollingOut]:-} ]] && ((randoms > 0)); then
 		# A random point inside the waves: 0 to 4 s after a leader is
 		# back.
@@ -133,6 +154,8 @@ k3=$(printf '%s\n' "${kills[@]}" | grep -c 'inside RollingOut')
 [[ -z $missing && $k3 == 3 ]]
 check "a kill right after each of $want, and 3 inside the waves" $? \
 	"missing:$missing random=$k3 kills=${kills[*]}"
+[[ $restarted == "wave "* ]]
+check "the apiserver restarted once inside RollingOut (running: $restarted)" $? "$restarted"
 
 drivers=$(trays_json | jq -c '[.[].status.driver.version] | unique')
 [[ $drivers == "[\"$TO_DRIVER\"]" ]]
