@@ -82,8 +82,31 @@ others=$(trays_json | jq -c --arg d "$FROM_DRIVER" '[.[] | select(.spec.index > 
 cordoned=$(k get nodes -o json | jq -c --arg r "$R1-" '[.items[] | select(.metadata.name | startswith($r)) |
 	select(.spec.unschedulable == true or .metadata.labels["nvl72.io/maintenance"] != null) | .metadata.name]')
 [[ $others == "[]" && $cordoned == "[\"$(node 1)\",\"$(node 2)\"]" ]]
-check "$R1: no tray outside the canary touched (driver, maintenance, validation, Node); the canary held" $? \
+rc=$?
+check "$R1: no tray outside the canary touched (driver, maintenance, validation, Node); the canary held" $rc \
 	"others=$others cordoned=$cordoned"
+if ((rc != 0)); then
+	# In full, to tell a tray really touched after the failed gate (a
+	# safety defect) from a state read before it settled: each offending
+	# tray's spec and status as they stand and when they last changed, each
+	# cordoned Node's cordon owner and maintenance label, and the steps.
+	echo "# the trays outside the canary that differ, in full:"
+	trays_json | jq -c --argjson ix "$others" '.[] | select(.spec.index as $i | $ix | index($i)) |
+		{name: .metadata.name, rv: .metadata.resourceVersion, managed: [.metadata.managedFields[]? |
+		{manager, operation, time}], spec: {driver: .spec.driver, maintenance: .spec.maintenance,
+		validation: .spec.validation}, status: {driver: .status.driver, validation: .status.validation}}'
+	echo "# the rack's cordoned or labelled Nodes, in full:"
+	k get nodes -o json | jq -c --arg r "$R1-" '.items[] | select(.metadata.name | startswith($r)) |
+		select(.spec.unschedulable == true or .metadata.labels["nvl72.io/maintenance"] != null) |
+		{name: .metadata.name, unschedulable: .spec.unschedulable,
+		cordonedBy: .metadata.annotations["nvl72.io/cordoned-by"],
+		maintenance: .metadata.labels["nvl72.io/maintenance"], managed: [.metadata.managedFields[]? |
+		{manager, operation, time}]}'
+	echo "# $U1's steps:"
+	ustatus "$U1" '.status.steps[] | {index, wave, action, trays, phase, startTime, completionTime}'
+	echo "# the operator's log lines naming those trays or Nodes:"
+	for t in $(jq -r '.[]' <<<"$others"); do grep -h -- "$(node "$t")" "$work"/op*.log | tail -5 | cut -c1-300; done
+fi
 canary=$(trays_json | jq -c '[.[] | select(.spec.index <= 2) | .spec.maintenance.state // "None"]')
 [[ $(jq 'length == 2 and all(. != "None")' <<<"$canary") == true ]]
 check "$R1: the canary trays stay in maintenance while halted" $? "$canary"
