@@ -59,6 +59,14 @@ static int64_t upgrade_clock(void)
 	return time_wall_ms();
 }
 
+/* The longest a pass waiting on the wall clock (a notice, a window, an
+ * earliest start, a soak) sleeps before it reads the clock again. Requeues
+ * run on the monotonic clock, so without this a wall clock stepped forward
+ * (NTP after a resume, a corrected drift) past the awaited time would be
+ * noticed only when the sleep computed from the old clock ran out: hours
+ * or days. Stepped back, the pass simply finds it is not time yet. */
+#define UPGRADE_CLOCK_RECHECK_MS 60000
+
 /* ---- watches ---- */
 
 static void enqueue_rack(struct op *op, const char *rack, struct kube_workqueue *q)
@@ -818,8 +826,13 @@ static struct kube_result upgrade_reconcile(void *ud, const char *key)
 		r = act(op, &p, &st, &out);
 	if (r.err == NV_OK && r.requeue_after_ms == 0 && out.wake_ms > 0) {
 		int64_t left = out.wake_ms - upgrade_clock();
-		r.requeue_after_ms = left > 10 ? left : 10;
+		r.requeue_after_ms = left > UPGRADE_CLOCK_RECHECK_MS ? UPGRADE_CLOCK_RECHECK_MS
+		                     : left > 10                     ? left
+		                                                     : 10;
 	}
+	log_debug(UPGRADE_COMP, "evaluated", "upgrade=%s phase=%s act=%s requeue_ms=%lld",
+	          p.u->meta.name, api_upgrade_phase_name(st.phase), op_upgrade_act_name(out.act),
+	          (long long)r.requeue_after_ms);
 out:
 	api_rack_upgrade_status_clear(&before);
 	api_rack_upgrade_status_clear(&st);

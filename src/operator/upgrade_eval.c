@@ -801,6 +801,10 @@ static enum verdict soak_check(struct pass *p, struct api_upgrade_step *s)
 {
 	int64_t soak =
 	        p->in->u->canary_soak_ms ? p->in->u->canary_soak_ms : p->target->gate.soak_ms;
+	/* A soak is a length of observation. A wall clock stepped back past
+	 * its start would stretch it by the step; it starts again from now. */
+	if (p->in->now_ms < s->start_ms)
+		s->start_ms = p->in->now_ms;
 	if (p->in->now_ms < s->start_ms + soak) {
 		snprintf(s->message, sizeof(s->message), "soaking for %llds",
 		         (long long)(soak / 1000));

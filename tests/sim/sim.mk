@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # The tray simulator: the fake libnvidia-ml.so.1 (standalone, position
 # independent), the fake host tools, simctl, hostprobe (which links the
-# release library to drive the agent's host layer) and fake-nmxm, the NMX-M
-# stand-in of the partition suite. Included by the top
+# release library to drive the agent's host layer), fake-nmxm, the NMX-M
+# stand-in of the partition suite, and libclockshift.so, the host's wall
+# clock moved for one process (LD_PRELOAD). Included by the top
 # Makefile; `make sim` builds it all into $(BUILD)/sim.
 
 SIM_DIR := $(BUILD)/sim
 SIM_LIB := $(SIM_DIR)/lib/libnvidia-ml.so.1
+SIM_CLOCK := $(SIM_DIR)/lib/libclockshift.so
 SIM_TOOL_NAMES := modprobe modinfo systemctl nvl72-sim-installer nvl72-sim-validate
 SIM_TOOLS := $(addprefix $(SIM_DIR)/bin/,$(SIM_TOOL_NAMES))
 SIM_BINS := $(addprefix $(SIM_DIR)/bin/,nvidia-imex nvidia-imex-ctl simctl hostprobe \
@@ -23,6 +25,9 @@ $(SIM_DIR)/obj/%.o: tests/sim/%.c
 $(SIM_LIB): $(SIM_DIR)/pic/fake_nvml.o $(SIM_DIR)/pic/sim.o
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,-z,relro,-z,now $^ -o $@
+$(SIM_CLOCK): $(SIM_DIR)/pic/clockshift.o
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-z,relro,-z,now $^ -ldl -o $@
 $(SIM_DIR)/bin/nvidia-imex: $(SIM_DIR)/obj/fake_imex.o $(SIM_DIR)/obj/sim.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_rel) $^ -o $@
@@ -46,6 +51,6 @@ $(SIM_TOOLS): $(SIM_DIR)/bin/fake-host-tool
 	ln -f $< $@
 
 .PHONY: sim
-sim: $(SIM_LIB) $(SIM_BINS)
+sim: $(SIM_LIB) $(SIM_CLOCK) $(SIM_BINS)
 
-CHECK_EXTRA += $(SIM_LIB) $(SIM_BINS)
+CHECK_EXTRA += $(SIM_LIB) $(SIM_CLOCK) $(SIM_BINS)

@@ -494,6 +494,34 @@ static void test_op_upgrade_eval_drain_deadline_halts_until_retry(void **state)
 	world_free(w);
 }
 
+/* The wall clock stepped back a day during the canary's soak: the soak
+ * starts again from the new now instead of lasting a day more. */
+static void test_op_upgrade_eval_soak_clock_back(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->u->canary_soak_ms = 600 * SEC;
+	/* Up to the soak: the pass that starts it waits for its end. */
+	for (int i = 0; i < 400; i++) {
+		pass(w, &st);
+		const char *m = st.message;
+		bool soaking = strstr(m, "soaking") != NULL;
+		api_rack_upgrade_status_clear(&st);
+		if (soaking)
+			break;
+		run_once(w);
+	}
+	assert_non_null(strstr(status_str(w, "message"), "soaking"));
+	w->now -= 86400 * SEC;
+	pass(w, &st);
+	assert_int_equal(w->out.wake_ms, w->now + 600 * SEC);
+	api_rack_upgrade_status_clear(&st);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+	world_free(w);
+}
+
 /* spec.retry on an upgrade halted by a failed gate retries nothing. */
 static void test_op_upgrade_eval_retry_leaves_a_failed_gate(void **state)
 {
@@ -1045,6 +1073,7 @@ int main(void)
 	        cmocka_unit_test(test_op_upgrade_eval_gate_failure),
 	        cmocka_unit_test(test_op_upgrade_eval_drain_deadline_halts_until_retry),
 	        cmocka_unit_test(test_op_upgrade_eval_retry_leaves_a_failed_gate),
+	        cmocka_unit_test(test_op_upgrade_eval_soak_clock_back),
 	        cmocka_unit_test(test_op_upgrade_eval_mask_health_passes),
 	        cmocka_unit_test(test_op_upgrade_eval_mask_fault_halts_naming_gpu),
 	        cmocka_unit_test(test_op_upgrade_eval_summary_fault_halts),
