@@ -18,7 +18,11 @@
 #  (e) a Rack applied before its CompatibilityMatrix (no webhook to refuse
 #      it) and before its Nodes: the Nodes are labelled when they appear,
 #      the trays are created with no driver in their spec, and get the
-#      stack's driver once the matrix is applied.
+#      stack's driver once the matrix is applied;
+#  (f) the operator's one HTTP/2 connection going silent (tcpfwd.py between
+#      it and the apiserver stops relaying without closing): the transport's
+#      liveness check drops it and dials anew, and a ComputeTray deleted
+#      meanwhile is recreated within a bound; the time it took is printed.
 #
 # Run by tests/integration/run.sh against a fresh control plane.
 set -u
@@ -52,6 +56,10 @@ cleanup() {
 	if ((failed > 0)); then
 		echo "-- last lines of the operator log"
 		tail -20 "$work/operator.log" | cut -c1-300
+		if [[ -f $work/operator-fwd.log ]]; then
+			echo "-- last lines of the operator behind the forwarder"
+			tail -20 "$work/operator-fwd.log" | cut -c1-300
+		fi
 		if [[ -f $work/operator-proxied.log ]]; then
 			echo "-- last lines of the operator behind the fault proxy"
 			tail -20 "$work/operator-proxied.log" | cut -c1-300
@@ -86,6 +94,8 @@ rack_state() {
 		walk(if type == "object" then del(.lastHeartbeatTime, .heartbeatTime, .lastUpdateTime) else . end)'
 }
 tray_count() { k get computetrays -l "nvl72.io/rack=$RACK" -o name | wc -l; }
+# Seconds since an $EPOCHREALTIME reading, one decimal: the recovery times.
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 
 [[ -x $OPERATOR && -x $LOADGEN ]] || { not_ok "binaries" "operator or bench_loadgen missing"; finish; }
 k apply -f crds/ >/dev/null && k wait --for=condition=Established --timeout=60s -f crds/ >/dev/null &&
@@ -113,6 +123,7 @@ before=$(rack_state)
 labels_before=$(k get nodes -l "nvl72.io/rack=$RACK" -o name | wc -l)
 
 # ---- (a) apiserver restart ------------------------------------------------------
+t0=$EPOCHREALTIME
 tests/cluster/cluster.sh restart-apiserver "$CDIR" 2>"$work/restart.err"
 check "(a) the apiserver restarts on the same port with etcd kept" $? "$(one_line "$(cat "$work/restart.err")")"
 kill -0 "$opid" 2>/dev/null && wait_for 30 curl -fs --max-time 2 "http://127.0.0.1:$probe/healthz"
@@ -122,7 +133,9 @@ uid=$(k get computetray "$RACK-t07" -o jsonpath='{.metadata.uid}')
 k delete computetray "$RACK-t07" --wait=true >/dev/null
 recreated() { local u; u=$(k get computetray "$RACK-t07" -o jsonpath='{.metadata.uid}') && [[ -n $u && $u != "$uid" ]]; }
 wait_for 60 recreated
-check "(a) watches resume: a deleted ComputeTray is recreated" $? "uid $uid"
+rc=$?
+took=$(since "$t0")
+check "(a) watches resume: a deleted ComputeTray is recreated (${took}s after the restart began)" $rc "uid $uid"
 wait_for 90 all_ready && [[ $(rack_state) == "$before" ]]
 check "(a) the rack ends as it was before the restart" $? \
 	"$(diff <(echo "$before") <(rack_state) | head -8 | tr '\n' ' ' | cut -c1-400)"
@@ -142,11 +155,14 @@ check "(b) etcd is compacted to revision $rev" $? "compaction request failed"
 # Writes after the compaction move the revision on; the restarted apiserver's
 # watch cache then starts past every revision the operator's watches hold.
 sleep 6
+t0=$EPOCHREALTIME
 tests/cluster/cluster.sh restart-apiserver "$CDIR" 2>"$work/restart.err" ||
 	not_ok "(b) apiserver restart" "$(one_line "$(cat "$work/restart.err")")"
 relisted() { (($(grep -c 'watch expired; relisting' "$work/operator.log") > relists0)); }
 wait_for 60 relisted
-check "(b) informers relist after 410" $? "no relist logged"
+rc=$?
+took=$(since "$t0")
+check "(b) informers relist after 410 (${took}s after the restart began)" $rc "no relist logged"
 wait_for 90 all_ready && [[ $(rack_state) == "$before" ]] && (($(tray_count) == 18))
 check "(b) the rack converges to the same state after the relist" $? "$(ready_msg)"
 
@@ -188,6 +204,7 @@ healthy_in_fault=0
 curl -fs --max-time 2 "http://127.0.0.1:$probe/healthz" >/dev/null || healthy_in_fault=1
 sleep "$FAULT_S"
 echo pass >"$work/proxy.mode"
+t0=$EPOCHREALTIME
 wait_for 10 grep -q ' mode pass' "$work/proxy.log"
 kill -0 "$opid" 2>/dev/null && ((healthy_in_fault == 0)) &&
 	curl -fs --max-time 2 "http://127.0.0.1:$probe/healthz" >/dev/null
@@ -244,8 +261,10 @@ seen_notready() {
 		.message][0] | startswith("17 of 18")' >/dev/null
 }
 wait_for 90 recreated && wait_for 90 seen_notready
-check "(c) after passthrough resumes, the changes made during the fault are seen (t07 recreated, t05 not ready)" \
-	$? "$(ready_msg)"
+rc=$?
+took=$(since "$t0")
+check "(c) after passthrough resumes, the changes made during the fault are seen (t07 recreated, t05 not ready; ${took}s)" \
+	$rc "$(ready_msg)"
 node_ready True KubeletReady
 wait_for 90 all_ready && [[ $(rack_state) == "$before" ]]
 check "(c) the rack converges to the same state as undisturbed" $? \
@@ -254,7 +273,58 @@ n=$(tray_count)
 ((n == 18))
 check "(c) no duplicates: 18 ComputeTrays" $? "trays=$n"
 
+# ---- (f) a silent connection -----------------------------------------------------
+# The operator is restarted behind tests/integration/tcpfwd.py, which passes
+# TLS through, so the operator speaks HTTP/2 to the apiserver itself and all
+# its requests and watches share one connection. Freezing the forwarder
+# stops that connection without closing it; the transport notices nothing
+# read for 30 s, probes, gives the probe 15 s, then redials through the
+# forwarder, whose new connections relay normally.
+READ_IDLE_S=30 PROBE_S=15
+fport=$(free_port 1 "$probe")
+echo pass >"$work/fwd.mode"
+python3 tests/integration/tcpfwd.py --port "$fport" --backend "$(cat "$CDIR/apiserver-port")" \
+	--log "$work/fwd.log" --control "$work/fwd.mode" 2>"$work/fwd.err" &
+pids+=($!)
+sed "s#^\( *server:\).*#\1 https://127.0.0.1:$fport#" "$work/proxied.kubeconfig" >"$work/fwd.kubeconfig"
+chmod 600 "$work/fwd.kubeconfig"
+kill -TERM "$opid"
+wait "$opid" 2>/dev/null
+"$OPERATOR" --kubeconfig "$work/fwd.kubeconfig" --agent-lease-namespace "$NS" \
+	--tray-heartbeat-timeout 1m --metrics-bind-address 0 --dashboard-bind-address 0 \
+	--webhook-bind-address 0 --health-probe-bind-address "127.0.0.1:$probe" \
+	>"$work/operator-fwd.log" 2>&1 &
+opid=$!
+pids+=("$opid")
+wait_for 60 curl -fs --max-time 2 "http://127.0.0.1:$probe/readyz" && wait_for 90 all_ready &&
+	[[ $(rack_state) == "$before" ]]
+check "(f) behind the forwarder the operator sees the rack as before" $? \
+	"$(one_line "$(tail -3 "$work/operator-fwd.log"; cat "$work/fwd.err")")"
+conns=$(awk '$2 != "freeze" && $2 != "mode"' "$work/fwd.log" | wc -l)
+uid=$(k get computetray "$RACK-t07" -o jsonpath='{.metadata.uid}')
+echo freeze >"$work/fwd.mode"
+wait_for 10 grep -q ' freeze ' "$work/fwd.log"
+frozen=$(awk '$2 == "freeze" { print $3 }' "$work/fwd.log")
+t0=$EPOCHREALTIME
+k delete computetray "$RACK-t07" --wait=true >/dev/null
+bound=$((READ_IDLE_S + PROBE_S + 60))
+wait_for "$bound" recreated
+rc=$?
+recovery=$(since "$t0")
+check "(f) a ComputeTray deleted while the connection is silent is recreated within ${bound}s (took ${recovery}s; $frozen of $conns connections frozen)" \
+	$rc "uid $uid; $(one_line "$(grep -i 'silent' "$work/operator-fwd.log" | tail -2)")"
+grep -q 'apiserver connection silent; dropped it and dialing anew' "$work/operator-fwd.log"
+check "(f) the operator logged dropping the silent connection" $? \
+	"$(one_line "$(tail -3 "$work/operator-fwd.log")")"
+after=$(awk '$2 == "freeze" { f = 1; next } f && $2 != "mode"' "$work/fwd.log" | wc -l)
+((after > 0))
+check "(f) it dialled anew through the forwarder ($after new connections)" $? "none after the freeze"
+wait_for 90 all_ready && [[ $(rack_state) == "$before" ]] && (($(tray_count) == 18))
+check "(f) the rack converges to the same state as undisturbed" $? \
+	"$(diff <(echo "$before") <(rack_state) | head -8 | tr '\n' ' ' | cut -c1-400)"
+
 # ---- (d) a tray vanishing --------------------------------------------------------
+t0=$EPOCHREALTIME
 k delete node "$RACK-t11" --wait=true >/dev/null
 said() {
 	k get rack "$RACK" -o json | jq -e '
@@ -262,7 +332,9 @@ said() {
 		and ([.. | strings | select(test("NodeNotFound"))] | length > 0)' >/dev/null
 }
 wait_for 60 said
-check "(d) a tray whose Node is deleted is reported (NodeNotFound, 17 of 18 ready)" $? \
+rc=$?
+took=$(since "$t0")
+check "(d) a tray whose Node is deleted is reported (NodeNotFound, 17 of 18 ready; ${took}s)" $rc \
 	"$(ready_msg)"
 
 # ---- (e) a Rack before its matrix -----------------------------------------------
@@ -282,10 +354,13 @@ empty18() { [[ $(late_drivers) == "x18" ]]; }
 wait_for 60 empty18
 check "(e) a Rack whose matrix is not there yet gets 18 trays with no driver in their spec" $? \
 	"drivers: $(late_drivers)"
+t0=$EPOCHREALTIME
 sed 's/name: gb300-2026.10/name: gb300-late/' deploy/samples/compatibilitymatrix-gb300.yaml | k apply -f - >/dev/null
 filled() { [[ $(late_drivers) == "580.95.05x18" ]]; }
 wait_for 60 filled
-check "(e) once the matrix is applied every tray gets the stack's driver (580.95.05)" $? \
+rc=$?
+took=$(since "$t0")
+check "(e) once the matrix is applied every tray gets the stack's driver (580.95.05; ${took}s)" $rc \
 	"drivers: $(late_drivers)"
 cat "$work"/operator*.log | grep -q 'tray driver filled in from the matrix.*rack=late-r01'
 check "(e) the operator logged filling them in" $? "$(cat "$work"/operator*.log | grep -c 'filled in') lines"
