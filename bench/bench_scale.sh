@@ -25,6 +25,7 @@
 #   SCALE_NODE_SHAPE       realistic (a GPU tray's Node as kubelet, NFD and GFD
 #                          leave it; the default) or minimal (name, one label, Ready)
 #   SCALE_OPERATOR         the operator binary to measure (default: this tree's)
+#   SCALE_OPERATOR_ARGS    more operator flags, split on spaces (default none)
 #   BUILD                  build folder (default build)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,7 @@ node_shape=${SCALE_NODE_SHAPE:-realistic}
 obj_sizes=
 build=${BUILD:-build}
 op_bin=${SCALE_OPERATOR:-$root/$build/rel/bin/nvl72-operator}
+read -r -a op_args <<<"${SCALE_OPERATOR_ARGS:-}"
 lg_bin=$root/$build/rel/bench/bench_loadgen
 ns=nvl72-system
 make -s BUILD="$build" "$root/$build/rel/bin/nvl72-operator" "$lg_bin" >/dev/null || { echo "bench_scale: build failed"; exit 1; }
@@ -212,7 +214,7 @@ one_size() {
 	port=$((20000 + RANDOM % 10000)) mport=$((30000 + RANDOM % 10000))
 	"$op_bin" --kubeconfig "$KUBECONFIG" --leader-election-namespace "$ns" \
 		--agent-lease-namespace "$ns" --metrics-bind-address "127.0.0.1:$mport" --dashboard-bind-address 0 \
-		--webhook-bind-address 0 --health-probe-bind-address "127.0.0.1:$port" \
+		--webhook-bind-address 0 --health-probe-bind-address "127.0.0.1:$port" "${op_args[@]}" \
 		>"$work/operator-$n.log" 2>&1 &
 	opid=$!
 	for _ in $(seq 600); do
@@ -289,7 +291,8 @@ out=bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ).txt
 	echo "operator at scale, $stamp, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)," \
 		"$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)," \
 		"load $(cut -d' ' -f1-3 /proc/loadavg)"
-	echo "steady window ${steady} s, load generator Lease renewal every ${hb} s, operator defaults"
+	echo "steady window ${steady} s, load generator Lease renewal every ${hb} s, operator" \
+		"${SCALE_OPERATOR_ARGS:-defaults}"
 	echo "Nodes shaped $node_shape (bench_loadgen --node-shape): ${obj_sizes:-sizes not measured}"
 	echo "racks  trays  ready(s) hwm(MiB) rss(MiB)  cpu(s) cpu/min(s) req/rack  op/rack  op/min  writes med(ms) floor(s) scrape(KiB) (ms) rss2(MiB)"
 	printf '%s\n' "${rows[@]}"
