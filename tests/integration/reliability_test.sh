@@ -109,11 +109,21 @@ k apply -f crds/ >/dev/null && k wait --for=condition=Established --timeout=60s 
 pids+=($!)
 . tests/cluster/ports.sh
 probe=$(free_port)
-"$OPERATOR" --kubeconfig "$KUBECONFIG" --agent-lease-namespace "$NS" --tray-heartbeat-timeout 1m \
-	--metrics-bind-address 0 --dashboard-bind-address 0 --webhook-bind-address 0 \
-	--health-probe-bind-address "127.0.0.1:$probe" >"$work/operator.log" 2>&1 &
-opid=$!
-pids+=("$opid")
+# op_run KUBECONFIG LOG: stops the operator running (if any) and starts it
+# anew on that kubeconfig, logging to $work/LOG; its pid in opid.
+opid=""
+op_run() {
+	if [[ -n $opid ]]; then
+		kill -TERM "$opid"
+		wait "$opid" 2>/dev/null
+	fi
+	"$OPERATOR" --kubeconfig "$1" --agent-lease-namespace "$NS" --tray-heartbeat-timeout 1m \
+		--metrics-bind-address 0 --dashboard-bind-address 0 --webhook-bind-address 0 \
+		--health-probe-bind-address "127.0.0.1:$probe" >"$work/$2" 2>&1 &
+	opid=$!
+	pids+=("$opid")
+}
+op_run "$KUBECONFIG" operator.log
 wait_for 60 curl -fs --max-time 2 "http://127.0.0.1:$probe/readyz" ||
 	{ not_ok "operator ready" "$(one_line "$(tail -3 "$work/operator.log")")"; finish; }
 sed "s/gb300-r07/$RACK/g" deploy/samples/rack-gb300.yaml | k apply -f - >/dev/null
@@ -175,14 +185,7 @@ RA=2         # the Retry-After the proxy sends with each 429
 FAULT_S=10   # seconds of 429, then as many of 503
 SLACK=0.2    # seconds of leeway on Retry-After (clock reads, logging)
 faultproxy_start "(c) "
-kill -TERM "$opid"
-wait "$opid" 2>/dev/null
-"$OPERATOR" --kubeconfig "$work/proxied.kubeconfig" --agent-lease-namespace "$NS" \
-	--tray-heartbeat-timeout 1m --metrics-bind-address 0 --dashboard-bind-address 0 \
-	--webhook-bind-address 0 --health-probe-bind-address "127.0.0.1:$probe" \
-	>"$work/operator-proxied.log" 2>&1 &
-opid=$!
-pids+=("$opid")
+op_run "$work/proxied.kubeconfig" operator-proxied.log
 wait_for 60 curl -fs --max-time 2 "http://127.0.0.1:$probe/readyz" && wait_for 90 all_ready &&
 	[[ $(rack_state) == "$before" ]]
 check "(c) through the proxy in passthrough the operator sees the rack as before" $? \
@@ -288,14 +291,7 @@ python3 tests/integration/tcpfwd.py --port "$fport" --backend "$(cat "$CDIR/apis
 pids+=($!)
 sed "s#^\( *server:\).*#\1 https://127.0.0.1:$fport#" "$work/proxied.kubeconfig" >"$work/fwd.kubeconfig"
 chmod 600 "$work/fwd.kubeconfig"
-kill -TERM "$opid"
-wait "$opid" 2>/dev/null
-"$OPERATOR" --kubeconfig "$work/fwd.kubeconfig" --agent-lease-namespace "$NS" \
-	--tray-heartbeat-timeout 1m --metrics-bind-address 0 --dashboard-bind-address 0 \
-	--webhook-bind-address 0 --health-probe-bind-address "127.0.0.1:$probe" \
-	>"$work/operator-fwd.log" 2>&1 &
-opid=$!
-pids+=("$opid")
+op_run "$work/fwd.kubeconfig" operator-fwd.log
 wait_for 60 curl -fs --max-time 2 "http://127.0.0.1:$probe/readyz" && wait_for 90 all_ready &&
 	[[ $(rack_state) == "$before" ]]
 check "(f) behind the forwarder the operator sees the rack as before" $? \

@@ -7,7 +7,9 @@
 // moves the clock by rewriting the file; no file or no number is 0.
 //
 // The monotonic clocks stay as they are, as a step of the wall clock leaves
-// them. time() and gettimeofday() stay too: OpenSSL checks certificate
+// them: clock_gettime(2) of the Linux man-pages documents that
+// CLOCK_REALTIME is affected by discontinuous jumps (settimeofday, NTP
+// steps) and CLOCK_MONOTONIC is not. time() and gettimeofday() stay too: OpenSSL checks certificate
 // lifetimes with them, and the test CA's certificates are minutes old, so a
 // clock moved back an hour would fail every TLS handshake; the operator
 // reads the wall clock only through clock_gettime.
