@@ -189,7 +189,11 @@ struct api_upgrade_approval_ref {
 };
 
 #define API_UPGRADE_STEPS_MAX 256
-#define API_UPGRADE_WAVES_MAX 19
+/* A plan runs in stages (the switch trays move between them, see
+ * docs/upgrades.md); each takes at most 19 waves: a rack-wide one, the
+ * canary's and one per other tray. */
+#define API_UPGRADE_STAGES_MAX 4
+#define API_UPGRADE_WAVES_MAX (API_UPGRADE_STAGES_MAX * 19)
 
 /* The durable record of a RackUpgrade. The plan is the matrix plan from the
  * rack's stack; steps are owned by the struct (nsteps of them). */

@@ -546,7 +546,7 @@ static void step_parse(struct api_ctx *c, const json_t *item, size_t i, void *ar
 	int e = 0;
 	if (api_get_int(c, item, "index", true, 0, API_UPGRADE_STEPS_MAX - 1, &v))
 		st->index = (int)v;
-	if (api_get_int(c, item, "wave", false, 0, API_COMPUTE_TRAYS, &v))
+	if (api_get_int(c, item, "wave", false, 0, API_UPGRADE_WAVES_MAX - 1, &v))
 		st->wave = (int)v;
 	if (api_get_enum(c, item, "action", true, action_names,
 	                 sizeof(action_names) / sizeof(action_names[0]), &e))
@@ -577,7 +577,7 @@ static void wave_parse(struct api_ctx *c, const json_t *item, size_t i, void *ar
 	struct api_upgrade_wave *w = &s->waves[i];
 	int64_t v = 0;
 	int e = 0;
-	if (api_get_int(c, item, "index", true, 0, API_COMPUTE_TRAYS, &v))
+	if (api_get_int(c, item, "index", true, 0, API_UPGRADE_WAVES_MAX - 1, &v))
 		w->index = (int)v;
 	(void)api_get_tray_set(c, item, "trays", false, 0, &w->trays);
 	if (api_get_enum(c, item, "phase", false, step_phase_names, 5, &e))

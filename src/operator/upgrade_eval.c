@@ -144,24 +144,71 @@ static uint32_t oob_comps(void)
 	return set;
 }
 
-/* The switch-tray part of plan step i that runs once for the rack before
- * the canary: that of the leading plan steps, before any step moves a
- * component of the compute trays. A switch-tray component after one stays
- * in the waves, where its step fails (the plan cannot be honoured one wave
- * at a time). */
+/* Stages: switch trays are shared by every compute tray, so a switch-tray
+ * component moves once for the whole rack, and only when every compute
+ * tray has taken the plan steps before it. The plan therefore splits into
+ * stages, a new one at each switch-tray part that follows a compute-tray
+ * component. A stage begins with its switch-tray parts (rack-wide, no
+ * trays) and then takes every compute tray through its compute parts in
+ * waves. Stage 0's rack-wide steps lead the canary's wave 0; a later
+ * stage's are a wave of their own with no trays, after which its first
+ * wave is the canary's trays again, with the same gate. A plan that moves
+ * the switch trays before anything else has one stage. */
+static unsigned stage_of(const struct matrix_plan *plan, unsigned i)
+{
+	unsigned stage = 0;
+	bool compute = false;
+	for (unsigned j = 0; j <= i && j < plan->nsteps; j++) {
+		uint32_t c = plan->steps[j].components;
+		if ((c & SWITCH_COMPS) && compute) {
+			stage++;
+			compute = false;
+		}
+		if (c & ~SWITCH_COMPS)
+			compute = true;
+	}
+	return stage;
+}
+
+static unsigned stages(const struct matrix_plan *plan)
+{
+	return plan->nsteps ? stage_of(plan, plan->nsteps - 1) + 1 : 1;
+}
+
+/* The stage wave w belongs to: each wave with no trays after wave 0
+ * begins the next stage. */
+static unsigned wave_stage(const struct api_rack_upgrade_status *st, int w)
+{
+	unsigned stage = 0;
+	for (int i = 1; i <= w && (unsigned)i < st->nwaves; i++)
+		stage += st->waves[i].trays == 0;
+	return stage;
+}
+
+/* The stack the plan reaches at the end of a stage (its gate is the one
+ * that stage's canary trays must pass). */
+static const struct matrix_stack *stage_stack(const struct pass *p, unsigned stage)
+{
+	const struct matrix_stack *s = p->target;
+	for (unsigned i = 0; i < p->plan.nsteps; i++)
+		if (stage_of(&p->plan, i) == stage)
+			s = &p->in->m->stacks[p->plan.steps[i].to_stack];
+	return s;
+}
+
+/* The rack-wide (switch-tray) part of plan step i, run at its stage's
+ * start. */
 static uint32_t rack_part(const struct matrix_plan *plan, unsigned i)
 {
-	for (unsigned j = 0; j < i; j++)
-		if (plan->steps[j].components & ~SWITCH_COMPS)
-			return 0;
 	return plan->steps[i].components & SWITCH_COMPS;
 }
 
-/* The Apply steps plan step i becomes in each wave, in order: its
- * out-of-band part (tray firmware), then the rest (driver and above). */
+/* The Apply steps plan step i becomes in each wave of its stage, in
+ * order: its out-of-band part (tray firmware), then the rest (driver and
+ * above). */
 static unsigned wave_parts(const struct matrix_plan *plan, unsigned i, uint32_t parts[2])
 {
-	uint32_t a = plan->steps[i].components & ~rack_part(plan, i);
+	uint32_t a = plan->steps[i].components & ~SWITCH_COMPS;
 	unsigned n = 0;
 	if (a & oob_comps())
 		parts[n++] = a & oob_comps();
@@ -171,18 +218,21 @@ static unsigned wave_parts(const struct matrix_plan *plan, unsigned i, uint32_t 
 }
 
 /* The plan step an Apply step came from (-1 when none): found by its rank
- * among the rack-wide (no trays) or the tray Apply steps of its wave, as
- * wave_add made them. */
+ * among the rack-wide (no trays) or the tray Apply steps of its wave, over
+ * the plan steps of the wave's stage, as wave_add and stage_add made
+ * them. */
 static int plan_step_of(const struct matrix_plan *plan, const struct api_rack_upgrade_status *st,
                         const struct api_upgrade_step *s)
 {
 	bool rack = s->trays == 0;
-	unsigned rank = 0;
+	unsigned rank = 0, stage = wave_stage(st, s->wave);
 	uint32_t parts[2];
 	for (unsigned i = 0; i < st->nsteps && &st->steps[i] != s; i++)
 		rank += st->steps[i].wave == s->wave && st->steps[i].action == API_ACT_APPLY &&
 		        (st->steps[i].trays == 0) == rack;
 	for (unsigned i = 0; i < plan->nsteps; i++) {
+		if (stage_of(plan, i) != stage)
+			continue;
 		unsigned n = rack ? rack_part(plan, i) != 0 : wave_parts(plan, i, parts);
 		if (rank < n)
 			return (int)i;
@@ -373,32 +423,52 @@ static struct api_upgrade_step *step_add(struct api_rack_upgrade_status *st, int
 	return s;
 }
 
+/* A wave of compute trays in the current stage (that of the last wave;
+ * stage 0 for the first). The first wave of each stage runs the gate. */
 static void wave_add(struct pass *p, uint32_t trays)
 {
 	struct api_rack_upgrade_status *st = p->st;
 	int w = (int)st->nwaves;
+	unsigned stage = w ? wave_stage(st, w - 1) : 0;
+	bool first = w == 0 || st->waves[w - 1].trays == 0;
 	if (st->nwaves >= API_UPGRADE_WAVES_MAX)
 		return;
 	st->waves[st->nwaves++] =
 	        (struct api_upgrade_wave){.index = w, .trays = trays, .phase = API_STEP_PENDING};
 	for (unsigned i = 0; w == 0 && i < p->plan.nsteps; i++)
-		if (rack_part(&p->plan, i))
+		if (stage_of(&p->plan, i) == 0 && rack_part(&p->plan, i))
 			(void)step_add(st, w, API_ACT_APPLY, rack_part(&p->plan, i), 0);
 	if (p->plan.needs_drain)
 		(void)step_add(st, w, API_ACT_DRAIN, 0, trays);
 	for (unsigned i = 0; i < p->plan.nsteps; i++) {
 		uint32_t parts[2];
-		unsigned n = wave_parts(&p->plan, i, parts);
+		unsigned n = stage_of(&p->plan, i) == stage ? wave_parts(&p->plan, i, parts) : 0;
 		for (unsigned k = 0; k < n; k++)
 			(void)step_add(st, w, API_ACT_APPLY, parts[k], trays);
 	}
 	(void)step_add(st, w, API_ACT_WAIT_FABRIC, 0, trays);
 	(void)step_add(st, w, API_ACT_WAIT_IMEX, 0, trays);
-	if (w == 0) {
+	if (first) {
 		(void)step_add(st, w, API_ACT_VALIDATE, 0, trays);
 		(void)step_add(st, w, API_ACT_SOAK, 0, trays);
 	}
 	(void)step_add(st, w, API_ACT_UNCORDON, 0, trays);
+}
+
+/* The rack-wide wave that begins the next stage: its switch-tray parts,
+ * once for the rack, with no tray in maintenance. */
+static void stage_add(struct pass *p)
+{
+	struct api_rack_upgrade_status *st = p->st;
+	int w = (int)st->nwaves;
+	unsigned stage = wave_stage(st, w - 1) + 1;
+	if (st->nwaves >= API_UPGRADE_WAVES_MAX)
+		return;
+	st->waves[st->nwaves++] =
+	        (struct api_upgrade_wave){.index = w, .trays = 0, .phase = API_STEP_PENDING};
+	for (unsigned i = 0; i < p->plan.nsteps; i++)
+		if (stage_of(&p->plan, i) == stage && rack_part(&p->plan, i))
+			(void)step_add(st, w, API_ACT_APPLY, rack_part(&p->plan, i), 0);
 }
 
 static bool step_done(const struct api_upgrade_step *s)
@@ -534,14 +604,6 @@ static enum verdict oob_blocker(struct pass *p, struct api_upgrade_step *s, int 
 		step_end(p, s, API_STEP_FAILED, "no plan step matches this out-of-band step");
 		return V_FAILED;
 	}
-	if (s->trays != 0 && (comps & SWITCH_COMPS)) {
-		step_end(p, s, API_STEP_FAILED,
-		         "plan step %d moves switch-tray component %s after a compute-tray "
-		         "component; switch trays are shared by the rack and move only before "
-		         "the canary",
-		         i + 1, comp_first(comps & SWITCH_COMPS));
-		return V_FAILED;
-	}
 	if (p->in->oob_backend)
 		return V_WAIT;
 	change = oob_changes(p, i, comps);
@@ -582,11 +644,29 @@ static enum verdict oob_check(struct pass *p, struct api_upgrade_step *s)
 	return V_WAIT;
 }
 
+/* The first out-of-band component of a later stage's plan step that needs
+ * a backend this operator lacks (0 when none): found before the canary, so
+ * that an upgrade never stops between stages for want of one. */
+static int oob_later_missing(const struct pass *p, uint32_t *comp)
+{
+	for (unsigned i = 0; i < p->plan.nsteps && !p->in->oob_backend; i++) {
+		uint32_t c = oob_changes(p, (int)i, p->plan.steps[i].components & oob_comps());
+		if (stage_of(&p->plan, i) > 0 && c != 0) {
+			*comp = c;
+			return (int)i + 1;
+		}
+	}
+	return 0;
+}
+
 /* At the canary's start, before any tray is touched: an out-of-band step
- * that cannot run fails now, and the upgrade halts. */
+ * that cannot run fails now (those of a later stage too, which have no
+ * step yet), and the upgrade halts. */
 static bool oob_precheck(struct pass *p)
 {
 	struct api_rack_upgrade_status *st = p->st;
+	uint32_t comp = 0;
+	int later;
 	for (unsigned k = 0; k < st->nsteps; k++) {
 		struct api_upgrade_step *s = &st->steps[k];
 		if (s->wave != 0 || s->action != API_ACT_APPLY || s->phase != API_STEP_PENDING ||
@@ -598,6 +678,16 @@ static bool oob_precheck(struct pass *p)
 		st->waves[0].start_ms = st->waves[0].completion_ms = p->in->now_ms;
 		phase_set(p, API_PHASE_HALTED);
 		message(p, "step %d (Apply, wave 0) failed: %s", s->index, s->message);
+		return false;
+	}
+	if ((later = oob_later_missing(p, &comp)) != 0) {
+		st->waves[0].phase = API_STEP_FAILED;
+		st->waves[0].start_ms = st->waves[0].completion_ms = p->in->now_ms;
+		phase_set(p, API_PHASE_HALTED);
+		message(p,
+		        "plan step %d (stage %u) needs an out-of-band backend (component %s); none "
+		        "configured",
+		        later, stage_of(&p->plan, (unsigned)later - 1) + 1, comp_first(comp));
 		return false;
 	}
 	return true;
@@ -721,9 +811,10 @@ static void evidence_base(struct pass *p, struct api_upgrade_step *s, bool *fab,
 	         !any_imex ? "NotConfigured"
 	         : *imex   ? "Up"
 	                   : "NotUp");
-	e->floor_gbps = p->target->gate.floor_gbps;
-	e->tolerance_pct = p->target->gate.tolerance_pct;
-	snprintf(e->transport, sizeof(e->transport), "%s", p->target->gate.transport);
+	const struct matrix_gate *g = &stage_stack(p, wave_stage(p->st, s->wave))->gate;
+	e->floor_gbps = g->floor_gbps;
+	e->tolerance_pct = g->tolerance_pct;
+	snprintf(e->transport, sizeof(e->transport), "%s", g->transport);
 }
 
 static enum verdict gate_end(struct pass *p, struct api_upgrade_step *s, bool passed,
@@ -739,7 +830,7 @@ static enum verdict gate_end(struct pass *p, struct api_upgrade_step *s, bool pa
 
 static enum verdict validate_check(struct pass *p, struct api_upgrade_step *s)
 {
-	const struct matrix_gate *g = &p->target->gate;
+	const struct matrix_gate *g = &stage_stack(p, wave_stage(p->st, s->wave))->gate;
 	char id[64], why[512];
 	bool fab, imex;
 	int min = -1;
@@ -799,8 +890,9 @@ static enum verdict validate_check(struct pass *p, struct api_upgrade_step *s)
 
 static enum verdict soak_check(struct pass *p, struct api_upgrade_step *s)
 {
-	int64_t soak =
-	        p->in->u->canary_soak_ms ? p->in->u->canary_soak_ms : p->target->gate.soak_ms;
+	int64_t soak = p->in->u->canary_soak_ms
+	                       ? p->in->u->canary_soak_ms
+	                       : stage_stack(p, wave_stage(p->st, s->wave))->gate.soak_ms;
 	/* A soak is a length of observation. A wall clock stepped back past
 	 * its start would stretch it by the step; it starts again from now. */
 	if (p->in->now_ms < s->start_ms)
@@ -924,11 +1016,15 @@ static bool canary_pick(struct pass *p)
 	return true;
 }
 
+/* The trays the current stage has taken in waves so far. */
 static uint32_t waved(const struct api_rack_upgrade_status *st)
 {
 	uint32_t set = 0;
-	for (unsigned i = 0; i < st->nwaves; i++)
+	for (unsigned i = st->nwaves; i-- > 0;) {
+		if (i > 0 && st->waves[i].trays == 0)
+			break;
 		set |= st->waves[i].trays;
+	}
 	return set;
 }
 
@@ -999,13 +1095,32 @@ static void rollout(struct pass *p)
 		if (st->phase == API_PHASE_CANARY || st->phase == API_PHASE_VALIDATING)
 			phase_set(p, API_PHASE_ROLLING_OUT);
 		uint32_t remaining = rack_trays(p->in->rack) & ~waved(st);
+		unsigned stage = wave_stage(st, (int)st->nwaves - 1);
+		if (remaining == 0 && stage + 1 < stages(&p->plan)) {
+			if (p->hold)
+				return;
+			stage_add(p);
+			event(p, false, "StageStarted",
+			      "stage %u of %u: every tray took the plan's steps before it; the "
+			      "switch "
+			      "trays move now",
+			      stage + 2, stages(&p->plan));
+			continue;
+		}
 		if (remaining == 0) {
 			phase_set(p, API_PHASE_COMPLETED);
 			st->completion_ms = p->in->now_ms;
 			message(p, "every tray runs %s", p->in->u->target_stack);
 			return;
 		}
-		if (p->hold || !wave_next(p, remaining))
+		if (p->hold)
+			return;
+		/* A later stage's first wave: the canary's trays, gated again. */
+		if (st->waves[st->nwaves - 1].trays == 0 && (remaining & st->canary_trays)) {
+			wave_add(p, remaining & st->canary_trays);
+			continue;
+		}
+		if (!wave_next(p, remaining))
 			return;
 	}
 }
@@ -1159,6 +1274,15 @@ static bool plan_load(struct pass *p)
 	                      &p->plan) != NV_OK) {
 		message(p, "no plan from stack \"%s\" to %s in %s", st->from_stack,
 		        in->u->target_stack, in->m->name);
+		return false;
+	}
+	if (stages(&p->plan) > API_UPGRADE_STAGES_MAX) {
+		phase_set(p, API_PHASE_HALTED);
+		message(p,
+		        "the move %s -> %s takes %u stages (switch-tray steps between compute-tray "
+		        "steps); at most %d are run: upgrade through an intermediate stack first",
+		        st->from_stack, in->u->target_stack, stages(&p->plan),
+		        API_UPGRADE_STAGES_MAX);
 		return false;
 	}
 	if (p->plan.verdict == MATRIX_BLOCKED) {

@@ -44,14 +44,16 @@ struct world {
 	unsigned events;
 	char last_event[48];
 	bool gate_failed_event;
-	const char *rack_stack;  /* the stack the rack runs */
-	struct oob_backend *oob; /* NULL: no out-of-band backend */
-	char oob_dir[64];        /* the sim backend's rack folder */
-	unsigned acts;           /* actions asked for so far */
-	unsigned first_tray_act; /* 1 + the action that first touched a tray */
-	unsigned oob_acts;       /* out-of-band passes */
-	unsigned oob_started;    /* operations started, all passes */
-	int drain_fails;         /* Drain passes to end Failed, as at a passed deadline */
+	const char *rack_stack;   /* the stack the rack runs */
+	struct oob_backend *oob;  /* NULL: no out-of-band backend */
+	char oob_dir[64];         /* the sim backend's rack folder */
+	unsigned acts;            /* actions asked for so far */
+	unsigned first_tray_act;  /* 1 + the action that first touched a tray */
+	unsigned oob_acts;        /* out-of-band passes */
+	unsigned oob_started;     /* operations started, all passes */
+	int drain_fails;          /* Drain passes to end Failed, as at a passed deadline */
+	char oob_drivers[18][64]; /* the trays' drivers at the first out-of-band pass */
+	unsigned driver_sets;     /* driver changes asked of a tray, all trays */
 };
 
 static void *load(const char *path, int kind)
@@ -262,8 +264,10 @@ static void act(struct world *w, struct api_rack_upgrade_status *st)
 	for (int i = 0; i < 18; i++) {
 		if (!(w->out.trays & (1u << (i + 1))))
 			continue;
-		if (w->out.act == OP_UPG_APPLY)
+		if (w->out.act == OP_UPG_APPLY && strcmp(w->driver[i], w->out.driver) != 0) {
 			snprintf(w->driver[i], sizeof(w->driver[i]), "%s", w->out.driver);
+			w->driver_sets++;
+		}
 		if (w->out.act == OP_UPG_VALIDATE) {
 			snprintf(w->vid[i], sizeof(w->vid[i]), "%s", w->out.validation_id);
 			w->trays[i].validation_phase = "Succeeded";
@@ -273,6 +277,8 @@ static void act(struct world *w, struct api_rack_upgrade_status *st)
 	if (w->out.act == OP_UPG_OOB) {
 		/* As the controller: poll and start, then end the step. */
 		struct op_upgrade_oob_result r;
+		if (w->oob_acts == 0)
+			memcpy(w->oob_drivers, w->driver, sizeof(w->oob_drivers));
 		assert_int_equal(op_upgrade_oob_step(w->oob, &st->steps[w->out.step], &w->out, &r),
 		                 NV_OK);
 		w->oob_acts++;
@@ -1046,23 +1052,107 @@ static void test_op_upgrade_eval_oob_no_backend_halts(void **state)
 	world_free(w);
 }
 
-/* Switch trays cannot move inside a wave: a plan that puts them after a
- * driver step halts before any tray is touched. */
-static void test_op_upgrade_eval_oob_switch_after_tray_step(void **state)
+/* The trays of wave i of the record, as a bit set. */
+static uint32_t wave_trays(struct world *w, size_t i)
+{
+	uint32_t set = 0;
+	size_t k;
+	json_t *t;
+	json_array_foreach(
+	        json_object_get(json_array_get(json_object_get(w->status, "waves"), i), "trays"), k,
+	        t)
+		set |= 1u << json_integer_value(t);
+	return set;
+}
+
+/* From gb300-r580-95 the plan is the driver (to 159), then the switch
+ * trays, then the driver again (to 173). The switch trays move once, after
+ * every tray runs 159 and before any runs 173: the plan runs in two
+ * stages, the second beginning with a wave of no trays, then the canary's
+ * trays with their gate. */
+static void test_op_upgrade_eval_stages_switch_between_drivers(void **state)
 {
 	(void)state;
 	struct world *w = world_new();
+	const uint32_t all = ((1u << 19) - 1) & ~1u;
 	world_oob(w, 0);
-	/* From gb300-r580-95 the plan is the driver, then the switch trays,
-	 * then the driver again. */
+	snprintf(w->u->target_stack, sizeof(w->u->target_stack), "gb300-r580-173");
+	for (unsigned l = 0; l < MATRIX_L__COUNT; l++)
+		approve(w, (enum matrix_layer)l, "alice", false);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+
+	/* Every tray ran 580.159.03 when the switch trays began to move. */
+	for (int t = 0; t < 18; t++)
+		assert_string_equal(w->oob_drivers[t], TO_DRIVER);
+	for (unsigned t = 1; t <= 9; t++) {
+		oob_version_is(w, MATRIX_C_NVOS, t, "25.02.4317");
+		oob_version_is(w, MATRIX_C_NMX, t, "1.3.0");
+		char key[64];
+		snprintf(key, sizeof(key), "nvos.switch-%u", t);
+		assert_int_equal(oob_count(w, key), 1);
+	}
+	for (int t = 0; t < 18; t++)
+		assert_string_equal(w->driver[t], "580.173.02");
+	assert_int_equal(w->driver_sets, 36); /* each tray twice, never more */
+
+	/* The record: stage 1 covers every tray once from the canary; a wave
+	 * with no trays holds the one rack-wide step; stage 2 covers every
+	 * tray once again, the canary's first, with its own gate. */
+	json_t *waves = json_object_get(w->status, "waves");
+	size_t n = json_array_size(waves), rackw = 0, i;
+	uint32_t before = 0, after = 0;
+	for (i = 1; i < n && rackw == 0; i++)
+		if (wave_trays(w, i) == 0)
+			rackw = i;
+	assert_true(rackw > 0);
+	for (i = 0; i < n; i++) {
+		uint32_t t = wave_trays(w, i);
+		uint32_t *set = i < rackw ? &before : &after;
+		assert_int_equal(*set & t, 0);
+		*set |= t;
+	}
+	assert_int_equal(before, all);
+	assert_int_equal(after, all);
+	assert_int_equal(wave_trays(w, 0), (1u << 1) | (1u << 2));
+	assert_int_equal(wave_trays(w, rackw + 1), (1u << 1) | (1u << 2));
+	size_t k;
+	json_t *s;
+	int gates = 0, rack_steps = 0;
+	json_array_foreach(json_object_get(w->status, "steps"), k, s) {
+		size_t wv = (size_t)json_integer_value(json_object_get(s, "wave"));
+		const char *action = jx_str_or(s, "action", "");
+		assert_string_equal(jx_str_or(s, "phase", ""), "Succeeded");
+		if (strcmp(action, "Validate") == 0) {
+			gates++;
+			assert_true(wv == 0 || wv == rackw + 1);
+		}
+		if (wv == rackw) {
+			rack_steps++;
+			assert_string_equal(action, "Apply");
+			assert_int_equal(json_array_size(json_object_get(s, "trays")), 0);
+			assert_int_equal(json_array_size(json_object_get(s, "operations")), 9);
+		}
+	}
+	assert_int_equal(gates, 2);
+	assert_int_equal(rack_steps, 1);
+	assert_string_equal(w->last_event, "Completed");
+	world_free(w);
+}
+
+/* Without an out-of-band backend, a switch-tray step of a later stage
+ * halts the upgrade before the canary, not between the stages. */
+static void test_op_upgrade_eval_stages_no_backend_halts_first(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
 	snprintf(w->u->target_stack, sizeof(w->u->target_stack), "gb300-r580-173");
 	for (unsigned l = 0; l < MATRIX_L__COUNT; l++)
 		approve(w, (enum matrix_layer)l, "alice", false);
 	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
-	assert_non_null(strstr(status_str(w, "message"),
-	                       "moves switch-tray component nvos after a compute-tray component"));
+	const char *msg = status_str(w, "message");
+	if (strstr(msg, "plan step 2 (stage 2) needs an out-of-band backend (component ") == NULL)
+		fail_msg("message: %s", msg);
 	assert_int_equal(w->touched, 0);
-	assert_int_equal(w->oob_started, 0);
 	world_free(w);
 }
 
@@ -1092,7 +1182,8 @@ int main(void)
 	        cmocka_unit_test(test_op_upgrade_eval_oob_restart_polls_recorded_ops),
 	        cmocka_unit_test(test_op_upgrade_eval_oob_failure_halts),
 	        cmocka_unit_test(test_op_upgrade_eval_oob_no_backend_halts),
-	        cmocka_unit_test(test_op_upgrade_eval_oob_switch_after_tray_step),
+	        cmocka_unit_test(test_op_upgrade_eval_stages_switch_between_drivers),
+	        cmocka_unit_test(test_op_upgrade_eval_stages_no_backend_halts_first),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
