@@ -1101,9 +1101,8 @@ static void rollout(struct pass *p)
 				return;
 			stage_add(p);
 			event(p, false, "StageStarted",
-			      "stage %u of %u: every tray took the plan's steps before it; the "
-			      "switch "
-			      "trays move now",
+			      "stage %u of %u: every tray took the steps before it; "
+			      "the switch trays move now",
 			      stage + 2, stages(&p->plan));
 			continue;
 		}
