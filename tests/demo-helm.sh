@@ -58,6 +58,7 @@ for _ in $(seq 240); do
 	sleep 0.5
 done
 cip=$(k -n "$NS" get service "$REL-dashboard" -o jsonpath='{.spec.clusterIP}')
+helm_env_dash_reader || die "cannot create the dashboard's reader account"
 
 cat <<MSG
 
@@ -74,6 +75,9 @@ The rack runs on a real node, installed by the chart (logs: $dir/cluster/logs, $
 
 The dashboard, through its Service (the leader's pod; this machine routes to the
 service range through the node): http://$cip:8082/
+It asks for a bearer token; this one (valid for a day) may read it all:
+
+  kubectl -n $NS create token dash-reader --duration=24h
 
 The agent in its pod reaches the host through nsenter; on the node, the
 tray is at its real paths:

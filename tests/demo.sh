@@ -78,6 +78,7 @@ for r in a b; do
 		--metrics-bind-address 0 --health-probe-bind-address 0 \
 		--webhook-bind-address "127.0.0.1:$([[ $r == a ]] && echo "$whport" || echo $((whport + 1)))" \
 		--dashboard-bind-address "127.0.0.1:$([[ $r == a ]] && echo "$port" || echo $((port + 1)))" \
+		--dashboard-anonymous-read \
 		>"$dir/logs/operator-$r.log" 2>&1 &
 	pids+=($!)
 done
@@ -120,7 +121,8 @@ cat <<MSG
 Running: kube-apiserver and etcd (loopback only), two nvl72-operator
 replicas (one leads), 18 nvl72-agent processes on a simulated GB300 rack.
 
-Dashboard:  http://127.0.0.1:$port/   (the standby serves :$((port + 1)))
+Dashboard:  http://127.0.0.1:$port/   (the standby serves :$((port + 1)); open to anyone
+            on this machine with --dashboard-anonymous-read, for the demo only)
 Logs:       $dir/logs/
 
 In another shell:

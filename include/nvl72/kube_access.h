@@ -46,6 +46,13 @@ void kube_access_free(struct kube_access *a);
 enum nv_err kube_access_check(struct kube_access *a, const char *token, const char *verb,
                               const char *path);
 
+/* May the holder of token use verb on resource of group (the core group:
+ * "") in namespace ns ("" or NULL: every namespace)? A SubjectAccessReview
+ * with resourceAttributes, with the same answers, cache and rate as
+ * kube_access_check; NV_E_INVAL without a resource. */
+enum nv_err kube_access_check_resource(struct kube_access *a, const char *token, const char *verb,
+                                       const char *group, const char *resource, const char *ns);
+
 /* The same, as a web_authz_fn (arg is the struct kube_access): it runs on
  * the web server's authorization workers, never its service thread. */
 enum nv_err kube_access_authz(void *arg, const char *bearer, const char *verb, const char *path);

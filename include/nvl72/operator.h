@@ -78,6 +78,7 @@ struct op_config {
 	bool metrics_require_token; /* /metrics only for tokens allowed "get" on it */
 	const char *probe_addr;
 	const char *dashboard_addr;
+	bool dashboard_anonymous_read; /* the feed to anyone: for make demo only */
 	const char *webhook_addr;
 	const char *webhook_service;
 	const char *webhook_secret;

@@ -41,16 +41,28 @@ struct web_server;
 typedef enum nv_err (*web_authz_fn)(void *arg, const char *bearer, const char *verb,
                                     const char *path);
 
+/* Decides whether the holder of bearer may read the data of scope (a
+ * namespace, for topics published with web_publish_scoped): NV_OK allows,
+ * NV_E_FORBIDDEN or NV_E_UNAUTHORIZED refuses (and is kept for the
+ * connection), anything else leaves it undecided (asked again when the
+ * scope next publishes). Runs on an authorization worker, as an
+ * authorizer does. */
+typedef enum nv_err (*web_scope_fn)(void *arg, const char *bearer, const char *scope);
+
 /* Defaults used when the matching web_config field is 0. */
-#define WEB_BODY_MAX_DEFAULT (1u << 20)      /* POST body, bytes */
-#define WEB_RESPONSE_MAX_DEFAULT (32u << 20) /* handler or /metrics reply */
-#define WEB_MSG_MAX_DEFAULT (4u << 20)       /* one published message */
-#define WEB_QUEUE_MAX_DEFAULT 256            /* messages queued per client */
-#define WEB_QUEUE_BYTES_DEFAULT (16u << 20)  /* bytes queued per client */
-#define WEB_CLIENTS_MAX_DEFAULT 64           /* websocket clients */
-#define WEB_TOPICS_MAX_DEFAULT 4096          /* retained topics */
-#define WEB_TOPIC_MAX 128                    /* topic name, bytes */
-#define WEB_TOKEN_MAX 8192                   /* bearer token, bytes */
+#define WEB_BODY_MAX_DEFAULT (1u << 20)        /* POST body, bytes */
+#define WEB_RESPONSE_MAX_DEFAULT (32u << 20)   /* handler or /metrics reply */
+#define WEB_MSG_MAX_DEFAULT (4u << 20)         /* one published message */
+#define WEB_QUEUE_MAX_DEFAULT 256              /* messages queued per client */
+#define WEB_QUEUE_BYTES_DEFAULT (16u << 20)    /* bytes queued per client */
+#define WEB_CLIENTS_MAX_DEFAULT 64             /* websocket clients */
+#define WEB_TOPICS_MAX_DEFAULT 4096            /* retained topics */
+#define WEB_TOPIC_MAX 128                      /* topic name, bytes */
+#define WEB_SCOPE_MAX 64                       /* scope name (a namespace), bytes */
+#define WEB_SCOPES_MAX 256                     /* scopes judged per feed client */
+#define WEB_WS_AUTH_S 10                       /* a feed client's time to present its token */
+#define WEB_AUTH_MSG_MAX (WEB_TOKEN_MAX + 256) /* the message carrying it, bytes */
+#define WEB_TOKEN_MAX 8192                     /* bearer token, bytes */
 #define WEB_ROUTES_MAX 32
 #define WEB_AUTHZ_WORKERS_DEFAULT 2 /* threads asking the authorizers */
 #define WEB_AUTHZ_QUEUE_DEFAULT 64  /* requests waiting for them */
@@ -91,7 +103,24 @@ struct web_config {
 	 * caller is the API server over TLS, does not. */
 	web_authz_fn post_authz;
 	void *post_authz_arg;
-	/* Threads that run the two authorizers (at most 16), and how many
+	/* When set, reading data is authorised too: a GET of a route, and the
+	 * websocket feed, is asked of it as verb "get" on the path ("/ws" for
+	 * the feed). The embedded page, its assets and the probes stay open:
+	 * they carry no data, and the page must load to ask for a token. A
+	 * feed client presents its token in Authorization on the upgrade or,
+	 * as a browser must, in its first message ({"token":"..."}) within
+	 * WEB_WS_AUTH_S seconds; until it is allowed it receives nothing, and
+	 * a refusal closes it (4401 unauthenticated, 4403 forbidden, 4429
+	 * throttled, 4500 not judged). */
+	web_authz_fn read_authz;
+	void *read_authz_arg;
+	/* With read_authz: a scoped topic reaches a feed client only when this
+	 * allows the client's token that scope, asked once per client and
+	 * scope (at most WEB_SCOPES_MAX). Without it every allowed client
+	 * gets every scope. */
+	web_scope_fn scope_authz;
+	void *scope_authz_arg;
+	/* Threads that run the authorizers (at most 16), and how many
 	 * requests may wait for them before the next gets 429. Started only
 	 * when an authorizer is set. */
 	size_t authz_workers;
@@ -182,6 +211,12 @@ void web_server_stop(struct web_server *s);
 enum nv_err web_publish(struct web_server *s, const char *topic, const char *json_text);
 enum nv_err web_publish_transient(struct web_server *s, const char *topic, const char *json_text);
 enum nv_err web_unpublish(struct web_server *s, const char *topic);
+/* The same for tenant data: the topic (and its removal) reaches only
+ * clients that scope_authz allows scope ([A-Za-z0-9._-], at most
+ * WEB_SCOPE_MAX bytes; NULL: no scope, as web_publish). A topic keeps the
+ * scope it was first retained with until it is unpublished. */
+enum nv_err web_publish_scoped(struct web_server *s, const char *topic, const char *scope,
+                               const char *json_text, bool retained);
 /* Number of websocket clients connected now. */
 size_t web_client_count(struct web_server *s);
 

@@ -6,6 +6,7 @@
 // miss is one bounded attempt per review, and misses are rate limited, so
 // a flood of made-up tokens neither floods the API server nor waits on it.
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,8 @@
 #include "nvl72/timeutil.h"
 
 #define ACCESS_COMP "access"
+/* a question as the log and the cache key name it */
+#define WHAT_MAX 512
 
 static const struct kube_res RES_TOKENREVIEWS = {"authentication.k8s.io", "v1", "tokenreviews",
                                                  "TokenReview", false};
@@ -179,16 +182,17 @@ static enum nv_err review_token(struct kube_access *a, const char *token, json_t
 	return NV_OK;
 }
 
-static enum nv_err review_access(struct kube_access *a, json_t *spec, const char *verb,
-                                 const char *path)
+/* attrs: the SubjectAccessReview's nonResourceAttributes or
+ * resourceAttributes, taken; what names the question in the log. */
+static enum nv_err review_access(struct kube_access *a, json_t *spec, const char *kind,
+                                 json_t *attrs, const char *verb, const char *what)
 {
 	struct kube_status st = {0};
 	json_t *out = NULL, *body;
 	const char *user = jx_str_or(spec, "user", "");
 	enum nv_err rc;
 
-	json_object_set_new(spec, "nonResourceAttributes",
-	                    json_pack("{s:s,s:s}", "path", path, "verb", verb));
+	json_object_set_new(spec, kind, attrs);
 	body = json_pack("{s:s,s:s,s:O}", "apiVersion", "authorization.k8s.io/v1", "kind",
 	                 "SubjectAccessReview", "spec", spec);
 	rc = kube_create_once(a->c, &RES_SARS, NULL, body, KUBE_ACCESS_TIMEOUT_MS, &out, &st);
@@ -199,41 +203,77 @@ static enum nv_err review_access(struct kube_access *a, json_t *spec, const char
 		return rc;
 	}
 	bool allowed = json_is_true(jx_path(out, "status.allowed"));
-	log_info(ACCESS_COMP, "access reviewed", "user=%s verb=%s path=%s allowed=%s", user, verb,
-	         path, allowed ? "true" : "false");
+	log_info(ACCESS_COMP, "access reviewed", "user=%s verb=%s %s allowed=%s", user, verb, what,
+	         allowed ? "true" : "false");
 	json_decref(out);
 	return allowed ? NV_OK : NV_E_FORBIDDEN;
 }
 
-enum nv_err kube_access_check(struct kube_access *a, const char *token, const char *verb,
-                              const char *path)
+/* The cached, rate-limited review of token; key names the question (a
+ * non-resource path starts with '/', a resource one does not, so the two
+ * never share a key). attrs is taken. */
+static enum nv_err check(struct kube_access *a, const char *token, const char *verb,
+                         const char *key_text, const char *kind, json_t *attrs, const char *what)
 {
 	unsigned char key[32];
 	enum nv_err rc;
 	json_t *spec = NULL;
 
-	if (token == NULL || token[0] == '\0')
+	if (token == NULL || token[0] == '\0') {
+		json_decref(attrs);
 		return NV_E_UNAUTHORIZED;
-	if (!key_of(token, verb, path, key))
+	}
+	if (!key_of(token, verb, key_text, key)) {
+		json_decref(attrs);
 		return NV_E_STATE;
+	}
 	if (cache_get(a, key, &rc)) {
 		secure_wipe(key, sizeof(key));
+		json_decref(attrs);
 		return rc;
 	}
 	if (!miss_allowed(a)) {
 		secure_wipe(key, sizeof(key));
-		log_debug(ACCESS_COMP, "review refused: too many misses", "verb=%s path=%s", verb,
-		          path);
+		json_decref(attrs);
+		log_debug(ACCESS_COMP, "review refused: too many misses", "verb=%s %s", verb, what);
 		return NV_E_THROTTLED;
 	}
 	rc = review_token(a, token, &spec);
 	if (rc == NV_OK)
-		rc = review_access(a, spec, verb, path);
+		rc = review_access(a, spec, kind, attrs, verb, what);
+	else
+		json_decref(attrs);
 	json_decref(spec);
 	if (rc == NV_OK || rc == NV_E_UNAUTHORIZED || rc == NV_E_FORBIDDEN)
 		cache_put(a, key, rc);
 	secure_wipe(key, sizeof(key));
 	return rc;
+}
+
+enum nv_err kube_access_check(struct kube_access *a, const char *token, const char *verb,
+                              const char *path)
+{
+	char what[WHAT_MAX];
+	snprintf(what, sizeof(what), "path=%s", path);
+	return check(a, token, verb, path, "nonResourceAttributes",
+	             json_pack("{s:s,s:s}", "path", path, "verb", verb), what);
+}
+
+enum nv_err kube_access_check_resource(struct kube_access *a, const char *token, const char *verb,
+                                       const char *group, const char *resource, const char *ns)
+{
+	char key_text[WHAT_MAX], what[WHAT_MAX];
+	if (group == NULL || resource == NULL || resource[0] == '\0')
+		return NV_E_INVAL;
+	ns = ns ? ns : "";
+	/* No '/' opens it: never the key of a non-resource path. */
+	snprintf(key_text, sizeof(key_text), "%s|%s|%s", group, resource, ns);
+	snprintf(what, sizeof(what), "resource=%s%s%s namespace=%s", resource, group[0] ? "." : "",
+	         group, ns[0] ? ns : "*");
+	return check(a, token, verb, key_text, "resourceAttributes",
+	             json_pack("{s:s,s:s,s:s,s:s}", "group", group, "resource", resource,
+	                       "namespace", ns, "verb", verb),
+	             what);
 }
 
 enum nv_err kube_access_authz(void *arg, const char *bearer, const char *verb, const char *path)

@@ -165,6 +165,18 @@ static void metrics_guard(struct op *op, struct web_config *wc)
 	wc->metrics_authz_arg = op->access;
 }
 
+/* A feed scope is a namespace: its ComputeDomains and Events reach a reader
+ * allowed to list ComputeDomains there (everywhere, asked first, covers
+ * every namespace with one cached review). */
+static enum nv_err dash_scope(void *arg, const char *bearer, const char *ns)
+{
+	const char *g = OP_RES_DOMAINS.group, *r = OP_RES_DOMAINS.resource;
+	enum nv_err e = kube_access_check_resource(arg, bearer, "list", g, r, "");
+	if (e != NV_E_FORBIDDEN)
+		return e;
+	return kube_access_check_resource(arg, bearer, "list", g, r, ns);
+}
+
 static enum nv_err server_new(struct op *op, const char *name, const char *addr, bool metrics,
                               struct web_server **out)
 {
@@ -183,13 +195,25 @@ static enum nv_err server_new(struct op *op, const char *name, const char *addr,
 	wc.port = port;
 	wc.metrics = metrics ? op->reg : NULL;
 	if (strcmp(name, "dashboard") == 0) {
-		/* Reading the dashboard needs no token (docs/dashboard.md says
-		 * why nothing on it is secret); any POST must carry a bearer
-		 * token that a SubjectAccessReview allows "post" on its path. */
+		/* docs/dashboard.md: the feed needs a token allowed "get" on
+		 * /ws (unless --dashboard-anonymous-read), a namespace's
+		 * ComputeDomains one allowed to list them there, and any POST
+		 * one allowed "post" on its path. */
 		if (op->access == NULL)
 			op->access = kube_access_new(op->c, 0, 0, 0);
 		wc.post_authz = kube_access_authz;
 		wc.post_authz_arg = op->access;
+		if (!op->cfg.dashboard_anonymous_read) {
+			wc.read_authz = kube_access_authz;
+			wc.read_authz_arg = op->access;
+			wc.scope_authz = dash_scope;
+			wc.scope_authz_arg = op->access;
+		} else {
+			log_warn(OP_COMP,
+			         "dashboard feed open to anyone who reaches its port "
+			         "(--dashboard-anonymous-read)",
+			         "addr=%s", addr);
+		}
 	}
 	if (metrics)
 		metrics_guard(op, &wc);

@@ -52,7 +52,7 @@ void op_event(struct op *op, const json_t *obj, const char *type, const char *re
 		*c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
 	log_info(OP_COMP, "event", "object=%s type=%s reason=%s note=\"%s\"", object, type, reason,
 	         note);
-	op_feed_event(op, type, reason, object, note);
+	op_feed_event(op, type, reason, kube_obj_namespace(obj), object, note);
 }
 
 struct api_errors *op_spec_errors_new(void)

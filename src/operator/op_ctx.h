@@ -230,12 +230,15 @@ const char *op_node_ready(const json_t *node);
 void op_feed_rack(struct op *op, const json_t *rack, const struct op_rack_eval *ev,
                   const struct op_tray_in *in, bool cordoned);
 void op_feed_rack_gone(struct op *op, const char *name);
-/* Publishes the `domains` topic from the ComputeDomain cache. */
+/* Publishes the `domains/<namespace>` topics from the ComputeDomain cache,
+ * each for the readers of its namespace, and removes emptied ones. */
 void op_feed_domains(struct op *op);
 /* The "upgrades" topic from the RackUpgrade and UpgradeApproval caches. */
 void op_feed_upgrades(struct op *op);
-void op_feed_event(struct op *op, const char *type, const char *reason, const char *object,
-                   const char *message);
+/* Mirrors an Event about object (in namespace ns, "" for a cluster
+ * object) to the feed: `event`, and `events` or `events/<ns>`. */
+void op_feed_event(struct op *op, const char *type, const char *reason, const char *ns,
+                   const char *object, const char *message);
 void op_feed_clear(struct op *op);
 
 #endif

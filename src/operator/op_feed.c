@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Publishes the dashboard feed (docs/internals/dashboard-feed.md): the fleet
-// summary, one message per rack, the ComputeDomains, the RackUpgrades and recent events. A
-// topic is republished only when its text changed, so a quiet rack costs nothing.
+// summary, one message per rack, the ComputeDomains and Events of each namespace (for the
+// readers of that namespace), the RackUpgrades and recent events. A topic is republished only
+// when its text changed, so a quiet rack costs nothing.
 #include <ctype.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -31,8 +32,9 @@ static void upper_snake(const char *in, char *out, size_t cap)
 	out[o] = '\0';
 }
 
-/* Publishes text on topic unless it is what we sent last; takes text. */
-static void publish_take(struct op *op, const char *topic, char *text)
+/* Publishes text on topic, for the readers of scope (a namespace; NULL:
+ * everyone), unless it is what we sent last; takes text. */
+static void publish_scoped_take(struct op *op, const char *topic, const char *scope, char *text)
 {
 	if (op->dash == NULL || text == NULL) {
 		free(text);
@@ -41,7 +43,7 @@ static void publish_take(struct op *op, const char *topic, char *text)
 	pthread_mutex_lock(&op->feed_mu);
 	const char *last = json_string_value(json_object_get(op->feed_last, topic));
 	if (last == NULL || strcmp(last, text) != 0) {
-		enum nv_err rc = web_publish(op->dash, topic, text);
+		enum nv_err rc = web_publish_scoped(op->dash, topic, scope, text, true);
 		if (rc == NV_OK)
 			json_object_set_new(op->feed_last, topic, json_string(text));
 		else if (rc != NV_E_STATE)
@@ -50,6 +52,40 @@ static void publish_take(struct op *op, const char *topic, char *text)
 	}
 	pthread_mutex_unlock(&op->feed_mu);
 	free(text);
+}
+
+static void publish_take(struct op *op, const char *topic, char *text)
+{
+	publish_scoped_take(op, topic, NULL, text);
+}
+
+/* Per-namespace topics (prefix "domains/", "events/"): publishes each
+ * namespace's array of by_ns, and removes the topics of namespaces that
+ * have none any more. Takes by_ns. */
+static void publish_by_ns(struct op *op, const char *prefix, json_t *by_ns)
+{
+	char topic[WEB_TOPIC_MAX];
+	const char *ns, *key;
+	json_t *list, *v;
+	json_t *gone = json_array();
+	size_t plen = strlen(prefix);
+
+	json_object_foreach(by_ns, ns, list) {
+		snprintf(topic, sizeof(topic), "%s%s", prefix, ns);
+		publish_scoped_take(op, topic, ns, jx_dumps(list));
+	}
+	pthread_mutex_lock(&op->feed_mu);
+	json_object_foreach(op->feed_last, key, v)
+		if (strncmp(key, prefix, plen) == 0 && json_object_get(by_ns, key + plen) == NULL)
+			json_array_append_new(gone, json_string(key));
+	size_t i;
+	json_array_foreach(gone, i, v) {
+		json_object_del(op->feed_last, json_string_value(v));
+		(void)web_unpublish(op->dash, json_string_value(v));
+	}
+	pthread_mutex_unlock(&op->feed_mu);
+	json_decref(gone);
+	json_decref(by_ns);
 }
 
 static json_t *gpu_json(const json_t *g)
@@ -207,31 +243,48 @@ void op_feed_rack_gone(struct op *op, const char *name)
 	}
 }
 
-void op_feed_event(struct op *op, const char *type, const char *reason, const char *object,
-                   const char *message)
+void op_feed_event(struct op *op, const char *type, const char *reason, const char *ns,
+                   const char *object, const char *message)
 {
 	char now[TIME_RFC3339_LEN];
-	json_t *ev;
-	char *one, *all;
+	json_t *ev, *cluster, *by_ns, *e;
+	char *one;
+	size_t i;
 
 	if (op->dash == NULL)
 		return;
+	ns = ns ? ns : "";
 	time_format_rfc3339(time_wall_ms(), now);
 	ev = json_pack("{s:s,s:s,s:s,s:s,s:s}", "time", now, "type", type, "reason", reason,
 	               "object", object, "message", message);
+	if (ns[0])
+		json_object_set_new(ev, "namespace", json_string(ns));
+	/* The last EVENTS_KEPT events: those of cluster objects on "events",
+	 * those of a namespace's objects (tenants' ComputeDomains, their
+	 * pods) on "events/<ns>", for the readers of that namespace. */
+	cluster = json_array();
+	by_ns = json_object();
 	pthread_mutex_lock(&op->feed_mu);
 	json_array_insert(op->events, 0, ev);
 	while (json_array_size(op->events) > EVENTS_KEPT)
 		json_array_remove(op->events, EVENTS_KEPT);
-	all = jx_dumps(op->events);
+	json_array_foreach(op->events, i, e) {
+		const char *n = jx_str_or(e, "namespace", "");
+		json_t *to = cluster;
+		if (n[0] && (to = json_object_get(by_ns, n)) == NULL) {
+			to = json_array();
+			json_object_set_new(by_ns, n, to);
+		}
+		json_array_append(to, e);
+	}
 	pthread_mutex_unlock(&op->feed_mu);
 	one = jx_dumps(ev);
 	if (one)
-		(void)web_publish_transient(op->dash, "event", one);
-	if (all)
-		(void)web_publish(op->dash, "events", all);
+		(void)web_publish_scoped(op->dash, "event", ns[0] ? ns : NULL, one, false);
 	free(one);
-	free(all);
+	publish_take(op, "events", jx_dumps(cluster));
+	publish_by_ns(op, "events/", by_ns);
+	json_decref(cluster);
 	json_decref(ev);
 }
 
@@ -282,11 +335,18 @@ void op_feed_domains(struct op *op)
 	/* The cache's order is not stable: sort, so that an unchanged list
 	 * is the same text and is not sent again. */
 	qsort(v, n, sizeof(*v), domain_cmp);
-	out = json_array();
-	for (size_t i = 0; i < n; i++)
-		json_array_append_new(out, domain_json(v[i]));
-	publish_take(op, "domains", jx_dumps(out));
-	json_decref(out);
+	/* One topic per namespace, read only by those allowed it. */
+	out = json_object();
+	for (size_t i = 0; i < n; i++) {
+		const char *ns = kube_obj_namespace(v[i]);
+		json_t *list = json_object_get(out, ns);
+		if (list == NULL) {
+			list = json_array();
+			json_object_set_new(out, ns, list);
+		}
+		json_array_append_new(list, domain_json(v[i]));
+	}
+	publish_by_ns(op, "domains/", out);
 	free(v);
 	json_decref(ds);
 }

@@ -56,8 +56,16 @@ const struct flag op_flags[] = {
         {"health-probe-bind-address", CFG(probe_addr), OP_FLAG_STRING, ":8081", 0, 0, NULL,
          "Address of /healthz and /readyz; \"0\" turns it off."},
         {"dashboard-bind-address", CFG(dashboard_addr), OP_FLAG_STRING, ":8082", 0, 0, NULL,
-         "Address of the dashboard and its websocket feed (read without a token; a POST needs a "
-         "bearer token that a SubjectAccessReview allows); \"0\" turns it off."},
+         "Address of the dashboard and its websocket feed; \"0\" turns it off. The page loads "
+         "without a token; its feed and every POST need a bearer token that a TokenReview "
+         "authenticates and a SubjectAccessReview allows (\"get\" on /ws, \"post\" on the "
+         "path), and a ComputeDomain reaches only a reader allowed to list computedomains "
+         "in its namespace."},
+        {"dashboard-anonymous-read", CFG(dashboard_anonymous_read), OP_FLAG_BOOL, "false", 0, 1,
+         NULL,
+         "Serve the dashboard feed, every namespace's ComputeDomains included, to anyone who "
+         "reaches the port, without a token (POSTs still need one). For a local demo; never on "
+         "a shared cluster."},
         {"webhook-bind-address", CFG(webhook_addr), OP_FLAG_STRING, ":9443", 0, 0, NULL,
          "Address of the HTTPS admission webhook; \"0\" turns it off."},
         {"webhook-service", CFG(webhook_service), OP_FLAG_STRING, "nvl72-operator", 0, 0, NULL,

@@ -117,6 +117,10 @@ enum nv_err web_server_new(const struct web_config *cfg, struct web_server **out
 	s->metrics_authz_arg = cfg->metrics_authz_arg;
 	s->post_authz = cfg->post_authz;
 	s->post_authz_arg = cfg->post_authz_arg;
+	s->read_authz = cfg->read_authz;
+	s->read_authz_arg = cfg->read_authz_arg;
+	s->scope_authz = cfg->read_authz ? cfg->scope_authz : NULL;
+	s->scope_authz_arg = cfg->scope_authz_arg;
 	s->authz_workers = or_default(cfg->authz_workers, WEB_AUTHZ_WORKERS_DEFAULT);
 	if (s->authz_workers > WEB_AUTHZ_WORKERS_MAX)
 		s->authz_workers = WEB_AUTHZ_WORKERS_MAX;

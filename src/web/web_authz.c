@@ -17,19 +17,7 @@
 #include "nvl72/log.h"
 #include "nvl72/parse.h"
 
-struct web_authz_job {
-	struct web_authz_job *next;
-	web_authz_fn fn;
-	void *arg;
-	char *bearer; /* secret: wiped when the job is freed */
-	char verb[8];
-	char path[WEB_PATH_MAX];
-	enum nv_err answer;
-	/* Under authz_mu: the parked connection, NULL once it closed. */
-	struct lws *wsi;
-};
-
-static void job_free(struct web_authz_job *j)
+void web_authz_job_free(struct web_authz_job *j)
 {
 	if (j == NULL)
 		return;
@@ -50,7 +38,10 @@ static void *authz_worker(void *arg)
 		s->authz_todo = j->next;
 		pthread_mutex_unlock(&s->authz_mu);
 		/* The connection may close meanwhile: the job owns what it reads. */
-		enum nv_err a = j->fn(j->arg, j->bearer, j->verb, j->path);
+		enum nv_err a = j->fn ? j->fn(j->arg, j->bearer, j->verb, j->path) : NV_OK;
+		for (size_t i = 0; i < j->nscopes; i++)
+			j->scope_answer[i] =
+			        a == NV_OK ? j->scope_fn(j->scope_arg, j->bearer, j->scopes[i]) : a;
 		secure_free_str(j->bearer);
 		j->bearer = NULL;
 		pthread_mutex_lock(&s->authz_mu);
@@ -68,7 +59,7 @@ static void *authz_worker(void *arg)
 
 enum nv_err web_authz_start(struct web_server *s)
 {
-	if (s->metrics_authz == NULL && s->post_authz == NULL)
+	if (s->metrics_authz == NULL && s->post_authz == NULL && s->read_authz == NULL)
 		return NV_OK;
 	for (size_t i = 0; i < s->authz_workers; i++) {
 		if (pthread_create(&s->authz_threads[i], NULL, authz_worker, s) != 0) {
@@ -101,16 +92,13 @@ void web_authz_clear(struct web_server *s)
 	for (size_t i = 0; i < ARRAY_LEN(lists); i++)
 		while (lists[i] != NULL) {
 			struct web_authz_job *next = lists[i]->next;
-			job_free(lists[i]);
+			web_authz_job_free(lists[i]);
 			lists[i] = next;
 		}
 }
 
-enum nv_err web_authz_submit(struct lws *wsi, struct web_session *pss, web_authz_fn fn, void *arg,
-                             const char *verb)
+enum nv_err web_authz_enqueue(struct web_server *s, struct lws *wsi, struct web_authz_job *j)
 {
-	struct web_server *s = web_server_of(wsi);
-	struct web_http *h = pss->http;
 	pthread_mutex_lock(&s->authz_mu);
 	if (s->authz_stop || s->authz_nthreads == 0) {
 		pthread_mutex_unlock(&s->authz_mu);
@@ -120,12 +108,6 @@ enum nv_err web_authz_submit(struct lws *wsi, struct web_session *pss, web_authz
 		pthread_mutex_unlock(&s->authz_mu);
 		return NV_E_BUSY;
 	}
-	struct web_authz_job *j = xcalloc(1, sizeof(*j));
-	j->fn = fn;
-	j->arg = arg;
-	j->bearer = h->bearer ? xstrdup(h->bearer) : NULL;
-	(void)str_copy(j->verb, sizeof(j->verb), verb);
-	(void)str_copy(j->path, sizeof(j->path), h->path);
 	j->wsi = wsi;
 	/* Appended: the oldest question is answered first. */
 	struct web_authz_job **tail = &s->authz_todo;
@@ -133,19 +115,44 @@ enum nv_err web_authz_submit(struct lws *wsi, struct web_session *pss, web_authz
 		tail = &(*tail)->next;
 	*tail = j;
 	s->authz_pending++;
-	h->authz = j;
 	pthread_cond_signal(&s->authz_cv);
 	pthread_mutex_unlock(&s->authz_mu);
 	return NV_OK;
+}
+
+enum nv_err web_authz_submit(struct lws *wsi, struct web_session *pss, web_authz_fn fn, void *arg,
+                             const char *verb)
+{
+	struct web_http *h = pss->http;
+	struct web_authz_job *j = xcalloc(1, sizeof(*j));
+	j->fn = fn;
+	j->arg = arg;
+	j->bearer = h->bearer ? xstrdup(h->bearer) : NULL;
+	(void)str_copy(j->verb, sizeof(j->verb), verb);
+	(void)str_copy(j->path, sizeof(j->path), h->path);
+	enum nv_err e = web_authz_enqueue(web_server_of(wsi), wsi, j);
+	if (e != NV_OK) {
+		web_authz_job_free(j);
+		return e;
+	}
+	h->authz = j;
+	return NV_OK;
+}
+
+void web_authz_forget_job(struct web_server *s, struct web_authz_job *j)
+{
+	if (j == NULL)
+		return;
+	pthread_mutex_lock(&s->authz_mu);
+	j->wsi = NULL;
+	pthread_mutex_unlock(&s->authz_mu);
 }
 
 void web_authz_forget(struct web_server *s, struct web_http *h)
 {
 	if (h == NULL || h->authz == NULL)
 		return;
-	pthread_mutex_lock(&s->authz_mu);
-	h->authz->wsi = NULL;
-	pthread_mutex_unlock(&s->authz_mu);
+	web_authz_forget_job(s, h->authz);
 	h->authz = NULL;
 }
 
@@ -166,7 +173,9 @@ void web_authz_drain(struct web_server *s)
 			pss->http->authz_answer = j->answer;
 			pss->http->authz_ready = true;
 			lws_callback_on_writable(j->wsi);
+		} else if (pss != NULL && pss->client != NULL && pss->client->job == j) {
+			web_feed_answer(j->wsi, pss, j);
 		}
-		job_free(j);
+		web_authz_job_free(j);
 	}
 }

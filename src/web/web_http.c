@@ -349,6 +349,10 @@ static int serve_get(struct lws *wsi, struct web_session *pss)
 		return respond_text(wsi, pss, 426, "websocket upgrade required\n");
 	}
 	h->route = route_find(s, h->path, WEB_GET, &other);
+	if (h->route && s->read_authz && !h->authorized) {
+		h->handler = h->route->path;
+		return authz_begin(wsi, pss, s->read_authz, s->read_authz_arg, "get");
+	}
 	if (h->route)
 		return run_handler(wsi, pss);
 	if (other)
@@ -415,6 +419,8 @@ static int authz_resume(struct lws *wsi, struct web_session *pss)
 	h->authorized = true;
 	if (h->method == WEB_POST)
 		return post_continue(wsi, pss);
+	if (h->route != NULL)
+		return run_handler(wsi, pss);
 	return serve_metrics(wsi, pss);
 }
 

@@ -25,8 +25,29 @@
  * client; a longer body gets its answer at once and the connection shut. */
 #define WEB_DRAIN_MAX (1u << 20)
 #define WEB_AUTHZ_WORKERS_MAX 16
+/* Scopes one authorization job judges; the rest wait for the next job. */
+#define WEB_ASK_MAX 32
 
-struct web_authz_job;
+/* One question for the authorization workers (web_authz.c): the read (or
+ * POST, or /metrics) check of fn, then, when it allows or there is none,
+ * each scope of scopes with scope_fn. Filled on the service thread,
+ * answered on a worker, handed back on the service thread. */
+struct web_authz_job {
+	struct web_authz_job *next;
+	web_authz_fn fn; /* NULL: scopes only */
+	void *arg;
+	char *bearer; /* secret: wiped when the job is freed */
+	char verb[8];
+	char path[WEB_PATH_MAX];
+	enum nv_err answer;
+	web_scope_fn scope_fn;
+	void *scope_arg;
+	size_t nscopes;
+	char scopes[WEB_ASK_MAX][WEB_SCOPE_MAX + 1];
+	enum nv_err scope_answer[WEB_ASK_MAX];
+	/* Under authz_mu: the parked connection, NULL once it closed. */
+	struct lws *wsi;
+};
 
 struct web_route {
 	enum web_method method;
@@ -51,7 +72,14 @@ struct web_msg {
 
 struct web_topic {
 	char *name;
+	char *scope; /* NULL: for every reader */
 	struct web_msg *msg;
+};
+
+/* What a feed client's token may read of one scope. */
+struct web_verdict {
+	char scope[WEB_SCOPE_MAX + 1];
+	bool allowed;
 };
 
 struct web_qnode {
@@ -72,6 +100,19 @@ struct web_client {
 	bool wake;           /* has something to write: ask for a callback */
 	bool doomed;         /* too slow: close at the next callback */
 	bool closing;        /* the service thread has started closing it */
+	/* Reading (web_config.read_authz): nothing is queued to a client
+	 * before it is allowed. authed and the scope tables are under mu. */
+	bool authed;
+	char *bearer; /* secret, kept for scope questions; wiped on free */
+	char *rx;     /* the first message while it arrives; wiped */
+	size_t rx_len;
+	struct web_authz_job *job;    /* service thread: the question in flight */
+	enum nv_err refused;          /* service thread: NV_OK, or why it closes */
+	struct web_verdict *verdicts; /* WEB_SCOPES_MAX, made on first use */
+	size_t nverdicts;
+	char ask[WEB_ASK_MAX][WEB_SCOPE_MAX + 1]; /* scopes to ask next */
+	size_t nask;
+	bool judge; /* ask has scopes and no job asks them yet */
 };
 
 /* One HTTP transaction; reset for each request on a kept-alive socket. */
@@ -135,6 +176,10 @@ struct web_server {
 	void *metrics_authz_arg;
 	web_authz_fn post_authz;
 	void *post_authz_arg;
+	web_authz_fn read_authz;
+	void *read_authz_arg;
+	web_scope_fn scope_authz;
+	void *scope_authz_arg;
 	size_t authz_workers;
 	size_t authz_queue_max;
 	struct web_route routes[WEB_ROUTES_MAX];
@@ -184,6 +229,14 @@ void web_count_dropped(struct web_server *s);
 /* web_auth.c */
 /* Whether a browser's Origin names the Host it connects to. */
 bool web_origin_matches(const char *origin, const char *host);
+/* The token of a feed client's first message, {"token":"<token68>"} and
+ * nothing else: NV_OK with *token a new string (the caller wipes and frees
+ * it), NV_E_PARSE for any other text, NV_E_TOO_LARGE past WEB_TOKEN_MAX. */
+enum nv_err web_auth_message_parse(const char *msg, size_t len, char **token);
+/* Whether name is 1 to max bytes of [A-Za-z0-9._-], and '/' with slash. */
+bool web_name_valid(const char *name, size_t max, bool slash);
+/* A scope (a namespace): [A-Za-z0-9._-], 1 to WEB_SCOPE_MAX bytes. */
+bool web_scope_valid(const char *scope);
 
 /* web_authz.c */
 /* Starts the workers when the server has an authorizer. */
@@ -197,6 +250,13 @@ void web_authz_clear(struct web_server *s);
  * the workers are stopped. Service thread. */
 enum nv_err web_authz_submit(struct lws *wsi, struct web_session *pss, web_authz_fn fn, void *arg,
                              const char *verb);
+/* The same for a job the caller filled (bearer, fn or scopes); j->wsi is
+ * set here. On NV_OK the job is the workers' until it is handed back; on
+ * an error the caller still owns it and frees it with web_authz_job_free. */
+enum nv_err web_authz_enqueue(struct web_server *s, struct lws *wsi, struct web_authz_job *j);
+void web_authz_job_free(struct web_authz_job *j);
+/* A feed client closes: its job, if any, answers nobody. */
+void web_authz_forget_job(struct web_server *s, struct web_authz_job *j);
 /* The connection of h closes: its job, if any, answers nobody. */
 void web_authz_forget(struct web_server *s, struct web_http *h);
 /* Hands the answers back to their connections; on the service thread,
@@ -213,6 +273,9 @@ int web_feed_callback(struct lws *wsi, enum lws_callback_reasons reason, struct 
                       void *in, size_t len);
 /* Frees retained topics; called once the service thread is gone. */
 void web_feed_clear(struct web_server *s);
+/* A worker answered the feed client of pss (whose job j was): take its
+ * verdicts. Service thread; j is freed by the caller. */
+void web_feed_answer(struct lws *wsi, struct web_session *pss, const struct web_authz_job *j);
 
 static inline struct web_server *web_server_of(struct lws *wsi)
 {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// libFuzzer target for the request headers the web server interprets
-// itself: Authorization (bearer token) and Origin against Host. A token,
-// when found, must be a non-empty slice of the header without blanks.
+// libFuzzer target for what the web server reads of a client itself:
+// Authorization (bearer token), Origin against Host, and a feed client's
+// first message ({"token":"..."}). A token, when found, must be non-empty
+// and without blanks (a slice of the header, or a copy within the cap).
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,6 +23,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (size_t i = 0; i < n; i++)
 			if (tok[i] == ' ' || tok[i] == '\t' || tok[i] == '\0')
 				abort();
+	}
+	char *t = NULL;
+	if (web_auth_message_parse(hdr, size, &t) == NV_OK) {
+		size_t tn = strlen(t);
+		if (tn == 0 || tn > WEB_TOKEN_MAX || strpbrk(t, " \t\"") != NULL)
+			abort();
+		free(t);
+	} else if (t != NULL) {
+		abort();
 	}
 	/* The first NUL splits the input into Origin and Host. */
 	char *text = malloc(size + 2);

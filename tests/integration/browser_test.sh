@@ -3,6 +3,8 @@
 # The dashboard in a real browser: one operator serving the dashboard, the
 # sample Rack with a real agent per tray on a simulated rack, and headless
 # Chromium driven over the DevTools protocol (tests/integration/cdp.py).
+# The page asks for a bearer token, refuses a made-up one, and keeps the
+# admin token in the tab's sessionStorage, never in the address.
 # The page must show 18 trays and 72 GPUs, and a fault injected with simctl
 # must reach the open page through the websocket feed, without a reload; so
 # must a GPU on another VBIOS (marked in the VBIOS column, and the Rack's
@@ -139,11 +141,36 @@ check "headless Chromium with DevTools on loopback" $? "$(tail -3 "$work/chromiu
 cdp() { $CDP "$cdp_port" "$@"; }
 base="http://127.0.0.1:$dash/"
 
+# The feed needs a token: the page asks for one, refuses a made-up one with
+# the server's reason, and takes the admin token into this tab only.
 cdp goto "$base#/" >/dev/null
+out=$(cdp wait 30 '!document.getElementById("signin").hidden &&
+	document.getElementById("conn").textContent === "Token needed" &&
+	document.querySelectorAll("#rack-tiles a.tile").length === 0 && document.activeElement.id')
+check "the page asks for a token and shows nothing before it has one" $? "$out"
+signin() {
+	cdp eval "document.getElementById(\"token\").value = \"$1\";
+		document.getElementById(\"signin-go\").click(); true" >/dev/null
+}
+signin "made-up-$RANDOM"
+out=$(cdp wait 30 '!document.getElementById("signin").hidden &&
+	document.getElementById("signin-msg").textContent')
+[[ $out == *"did not accept"* ]]
+check "a made-up token is refused and the page says why" $? "$out"
+cdp shot "$art/signin.png" >/dev/null
+check "screenshot of the sign-in form" $? "$art/signin.png"
+admin_token=$(cat "$NVL72_CLUSTER_DIR/pki/admin.token")
+signin "$admin_token"
 out=$(cdp wait 60 'document.getElementById("conn").textContent === "Live" &&
 	document.querySelectorAll("#rack-tiles a.tile").length === 1 &&
 	document.querySelector("#rack-tiles a.tile").textContent')
-check "the fleet view goes Live over the feed and shows the rack" $? "$out"
+check "with the admin token the fleet view goes Live over the feed and shows the rack" $? "$out"
+tile=$out
+kept=$(cdp eval "[location.href.indexOf(\"$admin_token\") < 0, sessionStorage.getItem(\"nvl72.dashboard.token\") === \"$admin_token\",
+	document.getElementById(\"signin\").hidden, document.getElementById(\"token\").value === \"\"]")
+[[ $kept == "[true, true, true, true]" ]]
+check "the token is kept in this tab's sessionStorage, never in the address, and the form is cleared" $? "$kept"
+out=$tile
 grep -q '18/18 ready' <<<"$out" && grep -q '72/72' <<<"$out"
 check "its tile reads 18 of 18 trays and 72 of 72 GPUs ready" $? "$out"
 cdp shot "$art/fleet.png" >/dev/null
@@ -297,7 +324,7 @@ cdp shot "$art/upgrades-aborted.png" >/dev/null
 check "screenshot of the aborted upgrade" $? "$art/upgrades-aborted.png"
 
 png=$(file "$art"/*.png | grep -c 'PNG image data')
-[[ $png == 8 ]]
-check "8 screenshots are PNG images" $? "$(file "$art"/*.png)"
+[[ $png == 9 ]]
+check "9 screenshots are PNG images" $? "$(file "$art"/*.png)"
 echo "# screenshots: $art/"
 finish

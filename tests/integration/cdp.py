@@ -42,6 +42,7 @@ class Conn:
         if not head.startswith(b"HTTP/1.1 101"):
             raise OSError("devtools refused the upgrade: " + head.split(b"\r\n")[0].decode())
         self.next_id = 0
+        self.close_code = None
 
     def _read(self, n):
         while len(self.rest) < n:
@@ -82,6 +83,7 @@ class Conn:
                 data = bytes(b ^ mask[i & 3] for i, b in enumerate(data))
             op = b0 & 0x0F
             if op == 8:
+                self.close_code = struct.unpack("!H", data[:2])[0] if len(data) >= 2 else None
                 raise OSError("devtools closed the connection")
             if op in (9, 10):  # ping/pong: Chromium sends none, ignore them
                 continue

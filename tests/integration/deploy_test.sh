@@ -330,6 +330,22 @@ else
 	not_ok "operator NetworkPolicy" "got $(one_line "$got"); dashboard rule $(one_line "$dash")"
 fi
 
+# The dashboard: on the pod's loopback and without a Service by default, on
+# every address behind its Service with operator.dashboard.expose; its feed's
+# readers get the nvl72-dashboard-viewer ClusterRole ("get" on /ws, nothing
+# else: tenants' ComputeDomains come from their own list grants).
+dash_arg() { yq -r 'select(.kind == "Deployment" and .metadata.labels["app.kubernetes.io/component"] == "operator") |
+	.spec.template.spec.containers[0].args[] | select(startswith("--dashboard-bind-address="))' "$1"; }
+dash_svc() { yq -r 'select(.kind == "Service") | .metadata.name' "$1" | grep -c -- '-dashboard$'; }
+render "$tmp/exposed.yaml" --set operator.dashboard.expose=true
+viewer=$(yq -c 'select(.kind == "ClusterRole" and .metadata.name == "nvl72-dashboard-viewer") | .rules' "$tmp/default.yaml")
+got="$(dash_arg "$tmp/default.yaml") $(dash_svc "$tmp/default.yaml") $(dash_arg "$tmp/exposed.yaml") $(dash_svc "$tmp/exposed.yaml") $viewer"
+if [[ $got == '--dashboard-bind-address=127.0.0.1:8082 0 --dashboard-bind-address=:8082 1 [{"nonResourceURLs":["/ws"],"verbs":["get"]}]' ]]; then
+	ok "dashboard on the pod's loopback, no Service, by default; exposed behind its Service on request; nvl72-dashboard-viewer is get on /ws"
+else
+	not_ok "dashboard bind address, Service and viewer role" "$(one_line "$got")"
+fi
+
 webhooks=$(yq -c 'select(.kind | test("WebhookConfiguration$")) | {kind, webhooks: [.webhooks[] | {failurePolicy, svc: .clientConfig.service.name, ca: (.clientConfig.caBundle // ""), res: [.rules[].resources[]]}]}' "$tmp/default.yaml")
 problems=$(jq -rs '
 	(map(select(.kind == "ValidatingWebhookConfiguration")) | if length != 1 then "validating count" else empty end),
@@ -666,7 +682,7 @@ fi
 hns=nvl72-helm
 hname=nvl72-helm-nvl72-operator
 hargs=(--namespace "$hns" --set rbac.approverRole=false --set rbac.viewerRole=false
-	--set rbac.metricsReaderRole=false)
+	--set rbac.metricsReaderRole=false --set rbac.dashboardViewerRole=false)
 k create namespace "$hns" >/dev/null 2>&1
 out=$(timeout 120 "$HELM" install nvl72-helm "$chart" "${hargs[@]}" 2>&1)
 if [[ $? -eq 0 ]] && grep -q 'STATUS: deployed' <<<"$out" && grep -q 'nvl72-operator 0.1.0 is installed' <<<"$out"; then

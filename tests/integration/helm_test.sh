@@ -11,7 +11,8 @@
 # tray's host paths inside the node's mount namespace (tests/cluster/node.sh
 # tray); the rack's 17 other trays are Nodes kept by kwok with agents as
 # processes. A ComputeDomain of 4 trays that includes the real node becomes
-# Ready, `kubectl nvl72 status` and the dashboard (through the Service) show
+# Ready, `kubectl nvl72 status` and the dashboard (through the Service, to a
+# bound token of an account given nvl72-dashboard-viewer) show
 # it, Prometheus scrapes /metrics through the Service with a bound token, and
 # deleting the leading pod by force hands leadership to the other within one
 # lease duration while the webhook keeps admitting. A bad install is
@@ -214,14 +215,27 @@ leader_behind() {
 wait_for 30 leader_behind "$leader"
 check "the dashboard Service has exactly the leader ($leader) behind it" $? \
 	"$(k -n "$NS" get pods -L nvl72.io/operator-leader 2>&1 | tail -3)"
-feed=$(python3 - "$dip" "$dport" "$RACK" <<'PY'
+# The feed needs a token: without one nothing comes but the request for it;
+# a bound token of an account given nvl72-dashboard-viewer gets the rack.
+out=$(helm_env_dash_reader 2>&1) &&
+	(umask 077 && k -n "$NS" create token dash-reader --duration=10m >"$work/dash.token" 2>/dev/null)
+check "a ServiceAccount bound to the chart's nvl72-dashboard-viewer, and a bound token for it" $? "$out"
+feed() {
+	python3 - "$dip" "$dport" "$RACK" "$@" <<'PY'
 import json, socket, sys
 sys.path.insert(0, "tests/integration")
 import cdp
 seen = []
+c = None
 try:
     c = cdp.Conn(sys.argv[1], int(sys.argv[2]), "/ws")
     c.sock.settimeout(10)
+    first = json.loads(c.recv_text())
+    seen.append(first.get("topic"))
+    if len(sys.argv) > 4:
+        c.send_text(json.dumps({"token": open(sys.argv[4]).read().strip()}))
+    else:
+        c.sock.settimeout(3)
     while True:
         m = json.loads(c.recv_text())
         seen.append(m.get("topic"))
@@ -230,11 +244,16 @@ try:
             print(json.dumps(t[0]["imex"] if t else {}))
             break
 except (socket.timeout, OSError, ValueError, KeyError) as e:
-    print("no rack topic (%s); topics seen: %s" % (e, seen))
+    print("no rack topic (%s); topics seen: %s; close code %s" % (e, seen, c.close_code if c else None))
 PY
-)
-[[ $feed == *'"daemon": "READY"'* && $feed == *'"domain": "UP"'* ]]
-check "the dashboard, through its Service ($dip:$dport), shows the node's IMEX READY and its domain UP" $? "$feed"
+}
+out=$(feed)
+[[ $out == *"topics seen: ['auth']"* ]]
+check "the dashboard's feed through its Service sends nothing but the request for a token to a client without one" $? "$out"
+out=$(feed "$work/dash.token")
+[[ $out == *'"daemon": "READY"'* && $out == *'"domain": "UP"'* ]]
+check "with the bound token, the dashboard through its Service ($dip:$dport) shows the node's IMEX READY and its domain UP" $? "$out"
+rm -f "$work/dash.token"
 
 # ------------------------------------------ /metrics via the Service ---
 # Prometheus (Debian's) scrapes the Service with a bound token of an

@@ -12,8 +12,9 @@
 #     flag or environment variable turns verification off; only an explicit
 #     insecure-skip-tls-verify: true does, and then with a warning naming the
 #     kubeconfig's cluster (and none from a verifying client).
-#  3. The dashboard without a token shows nothing sensitive: every route and
-#     the websocket feed, fetched unauthenticated, carry no token, no key
+#  3. The dashboard shows nothing sensitive: every route, fetched without a
+#     token, and the websocket feed, without a token (nothing but the request
+#     for one) and with the admin token (the rack), carry no token, no key
 #     and none of the webhook Secret's data.
 # RBAC wildcards are checked by deploy_test.sh and not repeated here.
 #
@@ -207,14 +208,22 @@ for path in / /index.html /app.js /style.css /healthz /readyz /metrics /ws /api 
 	printf '== %s %s\n' "$path" "$code" >>"$dash_dump"
 	cat "$work/route" >>"$dash_dump"
 done
-python3 - "$dash" >>"$dash_dump" 2>&1 <<'PY'
-# Reads the websocket feed for a few seconds, unauthenticated, and prints it.
-import base64, os, socket, sys, time
+# Reads the websocket feed for a few seconds and prints it; with a token
+# file, sends the token first, as the page does.
+feed_dump() {
+	python3 - "$dash" "$@" <<'PY'
+import base64, json, os, socket, struct, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
 key = base64.b64encode(os.urandom(16)).decode()
 s.sendall(("GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
            "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
            "Sec-WebSocket-Protocol: nvl72.feed.v1\r\n\r\n" % key).encode())
+if len(sys.argv) > 2:
+    msg = json.dumps({"token": open(sys.argv[2]).read().strip()}).encode()
+    mask = os.urandom(4)
+    head = struct.pack("!BB", 0x81, 0x80 | len(msg)) if len(msg) < 126 else \
+        struct.pack("!BBH", 0x81, 0x80 | 126, len(msg))
+    s.sendall(head + mask + bytes(b ^ mask[i & 3] for i, b in enumerate(msg)))
 data, end = b"", time.time() + 4
 while time.time() < end and len(data) < 8 << 20:
     try:
@@ -227,10 +236,18 @@ while time.time() < end and len(data) < 8 << 20:
 print("== /ws feed %d bytes" % len(data))
 sys.stdout.write(data.decode("utf-8", "replace"))
 PY
+}
+feed_dump >>"$dash_dump" 2>&1
 feed_bytes=$(grep -aEo '^== /ws feed [0-9]+' "$dash_dump" | grep -Eo '[0-9]+$')
-((${feed_bytes:-0} > 1000)) && grep -aq "$RACK" "$dash_dump"
-check "the dashboard and its feed answer without a token (feed $feed_bytes bytes)" $? \
+((${feed_bytes:-0} < 300)) && grep -aq '"required":true' "$dash_dump" && ! grep -aq "$RACK" "$dash_dump"
+check "the page answers without a token, its feed only asks for one (feed $feed_bytes bytes)" $? \
 	"$(grep -a '^==' "$dash_dump" | tr '\n' ' ')"
+feed_dump "$pki/admin.token" >"$work/feed-admin.txt" 2>&1
+admin_bytes=$(grep -aEo '^== /ws feed [0-9]+' "$work/feed-admin.txt" | grep -Eo '[0-9]+$')
+((${admin_bytes:-0} > 1000)) && grep -aq "$RACK" "$work/feed-admin.txt"
+check "with a token allowed to read it, the feed carries the rack ($admin_bytes bytes)" $? \
+	"$(head -c 300 "$work/feed-admin.txt")"
+cat "$work/feed-admin.txt" >>"$dash_dump"
 leaks=""
 for f in tls.key tls.crt ca.crt; do
 	v=$(jq -r --arg f "$f" '.data[$f] // empty' "$work/secret.json")
@@ -243,7 +260,7 @@ grep -aqF -- "$viewer_token" "$dash_dump" && leaks+=" viewer-token"
 grep -aqF -- 'PRIVATE KEY' "$dash_dump" && leaks+=" private-key-marker"
 grep -aqi -- '"kind": *"Secret"' "$dash_dump" && leaks+=" secret-object"
 [[ -z $leaks ]]
-check "nothing sensitive on the dashboard without a token (routes and feed)" $? "found:$leaks"
+check "nothing sensitive on the dashboard (routes, and the feed with and without a token)" $? "found:$leaks"
 
 # ---- 1. the logs -------------------------------------------------------------------
 

@@ -6,11 +6,58 @@
 
 (function () {
   const MAX_EVENTS = 100;
+  const TOKEN_KEY = "nvl72.dashboard.token";
   const state = {
     fleet: null, racks: new Map(), domains: null, upgrades: null, events: [], connected: false,
+    // Per-namespace topics (domains/<ns>, events/<ns>): only those this
+    // reader may see arrive; the views show their union.
+    domainsByNs: new Map(), clusterEvents: [], eventsByNs: new Map(),
   };
   let backoffMs = 1000;
   let renderPending = false;
+  let ws = null;
+  let awaitingToken = false;
+
+  // ---- the token ----------------------------------------------------------
+  // Kept in this tab's sessionStorage (gone with the tab), sent once per
+  // connection as the feed's first message; never in the URL.
+
+  function storedToken() {
+    try {
+      return sessionStorage.getItem(TOKEN_KEY) || "";
+    } catch (e) {
+      return "";
+    }
+  }
+
+  function storeToken(t) {
+    try {
+      if (t) sessionStorage.setItem(TOKEN_KEY, t);
+      else sessionStorage.removeItem(TOKEN_KEY);
+    } catch (e) {
+      // Storage refused (private mode): the token lasts this page only.
+    }
+    document.getElementById("signout").hidden = !t;
+  }
+
+  let pageToken = "";
+
+  function token() {
+    return storedToken() || pageToken;
+  }
+
+  function showSignin(message) {
+    const form = document.getElementById("signin");
+    form.hidden = false;
+    document.getElementById("signin-msg").textContent = message || "";
+    document.getElementById("token").focus();
+  }
+
+  function sendToken() {
+    awaitingToken = false;
+    ws.send(JSON.stringify({ token: token() }));
+    setConn("Checking the token…", false);
+  }
 
   // ---- the feed ---------------------------------------------------------
 
@@ -20,7 +67,6 @@
   }
 
   function connect() {
-    let ws;
     try {
       ws = new WebSocket(feedUrl(), "nvl72.feed.v1");
     } catch (e) {
@@ -34,6 +80,10 @@
       state.fleet = null;
       state.racks.clear();
       state.domains = null;
+      state.domainsByNs.clear();
+      state.clusterEvents = [];
+      state.eventsByNs.clear();
+      state.events = [];
       state.upgrades = null;
       setConnected(true);
     };
@@ -44,15 +94,44 @@
       } catch (e) {
         return;
       }
-      if (msg && typeof msg.topic === "string") {
+      if (msg && msg.topic === "auth") {
+        authMessage(msg.data || {});
+      } else if (msg && typeof msg.topic === "string") {
         apply(msg.topic, msg.data);
         scheduleRender();
       }
     };
-    ws.onclose = function () {
+    ws.onclose = function (ev) {
       setConnected(false);
+      // The server's refusals (docs/internals/dashboard-feed.md): a bad or
+      // unauthorised token waits for a new one; the rest retry.
+      if (ev.code === 4401 || ev.code === 4403 || ev.code === 4400) {
+        storeToken("");
+        pageToken = "";
+        showSignin(ev.code === 4401 ? "The API server did not accept that token."
+          : ev.code === 4403 ? "That token may not read the dashboard: it needs get on /ws."
+            : "The token is malformed.");
+        setConn("Token needed", false);
+        return;
+      }
       retry();
     };
+  }
+
+  function authMessage(data) {
+    if (data.required) {
+      if (token()) {
+        sendToken();
+      } else {
+        awaitingToken = true;
+        showSignin("");
+        setConn("Token needed", false);
+      }
+    } else if (data.allowed) {
+      document.getElementById("signin").hidden = true;
+      setConnected(true);
+      scheduleRender();
+    }
   }
 
   function retry() {
@@ -60,11 +139,34 @@
     backoffMs = Math.min(backoffMs * 2, 30000);
   }
 
+  function setConn(text, up) {
+    const el = document.getElementById("conn");
+    el.textContent = text;
+    el.className = "conn " + (up ? "conn-up" : "conn-down");
+  }
+
   function setConnected(up) {
     state.connected = up;
-    const el = document.getElementById("conn");
-    el.textContent = up ? "Live" : "Disconnected, retrying…";
-    el.className = "conn " + (up ? "conn-up" : "conn-down");
+    setConn(up ? "Live" : "Disconnected, retrying…", up);
+  }
+
+  // Sorted by namespace, each namespace's list as published.
+  function union(byNs) {
+    const out = [];
+    Array.from(byNs.keys()).sort().forEach(function (ns) {
+      (byNs.get(ns) || []).forEach(function (x) { out.push(x); });
+    });
+    return out;
+  }
+
+  function mergeEvents() {
+    const all = state.clusterEvents.slice();
+    state.eventsByNs.forEach(function (list) {
+      list.forEach(function (e) { all.push(e); });
+    });
+    // RFC 3339 in UTC compares as text; newest first.
+    all.sort(function (a, b) { return str(b.time) < str(a.time) ? -1 : str(b.time) > str(a.time) ? 1 : 0; });
+    state.events = all.slice(0, MAX_EVENTS);
   }
 
   function apply(topic, data) {
@@ -76,17 +178,23 @@
       else state.racks.set(parts[1], data);
     } else if (parts[0] === "tray" && parts.length === 3) {
       applyTray(parts[1], Number(parts[2]), data);
-    } else if (topic === "domains") {
-      state.domains = Array.isArray(data) ? data : null;
+    } else if (parts[0] === "domains" && parts.length === 2) {
+      if (Array.isArray(data)) state.domainsByNs.set(parts[1], data);
+      else state.domainsByNs.delete(parts[1]);
+      state.domains = union(state.domainsByNs);
     } else if (topic === "upgrades") {
       state.upgrades = Array.isArray(data) ? data : null;
     } else if (topic === "events") {
-      // The retained list of recent events, newest first.
-      state.events = Array.isArray(data) ? data.slice(0, MAX_EVENTS) : [];
-    } else if (topic === "event" && data) {
-      state.events.unshift(data);
-      state.events.length = Math.min(state.events.length, MAX_EVENTS);
+      // The retained list of recent events of cluster objects.
+      state.clusterEvents = Array.isArray(data) ? data : [];
+      mergeEvents();
+    } else if (parts[0] === "events" && parts.length === 2) {
+      if (Array.isArray(data)) state.eventsByNs.set(parts[1], data);
+      else state.eventsByNs.delete(parts[1]);
+      mergeEvents();
     }
+    // "event" (one Event, live) is also in the retained lists that follow
+    // it, which the view is drawn from.
   }
 
   function applyTray(rackName, index, tray) {
@@ -348,8 +456,9 @@
     clear(tbody);
     const list = state.domains || [];
     const ready = list.filter(function (d) { return d.status === "Ready"; }).length;
-    document.getElementById("domains-summary").textContent = state.domains === null
-      ? (state.connected ? "No compute domains published yet." : "Waiting for data from the operator.")
+    document.getElementById("domains-summary").textContent = list.length === 0
+      ? (state.connected ? "No compute domains in a namespace this token may read."
+        : "Waiting for data from the operator.")
       : list.length + " compute domains, " + ready + " Ready.";
     list.forEach(function (d) {
       const tr = el("tr");
@@ -686,6 +795,24 @@
     document.getElementById("main").focus();
   });
   document.addEventListener("DOMContentLoaded", function () {
+    document.getElementById("signin").addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      const input = document.getElementById("token");
+      const t = input.value.trim();
+      input.value = "";
+      if (!t) return;
+      pageToken = t;
+      storeToken(t);
+      document.getElementById("signin").hidden = true;
+      if (ws && ws.readyState === WebSocket.OPEN && awaitingToken) sendToken();
+      else if (!ws || ws.readyState === WebSocket.CLOSED) connect();
+    });
+    document.getElementById("signout").addEventListener("click", function () {
+      storeToken("");
+      pageToken = "";
+      if (ws) ws.close();
+    });
+    document.getElementById("signout").hidden = !storedToken();
     render();
     connect();
   });

@@ -105,6 +105,8 @@ operator:
   image: {tag: "$version"}
   nodeSelector: {kubernetes.io/hostname: $NVL72_NODE_NAME}
   leaderElection: {leaseDuration: ${LEASE_S}s, renewDeadline: 10s, retryPeriod: ${RETRY_S}s}
+  # Reached through its Service, from this machine.
+  dashboard: {expose: true}
   extraArgs: [--tray-heartbeat-timeout=10m, "--agent-node-selector=nvl72.io/rack,$TRAY_LABEL=true,!node-role.kubernetes.io/control-plane"]
 agent:
   namespace: $ANS
@@ -120,6 +122,17 @@ agent:
   extraVolumes: [{name: sim, hostPath: {path: "$(tray 1)", type: Directory}}]
   extraVolumeMounts: [{name: sim, mountPath: "$(tray 1)"}]
 YAML
+}
+
+# A ServiceAccount dash-reader in $NS that may read the dashboard's feed
+# (the chart's nvl72-dashboard-viewer) and every namespace's ComputeDomains
+# (nvl72-viewer, cluster-wide).
+helm_env_dash_reader() {
+	"$KUBECTL" -n "$NS" create serviceaccount dash-reader >/dev/null &&
+		"$KUBECTL" create clusterrolebinding nvl72-test-dash-feed --clusterrole=nvl72-dashboard-viewer \
+			--serviceaccount="$NS:dash-reader" >/dev/null &&
+		"$KUBECTL" create clusterrolebinding nvl72-test-dash-view --clusterrole=nvl72-viewer \
+			--serviceaccount="$NS:dash-reader" >/dev/null
 }
 
 # The sample Rack with the real node as tray 1.

@@ -878,8 +878,9 @@ static bool wsc_fill(struct wsc *c, int timeout_ms)
 	return true;
 }
 
-/* Connects and upgrades; returns the HTTP status of the handshake. */
-static int wsc_open(struct wsc *c, int port, const char *origin)
+/* Connects and upgrades, with extra header lines (each ending in \r\n) or
+ * NULL; returns the HTTP status of the handshake. */
+static int wsc_open_hdr(struct wsc *c, int port, const char *origin, const char *extra)
 {
 	memset(c, 0, sizeof(*c));
 	c->buf = malloc(WSC_BUF);
@@ -889,13 +890,13 @@ static int wsc_open(struct wsc *c, int port, const char *origin)
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	assert_int_equal(connect(c->fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	char req[512];
+	char req[1024];
 	int n = snprintf(req, sizeof(req),
 	                 "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nUpgrade: websocket\r\n"
 	                 "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-	                 "Sec-WebSocket-Version: 13\r\n%s%s%s\r\n",
-	                 port, origin ? "Origin: " : "", origin ? origin : "",
-	                 origin ? "\r\n" : "");
+	                 "Sec-WebSocket-Version: 13\r\n%s%s%s%s\r\n",
+	                 port, origin ? "Origin: " : "", origin ? origin : "", origin ? "\r\n" : "",
+	                 extra ? extra : "");
 	assert_int_equal(write(c->fd, req, (size_t)n), n);
 	unsigned char *end = NULL;
 	while ((end = memmem(c->buf, c->len, "\r\n\r\n", 4)) == NULL)
@@ -911,6 +912,34 @@ static int wsc_open(struct wsc *c, int port, const char *origin)
 	memmove(c->buf, c->buf + hl, c->len - hl);
 	c->len -= hl;
 	return status;
+}
+
+static int wsc_open(struct wsc *c, int port, const char *origin)
+{
+	return wsc_open_hdr(c, port, origin, NULL);
+}
+
+/* Sends one masked text frame, as a client must. */
+static void wsc_send(struct wsc *c, const char *text)
+{
+	size_t n = strlen(text), hl = n < 126 ? 6 : 8;
+	unsigned char *f = malloc(hl + n);
+	static const unsigned char key[4] = {0x12, 0x34, 0x56, 0x78};
+	assert_non_null(f);
+	assert_true(n < 65536);
+	f[0] = 0x81;
+	if (n < 126) {
+		f[1] = (unsigned char)(0x80 | n);
+	} else {
+		f[1] = 0x80 | 126;
+		f[2] = (unsigned char)(n >> 8);
+		f[3] = (unsigned char)n;
+	}
+	memcpy(f + hl - 4, key, 4);
+	for (size_t i = 0; i < n; i++)
+		f[hl + i] = (unsigned char)text[i] ^ key[i % 4];
+	assert_int_equal(write(c->fd, f, hl + n), (ssize_t)(hl + n));
+	free(f);
 }
 
 /* Reads one unfragmented frame; returns its opcode, or -1 on timeout. */
@@ -1155,6 +1184,183 @@ static void test_web_stop_with_clients_connected(void **state)
 	fix_stop(f);
 }
 
+/* ---- reading authorised ------------------------------------------------------------ */
+
+/* "reader" may read, scopes team-a and team-c; "outsider" may read, no
+ * scope; "stranger" is not allowed to read; anything else is unknown. */
+static enum nv_err read_authz(void *arg, const char *bearer, const char *verb, const char *path)
+{
+	atomic_int *calls = arg;
+	atomic_fetch_add(calls, 1);
+	if (strcmp(verb, "get") != 0)
+		return NV_E_INTERNAL;
+	if (bearer == NULL)
+		return NV_E_UNAUTHORIZED;
+	if (strcmp(bearer, "reader") == 0 || strcmp(bearer, "outsider") == 0)
+		return strcmp(path, "/ws") == 0 || strcmp(path, "/debug/state") == 0
+		               ? NV_OK
+		               : NV_E_FORBIDDEN;
+	return strcmp(bearer, "stranger") == 0 ? NV_E_FORBIDDEN : NV_E_UNAUTHORIZED;
+}
+
+static enum nv_err scope_authz(void *arg, const char *bearer, const char *scope)
+{
+	(void)arg;
+	if (strcmp(bearer, "reader") == 0 &&
+	    (strcmp(scope, "team-a") == 0 || strcmp(scope, "team-c") == 0))
+		return NV_OK;
+	return NV_E_FORBIDDEN;
+}
+
+static struct fix *fix_reading(atomic_int *calls)
+{
+	struct web_config cfg = {
+	        .read_authz = read_authz, .read_authz_arg = calls, .scope_authz = scope_authz};
+	struct fix *f = fix_start(&cfg);
+	assert_int_equal(web_publish(f->s, "fleet", "{\"racks\":[]}"), NV_OK);
+	assert_int_equal(web_publish_scoped(f->s, "domains/team-a", "team-a", "[1]", true), NV_OK);
+	assert_int_equal(web_publish_scoped(f->s, "domains/team-b", "team-b", "[2]", true), NV_OK);
+	assert_int_equal(web_publish_scoped(f->s, "domains/x", "bad scope", "[]", true),
+	                 NV_E_INVAL);
+	return f;
+}
+
+/* The next frame's text, which must be of opcode 1. */
+static const char *next_text(struct wsc *c, char *msg, size_t cap)
+{
+	assert_int_equal(wsc_frame(c, msg, cap, 3000), 1);
+	return msg;
+}
+
+/* A browser sends its token as the first message: until then it gets
+ * only the request for it; then the replay, less the scope it may not
+ * read, and live messages of its scopes only, a new scope once judged. */
+static void test_web_ws_read_token_message_and_scopes(void **state)
+{
+	(void)state;
+	atomic_int calls;
+	atomic_init(&calls, 0);
+	struct fix *f = fix_reading(&calls);
+	struct wsc c;
+	char msg[4096];
+	assert_int_equal(wsc_open(&c, f->port, NULL), 101);
+	assert_string_equal(next_text(&c, msg, sizeof(msg)),
+	                    "{\"topic\":\"auth\",\"seq\":0,\"retained\":false,"
+	                    "\"data\":{\"required\":true}}");
+	wait_clients(f->s, 1);
+	assert_int_equal(web_publish(f->s, "fleet", "{\"racks\":[0]}"), NV_OK);
+	assert_int_equal(wsc_frame(&c, msg, sizeof(msg), 300), -1);
+	assert_int_equal(atomic_load(&calls), 0);
+	wsc_send(&c, "{\"token\":\"reader\"}");
+	assert_non_null(strstr(next_text(&c, msg, sizeof(msg)), "\"data\":{\"allowed\":true}"));
+	/* Oldest first: team-a, team-b (withheld), then fleet's latest. */
+	assert_non_null(strstr(next_text(&c, msg, sizeof(msg)), "\"topic\":\"domains/team-a\""));
+	assert_non_null(strstr(next_text(&c, msg, sizeof(msg)), "\"racks\":[0]"));
+	assert_int_equal(wsc_frame(&c, msg, sizeof(msg), 300), -1);
+	assert_int_equal(atomic_load(&calls), 1);
+	/* Live: team-b and its removal never reach it; team-a does. */
+	assert_int_equal(web_publish_scoped(f->s, "domains/team-b", "team-b", "[3]", true), NV_OK);
+	assert_int_equal(web_unpublish(f->s, "domains/team-b"), NV_OK);
+	assert_int_equal(web_publish_scoped(f->s, "event", "team-b", "{\"n\":1}", false), NV_OK);
+	assert_int_equal(web_publish_scoped(f->s, "domains/team-a", "team-a", "[4]", true), NV_OK);
+	assert_non_null(strstr(next_text(&c, msg, sizeof(msg)), "\"data\":[4]"));
+	/* A namespace that appears later is judged, then its retained value
+	 * sent; one it may not read never is. */
+	assert_int_equal(web_publish_scoped(f->s, "domains/team-d", "team-d", "[5]", true), NV_OK);
+	assert_int_equal(web_publish_scoped(f->s, "domains/team-c", "team-c", "[6]", true), NV_OK);
+	assert_non_null(strstr(next_text(&c, msg, sizeof(msg)), "\"topic\":\"domains/team-c\""));
+	assert_non_null(strstr(msg, "\"data\":[6]"));
+	assert_int_equal(wsc_frame(&c, msg, sizeof(msg), 300), -1);
+	/* Later messages of the same scope need no new question. */
+	assert_int_equal(web_publish_scoped(f->s, "domains/team-c", "team-c", "[7]", true), NV_OK);
+	assert_non_null(strstr(next_text(&c, msg, sizeof(msg)), "\"data\":[7]"));
+	/* What it sends after that is ignored. */
+	wsc_send(&c, "{\"token\":\"stranger\"}");
+	assert_int_equal(web_publish(f->s, "fleet", "{\"racks\":[9]}"), NV_OK);
+	assert_non_null(strstr(next_text(&c, msg, sizeof(msg)), "\"racks\":[9]"));
+	assert_int_equal(atomic_load(&calls), 1);
+	wsc_close(&c);
+	/* One allowed to read and no scope sees no tenant data at all. */
+	assert_int_equal(wsc_open_hdr(&c, f->port, NULL, "Authorization: Bearer outsider\r\n"),
+	                 101);
+	assert_non_null(strstr(next_text(&c, msg, sizeof(msg)), "\"allowed\":true"));
+	assert_non_null(strstr(next_text(&c, msg, sizeof(msg)), "\"topic\":\"fleet\""));
+	assert_int_equal(wsc_frame(&c, msg, sizeof(msg), 300), -1);
+	wsc_close(&c);
+	wait_clients(f->s, 0);
+	fix_stop(f);
+}
+
+/* The close code of the next frame, which must be a close; -1 if none. */
+static int close_code(struct wsc *c)
+{
+	char msg[256];
+	int op;
+	while ((op = wsc_frame(c, msg, sizeof(msg), 3000)) == 1)
+		; /* the request for a token */
+	if (op != 8)
+		return -1;
+	return (unsigned char)msg[0] << 8 | (unsigned char)msg[1];
+}
+
+static void test_web_ws_read_refusals(void **state)
+{
+	(void)state;
+	atomic_int calls;
+	atomic_init(&calls, 0);
+	struct fix *f = fix_reading(&calls);
+	struct wsc c;
+	struct {
+		const char *header, *message;
+		int code;
+	} cases[] = {
+	        {NULL, "{\"token\":\"forged\"}", 4401},
+	        {NULL, "{\"token\":\"stranger\"}", 4403},
+	        {"Authorization: Bearer stranger\r\n", NULL, 4403},
+	        {NULL, "token=reader", 4400},
+	        {NULL, "{\"token\":\"reader\",\"more\":1}", 4400},
+	        {NULL, "{\"token\":\"read er\"}", 4400},
+	        {NULL, "{\"token\":\"\"}", 4400},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(wsc_open_hdr(&c, f->port, NULL, cases[i].header), 101);
+		if (cases[i].message)
+			wsc_send(&c, cases[i].message);
+		assert_int_equal(close_code(&c), cases[i].code);
+		wsc_close(&c);
+	}
+	/* A first message past the cap is refused while it arrives. */
+	size_t big = WEB_AUTH_MSG_MAX + 16;
+	char *text = malloc(big + 1);
+	assert_non_null(text);
+	memset(text, 'a', big);
+	text[big] = '\0';
+	assert_int_equal(wsc_open(&c, f->port, NULL), 101);
+	wsc_send(&c, text);
+	assert_int_equal(close_code(&c), 4400);
+	wsc_close(&c);
+	free(text);
+	wait_clients(f->s, 0);
+	/* GET routes are asked too; the page, its assets and probes are not. */
+	struct reply r;
+	assert_int_equal(http_get(f, "/debug/state", &r), 401);
+	reply_clear(&r);
+	char url[256];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/debug/state", f->port);
+	assert_int_equal(http_do(url, NULL, 0, "Authorization: Bearer reader", NULL, &r), CURLE_OK);
+	assert_int_equal(r.status, 200);
+	reply_clear(&r);
+	int before = atomic_load(&calls);
+	assert_int_equal(http_get(f, "/", &r), 200);
+	reply_clear(&r);
+	assert_int_equal(http_get(f, "/app.js", &r), 200);
+	reply_clear(&r);
+	assert_int_equal(http_get(f, "/healthz", &r), 200);
+	reply_clear(&r);
+	assert_int_equal(atomic_load(&calls), before);
+	fix_stop(f);
+}
+
 int main(void)
 {
 	curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -1183,6 +1389,8 @@ int main(void)
 	        cmocka_unit_test(test_web_ws_slow_client_dropped_by_bytes),
 	        cmocka_unit_test(test_web_ws_concurrent_publishers),
 	        cmocka_unit_test(test_web_stop_with_clients_connected),
+	        cmocka_unit_test(test_web_ws_read_token_message_and_scopes),
+	        cmocka_unit_test(test_web_ws_read_refusals),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	curl_global_cleanup();
