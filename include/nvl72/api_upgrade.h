@@ -87,14 +87,19 @@ enum api_upgrade_phase {
 	API_PHASE_HALTED,
 	API_PHASE_PAUSED,
 	API_PHASE_ABORTED,
+	API_PHASE_ROLLING_BACK, /* a failed canary gate: the canary moves back */
+	API_PHASE_ROLLED_BACK,  /* and is back on the source stack */
 };
 
 const char *api_upgrade_phase_name(enum api_upgrade_phase p);
-/* Whether p ends an upgrade: Completed and Aborted (an abort is recorded
- * only once every tray is out of maintenance). Every other phase, Halted
- * and Paused included, leaves the upgrade in flight: it holds trays or may
- * still move them. */
+/* Whether p ends an upgrade: Completed, Aborted (recorded only once every
+ * tray is out of maintenance) and RolledBack (the canary back on the
+ * source stack, out of maintenance). Every other phase, Halted and Paused
+ * included, leaves the upgrade in flight: it holds trays or may still move
+ * them. */
 bool api_upgrade_phase_final(enum api_upgrade_phase p);
+/* The same for a phase's name as status fields hold it ("" is not). */
+bool api_upgrade_phase_name_final(const char *phase);
 /* Whether the RackUpgrade object obj is in flight: its status.phase is not
  * final. No status or no phase (the operator has not seen it yet) is
  * Proposed; a phase this build does not know counts as in flight, so a
@@ -303,6 +308,23 @@ uint32_t api_upgrade_required_layers(const struct api_rack *r, enum api_upgrade_
 /* The layers of mask that no approval can count for on rack r: those
  * without a responsibility entry or with an empty windowOwner. */
 uint32_t api_rack_ownerless_layers(const struct api_rack *r, uint32_t mask);
+
+/* Whether a failed canary gate of the move from -> to can roll back
+ * (onGateFailure: RollBack): every edge of the forward plan is marked
+ * reversible and the matrix lists an allowed move back. NV_OK, or
+ * NV_E_UNSUPPORTED with why (cap bytes) saying what is missing;
+ * NV_E_NOT_FOUND for a stack m lacks. */
+enum nv_err api_upgrade_rollback_check(const struct matrix *m, const char *from, const char *to,
+                                       unsigned plan_flags, char *why, size_t cap);
+
+/* An upgrade of a rack whose policy rolls back on a failed gate
+ * (onGateFailure: RollBack) is refused at spec.target.stack when, from any
+ * of the stacks its trays run, api_upgrade_rollback_check says it could
+ * not. Plans that do not build are left to api_rack_upgrade_check_matrix. */
+enum nv_err api_rack_upgrade_check_rollback(const struct api_rack_upgrade *u,
+                                            const struct matrix *m, const struct api_rack *r,
+                                            const char *const *from_stacks, unsigned n,
+                                            unsigned plan_flags, struct api_errors *errs);
 
 /* An upgrade whose plan from any of the stacks the rack's trays run
  * (from_stacks, n) needs an approval of a layer that has no windowOwner on

@@ -99,7 +99,8 @@ enum nv_err cli_upgrade_detail(const json_t *u, const json_t *rack, int64_t now_
                                struct buf *out);
 
 /* The current step of an upgrade's status: the first Running, Failed or
- * Pending step, in that order of preference; NULL when there is none.
+ * Pending step, in that order of preference (Running, Pending, Failed
+ * while RollingBack); NULL when there is none.
  * Borrowed from status. */
 const json_t *cli_current_step(const json_t *status);
 

@@ -182,7 +182,7 @@ enum nv_err api_upgrade_approval_check(const struct api_upgrade_approval *a,
 	}
 	if (us == NULL)
 		return NV_OK;
-	if (us->phase == API_PHASE_COMPLETED || us->phase == API_PHASE_ABORTED)
+	if (api_upgrade_phase_final(us->phase))
 		api_errors_add(errs, "spec.upgrade", "RackUpgrade \"%s\" is already %s", a->upgrade,
 		               api_upgrade_phase_name(us->phase));
 	if (us->required_approvals != 0 && !(us->required_approvals & MATRIX_BIT(a->layer)))
@@ -290,6 +290,36 @@ uint32_t api_rack_ownerless_layers(const struct api_rack *r, uint32_t mask)
 		if ((mask & MATRIX_BIT(l)) && window_owner_of(r, (enum matrix_layer)l)[0] == '\0')
 			out |= MATRIX_BIT(l);
 	return out;
+}
+
+enum nv_err api_rack_upgrade_check_rollback(const struct api_rack_upgrade *u,
+                                            const struct matrix *m, const struct api_rack *r,
+                                            const char *const *from_stacks, unsigned n,
+                                            unsigned plan_flags, struct api_errors *errs)
+{
+	unsigned before = errs->n + errs->dropped;
+	char why[MATRIX_PROBLEM_LEN + 160];
+	struct matrix_plan p;
+	for (unsigned i = 0; r->policy.on_gate_failure == API_ON_GATE_ROLL_BACK && i < n; i++) {
+		bool seen = false;
+		for (unsigned k = 0; k < i && !seen; k++)
+			seen = from_stacks[k] && from_stacks[i] &&
+			       strcmp(from_stacks[k], from_stacks[i]) == 0;
+		if (seen || from_stacks[i] == NULL ||
+		    matrix_plan_build(m, from_stacks[i], u->target_stack, plan_flags, &p) !=
+		            NV_OK ||
+		    p.verdict == MATRIX_BLOCKED)
+			continue;
+		if (api_upgrade_rollback_check(m, from_stacks[i], u->target_stack, plan_flags, why,
+		                               sizeof(why)) == NV_E_UNSUPPORTED)
+			api_errors_add(
+			        errs, "spec.target.stack",
+			        "rack \"%s\" rolls a failed canary back "
+			        "(spec.policy.onGateFailure: RollBack), but %s: set it to Hold "
+			        "or list the move back",
+			        r->meta.name, why);
+	}
+	return result(errs, before);
 }
 
 enum nv_err api_rack_upgrade_check_owners(const struct api_rack_upgrade *u, const struct matrix *m,

@@ -2,20 +2,23 @@
 // RackUpgrade and UpgradeApproval: parsing with the CRDs' rules, the status
 // record of an upgrade (plan, waves, steps with gate evidence, approvals),
 // and the admission checks of an upgrade against its matrix.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_int.h"
 #include "nvl72/alloc.h"
 #include "nvl72/api_upgrade.h"
+#include "nvl72/base.h"
 #include "nvl72/json.h"
 #include "nvl72/timeutil.h"
 
 static const char *const class_names[] = {"routine", "security"};
 static const char *const decision_names[] = {"Approved", "Rejected"};
 static const char *const phase_names[] = {
-        "Proposed",   "Notice",    "AwaitingApproval", "Scheduled", "Canary",  "Validating",
-        "RollingOut", "Completed", "Halted",           "Paused",    "Aborted",
+        "Proposed",   "Notice",      "AwaitingApproval", "Scheduled", "Canary",
+        "Validating", "RollingOut",  "Completed",        "Halted",    "Paused",
+        "Aborted",    "RollingBack", "RolledBack",
 };
 static const char *const step_phase_names[] = {"Pending", "Running", "Succeeded", "Failed",
                                                "Skipped"};
@@ -40,7 +43,39 @@ const char *api_upgrade_phase_name(enum api_upgrade_phase p)
 
 bool api_upgrade_phase_final(enum api_upgrade_phase p)
 {
-	return p == API_PHASE_COMPLETED || p == API_PHASE_ABORTED;
+	return p == API_PHASE_COMPLETED || p == API_PHASE_ABORTED || p == API_PHASE_ROLLED_BACK;
+}
+
+bool api_upgrade_phase_name_final(const char *phase)
+{
+	for (size_t i = 0; phase != NULL && i < sizeof(phase_names) / sizeof(phase_names[0]); i++)
+		if (strcmp(phase, phase_names[i]) == 0)
+			return api_upgrade_phase_final((enum api_upgrade_phase)i);
+	return false;
+}
+
+enum nv_err api_upgrade_rollback_check(const struct matrix *m, const char *from, const char *to,
+                                       unsigned plan_flags, char *why, size_t cap)
+{
+	struct matrix_plan fwd, back;
+	enum nv_err e = matrix_plan_build(m, from, to, plan_flags, &fwd);
+	if (e != NV_OK)
+		return e;
+	if ((e = matrix_plan_build(m, to, from, plan_flags, &back)) != NV_OK)
+		return e;
+	if (!fwd.reversible) {
+		snprintf(why, cap,
+		         "CompatibilityMatrix \"%s\" does not mark the move %s -> %s "
+		         "reversible",
+		         m->name, from, to);
+		return NV_E_UNSUPPORTED;
+	}
+	if (back.verdict == MATRIX_BLOCKED) {
+		snprintf(why, cap, "CompatibilityMatrix \"%s\" allows no move back %s -> %s: %s",
+		         m->name, to, from, back.problem);
+		return NV_E_UNSUPPORTED;
+	}
+	return NV_OK;
 }
 
 bool api_rack_upgrade_in_flight(const json_t *obj)
@@ -48,10 +83,7 @@ bool api_rack_upgrade_in_flight(const json_t *obj)
 	const char *phase = json_string_value(jx_path(obj, "status.phase"));
 	if (phase == NULL || phase[0] == '\0')
 		return true;
-	for (size_t i = 0; i < sizeof(phase_names) / sizeof(phase_names[0]); i++)
-		if (strcmp(phase, phase_names[i]) == 0)
-			return !api_upgrade_phase_final((enum api_upgrade_phase)i);
-	return true;
+	return !api_upgrade_phase_name_final(phase);
 }
 
 static int64_t completion_ms(const json_t *obj)
@@ -649,7 +681,7 @@ static void status_parse(struct api_ctx *c, const json_t *st, struct api_rack_up
 	int e = 0;
 	if (api_get_int(c, st, "observedGeneration", false, 0, INT64_MAX, &v))
 		s->observed_generation = v;
-	if (api_get_enum(c, st, "phase", false, phase_names, 11, &e))
+	if (api_get_enum(c, st, "phase", false, phase_names, ARRAY_LEN(phase_names), &e))
 		s->phase = (enum api_upgrade_phase)e;
 	(void)api_get_time(c, st, "phaseTime", false, &s->phase_ms);
 	(void)api_get_string(c, st, "message", false, 0, sizeof(s->message) - 1, API_S_ANY,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli_int.h"
+#include "nvl72/api_upgrade.h"
 #include "nvl72/json.h"
 #include "nvl72/parse.h"
 #include "nvl72/timeutil.h"
@@ -194,6 +195,11 @@ static void explain_running(struct buf *out, const char *name, const char *phase
 	else if (strcmp(phase, "Validating") == 0)
 		(void)buf_printf(out, "%s is validating the canary against the matrix's gate",
 		                 name);
+	else if (strcmp(phase, "RollingBack") == 0)
+		(void)buf_printf(out,
+		                 "%s is moving the canary back to %s: its gate failed and the "
+		                 "Rack's onGateFailure is RollBack",
+		                 name, jx_str_or(st, "fromStack", "the source stack"));
 	else
 		(void)buf_printf(out, "%s is rolling out in waves", name);
 	if (step == NULL) {
@@ -278,7 +284,7 @@ static bool explain_phase(struct buf *out, const char *name, const char *phase, 
 	} else if (strcmp(phase, "Scheduled") == 0) {
 		explain_scheduled(out, name, u, rack, now_ms);
 	} else if (strcmp(phase, "Canary") == 0 || strcmp(phase, "Validating") == 0 ||
-	           strcmp(phase, "RollingOut") == 0) {
+	           strcmp(phase, "RollingOut") == 0 || strcmp(phase, "RollingBack") == 0) {
 		explain_running(out, name, phase, st);
 	} else if (strcmp(phase, "Halted") == 0) {
 		explain_halted(out, name, st);
@@ -293,8 +299,13 @@ static bool explain_phase(struct buf *out, const char *name, const char *phase, 
 			(void)buf_append_str(out, " at ");
 			put_when(out, jx_str_or(st, "completionTime", ""), now_ms);
 		}
-	} else if (strcmp(phase, "Aborted") == 0) {
-		(void)buf_printf(out, "%s is not waiting: it was aborted", name);
+	} else if (strcmp(phase, "Aborted") == 0 || strcmp(phase, "RolledBack") == 0) {
+		(void)buf_printf(
+		        out, "%s is not waiting: %s", name,
+		        strcmp(phase, "Aborted") == 0
+		                ? "it was aborted"
+		                : "the canary's gate failed and its trays were rolled back "
+		                  "to the source stack");
 		if (msg[0] != '\0') {
 			(void)buf_append_str(out, " (");
 			put_msg(out, msg);
@@ -319,13 +330,12 @@ enum nv_err cli_explain(const json_t *u, const json_t *rack, int64_t now_ms, str
 		                 "%s has no status yet: no nvl72-operator has picked it up "
 		                 "(is the operator running and leading?)",
 		                 name);
-	} else if (abort && strcmp(phase, "Aborted") != 0 && strcmp(phase, "Completed") != 0) {
+	} else if (abort && !api_upgrade_phase_name_final(phase)) {
 		(void)buf_printf(out,
 		                 "%s is being aborted (spec.abort is set) and the operator "
 		                 "is bringing each wave to a defined state from phase %s",
 		                 name, phase);
-	} else if (paused && strcmp(phase, "Paused") != 0 && strcmp(phase, "Completed") != 0 &&
-	           strcmp(phase, "Aborted") != 0) {
+	} else if (paused && strcmp(phase, "Paused") != 0 && !api_upgrade_phase_name_final(phase)) {
 		(void)buf_printf(out,
 		                 "%s is pausing (spec.paused is set) and the operator has "
 		                 "not yet recorded it, still in phase %s",

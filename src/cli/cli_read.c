@@ -106,11 +106,16 @@ size_t cli_nsteps(const json_t *status)
 const json_t *cli_current_step(const json_t *status)
 {
 	static const char *const prefer[] = {"Running", "Failed", "Pending"};
+	/* Rolling back, the canary's failed gate stays Failed as evidence: the
+	 * rollback's next step is the one that matters. */
+	static const char *const back[] = {"Running", "Pending", "Failed"};
+	const char *const *order =
+	        strcmp(jx_str_or(status, "phase", ""), "RollingBack") == 0 ? back : prefer;
 	const json_t *steps = json_object_get(status, "steps");
 	for (size_t p = 0; p < 3; p++)
 		for (size_t i = 0; i < json_array_size(steps); i++) {
 			const json_t *s = json_array_get(steps, i);
-			if (strcmp(jx_str_or(s, "phase", "Pending"), prefer[p]) == 0)
+			if (strcmp(jx_str_or(s, "phase", "Pending"), order[p]) == 0)
 				return s;
 		}
 	return NULL;

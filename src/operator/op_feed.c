@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nvl72/alloc.h"
+#include "nvl72/api_upgrade.h"
 #include "nvl72/json.h"
 #include "nvl72/log.h"
 #include "nvl72/timeutil.h"
@@ -138,7 +139,7 @@ static const char *health_of(const struct op_rack_eval *ev, const json_t *rack)
 		return "Unhealthy";
 	if (ev->degraded || strcmp(ev->fabric, "Healthy") != 0)
 		return "Degraded";
-	if (phase[0] && strcmp(phase, "Completed") != 0 && strcmp(phase, "Aborted") != 0)
+	if (phase[0] && !api_upgrade_phase_name_final(phase))
 		return "Progressing";
 	return "Healthy";
 }
@@ -527,7 +528,7 @@ static json_t *upgrade_feed_json(const json_t *u, const json_t *approvals)
 static bool upgrade_finished(const json_t *u)
 {
 	const char *p = jx_str_or(u, "status.phase", "");
-	return strcmp(p, "Completed") == 0 || strcmp(p, "Aborted") == 0;
+	return api_upgrade_phase_name_final(p);
 }
 
 static int upgrade_cmp(const void *a, const void *b)

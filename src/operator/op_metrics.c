@@ -197,8 +197,9 @@ static void tray_series(struct op *op, const json_t *t, const json_t *parts, int
 }
 
 static const char *const UPGRADE_PHASES[] = {
-        "Proposed",   "Notice",    "AwaitingApproval", "Scheduled", "Canary", "Validating",
-        "RollingOut", "Completed", "Halted",           "Paused",    "Aborted"};
+        "Proposed",   "Notice",      "AwaitingApproval", "Scheduled", "Canary",
+        "Validating", "RollingOut",  "Completed",        "Halted",    "Paused",
+        "Aborted",    "RollingBack", "RolledBack"};
 
 static double time_s(const json_t *o, const char *path)
 {

@@ -515,7 +515,7 @@ static void rack_events(struct op *op, struct rack_pass *p, const struct op_rack
  * deleted: a mark whose upgrade the API server no longer has (asked, not
  * only the cache, which may lag the Rack's) is dropped from want, so that
  * UpgradeInProgress turns False. Its trays keep their maintenance state.
- * The mark of a Completed or Aborted upgrade already says none is in
+ * The mark of a finished upgrade (Completed, Aborted, RolledBack) says none is in
  * progress and stays. */
 static void upgrade_gone(struct op *op, struct rack_pass *p, json_t *want)
 {
@@ -526,7 +526,7 @@ static void upgrade_gone(struct op *op, struct rack_pass *p, json_t *want)
 	bool gone;
 
 	/* A finished upgrade's mark says no upgrade is in progress: kept. */
-	if (name[0] == '\0' || strcmp(phase, "Completed") == 0 || strcmp(phase, "Aborted") == 0)
+	if (name[0] == '\0' || api_upgrade_phase_name_final(phase))
 		return;
 	if ((u = kube_informer_get(op->upgrades, name)) != NULL) {
 		json_decref(u);

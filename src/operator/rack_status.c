@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nvl72/api_upgrade.h"
 #include "nvl72/json.h"
 #include "nvl72/kube_ctrl.h"
 #include "nvl72/operator_rack.h"
@@ -164,8 +165,7 @@ static void upgrade_condition(json_t *obj, int64_t gen, int64_t now)
 	const char *name = jx_str_or(obj, "status.upgrade.name", "");
 	const char *phase = jx_str_or(obj, "status.upgrade.phase", "");
 	char msg[160];
-	if (!name[0] || !phase[0] || strcmp(phase, "Completed") == 0 ||
-	    strcmp(phase, "Aborted") == 0) {
+	if (!name[0] || !phase[0] || api_upgrade_phase_name_final(phase)) {
 		kube_condition_set(obj, "UpgradeInProgress", "False", "NoUpgrade",
 		                   "no RackUpgrade is acting on the rack", gen, now);
 		return;

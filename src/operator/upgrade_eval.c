@@ -46,7 +46,8 @@ struct pass {
 	struct op_upgrade_out *out;
 	struct matrix_plan plan;
 	const struct matrix_stack *target;
-	bool hold; /* paused or aborting: start no new step */
+	const struct matrix_stack *source; /* status.fromStack's, when in the matrix */
+	bool hold;                         /* paused or aborting: start no new step */
 };
 
 static void event(struct pass *p, bool warning, const char *reason, const char *fmt, ...)
@@ -239,6 +240,27 @@ static int plan_step_of(const struct matrix_plan *plan, const struct api_rack_up
 		rank -= n;
 	}
 	return -1;
+}
+
+/* A failed canary gate with onGateFailure RollBack adds one wave that
+ * moves the canary's trays back to the source stack: its RollBack step
+ * marks it, and it is always the last wave. -1 when there is none. */
+static int rollback_wave(const struct api_rack_upgrade_status *st)
+{
+	for (unsigned i = 0; i < st->nsteps; i++)
+		if (st->steps[i].action == API_ACT_ROLL_BACK)
+			return st->steps[i].wave;
+	return -1;
+}
+
+/* The stack whose gate a gate step holds its trays to: the source stack
+ * in the rollback wave, else the stack its stage reaches. */
+static const struct matrix_stack *gate_stack(const struct pass *p, const struct api_upgrade_step *s)
+{
+	int rb = rollback_wave(p->st);
+	if (rb >= 0 && s->wave >= rb && p->source != NULL)
+		return p->source;
+	return stage_stack(p, wave_stage(p->st, s->wave));
 }
 
 /* ---- Proposed: plan, notice, approvals needed ---- */
@@ -476,10 +498,13 @@ static bool step_done(const struct api_upgrade_step *s)
 	return s->phase == API_STEP_SUCCEEDED || s->phase == API_STEP_SKIPPED;
 }
 
+/* The first step not done; while rolling back, of the rollback wave (the
+ * canary wave's failed gate stays Failed, as evidence). */
 static struct api_upgrade_step *current(struct api_rack_upgrade_status *st)
 {
+	int rb = rollback_wave(st);
 	for (unsigned i = 0; i < st->nsteps; i++)
-		if (!step_done(&st->steps[i]))
+		if (st->steps[i].wave >= rb && !step_done(&st->steps[i]))
 			return &st->steps[i];
 	return NULL;
 }
@@ -526,6 +551,8 @@ void op_upgrade_step_finish(struct api_rack_upgrade_status *st, int step, enum a
 /* The driver an Apply step sets: that of the stack its plan step reaches. */
 static const char *apply_driver(struct pass *p, const struct api_upgrade_step *s)
 {
+	if (s->action == API_ACT_ROLL_BACK)
+		return p->source ? stack_driver(p->source) : "";
 	int i = plan_step_of(&p->plan, p->st, s);
 	if (i < 0)
 		return stack_driver(p->target);
@@ -811,7 +838,7 @@ static void evidence_base(struct pass *p, struct api_upgrade_step *s, bool *fab,
 	         !any_imex ? "NotConfigured"
 	         : *imex   ? "Up"
 	                   : "NotUp");
-	const struct matrix_gate *g = &stage_stack(p, wave_stage(p->st, s->wave))->gate;
+	const struct matrix_gate *g = &gate_stack(p, s)->gate;
 	e->floor_gbps = g->floor_gbps;
 	e->tolerance_pct = g->tolerance_pct;
 	snprintf(e->transport, sizeof(e->transport), "%s", g->transport);
@@ -824,13 +851,14 @@ static enum verdict gate_end(struct pass *p, struct api_upgrade_step *s, bool pa
 	snprintf(s->evidence.report, sizeof(s->evidence.report), "%s", why);
 	step_end(p, s, passed ? API_STEP_SUCCEEDED : API_STEP_FAILED, "gate %s: %s",
 	         passed ? "passed" : "failed", why);
-	event(p, !passed, passed ? "GatePassed" : "GateFailed", "canary trays: %s", why);
+	event(p, !passed, passed ? "GatePassed" : "GateFailed", "%s trays: %s",
+	      rollback_wave(p->st) >= 0 ? "rolled-back canary" : "canary", why);
 	return passed ? V_DONE : V_FAILED;
 }
 
 static enum verdict validate_check(struct pass *p, struct api_upgrade_step *s)
 {
-	const struct matrix_gate *g = &stage_stack(p, wave_stage(p->st, s->wave))->gate;
+	const struct matrix_gate *g = &gate_stack(p, s)->gate;
 	char id[64], why[512];
 	bool fab, imex;
 	int min = -1;
@@ -890,9 +918,8 @@ static enum verdict validate_check(struct pass *p, struct api_upgrade_step *s)
 
 static enum verdict soak_check(struct pass *p, struct api_upgrade_step *s)
 {
-	int64_t soak = p->in->u->canary_soak_ms
-	                       ? p->in->u->canary_soak_ms
-	                       : stage_stack(p, wave_stage(p->st, s->wave))->gate.soak_ms;
+	int64_t soak = p->in->u->canary_soak_ms ? p->in->u->canary_soak_ms
+	                                        : gate_stack(p, s)->gate.soak_ms;
 	/* A soak is a length of observation. A wall clock stepped back past
 	 * its start would stretch it by the step; it starts again from now. */
 	if (p->in->now_ms < s->start_ms)
@@ -925,6 +952,8 @@ static enum verdict step_check(struct pass *p, struct api_upgrade_step *s)
 	case API_ACT_APPLY:
 		if (s->components & oob_comps())
 			return oob_check(p, s);
+		return apply_check(p, s);
+	case API_ACT_ROLL_BACK:
 		return apply_check(p, s);
 	case API_ACT_WAIT_FABRIC:
 		return fabric_wait_check(p, s);
@@ -1071,6 +1100,85 @@ static bool wave_next(struct pass *p, uint32_t remaining)
 	return true;
 }
 
+/* ---- rolling back ---- */
+
+/* What in wave 0 moved that a RollBack step cannot move back: an
+ * out-of-band part (switch or tray firmware) that ran. 0 when none. */
+static uint32_t rollback_blocker(const struct api_rack_upgrade_status *st)
+{
+	for (unsigned i = 0; i < st->nsteps; i++) {
+		const struct api_upgrade_step *s = &st->steps[i];
+		if (s->wave == 0 && s->action == API_ACT_APPLY && s->phase == API_STEP_SUCCEEDED &&
+		    (s->components & (oob_comps() | SWITCH_COMPS)))
+			return s->components & (oob_comps() | SWITCH_COMPS);
+	}
+	return 0;
+}
+
+/* The canary's gate failed and the Rack says RollBack: the rest of wave 0
+ * is skipped and a wave of the canary's trays takes them back to the
+ * source stack, with the same drain, wait and gate steps (the source
+ * stack's gate), then out of maintenance. false when it cannot, with the
+ * reason in an event; the upgrade then holds. */
+static bool rollback_begin(struct pass *p, struct api_upgrade_step *failed)
+{
+	struct api_rack_upgrade_status *st = p->st;
+	char why[MATRIX_PROBLEM_LEN + 160];
+	uint32_t trays = st->canary_trays, moved;
+	int w = (int)st->nwaves, at = failed->index; /* step_add moves the steps */
+
+	if (p->in->rack->policy.on_gate_failure != API_ON_GATE_ROLL_BACK ||
+	    (failed->action != API_ACT_VALIDATE && failed->action != API_ACT_SOAK) ||
+	    rollback_wave(st) >= 0)
+		return false;
+	if (failed->wave != 0) {
+		event(p, true, "RollBackRefused",
+		      "the gate of wave %d failed; RollBack moves back the canary of the first "
+		      "stage only: held",
+		      failed->wave);
+		return false;
+	}
+	if (p->source == NULL ||
+	    api_upgrade_rollback_check(p->in->m, st->from_stack, p->in->u->target_stack,
+	                               MATRIX_PLAN_MULTI_HOP, why, sizeof(why)) != NV_OK) {
+		event(p, true, "RollBackRefused", "%s: held",
+		      p->source ? why : "the source stack is not in the matrix");
+		return false;
+	}
+	if ((moved = rollback_blocker(st)) != 0) {
+		event(p, true, "RollBackRefused",
+		      "wave 0 moved %s out of band, which a RollBack step does not move back: held",
+		      comp_first(moved));
+		return false;
+	}
+	if (st->nwaves >= API_UPGRADE_WAVES_MAX || st->nsteps + 8 > API_UPGRADE_STEPS_MAX) {
+		event(p, true, "RollBackRefused",
+		      "no room left in the status for the rollback's "
+		      "wave: held");
+		return false;
+	}
+	for (unsigned i = (unsigned)at + 1; i < st->nsteps; i++)
+		if (st->steps[i].wave == 0 && st->steps[i].phase == API_STEP_PENDING)
+			step_end(p, &st->steps[i], API_STEP_SKIPPED, "rolled back");
+	st->waves[st->nwaves++] =
+	        (struct api_upgrade_wave){.index = w, .trays = trays, .phase = API_STEP_PENDING};
+	if (p->plan.needs_drain)
+		(void)step_add(st, w, API_ACT_DRAIN, 0, trays);
+	(void)step_add(st, w, API_ACT_ROLL_BACK, NEEDS_AGENT, trays);
+	(void)step_add(st, w, API_ACT_WAIT_FABRIC, 0, trays);
+	(void)step_add(st, w, API_ACT_WAIT_IMEX, 0, trays);
+	(void)step_add(st, w, API_ACT_VALIDATE, 0, trays);
+	(void)step_add(st, w, API_ACT_SOAK, 0, trays);
+	(void)step_add(st, w, API_ACT_UNCORDON, 0, trays);
+	phase_set(p, API_PHASE_ROLLING_BACK);
+	trays_text(trays, why, sizeof(why));
+	event(p, true, "RollBackStarted",
+	      "the canary's gate failed (step %d): trays %s move back to %s (onGateFailure: "
+	      "RollBack)",
+	      at, why, st->from_stack);
+	return true;
+}
+
 /* ---- the phases ---- */
 
 static void rollout(struct pass *p)
@@ -1078,6 +1186,8 @@ static void rollout(struct pass *p)
 	struct api_rack_upgrade_status *st = p->st;
 	for (int round = 0; round < API_UPGRADE_WAVES_MAX + 1; round++) {
 		enum verdict v = steps_run(p);
+		if (v == V_FAILED && rollback_begin(p, current(st)))
+			continue;
 		if (v == V_FAILED) {
 			struct api_upgrade_step *s = current(st);
 			phase_set(p, API_PHASE_HALTED);
@@ -1090,6 +1200,17 @@ static void rollout(struct pass *p)
 			if (s)
 				message(p, "wave %d: %s", s->wave,
 				        s->message[0] ? s->message : "next step");
+			return;
+		}
+		if (rollback_wave(st) >= 0) {
+			char list[64];
+			trays_text(st->canary_trays, list, sizeof(list));
+			phase_set(p, API_PHASE_ROLLED_BACK);
+			st->completion_ms = p->in->now_ms;
+			message(p,
+			        "the canary's gate failed; trays %s run %s again and passed its "
+			        "gate",
+			        list, st->from_stack);
 			return;
 		}
 		if (st->phase == API_PHASE_CANARY || st->phase == API_PHASE_VALIDATING)
@@ -1176,6 +1297,8 @@ static enum api_upgrade_phase resumed(const struct api_rack_upgrade_status *st)
 			s = &st->steps[i];
 	if (st->nsteps == 0)
 		return API_PHASE_NOTICE;
+	if (rollback_wave(st) >= 0)
+		return API_PHASE_ROLLING_BACK;
 	if (s == NULL || s->wave > 0)
 		return API_PHASE_ROLLING_OUT;
 	return s->action >= API_ACT_VALIDATE ? API_PHASE_VALIDATING : API_PHASE_CANARY;
@@ -1248,7 +1371,7 @@ static void phases(struct pass *p)
 			return;
 	}
 	if (st->phase == API_PHASE_CANARY || st->phase == API_PHASE_VALIDATING ||
-	    st->phase == API_PHASE_ROLLING_OUT)
+	    st->phase == API_PHASE_ROLLING_OUT || st->phase == API_PHASE_ROLLING_BACK)
 		rollout(p);
 }
 
@@ -1268,6 +1391,7 @@ static bool plan_load(struct pass *p)
 		snprintf(st->from_stack, sizeof(st->from_stack), "%s",
 		         in->rack_stack ? in->rack_stack : "");
 	p->target = matrix_stack_find(in->m, in->u->target_stack);
+	p->source = matrix_stack_find(in->m, st->from_stack);
 	if (p->target == NULL || st->from_stack[0] == '\0' ||
 	    matrix_plan_build(in->m, st->from_stack, in->u->target_stack, MATRIX_PLAN_MULTI_HOP,
 	                      &p->plan) != NV_OK) {
@@ -1303,7 +1427,7 @@ void op_upgrade_eval(const struct op_upgrade_in *in, struct api_rack_upgrade_sta
 	memset(out, 0, sizeof(*out));
 	out->step = -1;
 	out->was = was;
-	if (was != API_PHASE_COMPLETED && was != API_PHASE_ABORTED) {
+	if (!api_upgrade_phase_final(was)) {
 		st->observed_generation = in->u->meta.generation;
 		if (plan_load(&p)) {
 			if (in->u->abort) {
@@ -1319,7 +1443,7 @@ void op_upgrade_eval(const struct op_upgrade_in *in, struct api_rack_upgrade_sta
 				else
 					phases(&p);
 				if (in->u->paused && st->phase != API_PHASE_HALTED &&
-				    st->phase != API_PHASE_COMPLETED) {
+				    !api_upgrade_phase_final(st->phase)) {
 					phase_set(&p, API_PHASE_PAUSED);
 					message(&p, "paused: no new step starts");
 				}
@@ -1327,9 +1451,11 @@ void op_upgrade_eval(const struct op_upgrade_in *in, struct api_rack_upgrade_sta
 		}
 	}
 	if (st->phase != was)
-		event(&p, st->phase == API_PHASE_HALTED, api_upgrade_phase_name(st->phase),
-		      "%s -> %s: %s", api_upgrade_phase_name(was),
-		      api_upgrade_phase_name(st->phase), st->message);
+		event(&p,
+		      st->phase == API_PHASE_HALTED || st->phase == API_PHASE_ROLLING_BACK ||
+		              st->phase == API_PHASE_ROLLED_BACK,
+		      api_upgrade_phase_name(st->phase), "%s -> %s: %s",
+		      api_upgrade_phase_name(was), api_upgrade_phase_name(st->phase), st->message);
 	after = api_rack_upgrade_status_to_json(st);
 	out->changed = !json_equal(before, after);
 	json_decref(before);

@@ -380,6 +380,7 @@ static void upgrade_one_rack(struct wh_ctx *c, const struct upgrade_job *j, cons
 		// demands it where approvalRequired is set; a manual edge asks
 		// for more layers, which only the matrix knows).
 		(void)api_rack_upgrade_check_owners(u, j->m, r, from, n, c->w->plan_flags, e);
+		(void)api_rack_upgrade_check_rollback(u, j->m, r, from, n, c->w->plan_flags, e);
 		errors_merge(c->errs, e);
 		free(e);
 	}

@@ -11,6 +11,9 @@
 #   2. routine with the simulated bus bandwidth lowered: the gate fails, the
 #      upgrade halts with evidence and an event, no tray outside the canary
 #      is touched;
+#   2b. the same with the Rack's onGateFailure RollBack and only the new
+#      driver slow: the canary goes back to the old driver through its gate,
+#      RolledBack; a move without a reversible way back is refused;
 #   3a. an approval of an upgrade deleted and created again under the same
 #      name with a new target is not counted for the new one;
 #   3. routine, happy path: notice, the tenant's approval (stamped with the
@@ -161,6 +164,47 @@ wait_for 60 phase_is "$GATE" Aborted && released
 check "gate: abort releases the held canary" $? "$(ustatus "$GATE" '.status | {phase, message}')"
 k delete rackupgrade "$GATE" >/dev/null 2>&1
 simctl busbw "$rack" 900 >/dev/null
+
+# ------------------------------------------------- 2b. roll back ---
+# The Rack's policy says RollBack: the same failed gate (the new driver's
+# bandwidth under the floor, the old driver's fine) sends the canary back
+# to the source stack through its own drain, driver, waits and gate, and
+# the upgrade ends RolledBack with both gates' evidence and the trays out
+# of maintenance. A move the matrix does not mark reversible is refused at
+# admission while the Rack says RollBack.
+RB=r07-rolls-back
+out=$(k patch rack "$RACK" --type=merge -p '{"spec":{"policy":{"onGateFailure":"RollBack"}}}' 2>&1)
+check "rollback: the Rack's policy set to onGateFailure RollBack (through the webhook)" $? "$out"
+out=$(TO=gb300-nvos4317-r580-159 upgrade r07-no-way-back routine | k create -f - 2>&1)
+[[ $? -ne 0 && $out == *"rolls a failed canary back"*"does not mark the move"*"reversible"* ]]
+check "rollback: a move with no reversible way back is refused at admission, naming why" $? "$out"
+k delete rackupgrade r07-no-way-back --ignore-not-found >/dev/null 2>&1
+simctl busbw "$rack" 300 "$TO_DRIVER" >/dev/null
+t0=$SECONDS
+out=$(upgrade "$RB" routine | k create -f - 2>&1) && wait_for 40 phase_is "$RB" AwaitingApproval &&
+	out=$(approve "$RB")
+check "rollback: a routine RackUpgrade, approved, with $TO_DRIVER at 300 GB/s" $? "$out"
+wait_for 180 phase_in "$RB" RolledBack Halted Completed
+phase_is "$RB" RolledBack
+check "rollback: the failed gate ends RolledBack ($((SECONDS - t0))s)" $? \
+	"$(ustatus "$RB" '.status | {phase, message}')"
+gates=$(ustatus "$RB" '[.status.steps[] | select(.action == "Validate") |
+	"\(.wave) \(.phase) \(.evidence.busBandwidthGBps)"]')
+[[ $gates == '["0 Failed 300","1 Succeeded 900"]' ]]
+check "rollback: the canary's gate failed at 300 GB/s, the rolled-back canary passed at 900" $? "$gates"
+back=$(trays_json | jq -c '[.[] | select(.spec.driver.version != $d or .status.driver.version != $d) |
+	.spec.index]' --arg d "$FROM_DRIVER")
+[[ $back == "[]" ]] && wait_for 30 released
+check "rollback: every tray on $FROM_DRIVER again, none in maintenance, no Node cordoned" $? \
+	"off=$back $(k get nodes -o json | jq -c '[.items[] | select(.spec.unschedulable == true) | .metadata.name]')"
+ev=$(events_for "$RB" | tr '\n' ' ')
+[[ " $ev" == *" GateFailed "* && " $ev" == *" RollBackStarted "* && " $ev" == *" RollingBack "* &&
+	" $ev" == *" RolledBack "* ]]
+check "rollback: events GateFailed, RollBackStarted, RollingBack, RolledBack" $? "$ev"
+k delete rackupgrade "$RB" >/dev/null 2>&1
+out=$(k patch rack "$RACK" --type=merge -p '{"spec":{"policy":{"onGateFailure":"Hold"}}}' 2>&1)
+check "rollback: the Rack's policy back to Hold" $? "$out"
+simctl busbw "$rack" 900 "$TO_DRIVER" >/dev/null
 
 # ------------------------------- 3a. recreated under the same name ---
 # An approval is bound to the upgrade it was given for (UID and target, as

@@ -166,8 +166,10 @@ static int installer_main(int argc, char **argv)
 }
 
 /* The validation run: `validation` (key=value: busbw_gbps, transport,
- * delay_ms, format=contract|nccl) decides what it prints; every run is
- * appended to validation.runs so that tests can count them. */
+ * delay_ms, format=contract|nccl) decides what it prints, and
+ * busbw_gbps@<driver version> what it reports while that driver is loaded
+ * (a test's way to give one driver a bad fabric); every run is appended to
+ * validation.runs so that tests can count them. */
 static int validate_main(int argc, char **argv)
 {
 	char p[SIM_PATH_MAX], line[512], bw[32] = "900", tr[32] = "NVLink", fmt[16] = "contract";
@@ -194,6 +196,13 @@ static int validate_main(int argc, char **argv)
 		(void)sim_kv_get(p, "format", fmt, sizeof(fmt));
 		if (sim_kv_get(p, "delay_ms", v, sizeof(v)))
 			(void)sim_parse_ul(v, 600000, &delay);
+		char loaded[64], key[96], q[SIM_PATH_MAX];
+		if (at(q, "%s", "host/sys/module/nvidia/version") &&
+		    sim_read(q, loaded, sizeof(loaded)) > 0) {
+			loaded[strcspn(loaded, "\n")] = '\0';
+			snprintf(key, sizeof(key), "busbw_gbps@%s", loaded);
+			(void)sim_kv_get(p, key, bw, sizeof(bw));
+		}
 	}
 	printf("# nvl72-sim-validate: all_reduce across the partition\n");
 	fflush(stdout);

@@ -109,8 +109,9 @@ static int usage(void)
 	        "       simctl pids DIR [NAME]   (processes of the trays under DIR: their\n"
 	        "                       $NVL72_SIM_ROOT is DIR or below; NAME: only that\n"
 	        "                       command)\n"
-	        "       simctl busbw TRAYDIR|RACKDIR GBPS   (what the validation run reports;\n"
-	        "                       a rack folder sets every tray)\n"
+	        "       simctl busbw TRAYDIR|RACKDIR GBPS [DRIVER]   (what the validation\n"
+	        "                       run reports; a rack folder sets every tray; with\n"
+	        "                       DRIVER, only while that driver version is loaded)\n"
 	        "       simctl validation TRAYDIR KEY=VALUE...   (busbw_gbps transport\n"
 	        "                       delay_ms format=contract|nccl)\n");
 	return 2;
@@ -390,16 +391,21 @@ static bool gbps_ok(const char *s)
 	return digits > 0 && digits <= 9 && dots <= 1 && s[0] != '.';
 }
 
-/* A tray folder (it has tray.env), or a rack folder: every tray-NN in it. */
-static int busbw_set(const char *dir, const char *gbps)
+/* A tray folder (it has tray.env), or a rack folder: every tray-NN in it.
+ * With driver, only while that driver version is loaded. */
+static int busbw_set(const char *dir, const char *gbps, const char *driver)
 {
-	char p[SIM_PATH_MAX], kv[64], name[16];
+	char p[SIM_PATH_MAX], kv[128], name[16];
 	char *args[1] = {kv};
 	int set = 0;
 
-	if (!gbps_ok(gbps))
+	if (!gbps_ok(gbps) || (driver && (driver[0] == '\0' || strlen(driver) > 63 ||
+	                                  strpbrk(driver, "=@ \t\n") != NULL)))
 		return usage();
-	snprintf(kv, sizeof(kv), "busbw_gbps=%s", gbps);
+	if (driver)
+		snprintf(kv, sizeof(kv), "busbw_gbps@%s=%s", driver, gbps);
+	else
+		snprintf(kv, sizeof(kv), "busbw_gbps=%s", gbps);
 	if (sim_path(p, sizeof(p), dir, "tray.env") && sim_exists(p))
 		return validation_set(dir, 1, args);
 	for (int t = 1; t <= TRAYS_MAX; t++) {
@@ -452,8 +458,8 @@ int main(int argc, char **argv)
 		return imex_kill(argv[2]);
 	if ((argc == 3 || argc == 4) && strcmp(argv[1], "pids") == 0)
 		return pids_list(argv[2], argc == 4 ? argv[3] : NULL);
-	if (argc == 4 && strcmp(argv[1], "busbw") == 0)
-		return busbw_set(argv[2], argv[3]);
+	if ((argc == 4 || argc == 5) && strcmp(argv[1], "busbw") == 0)
+		return busbw_set(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
 	if (argc >= 4 && strcmp(argv[1], "validation") == 0)
 		return validation_set(argv[2], argc - 3, argv + 3);
 	return usage();

@@ -491,8 +491,9 @@
 
   // ---- upgrades ----------------------------------------------------------
 
-  // The RackUpgrade phases along the normal path, in order; Halted, Paused
-  // and Aborted leave it and are shown after the last phase reached.
+  // The RackUpgrade phases along the normal path, in order; Halted, Paused,
+  // Aborted, RollingBack and RolledBack leave it and are shown after the
+  // last phase reached.
   const UPGRADE_PATH = ["Proposed", "Notice", "AwaitingApproval", "Scheduled", "Canary",
     "Validating", "RollingOut", "Completed"];
 
@@ -501,6 +502,8 @@
       case "Completed": return "st-ok";
       case "Halted": return "st-bad";
       case "Aborted": return "st-none";
+      case "RollingBack": return "st-warn";
+      case "RolledBack": return "st-warn";
       case "Paused": case "AwaitingApproval": return "st-warn";
       default: return "st-wait";
     }
@@ -535,6 +538,9 @@
     if (at >= 0) return at;
     const steps = Array.isArray(u.steps) ? u.steps : [];
     const started = steps.filter(function (s) { return s.startTime; });
+    // A rolled-back canary never got past its gate.
+    if (steps.some(function (s) { return s.action === "RollBack"; }))
+      return UPGRADE_PATH.indexOf("Validating");
     if (started.some(function (s) { return s.wave > 0; })) return UPGRADE_PATH.indexOf("RollingOut");
     if (started.some(function (s) { return s.action === "Validate"; }))
       return UPGRADE_PATH.indexOf("Validating");
@@ -651,14 +657,19 @@
     art.appendChild(approvalsBlock(u));
 
     const waves = Array.isArray(u.waves) ? u.waves : [];
+    const rollback = (Array.isArray(u.steps) ? u.steps : [])
+      .filter(function (s) { return s.action === "RollBack"; }).map(function (s) { return s.wave; });
     if (waves.length) {
       art.appendChild(table("Waves of " + str(u.name), ["Wave", "Trays", "Phase", "Started", "Completed"],
         waves.map(function (w) {
           const tr = el("tr");
-          const th = el("th", null, w.index === 0 ? "0 (canary)" : str(w.index));
+          const th = el("th", null, w.index === 0 ? "0 (canary)"
+            : rollback.indexOf(w.index) >= 0 ? w.index + " (rollback)" : str(w.index));
           th.scope = "row";
           tr.appendChild(th);
-          tr.appendChild(el("td", null, trayRanges(w.trays)));
+          // A wave with no compute tray is a stage's rack-wide switch-tray step.
+          tr.appendChild(el("td", null, Array.isArray(w.trays) && w.trays.length === 0
+            ? "switch trays (rack-wide)" : trayRanges(w.trays)));
           tr.appendChild(chipCell(stepClass(w.phase), str(w.phase, "Pending")));
           tr.appendChild(el("td", null, str(w.startTime)));
           tr.appendChild(el("td", null, str(w.completionTime)));
@@ -720,7 +731,7 @@
     clear(box);
     const list = state.upgrades || [];
     const active = list.filter(function (u) {
-      return u.phase !== "Completed" && u.phase !== "Aborted";
+      return u.phase !== "Completed" && u.phase !== "Aborted" && u.phase !== "RolledBack";
     }).length;
     document.getElementById("upgrades-summary").textContent = state.upgrades === null
       ? (state.connected ? "No upgrades published yet." : "Waiting for data from the operator.")

@@ -419,6 +419,63 @@ static void test_api_upgrade_required_layers_and_owners(void **state)
 	api_rack_free(r);
 }
 
+/* onGateFailure RollBack needs a way back: the forward edges marked
+ * reversible and the move back listed and allowed. */
+static void test_api_rack_upgrade_check_rollback(void **state)
+{
+	(void)state;
+	struct api_rack *r = rack_load();
+	struct matrix *m = matrix_load("tests/data/matrix/compatibilitymatrix-gb300-2026.10.json");
+	struct api_rack_upgrade *u =
+	        load_upgrade("tests/data/api/rackupgrade-gb300-r07-r580-173.json");
+	const char *from95[] = {"gb300-r580-95"}, *from159[] = {"gb300-r580-159"};
+	char why[256];
+	struct api_errors e;
+	// 95 -> 159 is marked reversible and 159 -> 95 is listed (manual).
+	assert_int_equal(api_upgrade_rollback_check(m, "gb300-r580-95", "gb300-r580-159",
+	                                            MATRIX_PLAN_MULTI_HOP, why, sizeof(why)),
+	                 NV_OK);
+	// 159 -> 173 is not marked reversible; 173 -> 159 is blocked anyway.
+	assert_int_equal(api_upgrade_rollback_check(m, "gb300-r580-159", "gb300-r580-173",
+	                                            MATRIX_PLAN_MULTI_HOP, why, sizeof(why)),
+	                 NV_E_UNSUPPORTED);
+	assert_non_null(strstr(why, "does not mark the move gb300-r580-159 -> gb300-r580-173 "
+	                            "reversible"));
+	assert_int_equal(api_upgrade_rollback_check(m, "gb300-r580-95", "nowhere",
+	                                            MATRIX_PLAN_MULTI_HOP, why, sizeof(why)),
+	                 NV_E_NOT_FOUND);
+	// A Rack that holds on a failed gate needs none.
+	api_errors_init(&e);
+	assert_int_equal(
+	        api_rack_upgrade_check_rollback(u, m, r, from159, 1, MATRIX_PLAN_MULTI_HOP, &e),
+	        NV_OK);
+	r->policy.on_gate_failure = API_ON_GATE_ROLL_BACK;
+	assert_int_equal(
+	        api_rack_upgrade_check_rollback(u, m, r, from159, 1, MATRIX_PLAN_MULTI_HOP, &e),
+	        NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.target.stack",
+	                           "rack \"gb300-r07\" rolls a failed canary back "
+	                           "(spec.policy.onGateFailure: RollBack), but"));
+	snprintf(u->target_stack, sizeof(u->target_stack), "gb300-r580-159");
+	api_errors_init(&e);
+	assert_int_equal(
+	        api_rack_upgrade_check_rollback(u, m, r, from95, 1, MATRIX_PLAN_MULTI_HOP, &e),
+	        NV_OK);
+	// The move back blocked: refused too.
+	for (unsigned i = 0; i < m->ntransitions; i++)
+		if (strcmp(m->stacks[m->transitions[i].from].name, "gb300-r580-159") == 0 &&
+		    strcmp(m->stacks[m->transitions[i].to].name, "gb300-r580-95") == 0)
+			m->transitions[i].verdict = MATRIX_BLOCKED;
+	assert_int_equal(
+	        api_rack_upgrade_check_rollback(u, m, r, from95, 1, MATRIX_PLAN_MULTI_HOP, &e),
+	        NV_E_INVALID_OBJECT);
+	assert_true(api_errors_has(&e, "spec.target.stack",
+	                           "allows no move back gb300-r580-159 -> gb300-r580-95"));
+	api_rack_upgrade_free(u);
+	matrix_free(m);
+	api_rack_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -432,6 +489,7 @@ int main(void)
 	        cmocka_unit_test(test_api_upgrade_approval_counts_owner_only),
 	        cmocka_unit_test(test_api_upgrade_approval_counts_this_upgrade_only),
 	        cmocka_unit_test(test_api_upgrade_required_layers_and_owners),
+	        cmocka_unit_test(test_api_rack_upgrade_check_rollback),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

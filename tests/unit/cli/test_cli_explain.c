@@ -347,6 +347,33 @@ static void test_cli_explain_aborted(void **state)
 	free(s);
 }
 
+/* Rolling back, the canary's failed gate stays Failed: the sentence names
+ * the rollback's next step, not the gate. */
+static void test_cli_explain_rolling_back(void **state)
+{
+	(void)state;
+	struct api_rack_upgrade_status *st = status_new(API_PHASE_ROLLING_BACK);
+	st->nwaves = 2;
+	step_add(st, API_ACT_VALIDATE, API_STEP_FAILED, (1u << 1) | (1u << 2), 0,
+	         "gate failed: bus bandwidth 300 GB/s");
+	step_add(st, API_ACT_DRAIN, API_STEP_SUCCEEDED, (1u << 1) | (1u << 2), 1, "done");
+	step_add(st, API_ACT_ROLL_BACK, API_STEP_PENDING, (1u << 1) | (1u << 2), 1, "");
+	char *s = explain(upgrade_obj(st, false, false), NULL);
+	ASSERT_HAS(s,
+	           "r07-up is moving the canary back to gb300-r580-95: its gate failed and the "
+	           "Rack's onGateFailure is RollBack: step 3 of 3 (RollBack, trays 1-2, wave 1)");
+	free(s);
+}
+
+static void test_cli_explain_rolled_back(void **state)
+{
+	(void)state;
+	char *s = explain(upgrade_obj(status_new(API_PHASE_ROLLED_BACK), false, false), NULL);
+	assert_string_equal(s, "r07-up is not waiting: the canary's gate failed and its trays were "
+	                       "rolled back to the source stack.\n");
+	free(s);
+}
+
 static void test_cli_explain_unknown_phase(void **state)
 {
 	(void)state;
@@ -393,6 +420,8 @@ int main(void)
 	        cmocka_unit_test(test_cli_explain_aborting),
 	        cmocka_unit_test(test_cli_explain_completed),
 	        cmocka_unit_test(test_cli_explain_aborted),
+	        cmocka_unit_test(test_cli_explain_rolling_back),
+	        cmocka_unit_test(test_cli_explain_rolled_back),
 	        cmocka_unit_test(test_cli_explain_unknown_phase),
 	        cmocka_unit_test(test_cli_explain_rejects_non_object),
 	};

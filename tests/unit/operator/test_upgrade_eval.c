@@ -43,6 +43,7 @@ struct world {
 	uint32_t touched; /* trays any action was asked for */
 	unsigned events;
 	char last_event[48];
+	char seen[2048]; /* every event's reason, each followed by ',' */
 	bool gate_failed_event;
 	const char *rack_stack;   /* the stack the rack runs */
 	struct oob_backend *oob;  /* NULL: no out-of-band backend */
@@ -240,6 +241,8 @@ static struct api_rack_upgrade_status *pass(struct world *w, struct api_rack_upg
 	for (unsigned i = 0; i < w->out.nevents; i++) {
 		w->events++;
 		snprintf(w->last_event, sizeof(w->last_event), "%s", w->out.events[i].reason);
+		size_t n = strlen(w->seen);
+		snprintf(w->seen + n, sizeof(w->seen) - n, "%s,", w->out.events[i].reason);
 		w->gate_failed_event |= strcmp(w->out.events[i].reason, "GateFailed") == 0;
 	}
 	if (w->out.act != OP_UPG_NONE) {
@@ -591,6 +594,93 @@ static const json_t *step_of(struct world *w, const char *action, int wave)
 			return s;
 	}
 	return NULL;
+}
+
+/* onGateFailure RollBack: the canary's failed gate sends its trays back to
+ * the source stack (the edge is reversible and the matrix lists the move
+ * back), through drain, driver, waits and the source stack's gate, ending
+ * RolledBack with the failed gate's evidence kept and nothing else moved. */
+static void test_op_upgrade_eval_gate_failure_rolls_back(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	w->rack->policy.on_gate_failure = API_ON_GATE_ROLL_BACK;
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->busbw[1] = 300; /* tray 2 on the new driver */
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED) | P(ROLLING_BACK)),
+	                 API_PHASE_ROLLING_BACK);
+	assert_non_null(strstr(w->seen, "GateFailed,RollBackStarted,RollingBack,"));
+	w->busbw[1] = 760; /* the old driver is fine */
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED) | P(ROLLED_BACK)),
+	                 API_PHASE_ROLLED_BACK);
+	assert_string_equal(w->last_event, "RolledBack");
+	for (int i = 0; i < 18; i++)
+		assert_string_equal(w->driver[i], FROM_DRIVER);
+	assert_int_equal(w->touched, (1u << 1) | (1u << 2));
+	/* The canary's driver went there and back: 2 trays, twice. */
+	assert_int_equal(w->driver_sets, 4);
+	assert_int_equal(json_array_size(json_object_get(w->status, "waves")), 2);
+	assert_string_equal(status_str(w, "waves[0].phase"), "Failed");
+	assert_string_equal(status_str(w, "waves[1].phase"), "Succeeded");
+	const json_t *gate0 = step_of(w, "Validate", 0), *gate1 = step_of(w, "Validate", 1);
+	assert_non_null(gate0);
+	assert_non_null(gate1);
+	assert_string_equal(jx_str_or(gate0, "phase", ""), "Failed");
+	assert_int_equal(json_integer_value(jx_path(gate0, "evidence.busBandwidthGBps")), 300);
+	assert_string_equal(jx_str_or(gate1, "phase", ""), "Succeeded");
+	assert_true(json_is_true(jx_path(gate1, "evidence.passed")));
+	assert_string_equal(jx_str_or(step_of(w, "Soak", 0), "phase", ""), "Skipped");
+	assert_string_equal(jx_str_or(step_of(w, "Uncordon", 0), "phase", ""), "Skipped");
+	assert_string_equal(jx_str_or(step_of(w, "RollBack", 1), "phase", ""), "Succeeded");
+	assert_string_equal(jx_str_or(step_of(w, "Uncordon", 1), "phase", ""), "Succeeded");
+	assert_true(status_str(w, "completionTime")[0]);
+	assert_non_null(strstr(status_str(w, "message"), "gb300-r580-95"));
+	/* Final: later passes change nothing. */
+	w->now += 3600 * SEC;
+	pass(w, &st);
+	assert_int_equal(st.phase, API_PHASE_ROLLED_BACK);
+	assert_false(w->out.changed);
+	assert_int_equal(w->out.act, OP_UPG_NONE);
+	api_rack_upgrade_status_clear(&st);
+	world_free(w);
+}
+
+/* The rolled-back canary failing the source stack's gate too holds there:
+ * nothing more moves on its own. */
+static void test_op_upgrade_eval_rollback_gate_failure_halts(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	w->rack->policy.on_gate_failure = API_ON_GATE_ROLL_BACK;
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->busbw[1] = 300; /* on either driver */
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED) | P(ROLLED_BACK)), API_PHASE_HALTED);
+	assert_non_null(strstr(w->seen, "RollBackStarted,RollingBack,"));
+	assert_int_equal(json_array_size(json_object_get(w->status, "waves")), 2);
+	assert_string_equal(jx_str_or(step_of(w, "Validate", 1), "phase", ""), "Failed");
+	assert_string_equal(w->driver[1], FROM_DRIVER);
+	assert_int_equal(w->touched, (1u << 1) | (1u << 2));
+	world_free(w);
+}
+
+/* Without a reversible edge there is no way back: the gate failure holds,
+ * and an event says why RollBack did not run. */
+static void test_op_upgrade_eval_rollback_refused_holds(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	w->rack->policy.on_gate_failure = API_ON_GATE_ROLL_BACK;
+	for (unsigned i = 0; i < w->m->ntransitions; i++)
+		w->m->transitions[i].reversible = false;
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->busbw[1] = 300;
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED) | P(ROLLING_BACK)),
+	                 API_PHASE_HALTED);
+	assert_non_null(strstr(w->seen, "GateFailed,RollBackRefused,Halted,"));
+	assert_int_equal(json_array_size(json_object_get(w->status, "waves")), 1);
+	assert_string_equal(w->driver[1], TO_DRIVER);
+	world_free(w);
 }
 
 /* A fault in a canary GPU's mask on a settled fabric (R570: no summary,
@@ -1161,6 +1251,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_op_upgrade_eval_happy_path),
 	        cmocka_unit_test(test_op_upgrade_eval_gate_failure),
+	        cmocka_unit_test(test_op_upgrade_eval_gate_failure_rolls_back),
+	        cmocka_unit_test(test_op_upgrade_eval_rollback_gate_failure_halts),
+	        cmocka_unit_test(test_op_upgrade_eval_rollback_refused_holds),
 	        cmocka_unit_test(test_op_upgrade_eval_drain_deadline_halts_until_retry),
 	        cmocka_unit_test(test_op_upgrade_eval_retry_leaves_a_failed_gate),
 	        cmocka_unit_test(test_op_upgrade_eval_soak_clock_back),
