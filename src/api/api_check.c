@@ -111,6 +111,16 @@ enum nv_err api_rack_partition_check(const struct api_rack_partition *p,
 	return result(errs, before);
 }
 
+/* Whether from_stacks[i] is a stack an earlier entry already names. */
+static bool seen_before(const char *const *from_stacks, unsigned i)
+{
+	for (unsigned k = 0; k < i; k++)
+		if (from_stacks[k] != NULL && from_stacks[i] != NULL &&
+		    strcmp(from_stacks[k], from_stacks[i]) == 0)
+			return true;
+	return false;
+}
+
 static void from_check(const struct api_rack_upgrade *u, const struct matrix *m, const char *from,
                        unsigned flags, struct api_errors *errs)
 {
@@ -150,14 +160,9 @@ enum nv_err api_rack_upgrade_check_matrix(const struct api_rack_upgrade *u, cons
 		               m->name);
 		return NV_E_INVALID_OBJECT;
 	}
-	for (unsigned i = 0; i < n; i++) {
-		bool seen = false;
-		for (unsigned k = 0; k < i && !seen; k++)
-			seen = from_stacks[k] != NULL && from_stacks[i] != NULL &&
-			       strcmp(from_stacks[k], from_stacks[i]) == 0;
-		if (!seen)
+	for (unsigned i = 0; i < n; i++)
+		if (!seen_before(from_stacks, i))
 			from_check(u, m, from_stacks[i], plan_flags, errs);
-	}
 	for (unsigned i = 0; u->cls == API_UPGRADE_SECURITY && i < u->ncves; i++) {
 		if (matrix_stack_fixes(target, u->cves[i]))
 			continue;
@@ -301,11 +306,7 @@ enum nv_err api_rack_upgrade_check_rollback(const struct api_rack_upgrade *u,
 	char why[MATRIX_PROBLEM_LEN + 160];
 	struct matrix_plan p;
 	for (unsigned i = 0; r->policy.on_gate_failure == API_ON_GATE_ROLL_BACK && i < n; i++) {
-		bool seen = false;
-		for (unsigned k = 0; k < i && !seen; k++)
-			seen = from_stacks[k] && from_stacks[i] &&
-			       strcmp(from_stacks[k], from_stacks[i]) == 0;
-		if (seen || from_stacks[i] == NULL ||
+		if (seen_before(from_stacks, i) || from_stacks[i] == NULL ||
 		    matrix_plan_build(m, from_stacks[i], u->target_stack, plan_flags, &p) !=
 		            NV_OK ||
 		    p.verdict == MATRIX_BLOCKED)

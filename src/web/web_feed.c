@@ -444,24 +444,6 @@ void web_feed_answer(struct lws *wsi, struct web_session *pss, const struct web_
 		judge(wsi, s, c, false);
 }
 
-/* The bearer token of the upgrade request's Authorization, or NULL. */
-static char *upgrade_bearer(struct lws *wsi)
-{
-	int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
-	if (n <= 0 || (size_t)n > WEB_TOKEN_MAX + 64)
-		return NULL;
-	size_t cap = (size_t)n + 1;
-	char *hdr = xmalloc(cap), *out = NULL;
-	int got = lws_hdr_copy(wsi, hdr, (int)cap, WSI_TOKEN_HTTP_AUTHORIZATION);
-	const char *tok = NULL;
-	size_t tok_len = 0;
-	if (got > 0 && web_bearer_parse(hdr, (size_t)got, &tok, &tok_len) == NV_OK)
-		out = xstrndup(tok, tok_len);
-	secure_wipe(hdr, cap);
-	free(hdr);
-	return out;
-}
-
 static int on_established(struct lws *wsi, struct web_session *pss)
 {
 	struct web_server *s = web_server_of(wsi);
@@ -469,7 +451,7 @@ static int on_established(struct lws *wsi, struct web_session *pss)
 	bool open = s->read_authz == NULL;
 	c->wsi = wsi;
 	if (!open)
-		c->bearer = upgrade_bearer(wsi);
+		c->bearer = web_request_bearer(wsi, "/ws");
 	pthread_mutex_lock(&s->mu);
 	if (open) {
 		c->authed = true;

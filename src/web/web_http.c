@@ -58,24 +58,25 @@ static void header_copy(struct lws *wsi, enum lws_token_indexes t, char *out, si
 		out[0] = '\0';
 }
 
-static void bearer_extract(struct lws *wsi, struct web_http *h)
+char *web_request_bearer(struct lws *wsi, const char *path)
 {
 	int n = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_AUTHORIZATION);
 	if (n <= 0)
-		return;
+		return NULL;
 	if ((size_t)n > WEB_TOKEN_MAX + 64) {
-		log_debug(WEB_COMP, "authorization header too large, ignored", "path=%s", h->path);
-		return;
+		log_debug(WEB_COMP, "authorization header too large, ignored", "path=%s", path);
+		return NULL;
 	}
 	size_t cap = (size_t)n + 1;
-	char *hdr = xmalloc(cap);
+	char *hdr = xmalloc(cap), *out = NULL;
 	int got = lws_hdr_copy(wsi, hdr, (int)cap, WSI_TOKEN_HTTP_AUTHORIZATION);
 	const char *tok = NULL;
 	size_t tok_len = 0;
 	if (got > 0 && web_bearer_parse(hdr, (size_t)got, &tok, &tok_len) == NV_OK)
-		h->bearer = xstrndup(tok, tok_len);
+		out = xstrndup(tok, tok_len);
 	secure_wipe(hdr, cap);
 	free(hdr);
+	return out;
 }
 
 static bool query_has(struct lws *wsi, const char *name)
@@ -494,7 +495,7 @@ static int begin_request(struct lws *wsi, struct web_session *pss, const char *u
 	h->path[len] = '\0';
 	header_copy(wsi, WSI_TOKEN_HTTP_CONTENT_TYPE, h->content_type, sizeof(h->content_type));
 	h->verbose = query_has(wsi, "verbose");
-	bearer_extract(wsi, h);
+	h->bearer = web_request_bearer(wsi, h->path);
 	if (h->method == WEB_GET)
 		return serve_get(wsi, pss);
 	if (h->method == WEB_POST)

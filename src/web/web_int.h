@@ -266,6 +266,11 @@ void web_authz_drain(struct web_server *s);
 /* web_http.c */
 int web_http_callback(struct lws *wsi, enum lws_callback_reasons reason, struct web_session *pss,
                       void *in, size_t len);
+/* The bearer token of the request's Authorization (an HTTP request, or a
+ * websocket upgrade while its headers are there), a new string the caller
+ * wipes and frees; NULL without one, for another scheme, or past
+ * WEB_TOKEN_MAX (logged at debug level with path). */
+char *web_request_bearer(struct lws *wsi, const char *path);
 void web_http_release(struct web_http *h);
 
 /* web_feed.c */

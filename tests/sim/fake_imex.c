@@ -253,13 +253,7 @@ static bool identify(void)
 
 static bool driver_loaded(void)
 {
-	char p[SIM_PATH_MAX];
-
-	if (!sim_path(p, sizeof(p), sim_root(), "host/sys/module/nvidia/version") ||
-	    sim_read(p, d.version, sizeof(d.version)) <= 0)
-		return false;
-	sim_rtrim(d.version);
-	return true;
+	return sim_driver_loaded(sim_root(), d.version, sizeof(d.version));
 }
 
 static bool addr_of(const char *ip, unsigned port, struct sockaddr_in *sa)

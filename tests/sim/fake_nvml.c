@@ -103,17 +103,6 @@ static unsigned int gpu_count(void)
 	return n;
 }
 
-static bool driver_version(char *out, size_t outsz)
-{
-	char p[SIM_PATH_MAX];
-
-	if (!sim_path(p, sizeof(p), sim_root(), "host/sys/module/nvidia/version") ||
-	    sim_read(p, out, outsz) <= 0)
-		return false;
-	sim_rtrim(out);
-	return true;
-}
-
 int nvmlInit_v2(void)
 {
 	char p[SIM_PATH_MAX], v[64];
@@ -122,7 +111,7 @@ int nvmlInit_v2(void)
 		return NVML_ERROR_UNKNOWN;
 	if (sim_path(p, sizeof(p), sim_root(), "faults/nvml_init_fail") && sim_exists(p))
 		return NVML_ERROR_UNKNOWN;
-	if (!driver_version(v, sizeof(v)))
+	if (!sim_driver_loaded(sim_root(), v, sizeof(v)))
 		return NVML_ERROR_DRIVER_NOT_LOADED;
 	inits++;
 	return NVML_SUCCESS;
@@ -174,7 +163,7 @@ int nvmlSystemGetDriverVersion(char *v, unsigned int len)
 
 	if (inits == 0)
 		return NVML_ERROR_UNINITIALIZED;
-	if (!driver_version(d, sizeof(d)))
+	if (!sim_driver_loaded(sim_root(), d, sizeof(d)))
 		return NVML_ERROR_DRIVER_NOT_LOADED;
 	return copy_out(v, len, d);
 }
@@ -191,7 +180,7 @@ static unsigned int api_level(const char *gpu_file)
 	if (gpu_file != NULL && sim_kv_get(gpu_file, "nvml_api", v, sizeof(v)) &&
 	    sim_parse_ul(v, 99, &n) && (n == 12 || n == 13))
 		return (unsigned int)n;
-	if (!driver_version(d, sizeof(d)))
+	if (!sim_driver_loaded(sim_root(), d, sizeof(d)))
 		return 13;
 	d[strcspn(d, ".")] = '\0';
 	if (!sim_parse_ul(d, 9999, &major))
@@ -205,7 +194,7 @@ int nvmlSystemGetNVMLVersion(char *v, unsigned int len)
 
 	if (inits == 0)
 		return NVML_ERROR_UNINITIALIZED;
-	if (!driver_version(d, sizeof(d)))
+	if (!sim_driver_loaded(sim_root(), d, sizeof(d)))
 		return NVML_ERROR_DRIVER_NOT_LOADED;
 	/* "13.580.65": the API level, then the driver version. The level is
 	 * the library's, so GPU 0's file stands for all. */

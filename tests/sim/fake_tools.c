@@ -196,10 +196,8 @@ static int validate_main(int argc, char **argv)
 		(void)sim_kv_get(p, "format", fmt, sizeof(fmt));
 		if (sim_kv_get(p, "delay_ms", v, sizeof(v)))
 			(void)sim_parse_ul(v, 600000, &delay);
-		char loaded[64], key[96], q[SIM_PATH_MAX];
-		if (at(q, "%s", "host/sys/module/nvidia/version") &&
-		    sim_read(q, loaded, sizeof(loaded)) > 0) {
-			loaded[strcspn(loaded, "\n")] = '\0';
+		char loaded[64], key[96];
+		if (sim_driver_loaded(root, loaded, sizeof(loaded))) {
 			snprintf(key, sizeof(key), "busbw_gbps@%s", loaded);
 			(void)sim_kv_get(p, key, bw, sizeof(bw));
 		}

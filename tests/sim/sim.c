@@ -124,6 +124,17 @@ bool sim_exists(const char *path)
 	return access(path, F_OK) == 0;
 }
 
+bool sim_driver_loaded(const char *root, char *out, size_t outsz)
+{
+	char p[SIM_PATH_MAX];
+
+	if (!sim_path(p, sizeof(p), root, "host/sys/module/nvidia/version") ||
+	    sim_read(p, out, outsz) <= 0)
+		return false;
+	sim_rtrim(out);
+	return true;
+}
+
 char *sim_rtrim(char *s)
 {
 	size_t n = strlen(s);

@@ -41,5 +41,9 @@ bool sim_parse_ul(const char *s, unsigned long max, unsigned long *out);
 void sim_step(const char *root, const char *name);
 /* Trims trailing whitespace in place and returns s. */
 char *sim_rtrim(char *s);
+/* The driver version the tray under root has loaded (its
+ * host/sys/module/nvidia/version, as /sys/module/nvidia/version on a real
+ * host), trimmed; false when no module is loaded. */
+bool sim_driver_loaded(const char *root, char *out, size_t outsz);
 
 #endif
