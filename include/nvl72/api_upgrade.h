@@ -50,11 +50,23 @@ struct api_label {
 	char value[64];
 };
 
+/* spec.onRackHalt: whether one rack's halt stops a selector upgrade from
+ * starting the others. */
+enum api_on_rack_halt {
+	API_ON_RACK_HALT_CONTINUE = 0,
+	API_ON_RACK_HALT_STOP,
+};
+
+/* The most racks one selector upgrade picks (status.racks[]). */
+#define API_UPGRADE_RACKS_MAX 256
+
 struct api_rack_upgrade {
 	struct api_meta meta;
 	char rack[59]; /* one of rack and selector */
 	unsigned nselector;
 	struct api_label selector[API_SELECTOR_LABELS_MAX];
+	int max_parallel_racks; /* selector upgrades: 0 is unset (one rack at a time) */
+	enum api_on_rack_halt on_rack_halt;
 	char target_matrix[64];
 	char target_stack[64];
 	enum api_upgrade_class cls;
@@ -73,6 +85,9 @@ struct api_rack_upgrade {
 
 enum nv_err api_rack_upgrade_parse(const json_t *obj, struct api_rack_upgrade **out,
                                    struct api_errors *errs);
+/* Whether the Rack object rack carries every label of u's selector (a
+ * selector of no labels picks every rack). */
+bool api_rack_upgrade_selects(const struct api_rack_upgrade *u, const json_t *rack);
 void api_rack_upgrade_free(struct api_rack_upgrade *u);
 
 enum api_upgrade_phase {
@@ -100,6 +115,9 @@ const char *api_upgrade_phase_name(enum api_upgrade_phase p);
 bool api_upgrade_phase_final(enum api_upgrade_phase p);
 /* The same for a phase's name as status fields hold it ("" is not). */
 bool api_upgrade_phase_name_final(const char *phase);
+/* The phase a status.phase names, into *out; false for a name this build
+ * does not know (*out untouched). */
+bool api_upgrade_phase_from_name(const char *name, enum api_upgrade_phase *out);
 /* Whether the RackUpgrade object obj is in flight: its status.phase is not
  * final. No status or no phase (the operator has not seen it yet) is
  * Proposed; a phase this build does not know counts as in flight, so a
@@ -200,6 +218,19 @@ struct api_upgrade_approval_ref {
 #define API_UPGRADE_STAGES_MAX 4
 #define API_UPGRADE_WAVES_MAX (API_UPGRADE_STAGES_MAX * 19)
 
+/* A selector upgrade's record of one rack it picked: the child upgrade
+ * that moves it and what that child last reported. */
+struct api_upgrade_rack {
+	char name[59];
+	char upgrade[64];
+	bool has_phase; /* the child was seen; phase is its status.phase */
+	enum api_upgrade_phase phase;
+	bool refused;      /* the apiserver refused to create the child */
+	int64_t slot_ms;   /* when the rack was given one of maxParallelRacks' slots */
+	int64_t time_ms;   /* when this entry's phase last changed */
+	char message[257]; /* the child's status.message, or why it was refused */
+};
+
 /* The durable record of a RackUpgrade. The plan is the matrix plan from the
  * rack's stack; steps are owned by the struct (nsteps of them). */
 struct api_rack_upgrade_status {
@@ -226,6 +257,10 @@ struct api_rack_upgrade_status {
 	int64_t start_ms;
 	int64_t completion_ms;
 	int64_t retried; /* the last spec.retry acted on */
+	/* Selector upgrades: the racks picked, in name order (owned, nracks
+	 * of them). */
+	unsigned nracks;
+	struct api_upgrade_rack *racks;
 	unsigned nconditions;
 	struct api_condition conditions[API_CONDITIONS_MAX];
 };

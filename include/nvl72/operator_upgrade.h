@@ -83,6 +83,10 @@ struct op_upgrade_in {
 	const struct api_rack_partition *const *partitions; /* of this rack */
 	unsigned npartitions;
 	bool oob_backend; /* an out-of-band backend is configured */
+	/* A selector upgrade's child not yet given a slot: the parent's name.
+	 * It waits in Scheduled, its window open, until the parent stamps
+	 * it (OP_ANN_RACK_SLOT below). NULL: free to start. */
+	const char *slot_parent;
 	int64_t now_ms;
 };
 
@@ -98,6 +102,13 @@ enum op_upgrade_act {
 const char *op_upgrade_act_name(enum op_upgrade_act a);
 
 #define OP_UPGRADE_EVENTS_MAX 6
+
+/* One event a pass asks for, on the upgrade it evaluated. */
+struct op_upgrade_event {
+	char reason[48];
+	bool warning;
+	char note[512];
+};
 
 /* What one pass found and asks for. */
 struct op_upgrade_out {
@@ -116,11 +127,7 @@ struct op_upgrade_out {
 	/* Events of this pass: phase changes, approvals counted, gate
 	 * results. */
 	unsigned nevents;
-	struct {
-		char reason[48];
-		bool warning;
-		char note[512];
-	} events[OP_UPGRADE_EVENTS_MAX];
+	struct op_upgrade_event events[OP_UPGRADE_EVENTS_MAX];
 };
 
 /* Advances *st (parsed from the object; owned by the caller, its steps may
@@ -163,6 +170,89 @@ struct op_upgrade_oob_result {
  * an operation to end. */
 enum nv_err op_upgrade_oob_step(struct oob_backend *b, struct api_upgrade_step *s,
                                 const struct op_upgrade_out *a, struct op_upgrade_oob_result *r);
+
+/* ---- selector upgrades ------------------------------------------------- */
+
+/* A selector upgrade (spec.rackSelector) moves each rack it picks through
+ * a child RackUpgrade of its own, owned by it and labelled with its name;
+ * at most spec.maxParallelRacks children run at once. A child waits in
+ * Scheduled, its window open, until the parent gives it a slot: the
+ * annotation below, stamped with the time. */
+#define OP_LABEL_UPGRADE_PARENT "nvl72.io/parent-upgrade"
+#define OP_ANN_RACK_SLOT "nvl72.io/rack-slot"
+/* On a child the parent paused (so that resuming the parent resumes only
+ * those, never one a person paused). */
+#define OP_ANN_PAUSED_BY_PARENT "nvl72.io/paused-by-parent"
+/* How long a refused child's creation waits before it is tried again (the
+ * rack's other upgrade may have ended). */
+#define OP_FLEET_RETRY_MS 60000
+
+/* The child upgrade of parent for rack: "<parent>-<rack>" when that fits
+ * in 63 characters, else both cut short and an FNV-1a hash of the pair
+ * appended, so that distinct pairs keep distinct names. */
+void op_fleet_child_name(const char *parent, const char *rack, char out[64]);
+
+/* One child upgrade as the cache holds it. */
+struct op_fleet_child {
+	const char *name;
+	const char *rack; /* its spec.rack */
+	bool has_phase;   /* status.phase set and known */
+	enum api_upgrade_phase phase;
+	bool granted; /* carries OP_ANN_RACK_SLOT */
+	bool paused;
+	bool paused_by_parent; /* carries OP_ANN_PAUSED_BY_PARENT */
+	bool abort;
+	int64_t scheduled_start_ms; /* status.scheduledStart; 0 unset */
+	const char *message;        /* status.message */
+};
+
+struct op_fleet_in {
+	const struct api_rack_upgrade *u; /* the selector upgrade */
+	const char *const *racks;         /* the Racks its selector picks now, by name */
+	unsigned nracks;
+	const struct op_fleet_child *children; /* the upgrades it owns, any order */
+	unsigned nchildren;
+	int64_t now_ms;
+};
+
+enum op_fleet_act_kind {
+	OP_FLEET_CREATE = 1, /* create the rack's child */
+	OP_FLEET_GRANT,      /* stamp OP_ANN_RACK_SLOT on it */
+	OP_FLEET_PAUSE,      /* spec.paused true, with OP_ANN_PAUSED_BY_PARENT */
+	OP_FLEET_RESUME,     /* spec.paused false, the annotation removed */
+	OP_FLEET_ABORT,      /* spec.abort true */
+};
+
+struct op_fleet_out {
+	bool changed; /* the status differs from the input */
+	unsigned nacts;
+	struct {
+		enum op_fleet_act_kind kind;
+		unsigned rack; /* index in st->racks */
+	} acts[API_UPGRADE_RACKS_MAX];
+	int64_t wake_ms; /* > 0: evaluate again at this wall time */
+	unsigned nevents;
+	struct op_upgrade_event events[OP_UPGRADE_EVENTS_MAX];
+};
+
+/* Advances the selector upgrade's status *st (owned by the caller; its
+ * racks may be reallocated) by one pass: picks the racks once (the first
+ * pass, in name order, at most API_UPGRADE_RACKS_MAX), mirrors each
+ * child's phase and message, gives free slots to children waiting in
+ * Scheduled with their window open (in rack order; a slot is recorded in
+ * the status before the child is stamped, so a pass that reads its own
+ * status back never gives more), passes the parent's paused and abort on,
+ * and sums the children up in the parent's phase. A Halted or Refused
+ * rack frees its slot unless spec.onRackHalt is Stop, which starts no
+ * other rack while one is halted. The caller writes the status, then
+ * performs out->acts; a refused creation it records with
+ * op_fleet_refused. */
+void op_fleet_eval(const struct op_fleet_in *in, struct api_rack_upgrade_status *st,
+                   struct op_fleet_out *out);
+
+/* Records that the apiserver refused rack i's child (why: its message). */
+void op_fleet_refused(struct api_rack_upgrade_status *st, unsigned i, const char *why,
+                      int64_t now_ms);
 
 /* ---- the rack's stack after Completed ---------------------------------- */
 

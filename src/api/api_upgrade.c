@@ -14,6 +14,7 @@
 #include "nvl72/timeutil.h"
 
 static const char *const class_names[] = {"routine", "security"};
+static const char *const on_rack_halt_names[] = {"Continue", "Stop"};
 static const char *const decision_names[] = {"Approved", "Rejected"};
 static const char *const phase_names[] = {
         "Proposed",   "Notice",      "AwaitingApproval", "Scheduled", "Canary",
@@ -46,12 +47,20 @@ bool api_upgrade_phase_final(enum api_upgrade_phase p)
 	return p == API_PHASE_COMPLETED || p == API_PHASE_ABORTED || p == API_PHASE_ROLLED_BACK;
 }
 
+bool api_upgrade_phase_from_name(const char *name, enum api_upgrade_phase *out)
+{
+	for (size_t i = 0; name != NULL && i < ARRAY_LEN(phase_names); i++)
+		if (strcmp(name, phase_names[i]) == 0) {
+			*out = (enum api_upgrade_phase)i;
+			return true;
+		}
+	return false;
+}
+
 bool api_upgrade_phase_name_final(const char *phase)
 {
-	for (size_t i = 0; phase != NULL && i < sizeof(phase_names) / sizeof(phase_names[0]); i++)
-		if (strcmp(phase, phase_names[i]) == 0)
-			return api_upgrade_phase_final((enum api_upgrade_phase)i);
-	return false;
+	enum api_upgrade_phase p;
+	return api_upgrade_phase_from_name(phase, &p) && api_upgrade_phase_final(p);
 }
 
 enum nv_err api_upgrade_rollback_check(const struct matrix *m, const char *from, const char *to,
@@ -204,7 +213,20 @@ static void upgrade_spec_parse(struct api_ctx *c, const json_t *spec, struct api
 	const json_t *rs = json_object_get(spec, "rackSelector");
 	if ((r != NULL && !json_is_null(r)) == (rs != NULL && !json_is_null(rs)))
 		api_fail_at(c, "rack", "exactly one of rack and rackSelector must be set");
+	if (api_get_int(c, spec, "maxParallelRacks", false, 1, API_UPGRADE_RACKS_MAX, &v))
+		u->max_parallel_racks = (int)v;
+	if (api_get_enum(c, spec, "onRackHalt", false, on_rack_halt_names, 2, &e))
+		u->on_rack_halt = (enum api_on_rack_halt)e;
+	if (!has_sel && json_object_get(spec, "maxParallelRacks") != NULL)
+		api_fail_at(c, "maxParallelRacks",
+		            "only a rackSelector upgrade runs racks in parallel");
+	if (!has_sel && json_object_get(spec, "onRackHalt") != NULL)
+		api_fail_at(c, "onRackHalt", "only a rackSelector upgrade has other racks to stop");
 	target_parse(c, spec, u);
+	if (has_sel && u->canary_partition[0] != '\0')
+		api_fail_at(c, "canary.partition",
+		            "a partition belongs to one rack: a rackSelector upgrade lets each "
+		            "rack pick its canary");
 	if (api_get_enum(c, spec, "class", false, class_names, 2, &e))
 		u->cls = (enum api_upgrade_class)e;
 	(void)api_get_string(c, spec, "reason", false, 0, 2048, API_S_ANY, u->reason,
@@ -244,6 +266,17 @@ enum nv_err api_rack_upgrade_parse(const json_t *obj, struct api_rack_upgrade **
 	}
 	*out = u;
 	return NV_OK;
+}
+
+bool api_rack_upgrade_selects(const struct api_rack_upgrade *u, const json_t *rack)
+{
+	const json_t *labels = jx_path(rack, "metadata.labels");
+	for (unsigned i = 0; i < u->nselector; i++) {
+		const char *v = json_string_value(json_object_get(labels, u->selector[i].key));
+		if (v == NULL || strcmp(v, u->selector[i].value) != 0)
+			return false;
+	}
+	return true;
 }
 
 void api_rack_upgrade_free(struct api_rack_upgrade *u)
@@ -450,6 +483,31 @@ static json_t *approvals_to_json(const struct api_rack_upgrade_status *s)
 	return arr;
 }
 
+/* A rack whose child the apiserver refused shows phase Refused: no
+ * child runs for it. */
+#define RACK_REFUSED "Refused"
+
+static json_t *racks_to_json(const struct api_rack_upgrade_status *s)
+{
+	json_t *arr = json_array();
+	for (unsigned i = 0; i < s->nracks && i < API_UPGRADE_RACKS_MAX; i++) {
+		const struct api_upgrade_rack *r = &s->racks[i];
+		json_t *o = json_object();
+		json_object_set_new(o, "name", json_string(r->name));
+		api_json_set_str(o, "upgrade", r->upgrade);
+		if (r->refused)
+			json_object_set_new(o, "phase", json_string(RACK_REFUSED));
+		else if (r->has_phase)
+			json_object_set_new(o, "phase",
+			                    json_string(api_upgrade_phase_name(r->phase)));
+		api_json_set_time(o, "slotTime", r->slot_ms);
+		api_json_set_time(o, "time", r->time_ms);
+		api_json_set_str(o, "message", r->message);
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}
+
 json_t *api_rack_upgrade_status_to_json(const struct api_rack_upgrade_status *s)
 {
 	json_t *o = json_object();
@@ -482,6 +540,8 @@ json_t *api_rack_upgrade_status_to_json(const struct api_rack_upgrade_status *s)
 	api_json_set_time(o, "completionTime", s->completion_ms);
 	if (s->retried > 0)
 		json_object_set_new(o, "retried", json_integer(s->retried));
+	if (s->nracks > 0)
+		json_object_set_new(o, "racks", racks_to_json(s));
 	json_object_set_new(o, "conditions", api_conditions_to_json(s->conditions, s->nconditions));
 	return o;
 }
@@ -632,6 +692,29 @@ static void approval_ref_parse(struct api_ctx *c, const json_t *item, size_t i, 
 	(void)api_get_time(c, item, "time", false, &a->time_ms);
 }
 
+static void rack_ref_parse(struct api_ctx *c, const json_t *item, size_t i, void *arg)
+{
+	struct api_upgrade_rack *r = &((struct api_rack_upgrade_status *)arg)->racks[i];
+	char phase[21] = "";
+	(void)api_get_string(c, item, "name", true, 1, 58, API_S_DNS_LABEL, r->name,
+	                     sizeof(r->name));
+	(void)api_get_string(c, item, "upgrade", false, 0, 63, API_S_ANY, r->upgrade,
+	                     sizeof(r->upgrade));
+	if (api_get_string(c, item, "phase", false, 0, 20, API_S_ANY, phase, sizeof(phase)) &&
+	    phase[0] != '\0') {
+		if (strcmp(phase, RACK_REFUSED) == 0)
+			r->refused = true;
+		else if (api_upgrade_phase_from_name(phase, &r->phase))
+			r->has_phase = true;
+		else
+			api_fail_at(c, "phase", "unknown phase \"%s\"", phase);
+	}
+	(void)api_get_time(c, item, "slotTime", false, &r->slot_ms);
+	(void)api_get_time(c, item, "time", false, &r->time_ms);
+	(void)api_get_string(c, item, "message", false, 0, sizeof(r->message) - 1, API_S_ANY,
+	                     r->message, sizeof(r->message));
+}
+
 static void condition_parse(struct api_ctx *c, const json_t *item, size_t i, void *arg)
 {
 	static const char *const st[] = {"Unknown", "True", "False"};
@@ -667,6 +750,12 @@ static void status_lists_parse(struct api_ctx *c, const json_t *st,
 		s->nsteps = (unsigned)json_array_size(arr);
 		s->steps = xcalloc(s->nsteps, sizeof(*s->steps));
 		api_each_object(c, arr, "steps", step_parse, s);
+	}
+	if (api_get_array(c, st, "racks", false, 0, API_UPGRADE_RACKS_MAX, &arr) &&
+	    json_array_size(arr) > 0) {
+		s->nracks = (unsigned)json_array_size(arr);
+		s->racks = xcalloc(s->nracks, sizeof(*s->racks));
+		api_each_object(c, arr, "racks", rack_ref_parse, s);
 	}
 	if (api_get_array(c, st, "conditions", false, 0, API_CONDITIONS_MAX, &arr)) {
 		s->nconditions = (unsigned)json_array_size(arr);
@@ -744,5 +833,6 @@ void api_rack_upgrade_status_clear(struct api_rack_upgrade_status *s)
 	if (s == NULL)
 		return;
 	free(s->steps);
+	free(s->racks);
 	memset(s, 0, sizeof(*s));
 }

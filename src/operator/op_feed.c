@@ -522,6 +522,19 @@ static json_t *upgrade_feed_json(const json_t *u, const json_t *approvals)
 	json_object_set_new(o, "steps", steps_json(st));
 	json_object_set_new(o, "startTime", json_string(jx_str_or(st, "startTime", "")));
 	json_object_set_new(o, "completionTime", json_string(jx_str_or(st, "completionTime", "")));
+	if (json_array_size(jx_path(st, "racks")) > 0) { /* a selector upgrade's racks */
+		json_t *racks = json_array(), *r;
+		size_t i;
+		json_array_foreach(jx_path(st, "racks"), i, r)
+			json_array_append_new(racks,
+			                      json_pack("{s:s,s:s,s:s,s:s,s:s}", "name",
+			                                jx_str_or(r, "name", ""), "upgrade",
+			                                jx_str_or(r, "upgrade", ""), "phase",
+			                                jx_str_or(r, "phase", ""), "slotTime",
+			                                jx_str_or(r, "slotTime", ""), "message",
+			                                jx_str_or(r, "message", "")));
+		json_object_set_new(o, "racks", racks);
+	}
 	return o;
 }
 

@@ -277,6 +277,8 @@ static void upgrade_series(struct op *op, int64_t now)
 	size_t i, k;
 	json_array_foreach(ups, i, u) {
 		const char *name = kube_obj_name(u), *rack = jx_str_or(u, "spec.rack", "");
+		if (rack[0] == '\0')
+			continue; /* a selector upgrade: its children carry the series */
 		const char *lv[] = {name, rack};
 		const char *info[] = {name, rack, jx_str_or(u, "spec.class", "routine"),
 		                      jx_str_or(u, "status.fromStack", ""),
@@ -285,7 +287,8 @@ static void upgrade_series(struct op *op, int64_t now)
 		double cur = 0;
 		int pending = 0;
 		(void)metrics_gauge_set(m->upgrade_info, info, 1);
-		(void)metrics_gauge_set_state(m->upgrade_phase, lv, UPGRADE_PHASES, 11,
+		(void)metrics_gauge_set_state(m->upgrade_phase, lv, UPGRADE_PHASES,
+		                              sizeof(UPGRADE_PHASES) / sizeof(UPGRADE_PHASES[0]),
 		                              jx_str_or(u, "status.phase", "Proposed"));
 		(void)metrics_gauge_set(m->upgrade_phase_start, lv, time_s(u, "status.phaseTime"));
 		json_array_foreach(waves, k, w)

@@ -69,6 +69,22 @@ static int64_t upgrade_clock(void)
 
 /* ---- watches ---- */
 
+/* The parent named as controller among obj's owners, or NULL. */
+static const char *parent_of(const json_t *obj, const char **uid)
+{
+	const json_t *refs = jx_path(obj, "metadata.ownerReferences");
+	for (size_t i = 0; i < json_array_size(refs); i++) {
+		const json_t *r = json_array_get(refs, i);
+		if (strcmp(jx_str_or(r, "kind", ""), "RackUpgrade") == 0 &&
+		    json_is_true(json_object_get(r, "controller"))) {
+			if (uid)
+				*uid = jx_str_or(r, "uid", "");
+			return jx_str_or(r, "name", "");
+		}
+	}
+	return NULL;
+}
+
 static void enqueue_rack(struct op *op, const char *rack, struct kube_workqueue *q)
 {
 	json_t *ups, *u;
@@ -82,10 +98,14 @@ static void enqueue_rack(struct op *op, const char *rack, struct kube_workqueue 
 	json_decref(ups);
 }
 
+/* An upgrade, and its parent when a selector upgrade owns it. */
 static void map_upgrade(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
+	const char *parent = parent_of(obj, NULL);
 	(void)op;
 	kube_workqueue_add(q, kube_obj_name(obj));
+	if (parent != NULL && parent[0] != '\0')
+		kube_workqueue_add(q, parent);
 }
 
 static void map_approval(struct op *op, const json_t *obj, struct kube_workqueue *q)
@@ -743,6 +763,186 @@ static struct kube_result stack_settle(struct op *op, struct upg_pass *p,
 	return (struct kube_result){.err = status_write(op, p, st)};
 }
 
+/* ---- selector upgrades ---- */
+
+/* A child without its slot: the parent's name (op_upgrade_in.slot_parent). */
+static const char *slot_parent(const json_t *obj)
+{
+	const json_t *ann = jx_path(obj, "metadata.annotations");
+	const char *parent = parent_of(obj, NULL);
+	if (parent == NULL || json_object_get(ann, OP_ANN_RACK_SLOT) != NULL)
+		return NULL;
+	return parent;
+}
+
+/* The child for rack r: the parent's spec for one rack, owned by the
+ * parent (its deletion takes the children along) and labelled with its
+ * name. Pause, abort and retry are each child's own. */
+static json_t *fleet_child(const struct upg_pass *p, const struct api_upgrade_rack *r)
+{
+	json_t *spec = json_deep_copy(json_object_get(p->obj, "spec"));
+	const char *drop[] = {"rackSelector", "maxParallelRacks", "onRackHalt", "paused", "abort",
+	                      "retry"};
+	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
+		json_object_del(spec, drop[i]);
+	json_object_set_new(spec, "rack", json_string(r->name));
+	return json_pack("{s:s, s:s, s:{s:s, s:{s:s}, s:[{s:s, s:s, s:s, s:s, s:b, s:b}]}, s:o}",
+	                 "apiVersion", jx_str_or(p->obj, "apiVersion", "nvl72.io/v1alpha1"), "kind",
+	                 "RackUpgrade", "metadata", "name", r->upgrade, "labels",
+	                 OP_LABEL_UPGRADE_PARENT, p->u->meta.name, "ownerReferences", "apiVersion",
+	                 jx_str_or(p->obj, "apiVersion", "nvl72.io/v1alpha1"), "kind",
+	                 "RackUpgrade", "name", p->u->meta.name, "uid", p->u->meta.uid,
+	                 "controller", 1, "blockOwnerDeletion", 1, "spec", spec);
+}
+
+/* Creates rack i's child. A refusal (the webhook's, the schema's) is
+ * recorded in st; a name already taken by an upgrade that is not ours
+ * is one too. Other errors are returned for a retry. */
+static enum nv_err fleet_create(struct op *op, struct upg_pass *p,
+                                struct api_rack_upgrade_status *st, unsigned i)
+{
+	struct api_upgrade_rack *r = &st->racks[i];
+	struct kube_status ks;
+	json_t *obj = fleet_child(p, r), *live = NULL;
+	enum nv_err rc =
+	        obj ? kube_create(op->c, &OP_RES_UPGRADES, NULL, obj, NULL, &ks) : NV_E_INTERNAL;
+	json_decref(obj);
+	if (rc == NV_OK) {
+		op_event(op, p->obj, "Normal", "RackUpgradeCreated", "Upgrade",
+		         "rack %s: created RackUpgrade %s", r->name, r->upgrade);
+		return NV_OK;
+	}
+	if (rc == NV_E_EXISTS) {
+		const char *uid = "";
+		rc = kube_get(op->c, &OP_RES_UPGRADES, NULL, r->upgrade, &live, &ks);
+		bool ours = rc == NV_OK && parent_of(live, &uid) != NULL &&
+		            strcmp(uid, p->u->meta.uid) == 0;
+		json_decref(live);
+		if (rc != NV_OK || ours)
+			return rc; /* ours, made by an earlier pass: the cache lags */
+		snprintf(ks.message, sizeof(ks.message),
+		         "a RackUpgrade named %s exists and is not this upgrade's", r->upgrade);
+		rc = NV_E_FORBIDDEN;
+	}
+	if (rc != NV_E_FORBIDDEN && rc != NV_E_INVALID_OBJECT && rc != NV_E_INVAL)
+		return rc;
+	op_fleet_refused(st, i, ks.message, upgrade_clock());
+	op_event(op, p->obj, "Warning", "RackRefused", "Upgrade",
+	         "rack %s: RackUpgrade %s not created: %s (tried again in %d s)", r->name,
+	         r->upgrade, ks.message, OP_FLEET_RETRY_MS / 1000);
+	return NV_OK;
+}
+
+static enum nv_err fleet_act(struct op *op, struct upg_pass *p, struct api_rack_upgrade_status *st,
+                             enum op_fleet_act_kind kind, unsigned i, bool *refused)
+{
+	const struct api_upgrade_rack *r = &st->racks[i];
+	char ts[TIME_RFC3339_LEN];
+	json_t *body = NULL;
+	enum nv_err rc;
+
+	switch (kind) {
+	case OP_FLEET_CREATE: {
+		rc = fleet_create(op, p, st, i);
+		*refused |= st->racks[i].refused;
+		return rc;
+	}
+	case OP_FLEET_GRANT:
+		time_format_rfc3339(r->slot_ms, ts);
+		body = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", OP_ANN_RACK_SLOT, ts);
+		break;
+	case OP_FLEET_PAUSE:
+		body = json_pack("{s:{s:{s:s}}, s:{s:b}}", "metadata", "annotations",
+		                 OP_ANN_PAUSED_BY_PARENT, p->u->meta.name, "spec", "paused", 1);
+		break;
+	case OP_FLEET_RESUME:
+		body = json_pack("{s:{s:{s:n}}, s:{s:b}}", "metadata", "annotations",
+		                 OP_ANN_PAUSED_BY_PARENT, "spec", "paused", 0);
+		break;
+	case OP_FLEET_ABORT:
+		body = json_pack("{s:{s:b}}", "spec", "abort", 1);
+		break;
+	}
+	if (body == NULL)
+		return NV_E_INTERNAL;
+	rc = patch(op, &OP_RES_UPGRADES, r->upgrade, body, NULL, NULL);
+	json_decref(body);
+	return rc == NV_E_NOT_FOUND ? NV_OK : rc; /* deleted: the next pass records it */
+}
+
+/* One pass of a selector upgrade: its racks from the Rack cache, its
+ * children from the upgrade cache (owned by its uid), op_fleet_eval, the
+ * status written, then the acts. */
+static struct kube_result fleet_reconcile(struct op *op, struct upg_pass *p,
+                                          struct api_rack_upgrade_status *st)
+{
+	json_t *racks = kube_informer_list(op->racks), *ups = kube_informer_list(op->upgrades);
+	const char **names = xcalloc(json_array_size(racks) + 1, sizeof(*names));
+	struct op_fleet_child *kids = xcalloc(json_array_size(ups) + 1, sizeof(*kids));
+	struct op_fleet_out *out = xcalloc(1, sizeof(*out));
+	struct op_fleet_in in = {
+	        .u = p->u, .racks = names, .children = kids, .now_ms = upgrade_clock()};
+	struct kube_result r = {0};
+	enum api_upgrade_phase was = st->phase;
+	bool refused = false;
+	size_t i;
+	json_t *o;
+
+	json_array_foreach(racks, i, o)
+		if (api_rack_upgrade_selects(p->u, o))
+			names[in.nracks++] = kube_obj_name(o);
+	json_array_foreach(ups, i, o) {
+		const char *uid = "";
+		if (parent_of(o, &uid) == NULL || strcmp(uid, p->u->meta.uid) != 0)
+			continue;
+		struct op_fleet_child *c = &kids[in.nchildren++];
+		const json_t *ann = jx_path(o, "metadata.annotations");
+		c->name = kube_obj_name(o);
+		c->rack = jx_str_or(o, "spec.rack", "");
+		c->has_phase =
+		        api_upgrade_phase_from_name(jx_str_or(o, "status.phase", ""), &c->phase);
+		c->granted = json_object_get(ann, OP_ANN_RACK_SLOT) != NULL;
+		c->paused_by_parent = json_object_get(ann, OP_ANN_PAUSED_BY_PARENT) != NULL;
+		c->paused = json_is_true(jx_path(o, "spec.paused"));
+		c->abort = json_is_true(jx_path(o, "spec.abort"));
+		(void)time_parse_rfc3339(jx_str_or(o, "status.scheduledStart", ""),
+		                         &c->scheduled_start_ms);
+		c->message = jx_str_or(o, "status.message", "");
+	}
+	op_fleet_eval(&in, st, out);
+	if (out->changed && (r.err = status_write(op, p, st)) != NV_OK)
+		goto done; /* a stale read conflicts: nothing acts on it */
+	for (unsigned k = 0; k < out->nevents; k++)
+		op_event(op, p->obj, out->events[k].warning ? "Warning" : "Normal",
+		         out->events[k].reason, "Upgrade", "%s", out->events[k].note);
+	if (st->phase != was)
+		log_info(UPGRADE_COMP, "phase", "upgrade=%s racks=%u from=%s to=%s msg=\"%s\"",
+		         p->u->meta.name, st->nracks, api_upgrade_phase_name(was),
+		         api_upgrade_phase_name(st->phase), st->message);
+	if (out->nacts > 0 && !out->changed && !cache_current(op, p))
+		goto done; /* our last write is not in the cache yet: its event comes */
+	for (unsigned k = 0; k < out->nacts && r.err == NV_OK; k++)
+		r.err = fleet_act(op, p, st, out->acts[k].kind, out->acts[k].rack, &refused);
+	if (refused) {
+		enum nv_err rc = status_write(op, p, st);
+		if (r.err == NV_OK)
+			r.err = rc;
+	}
+	if (r.err == NV_OK && refused)
+		r.requeue_after_ms = OP_FLEET_RETRY_MS;
+	if (r.err == NV_OK && out->wake_ms > 0 && r.requeue_after_ms == 0) {
+		int64_t left = out->wake_ms - upgrade_clock();
+		r.requeue_after_ms = left > 10 ? left : 10;
+	}
+done:
+	free(out);
+	free(kids);
+	free(names);
+	json_decref(ups);
+	json_decref(racks);
+	return r;
+}
+
 /* ---- reconcile ---- */
 
 static struct kube_result upgrade_reconcile(void *ud, const char *key)
@@ -775,6 +975,10 @@ static struct kube_result upgrade_reconcile(void *ud, const char *key)
 		pass_clear(&p);
 		return (struct kube_result){.err = NV_E_INVALID_OBJECT, .terminal = true};
 	}
+	if (p.u->rack[0] == '\0') {
+		r = fleet_reconcile(op, &p, &st);
+		goto out;
+	}
 	snprintf(p.owner, sizeof(p.owner), "rackupgrade/%.63s", p.u->meta.name);
 	load_rack(op, &p);
 	/* The stack the rack runs, as the Rack controller sees it; a rack with
@@ -795,6 +999,7 @@ static struct kube_result upgrade_reconcile(void *ud, const char *key)
 	        .partitions = (const struct api_rack_partition *const *)p.parts,
 	        .npartitions = p.nparts,
 	        .oob_backend = op->oob != NULL,
+	        .slot_parent = slot_parent(p.obj),
 	        .now_ms = upgrade_clock(),
 	};
 	op_upgrade_eval(&in, &st, &out);

@@ -1363,6 +1363,13 @@ static void phases(struct pass *p)
 	if (st->phase == API_PHASE_SCHEDULED) {
 		if (p->hold || !schedule(p))
 			return;
+		if (p->in->slot_parent != NULL) {
+			message(p,
+			        "window open; waiting for one of the rack slots of RackUpgrade %s "
+			        "(spec.maxParallelRacks)",
+			        p->in->slot_parent);
+			return;
+		}
 		st->start_ms = p->in->now_ms;
 		if (!canary_pick(p))
 			return;

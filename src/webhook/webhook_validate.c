@@ -337,17 +337,6 @@ static unsigned rack_from_stacks(const json_t *ro, const struct api_rack *r,
 	return n;
 }
 
-static bool labels_match(const json_t *o, const struct api_rack_upgrade *u)
-{
-	const json_t *labels = jx_path(o, "metadata.labels");
-	for (unsigned i = 0; i < u->nselector; i++) {
-		const char *v = json_string_value(json_object_get(labels, u->selector[i].key));
-		if (v == NULL || strcmp(v, u->selector[i].value) != 0)
-			return false;
-	}
-	return true;
-}
-
 struct upgrade_job {
 	const struct api_rack_upgrade *u;
 	const struct matrix *m; /* NULL: target matrix missing */
@@ -403,7 +392,7 @@ static void upgrade_canary(struct wh_ctx *c, const struct api_rack_upgrade *u)
 	bool ok = u->rack[0] != '\0' ? strcmp(prack, u->rack) == 0 : false;
 	const json_t *ro = u->rack[0] == '\0' ? find_named(c, WEBHOOK_RACKS, prack) : NULL;
 	if (ro != NULL)
-		ok = labels_match(ro, u);
+		ok = api_rack_upgrade_selects(u, ro);
 	if (!ok)
 		api_errors_add(c->errs, "spec.canary.partition",
 		               "RackPartition \"%s\" belongs to rack \"%s\", not to %s%s%s",
@@ -426,14 +415,14 @@ static void upgrade_racks(struct wh_ctx *c, const struct upgrade_job *j, const j
 	size_t i;
 	const json_t *ro;
 	json_array_foreach(racks, i, ro)
-		if (labels_match(ro, u))
+		if (api_rack_upgrade_selects(u, ro))
 			upgrade_one_rack(c, j, ro);
 }
 
 /* ---- one upgrade per rack ------------------------------------------------ */
 
 /* Whether the upgrade object o moves rack ro: its spec.rack names it, or
- * every label of its selector is on the rack (as labels_match judges). */
+ * every label of its selector is on the rack (as api_rack_upgrade_selects judges). */
 static bool upgrade_covers(const json_t *o, const json_t *ro)
 {
 	const char *rack = jx_str_or(o, "spec.rack", "");
@@ -510,7 +499,8 @@ static void upgrade_one_per_rack(struct wh_ctx *c, const struct api_rack_upgrade
 	const json_t *ro;
 	json_array_foreach(racks, i, ro) {
 		const char *rack = jx_str_or(ro, "metadata.name", "");
-		bool target = u->rack[0] != '\0' ? strcmp(rack, u->rack) == 0 : labels_match(ro, u);
+		bool target = u->rack[0] != '\0' ? strcmp(rack, u->rack) == 0
+		                                 : api_rack_upgrade_selects(u, ro);
 		const json_t *o = target ? wh_upgrade_in_flight_on(obj, ro, upgrades) : NULL;
 		if (o == NULL)
 			continue;

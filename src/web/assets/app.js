@@ -638,7 +638,10 @@
     h.appendChild(badge);
     art.appendChild(h);
     const t = u.target || {};
-    art.appendChild(el("p", "summary", "Rack " + str(u.rack) + ": " + str(u.fromStack) + " → " +
+    const racks = Array.isArray(u.racks) ? u.racks : [];
+    const what = u.rack ? "Rack " + str(u.rack) + ": " + str(u.fromStack) :
+      "Selector (" + racks.length + " racks)";
+    art.appendChild(el("p", "summary", what + " → " +
       str(t.stack) + " · " + str(u["class"], "routine") +
       (Array.isArray(u.cves) && u.cves.length ? " (" + u.cves.join(", ") + ")" : "") +
       (u.phaseTime ? " · " + str(u.phase) + " since " + u.phaseTime : "") +
@@ -655,6 +658,17 @@
 
     art.appendChild(el("h4", null, "Approvals"));
     art.appendChild(approvalsBlock(u));
+
+    if (racks.length) {
+      art.appendChild(table("Racks of " + str(u.name), ["Rack", "Upgrade", "Phase", "Slot", "Message"],
+        racks.map(function (r) {
+          const tr = el("tr");
+          [r.name, r.upgrade, r.phase, r.slotTime, r.message].forEach(function (v) {
+            tr.appendChild(el("td", null, str(v)));
+          });
+          return tr;
+        })));
+    }
 
     const waves = Array.isArray(u.waves) ? u.waves : [];
     const rollback = (Array.isArray(u.steps) ? u.steps : [])
