@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nvl72/agent.h"
 #include "nvl72/host.h"
 #include "nvl72/base.h"
 
@@ -20,7 +21,7 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: hostprobe [--root HOSTROOT] [--nvml LIB] [--tools DIR] "
 	                "[--timeout-ms N] CMD\n"
-	                "  gpus | observe | channels N | unit NAME\n"
+	                "  gpus | observe | status | channels N | unit NAME\n"
 	                "  unit NAME running|stopped|masked allow|deny\n"
 	                "  imex-apply process|host[-by-name] DOMAIN BIND_IP PORT CMD_PORT PEER...\n"
 	                "  imex-status | imex-stop process|host\n"
@@ -191,6 +192,37 @@ static int cmd_observe(struct probe *p)
 	return rc == NV_OK ? 0 : 1;
 }
 
+/* The ComputeTray status the agent would write for this host, with a
+ * spec that asks for nothing (no driver target, no IMEX): what a tray
+ * reports before the operator gives it work. */
+static int cmd_status(struct probe *p)
+{
+	struct host_obs *o = xcalloc(1, sizeof(*o));
+	struct host_driver_params params = {0};
+	struct agent_spec spec;
+	struct agent_report rep;
+	json_t *st;
+
+	memset(&spec, 0, sizeof(spec));
+	memset(&rep, 0, sizeof(rep));
+	(void)host_observe(&p->h, HOST_IMEX_OFF, o);
+	if (o->driver.loaded && host_params_read(&p->h, &params) != NV_OK)
+		params.n = 0;
+	if (host_driver_ondisk(&p->h, rep.ondisk, sizeof(rep.ondisk)) != NV_OK)
+		rep.ondisk[0] = '\0';
+	str_copy(spec.maint_state, sizeof(spec.maint_state), "None");
+	rep.spec = &spec;
+	rep.spec_error = "";
+	rep.node_ip = "";
+	rep.obs = o;
+	rep.params = &params;
+	rep.lease = "";
+	st = agent_status_build(&rep, NULL, time_wall_ms());
+	emit(st);
+	free(o);
+	return 0;
+}
+
 static int cmd_unit(struct probe *p, int argc, char **argv)
 {
 	static const char *const wants[] = {"running", "stopped", "masked"};
@@ -277,6 +309,8 @@ static int dispatch(struct probe *p, int argc, char **argv)
 		return cmd_gpus(p);
 	if (strcmp(c, "observe") == 0)
 		return cmd_observe(p);
+	if (strcmp(c, "status") == 0)
+		return cmd_status(p);
 	if (strcmp(c, "imex-apply") == 0 && argc >= 2)
 		return cmd_imex_apply(p, argc - 1, argv + 1);
 	if (strcmp(c, "imex-status") == 0)
