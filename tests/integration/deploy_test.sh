@@ -43,9 +43,10 @@ trap 'rm -rf "$tmp"' EXIT
 
 chart=deploy/helm/nvl72-operator
 ns=nvl72-system
+ans=nvl72-agents # the agents' own namespace, the chart's default
 release=nvl72-operator
 op_sa=system:serviceaccount:$ns:nvl72-operator
-agent_sa=system:serviceaccount:$ns:nvl72-operator-agent
+agent_sa=system:serviceaccount:$ans:nvl72-operator-agent
 
 # ------------------------------------------------------------------ tools ---
 bin=$(tests/cluster/build.sh all 2>"$tmp/build.log" | tail -1)
@@ -198,9 +199,10 @@ else
 fi
 
 # Leases: RBAC cannot name an agent's Lease, so the only grant of Lease
-# writes to the agent is a Role in the release namespace, and the own-lease
-# policy (Deny, fail closed) that narrows it to its tray's Lease is rendered
-# with the operator's leader Lease name.
+# writes to the agent is a Role in the agents' own namespace (not the
+# release's, where the leader Lease is), and the own-lease policy (Deny,
+# fail closed) that narrows it to its tray's Lease is rendered with the
+# operator's leader Lease name, for a layout that shares the namespace.
 agent_lease_grants=$(yq -c --arg ns "$ns" '
 	select(.kind == "RoleBinding" or .kind == "ClusterRoleBinding") |
 	select(any(.subjects[]?; .kind == "ServiceAccount" and .name == "nvl72-operator-agent")) |
@@ -229,12 +231,12 @@ tbind=$(yq -c 'select(.kind == "ValidatingAdmissionPolicyBinding" and .metadata.
 # ComputeTray exists; the second, keyed on the trays, allows when there is
 # none (a Deny there would refuse every Lease write in the cluster, the
 # operator's and the kubelets' included, until a Rack exists).
-if [[ $agent_lease_grants == "RoleBinding $ns "* && $(wc -l <<<"$agent_lease_grants") == 1 &&
+if [[ $agent_lease_grants == "RoleBinding $ans "* && $(wc -l <<<"$agent_lease_grants") == 1 &&
 	$(jq -r '.f + " " + .p + " " + (.ops | join(","))' <<<"$policy") == "Fail  CREATE,UPDATE,DELETE" &&
 	$(jq -r --arg l "\"$leader\"" '.v | map(select(contains($l))) | length' <<<"$policy") == 1 &&
 	$pbind == '{"a":["Deny"],"nf":""}' && $tpolicy == '{"f":"Fail","p":"ComputeTray"}' &&
 	$tbind == '{"a":["Deny"],"nf":"Allow"}' ]]; then
-	ok "the agent may write Leases only through a Role in $ns, narrowed to its own tray's by a fail-closed policy that names the leader Lease ($leader)"
+	ok "the agent may write Leases only through a Role in $ans (not $ns), narrowed to its own tray's by a fail-closed policy that names the leader Lease ($leader)"
 else
 	not_ok "agent Lease writes are confined" "grants=$(one_line "$agent_lease_grants") leader=$leader policy=$(one_line "$policy") binding=$pbind tray policy=$tpolicy binding=$tbind"
 fi
@@ -413,8 +415,17 @@ else
 fi
 
 # -------------------------------------------------------------- apiserver ---
-out=$(k create namespace "$ns" 2>&1) && out=$(k label namespace "$ns" pod-security.kubernetes.io/enforce=privileged 2>&1)
-if [[ $? -eq 0 ]]; then ok "create namespace $ns (privileged)"; else not_ok "create namespace $ns" "$(one_line "$out")"; finish; fi
+# The operator's namespace enforces the restricted level, so the dry runs
+# below (which fail on a Pod Security warning) show the operator passes it
+# and no privileged workload lands there. The agents' namespace is made
+# here as the chart makes it: a server-side dry run creates nothing, and
+# the agent's objects need it to exist (--save-config: kubectl apply of
+# the chart then finds it as its own).
+out=$(k create namespace "$ns" 2>&1) &&
+	out=$(k label namespace "$ns" pod-security.kubernetes.io/enforce=restricted 2>&1) &&
+	out=$(k create namespace "$ans" --save-config 2>&1) &&
+	out=$(k label namespace "$ans" pod-security.kubernetes.io/enforce=privileged 2>&1)
+if [[ $? -eq 0 ]]; then ok "create namespaces $ns (restricted) and $ans (privileged)"; else not_ok "create namespaces $ns and $ans" "$(one_line "$out")"; finish; fi
 
 out=$(k apply -f "$chart/crds/" 2>&1) &&
 	out=$(k wait --for=condition=Established --timeout=60s crd -l app.kubernetes.io/part-of=nvl72-operator 2>&1)
@@ -566,7 +577,7 @@ no_wildcards() { # NAME SA NAMESPACE
 		ok "$1"
 	fi
 }
-for n in "$ns" default; do
+for n in "$ns" "$ans" default; do
 	no_wildcards "auth can-i --list: operator has no wildcard verbs or resources (namespace $n)" "$op_sa" "$n"
 	no_wildcards "auth can-i --list: agent has no wildcard verbs or resources (namespace $n)" "$agent_sa" "$n"
 done
@@ -596,6 +607,7 @@ can yes "$op_sa" create subjectaccessreviews.authorization.k8s.io
 can yes "$op_sa" create leases.coordination.k8s.io -n "$ns"
 can yes "$op_sa" update leases.coordination.k8s.io/nvl72-operator -n "$ns"
 can yes "$op_sa" watch leases.coordination.k8s.io -n "$ns"
+can yes "$op_sa" watch leases.coordination.k8s.io -n "$ans"
 can yes "$op_sa" get secrets/nvl72-operator-webhook-tls -n "$ns"
 can yes "$op_sa" patch validatingwebhookconfigurations.admissionregistration.k8s.io/nvl72-operator
 can yes "$op_sa" patch mutatingwebhookconfigurations.admissionregistration.k8s.io/nvl72-operator
@@ -615,18 +627,22 @@ can no "$op_sa" create clusterrolebindings.rbac.authorization.k8s.io
 # The agent: its tray's spec and status, a Lease, events; nothing else.
 can yes "$agent_sa" watch computetrays.nvl72.io
 can yes "$agent_sa" patch computetrays.nvl72.io --subresource=status
-can yes "$agent_sa" create leases.coordination.k8s.io -n "$ns"
+can yes "$agent_sa" create leases.coordination.k8s.io -n "$ans"
 can yes "$agent_sa" create events.events.k8s.io -n default
 can no "$agent_sa" delete racks.nvl72.io
 can no "$agent_sa" get racks.nvl72.io
 can no "$agent_sa" update computetrays.nvl72.io
 can no "$agent_sa" delete computetrays.nvl72.io
 can no "$agent_sa" get secrets -n "$ns"
+can no "$agent_sa" get secrets -n "$ans"
 can no "$agent_sa" list pods
 can no "$agent_sa" patch nodes
 can no "$agent_sa" create leases.coordination.k8s.io -n default
 can no "$agent_sa" update leases.coordination.k8s.io -n default
-can no "$agent_sa" delete leases.coordination.k8s.io -n "$ns"
+can no "$agent_sa" delete leases.coordination.k8s.io -n "$ans"
+# No Lease rights at all where the leader Lease is.
+can no "$agent_sa" create leases.coordination.k8s.io -n "$ns"
+can no "$agent_sa" update leases.coordination.k8s.io/nvl72-operator -n "$ns"
 can no "$agent_sa" delete leases.coordination.k8s.io/nvl72-operator -n "$ns"
 can no "$agent_sa" get /metrics
 can no "$op_sa" get /metrics
@@ -682,7 +698,8 @@ fi
 hns=nvl72-helm
 hname=nvl72-helm-nvl72-operator
 hargs=(--namespace "$hns" --set rbac.approverRole=false --set rbac.viewerRole=false
-	--set rbac.metricsReaderRole=false --set rbac.dashboardViewerRole=false)
+	--set rbac.metricsReaderRole=false --set rbac.dashboardViewerRole=false
+	--set agent.namespace=nvl72-helm-agents)
 k create namespace "$hns" >/dev/null 2>&1
 out=$(timeout 120 "$HELM" install nvl72-helm "$chart" "${hargs[@]}" 2>&1)
 if [[ $? -eq 0 ]] && grep -q 'STATUS: deployed' <<<"$out" && grep -q 'nvl72-operator 0.1.0 is installed' <<<"$out"; then

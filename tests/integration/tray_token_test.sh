@@ -9,9 +9,12 @@
 #    agent, run with that token, keeps it renewed and reports its tray's
 #    status; the token cannot write another tray's status;
 #  - it cannot take, rewrite, delete or re-create the operator's leader
-#    Lease, touch another tray's Lease, plant a Lease for a tray on another
-#    Node or one naming another holder, or change a Lease that is not a
-#    heartbeat; a token bound to no Node writes no Lease;
+#    Lease (in the operator's namespace; the agents have their own, the
+#    chart's default, where their heartbeats are), nor plant one of that
+#    name in its own namespace; it cannot touch another tray's Lease, plant
+#    a Lease for a tray on another Node or one naming another holder, or
+#    change a Lease that is not a heartbeat; a token bound to no Node
+#    writes no Lease;
 #  - a leader Lease that claims a year (as a forged one would) does not keep
 #    the real operator from leading: it is judged by the operator's own
 #    lease duration, with a warning naming the holder.
@@ -28,7 +31,8 @@ export KUBECONFIG
 
 BIN=${NVL72_BUILD:-build/rel}/bin
 SIM=$(dirname "${NVL72_BUILD:-build/rel}")/sim
-NS=nvl72-system
+NS=nvl72-system  # the operator's, with its leader Lease
+ANS=nvl72-agents # the agents' own, the chart's default: their heartbeats
 SA=nvl72-operator-agent
 LEADER=nvl72-operator
 NODE_A=gb300-r07-t03 TRAY_A=gb300-r07-t03
@@ -74,10 +78,10 @@ tray() { # tray NAME INDEX NODE
 	tray "$TRAY_B" 4 "$NODE_B"
 	for n in "$NODE_A" "$NODE_B"; do
 		printf -- '---\napiVersion: v1\nkind: Node\nmetadata: {name: %s}\n' "$n"
-		printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: agent-%s, namespace: %s}\n' "$n" "$NS"
+		printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: agent-%s, namespace: %s}\n' "$n" "$ANS"
 		printf 'spec:\n  nodeName: %s\n  serviceAccountName: %s\n  containers: [{name: agent, image: nvl72-agent}]\n' "$n" "$SA"
 	done
-	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: agent-unscheduled, namespace: %s}\n' "$NS"
+	printf -- '---\napiVersion: v1\nkind: Pod\nmetadata: {name: agent-unscheduled, namespace: %s}\n' "$ANS"
 	printf 'spec:\n  serviceAccountName: %s\n  containers: [{name: agent, image: nvl72-agent}]\n' "$SA"
 } >"$work/objects.yaml"
 out=$(k apply -f "$work/objects.yaml" 2>&1)
@@ -96,7 +100,7 @@ check "the operator's leader Lease exists" $? "$out"
 mint() { # mint POD|"": a token of the agent ServiceAccount, bound to the Pod
 	local args=()
 	[[ -n $1 ]] && args=(--bound-object-kind Pod --bound-object-name "$1")
-	k -n "$NS" create token "$SA" --duration 1h "${args[@]}"
+	k -n "$ANS" create token "$SA" --duration 1h "${args[@]}"
 }
 tok_a=$(mint "agent-$NODE_A") && tok_b=$(mint "agent-$NODE_B") &&
 	tok_none=$(mint agent-unscheduled) && tok_plain=$(mint "")
@@ -105,7 +109,8 @@ claims=$(cut -d. -f2 <<<"$tok_a" | tr '_-' '/+' | base64 -d 2>/dev/null)
 [[ $claims == *"\"node\":{\"name\":\"$NODE_A\""* ]]
 check "the token bound to the Pod on $NODE_A carries the Node's name" $? "claims: $claims"
 
-leases=$server/apis/coordination.k8s.io/v1/namespaces/$NS/leases
+leases=$server/apis/coordination.k8s.io/v1/namespaces/$ANS/leases
+opleases=$server/apis/coordination.k8s.io/v1/namespaces/$NS/leases
 # call TOKEN METHOD URL [BODY [CONTENT-TYPE]] -> HTTP code; body in $work/resp
 call() {
 	local data=()
@@ -155,28 +160,34 @@ allowed "tray $TRAY_B's token creates its own heartbeat Lease" \
 	"$tok_b" POST "$leases" "$(lease_json "$TRAY_B" "nvl72-agent/$NODE_B")"
 
 # ---- the leader Lease -------------------------------------------------------------
+# It is in the operator's namespace, where the agents' Role grants nothing.
 year='{"spec":{"holderIdentity":"nvl72-agent/'$NODE_A'","leaseDurationSeconds":31536000}}'
-refused "a tray's token cannot take the leader Lease for a year (merge patch)" 403 "leader election Lease" \
-	"$tok_a" PATCH "$leases/$LEADER" "$year" "$merge"
+refused "a tray's token cannot take the leader Lease for a year (merge patch)" 403 "cannot patch" \
+	"$tok_a" PATCH "$opleases/$LEADER" "$year" "$merge"
 k -n "$NS" get lease "$LEADER" -o json | jq --arg h "nvl72-agent/$NODE_A" \
 	'.spec.holderIdentity = $h | .spec.leaseDurationSeconds = 31536000' >"$work/leader.json"
-refused "a tray's token cannot replace the leader Lease (PUT)" 403 "leader election Lease" \
-	"$tok_a" PUT "$leases/$LEADER" "$(cat "$work/leader.json")"
+refused "a tray's token cannot replace the leader Lease (PUT)" 403 "cannot update" \
+	"$tok_a" PUT "$opleases/$LEADER" "$(cat "$work/leader.json")"
 refused "a tray's token cannot delete the leader Lease" 403 "cannot delete" \
-	"$tok_a" DELETE "$leases/$LEADER"
+	"$tok_a" DELETE "$opleases/$LEADER"
 holder=$(k -n "$NS" get lease "$LEADER" -o jsonpath='{.spec.holderIdentity}/{.spec.leaseDurationSeconds}')
 [[ $holder == nvl72-operator-7d9f_0a1b2c3d/15 ]]
 check "the leader Lease is unchanged" $? "now $holder"
 k -n "$NS" delete lease "$LEADER" >/dev/null
-refused "a tray's token cannot create the leader Lease while none exists" 403 "leader election Lease" \
-	"$tok_a" POST "$leases" "$(lease_json "$LEADER" "nvl72-agent/$NODE_A")"
+refused "a tray's token cannot create the leader Lease while none exists" 403 "cannot create" \
+	"$tok_a" POST "$opleases" "$(lease_json "$LEADER" "nvl72-agent/$NODE_A")"
+# Where the agents share the operator's namespace (agent.namespace ""),
+# the own-lease policy refuses the leader Lease by name; it holds in the
+# agents' namespace too.
+refused "a tray's token cannot plant a Lease named as the leader's in its own namespace" 403 \
+	"leader election Lease" "$tok_a" POST "$leases" "$(lease_json "$LEADER" "nvl72-agent/$NODE_A")"
 
 # ---- other trays' Leases ------------------------------------------------------------
 refused "a tray's token cannot renew another tray's Lease" 403 "own Node as holder" \
 	"$tok_a" PATCH "$leases/$TRAY_B" "{\"spec\":{\"renewTime\":\"$(date -u +%FT%T.000000Z)\"}}" "$merge"
 refused "a tray's token cannot take another tray's Lease" 403 "on another Node" \
 	"$tok_a" PATCH "$leases/$TRAY_B" "{\"spec\":{\"holderIdentity\":\"nvl72-agent/$NODE_A\"}}" "$merge"
-k -n "$NS" delete lease "$TRAY_B" >/dev/null
+k -n "$ANS" delete lease "$TRAY_B" >/dev/null
 refused "a tray's token cannot plant a Lease for a tray on another Node" 403 "on another Node" \
 	"$tok_a" POST "$leases" "$(lease_json "$TRAY_B" "nvl72-agent/$NODE_A")"
 refused "a tray's token cannot write its own Lease naming another holder" 403 "own Node as holder" \
@@ -184,7 +195,7 @@ refused "a tray's token cannot write its own Lease naming another holder" 403 "o
 refused "a tray's token cannot strip the heartbeat label off its Lease" 403 "heartbeat Leases" \
 	"$tok_a" PATCH "$leases/$TRAY_A" '{"metadata":{"labels":{"nvl72.io/tray":null}}}' "$merge"
 printf '{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"other-controller"},"spec":{"holderIdentity":"someone"}}' |
-	k -n "$NS" create -f - >/dev/null
+	k -n "$ANS" create -f - >/dev/null
 refused "a tray's token cannot take a Lease that is no heartbeat" 403 "heartbeat Leases" \
 	"$tok_a" PATCH "$leases/other-controller" "{\"spec\":{\"holderIdentity\":\"nvl72-agent/$NODE_A\"}}" "$merge"
 refused "a tray's token cannot write Leases in another namespace" 403 "cannot create" \
@@ -204,15 +215,15 @@ refused "a tray's token cannot write another tray's status" 403 "own Node" \
 printf '%s' "$tok_a" >"$work/agent.token"
 chmod 600 "$work/agent.token"
 printf 'apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: "%s", certificate-authority: "%s"}\nusers:\n- name: u\n  user: {tokenFile: "%s"}\ncontexts:\n- name: x\n  context: {cluster: c, user: u, namespace: %s}\ncurrent-context: x\n' \
-	"$server" "$pki/ca.crt" "$work/agent.token" "$NS" >"$work/agent.kubeconfig"
+	"$server" "$pki/ca.crt" "$work/agent.token" "$ANS" >"$work/agent.kubeconfig"
 chmod 600 "$work/agent.kubeconfig"
-k -n "$NS" delete lease "$TRAY_A" >/dev/null
+k -n "$ANS" delete lease "$TRAY_A" >/dev/null
 ipb=$((60 + $$ % 100))
 "$SIM/bin/simctl" create "$work/sim" --trays 1 --ip-base "$ipb" >/dev/null ||
 	{ not_ok "simulated tray" "simctl failed"; finish; }
 d=$work/sim/tray-01
 NVL72_SIM_ROOT=$d "$BIN/nvl72-agent" --kubeconfig "$work/agent.kubeconfig" \
-	--node-name "$NODE_A" --node-ip "127.0.0.$((ipb + 1))" --lease-namespace "$NS" \
+	--node-name "$NODE_A" --node-ip "127.0.0.$((ipb + 1))" --lease-namespace "$ANS" \
 	--heartbeat-period 1s --lease-duration 5s --host-root "$d/host" \
 	--nvml-path "$SIM/lib/libnvidia-ml.so.1" --systemctl "$SIM/bin/systemctl" \
 	--modprobe "$SIM/bin/modprobe" --modinfo "$SIM/bin/modinfo" \
@@ -220,7 +231,7 @@ NVL72_SIM_ROOT=$d "$BIN/nvl72-agent" --kubeconfig "$work/agent.kubeconfig" \
 	--installer-arg "$SIM/bin/nvl72-sim-installer" --installer-arg '{version}' \
 	>"$work/agent.log" 2>&1 &
 pids+=($!)
-renew_of() { k -n "$NS" get lease "$TRAY_A" -o jsonpath='{.spec.holderIdentity} {.spec.renewTime}' 2>/dev/null; }
+renew_of() { k -n "$ANS" get lease "$TRAY_A" -o jsonpath='{.spec.holderIdentity} {.spec.renewTime}' 2>/dev/null; }
 first=""
 created() { first=$(renew_of) && [[ $first == "nvl72-agent/$NODE_A "* ]]; }
 renewed() { local now; now=$(renew_of) && [[ $now == "nvl72-agent/$NODE_A "* && $now != "$first" ]]; }

@@ -108,9 +108,9 @@ operator:
   # Reached through its Service, from this machine.
   dashboard: {expose: true}
   extraArgs: [--tray-heartbeat-timeout=10m, "--agent-node-selector=nvl72.io/rack,$TRAY_LABEL=true,!node-role.kubernetes.io/control-plane"]
+# The agents go to the chart's default namespace, $ANS, which it creates
+# labelled privileged.
 agent:
-  namespace: $ANS
-  createNamespace: true
   image: {tag: "$version"}
   nodeSelector: {kubernetes.io/hostname: $NVL72_NODE_NAME}
   nvmlPath: /host/usr/lib/$triplet/libnvidia-ml.so.1
