@@ -814,6 +814,70 @@ else
 	not_ok "without the webhook, the policy lets an approval naming its real sender and groups through" "$(one_line "$out")"
 fi
 
+# The operator's own token may patch any Pod and Node (RBAC cannot name
+# fields); the policies <release>-operator-pods and -operator-nodes let it
+# change only what it does change. A real token of its ServiceAccount tries
+# the rest: a container image swapped in kube-system, a foreign label or
+# annotation, a taint.
+op_tok=$(k -n "$ns" create token nvl72-operator --duration=10m 2>&1)
+as_operator() { # kubectl with the operator's token only
+	timeout 90 "$KUBECTL" --kubeconfig=/dev/null --server="$server" \
+		--certificate-authority="$pki/ca.crt" --token="$op_tok" --request-timeout=30s "$@"
+}
+k apply -f - >/dev/null 2>&1 <<'OBJS'
+apiVersion: v1
+kind: Pod
+metadata: {name: deploy-test-victim, namespace: kube-system, annotations: {team: infra}}
+spec:
+  containers: [{name: c, image: nvl72.invalid/busybox:test}]
+---
+apiVersion: v1
+kind: Node
+metadata: {name: deploy-test-node, labels: {topology.kubernetes.io/zone: z1}}
+OBJS
+op_patch() { # op_patch NAME yes|no MESSAGE PATCH OBJECT...: merge patch as the operator
+	local name=$1 want=$2 msg=$3 body=$4 out rc
+	shift 4
+	out=$(as_operator patch "$@" --type=merge -p "$body" 2>&1)
+	rc=$?
+	if [[ $want == yes && $rc -eq 0 ]] ||
+		[[ $want == no && $rc -ne 0 && $out == *"nvl72-operator-operator-"* && $out == *"$msg"* ]]; then
+		ok "$name"
+	else
+		not_ok "$name" "$(one_line "$out")"
+	fi
+}
+pod=(pod deploy-test-victim -n kube-system)
+op_patch "the operator cannot swap a container image of a pod in kube-system" no \
+	"may not change a Pod's spec" \
+	'{"spec":{"containers":[{"name":"c","image":"nvl72.invalid/evil:1"}]}}' "${pod[@]}"
+op_patch "the operator cannot change a pod's foreign annotation" no \
+	"only nvl72.io/ annotations of a Pod" '{"metadata":{"annotations":{"team":"evil"}}}' "${pod[@]}"
+op_patch "the operator cannot relabel a pod outside nvl72.io/" no \
+	"only nvl72.io/ labels of a Pod" '{"metadata":{"labels":{"app":"evil"}}}' "${pod[@]}"
+op_patch "the operator may write the checkpoint handshake annotation of a pod" yes "" \
+	'{"metadata":{"annotations":{"nvl72.io/checkpoint-requested":"2026-01-01T00:00:00Z"}}}' "${pod[@]}"
+op_patch "the operator may label a pod under nvl72.io/ (its leader label)" yes "" \
+	'{"metadata":{"labels":{"nvl72.io/operator-leader":"true"}}}' "${pod[@]}"
+op_patch "the operator cannot taint a Node" no "only spec.unschedulable of a Node's spec" \
+	'{"spec":{"taints":[{"key":"evil","effect":"NoSchedule"}]}}' node deploy-test-node
+op_patch "the operator cannot change a Node's foreign label" no "only nvl72.io/ labels of a Node" \
+	'{"metadata":{"labels":{"topology.kubernetes.io/zone":"z2"}}}' node deploy-test-node
+op_patch "the operator cannot annotate a Node outside nvl72.io/" no \
+	"only nvl72.io/ annotations of a Node" '{"metadata":{"annotations":{"evil":"1"}}}' \
+	node deploy-test-node
+op_patch "the operator may cordon a Node and set its nvl72.io/ labels and annotations" yes "" \
+	'{"spec":{"unschedulable":true},"metadata":{"labels":{"nvl72.io/maintenance":"Draining"},"annotations":{"nvl72.io/cordoned-by":"nvl72-operator"}}}' \
+	node deploy-test-node
+img=$(k -n kube-system get pod deploy-test-victim -o jsonpath='{.spec.containers[0].image}/{.metadata.annotations.team}' 2>&1)
+if [[ $img == nvl72.invalid/busybox:test/infra ]]; then
+	ok "the pod's image and foreign annotation are unchanged ($img)"
+else
+	not_ok "the pod's image and foreign annotation are unchanged" "$img"
+fi
+k -n kube-system delete pod deploy-test-victim --grace-period=0 --force >/dev/null 2>&1
+k delete node deploy-test-node >/dev/null 2>&1
+
 k delete clusterrolebinding deploy-test-approver deploy-test-viewer deploy-test-approver-sa \
 	--ignore-not-found >/dev/null 2>&1 || true
 finish
