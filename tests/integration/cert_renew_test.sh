@@ -55,7 +55,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-one_line() { tr -s ' \t\n' ' ' <<<"$1" | cut -c1-400; }
 
 . tests/cluster/ports.sh
 

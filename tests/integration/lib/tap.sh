@@ -7,6 +7,8 @@ passed=0 failed=0
 ok() { printf 'ok - %s\n' "$1"; passed=$((passed + 1)); }
 not_ok() { printf 'not ok - %s: %s\n' "$1" "$(tr -s ' \t\n' ' ' <<<"$2" | cut -c1-500)"; failed=$((failed + 1)); }
 check() { if [[ $2 == 0 ]]; then ok "$1"; else not_ok "$1" "$3"; fi; }
+# A command's output folded into one short line, for a reason.
+one_line() { tr -s ' \t\n' ' ' <<<"$1" | cut -c1-400; }
 finish() {
 	printf '%d passed, %d failed\n' "$passed" "$failed"
 	[[ $failed -eq 0 ]]
