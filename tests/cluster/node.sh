@@ -12,6 +12,9 @@
 #                        lays the simulated tray TRAY (simctl create) out at the
 #                        host paths a real tray has, in the node's mount namespace
 #                        (SIM: the simulator's build folder, build/sim)
+#   node.sh kubelet-restart STATE
+#                        stops the node's kubelet and waits for the next one
+#                        (init starts it again, as systemd would); prints its PID
 #   node.sh init DIR     the first process of the node's PID namespace (internal)
 #
 # Everything the node makes on the machine is in one of: its network
@@ -512,8 +515,16 @@ init() {
 			--snapshotter "$snap" "$d/images/$i.tar" >>"$dir/logs/node.log" 2>&1 ||
 			log "importing the $i image failed"
 	done
-	kubelet --config="$d/kubelet.yaml" --kubeconfig="$d/kubelet.kubeconfig" \
-		--hostname-override="$name" --node-ip="$nodeip" --v=1 >>"$dir/logs/kubelet.log" 2>&1 &
+	# As systemd's kubelet.service does (Restart=always), a kubelet that
+	# exits is started again; `node.sh kubelet-restart` relies on it.
+	(
+		while :; do
+			kubelet --config="$d/kubelet.yaml" --kubeconfig="$d/kubelet.kubeconfig" \
+				--hostname-override="$name" --node-ip="$nodeip" --v=1 >>"$dir/logs/kubelet.log" 2>&1
+			log "the kubelet exited with status $?; starting it again"
+			sleep 1
+		done
+	) &
 	kube-proxy --config="$d/kube-proxy.yaml" --v=1 >>"$dir/logs/kube-proxy.log" 2>&1 &
 	log "node processes started (snapshotter $snap)"
 	# As the namespace's first process this shell also reaps orphans.
@@ -523,6 +534,33 @@ init() {
 		((rc == 127)) && break
 		log "a node process exited with status $rc"
 	done
+}
+
+# The kubelet's process on the machine (its PID outside the node's PID
+# namespace), or nothing.
+kubelet_pid() {
+	local p
+	for p in $(ns_members "$(state_get "$1" PIDNS)" pid); do
+		[[ $(cat "/proc/$p/comm" 2>/dev/null) == kubelet ]] && { echo "$p"; return 0; }
+	done
+	return 0
+}
+
+# Stops the node's kubelet (SIGTERM, as systemctl restart does) and waits
+# until the loop of init has started the next one; prints its PID.
+kubelet_restart() {
+	local state=$1 old new i
+	running "$(state_get "$state" INIT)" "$(state_get "$state" INIT_START)" ||
+		die "the node of $state is not running"
+	old=$(kubelet_pid "$state")
+	[[ -n $old ]] || die "no kubelet runs in the node of $state"
+	kill -TERM "$old"
+	for i in $(seq 300); do
+		new=$(kubelet_pid "$state")
+		[[ -n $new && $new != "$old" ]] && { echo "$new"; return 0; }
+		sleep 0.1
+	done
+	die "the kubelet did not start again"
 }
 
 # A simulated tray at a real tray's host paths, for an agent that runs in
@@ -593,8 +631,9 @@ SH
 
 case ${1:-} in
 tray) [[ $# -eq 4 ]] || die "usage: node.sh tray STATE TRAY SIM"; tray "$2" "$3" "$4" ;;
+kubelet-restart) [[ $# -eq 2 ]] || die "usage: node.sh kubelet-restart STATE"; kubelet_restart "$2" ;;
 up) [[ $# -eq 2 ]] || die "usage: node.sh up DIR"; up "$2" ;;
 down) [[ $# -eq 2 ]] || die "usage: node.sh down STATE"; down "$2" ;;
 init) [[ $# -eq 2 ]] || die "usage: node.sh init DIR"; init "$2" ;;
-*) die "usage: node.sh up DIR | down STATE | tray STATE TRAY SIM | init DIR" ;;
+*) die "usage: node.sh up DIR | down STATE | tray STATE TRAY SIM | kubelet-restart STATE | init DIR" ;;
 esac

@@ -4,7 +4,8 @@
 # an image imported into the node's containerd (no registry) and its log is
 # read through the API server, a Deployment gets its 2 replicas from the
 # controller manager and scheduler, a Service answers from the machine
-# through kube-proxy and from a pod, and stopping the cluster leaves no
+# through kube-proxy and from a pod, a restarted kubelet takes the running
+# containers over, and stopping the cluster leaves no
 # process, mount, interface, cgroup or iptables rule behind.
 #
 # needs: node
@@ -159,6 +160,27 @@ check "a pod reaches the API server through the kubernetes Service" $? "$body"
 out=$(k -n "$ns" exec deploy/web -- cat /tmp/www/index.html 2>&1)
 [[ $out == web-* ]]
 check "kubectl exec runs a command in a pod" $? "$out"
+
+# ---------------------------------------------- a kubelet restarted ---
+# As `systemctl restart kubelet` on a real node: the next kubelet takes the
+# running containers over; nothing is restarted.
+web_ids() { k -n "$ns" get pods -l app=web -o jsonpath='{range .items[*]}{.status.containerStatuses[0].containerID}/{.status.containerStatuses[0].restartCount} {end}' 2>&1; }
+before=$(web_ids)
+t_restart=$(date -u +%s)
+out=$(tests/cluster/node.sh kubelet-restart "$work/state" 2>&1)
+check "node.sh kubelet-restart stops the kubelet and the node starts the next one (pid $out)" $? "$out"
+# The new kubelet posts its own status: a heartbeat newer than the restart.
+fresh() {
+	local hb
+	hb=$(jp node "$NVL72_NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].lastHeartbeatTime}')
+	[[ -n $hb ]] && (($(date -u -d "$hb" +%s) >= t_restart))
+}
+wait_for 60 fresh
+check "the next kubelet reports the node Ready again" $? \
+	"$(jp node "$NVL72_NODE_NAME" -o 'jsonpath={.status.conditions[?(@.type=="Ready")]}')"
+after=$(web_ids)
+[[ $before == *containerd://*/0*containerd://*/0* && $after == "$before" ]]
+check "the Deployment's containers run on, not restarted" $? "before $before, after $after"
 
 # ----------------------------------------------------------- teardown ---
 out=$(tests/cluster/cluster.sh stop "$NVL72_CLUSTER_DIR" 2>&1)
