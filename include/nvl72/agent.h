@@ -117,6 +117,10 @@ struct agent_spec {
 	enum agent_activation activation;
 	bool has_imex;
 	struct host_imex_cfg imex; /* bind_ip is --node-ip */
+	/* spec.imex.domainUID: the uid of the ComputeDomain the tray is a
+	 * member of (the imex.nvl72.io devices' domain attribute); "" when
+	 * none or when spec.imex names no ComputeDomain. */
+	char imex_domain_uid[64];
 	unsigned channel_count;
 	bool channels_all; /* allocationMode All: nodes for every channel */
 	size_t n_channel_ids;

@@ -16,6 +16,9 @@ struct api_compute_domain {
 	char rack[59];        /* optional selector */
 	char partition[64];
 	enum api_alloc_mode alloc_mode;
+	/* spec.channel.resourceClaimTemplate.name, or "<metadata.name>-channel"
+	 * when absent: the template the operator keeps for the domain. */
+	char claim_template[254];
 	bool replace_failed_nodes; /* spec.replaceFailedNodes, default false */
 };
 
@@ -41,6 +44,7 @@ struct api_compute_domain_status {
 	char rack[59];
 	char partition[64];
 	char clique_id[49];
+	char claim_template[254]; /* status.resourceClaimTemplate.name, "" none */
 	unsigned nselector;
 	struct {
 		char key[318];

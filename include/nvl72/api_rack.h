@@ -193,6 +193,7 @@ struct api_compute_tray {
 	bool has_imex;
 	enum api_imex_mode imex_mode;
 	char imex_domain[254];
+	char imex_domain_uid[37]; /* spec.imex.domainUID: the ComputeDomain's uid, "" none */
 	unsigned npeers;
 	char peers[API_COMPUTE_TRAYS][254]; /* ordered: line number = node id */
 	int imex_port;

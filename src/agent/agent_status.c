@@ -79,6 +79,7 @@ static void imex_from_api(const struct api_compute_tray *t, const char *node_ip,
 
 	c->mode = t->imex_mode == API_IMEX_HOST ? HOST_IMEX_HOST : HOST_IMEX_PROCESS;
 	(void)str_copy(c->domain, sizeof(c->domain), t->imex_domain);
+	(void)str_copy(s->imex_domain_uid, sizeof(s->imex_domain_uid), t->imex_domain_uid);
 	for (unsigned i = 0; i < t->npeers; i++)
 		(void)str_copy(c->peers[c->n_peers++], HOST_HOSTNAME_LEN, t->peers[i]);
 	(void)str_copy(c->bind_ip, sizeof(c->bind_ip), node_ip ? node_ip : "");

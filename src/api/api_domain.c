@@ -47,6 +47,23 @@ void api_rack_partition_free(struct api_rack_partition *p)
 	free(p);
 }
 
+/* spec.channel.resourceClaimTemplate, named as in NVIDIA's ComputeDomain
+ * (resource.nvidia.com/v1beta1: ComputeDomainChannelSpec.ResourceClaimTemplate
+ * with a required Name; NVIDIA/k8s-dra-driver-gpu, now
+ * kubernetes-sigs/dra-driver-nvidia-gpu, api/nvidia.com/resource/v1beta1/
+ * computedomain.go). */
+static void claim_template_parse(struct api_ctx *c, const json_t *channel,
+                                 struct api_compute_domain *d)
+{
+	const json_t *o = NULL;
+	if (!api_get_object(c, channel, "resourceClaimTemplate", false, &o))
+		return;
+	size_t old = api_path_push(c, "resourceClaimTemplate");
+	(void)api_get_string(c, o, "name", true, 1, 253, API_S_DNS_SUBDOMAIN, d->claim_template,
+	                     sizeof(d->claim_template));
+	api_path_pop(c, old);
+}
+
 static void domain_spec_parse(struct api_ctx *c, const json_t *spec, struct api_compute_domain *d)
 {
 	int64_t v = 0;
@@ -66,6 +83,7 @@ static void domain_spec_parse(struct api_ctx *c, const json_t *spec, struct api_
 		size_t old = api_path_push(c, "channel");
 		if (api_get_enum(c, o, "allocationMode", false, api_alloc_mode_names, 2, &e))
 			d->alloc_mode = (enum api_alloc_mode)e;
+		claim_template_parse(c, o, d);
 		api_path_pop(c, old);
 	}
 	(void)api_get_bool(c, spec, "replaceFailedNodes", &d->replace_failed_nodes);
@@ -83,6 +101,10 @@ enum nv_err api_compute_domain_parse(const json_t *obj, struct api_compute_domai
 		domain_spec_parse(&c, spec, d);
 		api_path_pop(&c, old);
 	}
+	/* metadata.name is at most 253 bytes; the CRD keeps it to 63. */
+	if (d->claim_template[0] == '\0')
+		snprintf(d->claim_template, sizeof(d->claim_template), "%.245s-channel",
+		         d->meta.name);
 	if (api_ctx_failed(&c)) {
 		free(d);
 		return NV_E_INVALID_OBJECT;
@@ -119,6 +141,9 @@ json_t *api_compute_domain_status_to_json(const struct api_compute_domain_status
 	api_json_set_str(o, "rack", s->rack);
 	api_json_set_str(o, "partition", s->partition);
 	api_json_set_str(o, "cliqueID", s->clique_id);
+	if (s->claim_template[0])
+		json_object_set_new(o, "resourceClaimTemplate",
+		                    json_pack("{s:s}", "name", s->claim_template));
 	for (unsigned i = 0; i < s->nselector && i < API_NODE_SELECTOR_MAX; i++)
 		json_object_set_new(sel, s->selector[i].key, json_string(s->selector[i].value));
 	json_object_set_new(o, "nodeSelector", sel);

@@ -148,6 +148,8 @@ static void imex_parse(struct api_ctx *c, const json_t *js, struct api_compute_t
 		t->imex_mode = (enum api_imex_mode)e;
 	(void)api_get_string(c, js, "domain", true, 1, 253, API_S_ANY, t->imex_domain,
 	                     sizeof(t->imex_domain));
+	(void)api_get_string(c, js, "domainUID", false, 1, 36, API_S_SERIAL, t->imex_domain_uid,
+	                     sizeof(t->imex_domain_uid));
 	peers_parse(c, js, t);
 	if (api_get_int(c, js, "port", false, 1024, 65535, &v))
 		t->imex_port = (int)v;

@@ -193,6 +193,10 @@ explain_has "explain reaches partition leaf backend.partitionId" rackpartitions.
 	'FIELD: *partitionId *<string>' 'backend'
 explain_has "explain reaches compute domain leaf nodes.cliqueID" computedomains.status.nodes.cliqueID \
 	'FIELD: *cliqueID *<string>' 'ClusterUUID'
+explain_has "explain reaches compute domain leaf channel.resourceClaimTemplate.name" \
+	computedomains.spec.channel.resourceClaimTemplate.name 'FIELD: *name *<string>' 'DNS subdomain'
+explain_has "explain reaches tray leaf imex.domainUID" computetrays.spec.imex.domainUID \
+	'FIELD: *domainUID *<string>' 'metadata.uid of the ComputeDomain'
 explain_has "explain reaches upgrade leaf steps.evidence.busBandwidthGBps" \
 	rackupgrades.status.steps.evidence.busBandwidthGBps 'FIELD: *busBandwidthGBps *<integer>' 'GB/s'
 explain_has "explain reaches approval leaf approvedBy.username" upgradeapprovals.spec.approvedBy.username \

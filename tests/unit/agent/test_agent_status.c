@@ -142,8 +142,8 @@ static void test_agent_spec_parse_full(void **state)
 {
 	struct fixture *f = fixture_new(
 	        ",\"driver\":{\"version\":\"580.173.02\",\"activation\":\"Reboot\"},"
-	        "\"imex\":{\"mode\":\"host\",\"domain\":\"cd-a\",\"peers\":[\"10.0.0.3\",\"10.0.0."
-	        "4\"],"
+	        "\"imex\":{\"mode\":\"host\",\"domain\":\"ns.cd-a\",\"domainUID\":\"u-1\","
+	        "\"peers\":[\"10.0.0.3\",\"10.0.0.4\"],"
 	        "\"port\":51000,\"commandPort\":51005,\"channels\":{\"count\":16,\"ids\":[0,3]}},"
 	        "\"maintenance\":{\"state\":\"Upgrading\",\"upgrade\":{\"name\":\"u\",\"step\":2,"
 	        "\"components\":[\"driver\"]}}");
@@ -157,6 +157,7 @@ static void test_agent_spec_parse_full(void **state)
 	assert_int_equal(f->spec.activation, AGENT_ACTIVATE_REBOOT);
 	assert_true(f->spec.has_imex);
 	assert_int_equal(f->spec.imex.mode, HOST_IMEX_HOST);
+	assert_string_equal(f->spec.imex_domain_uid, "u-1");
 	assert_int_equal(f->spec.imex.n_peers, 2);
 	assert_string_equal(f->spec.imex.peers[1], "10.0.0.4");
 	assert_string_equal(f->spec.imex.bind_ip, "10.0.0.3");
@@ -181,6 +182,7 @@ static void test_agent_spec_parse_channel_allocation_mode(void **state)
 	assert_true(f->spec.has_imex);
 	assert_true(f->spec.channels_all);
 	assert_int_equal(f->spec.channel_count, 32);
+	assert_string_equal(f->spec.imex_domain_uid, ""); /* no ComputeDomain */
 	fixture_free(f);
 
 	f = fixture_new(",\"imex\":{\"domain\":\"d\",\"peers\":[\"10.0.0.3\"],"

@@ -65,7 +65,30 @@ static void test_api_compute_domain_parse_sample(void **state)
 	assert_int_equal(d->num_nodes, 8);
 	assert_string_equal(d->partition, "gb300-r07-a");
 	assert_int_equal(d->alloc_mode, API_ALLOC_SINGLE);
+	assert_string_equal(d->claim_template, "llm-pretrain-channel"); /* the default */
 	api_compute_domain_free(d);
+	json_decref(j);
+}
+
+static void test_api_compute_domain_parse_claim_template(void **state)
+{
+	(void)state;
+	json_t *j = test_load(DOMAIN);
+	struct api_errors e;
+	struct api_compute_domain *d = NULL;
+	api_errors_init(&e);
+	test_set(j, "spec.channel.resourceClaimTemplate", json_pack("{s:s}", "name", "imex.train"));
+	assert_int_equal(api_compute_domain_parse(j, &d, &e), NV_OK);
+	assert_string_equal(d->claim_template, "imex.train");
+	api_compute_domain_free(d);
+	test_set(j, "spec.channel.resourceClaimTemplate.name", json_string("Imex_Train"));
+	CD_REJECTS(j, "spec.channel.resourceClaimTemplate.name", "must be a DNS subdomain");
+	test_set(j, "spec.channel.resourceClaimTemplate.name", json_string(""));
+	CD_REJECTS(j, "spec.channel.resourceClaimTemplate.name", "must not be empty");
+	test_set(j, "spec.channel.resourceClaimTemplate.name", NULL);
+	CD_REJECTS(j, "spec.channel.resourceClaimTemplate.name", "is required");
+	test_set(j, "spec.channel.resourceClaimTemplate", json_string("x"));
+	CD_REJECTS(j, "spec.channel.resourceClaimTemplate", "must be an object");
 	json_decref(j);
 }
 
@@ -114,6 +137,7 @@ int main(void)
 	        cmocka_unit_test(test_api_rack_partition_parse_errors),
 	        cmocka_unit_test(test_api_compute_domain_parse_sample),
 	        cmocka_unit_test(test_api_compute_domain_parse_errors),
+	        cmocka_unit_test(test_api_compute_domain_parse_claim_template),
 	        cmocka_unit_test(test_api_compute_domain_parse_replace_failed_nodes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -123,6 +123,12 @@ static void test_api_partition_and_domain_status_to_json(void **state)
 	memcpy(d->selector[0].key, "nvl72.io/compute-domain", 24);
 	memcpy(d->selector[0].value, "llm-pretrain", 13);
 	txt = dump_take(api_compute_domain_status_to_json(d));
+	assert_null(strstr(txt, "resourceClaimTemplate")); /* none yet */
+	free(txt);
+	memcpy(d->claim_template, "llm-pretrain-channel", 21);
+	txt = dump_take(api_compute_domain_status_to_json(d));
+	assert_non_null(
+	        strstr(txt, "\"resourceClaimTemplate\":{\"name\":\"llm-pretrain-channel\"}"));
 	assert_non_null(strstr(txt, "\"status\":\"NotReady\""));
 	assert_non_null(strstr(txt, "{\"cliqueID\":\"\",\"index\":0,\"name\":\"gb300-r07-t01\","
 	                            "\"status\":\"NotReady\"}"));

@@ -111,6 +111,30 @@ static void test_api_compute_tray_parse_channel_allocation(void **state)
 	REJECTS(*state, "spec.imex.channels.allocationMode", "must be one of: Single, All");
 }
 
+static void test_api_compute_tray_parse_imex_domain_uid(void **state)
+{
+	struct api_errors e;
+	struct api_compute_tray *t = NULL;
+
+	api_errors_init(&e);
+	assert_int_equal(api_compute_tray_parse(*state, &t, &e), NV_OK);
+	assert_string_equal(t->imex_domain_uid, ""); /* optional */
+	api_compute_tray_free(t);
+	test_set(*state, "spec.imex.domainUID",
+	         json_string("6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f"));
+	api_errors_init(&e);
+	assert_int_equal(api_compute_tray_parse(*state, &t, &e), NV_OK);
+	assert_string_equal(t->imex_domain_uid, "6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f");
+	api_compute_tray_free(t);
+	test_set(*state, "spec.imex.domainUID",
+	         json_string("6f1c2d3e-4a5b-4c6d-8e7f-0a1b2c3d4e5f0"));
+	REJECTS(*state, "spec.imex.domainUID", "must be at most 36 characters");
+	test_set(*state, "spec.imex.domainUID", json_string("a b"));
+	REJECTS(*state, "spec.imex.domainUID", "must be a serial");
+	test_set(*state, "spec.imex.domainUID", json_string(""));
+	REJECTS(*state, "spec.imex.domainUID", "must not be empty");
+}
+
 static void test_api_compute_tray_parse_maintenance(void **state)
 {
 	test_set(*state, "spec.maintenance.state", json_string("Upgrading"));
@@ -222,6 +246,7 @@ int main(void)
 	        T(test_api_compute_tray_parse_driver),
 	        T(test_api_compute_tray_parse_imex),
 	        T(test_api_compute_tray_parse_channel_allocation),
+	        T(test_api_compute_tray_parse_imex_domain_uid),
 	        T(test_api_compute_tray_parse_maintenance),
 	        T(test_api_compute_tray_parse_spec_required),
 	        T(test_api_compute_tray_parse_validation),
