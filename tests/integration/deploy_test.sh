@@ -611,6 +611,11 @@ can yes "$op_sa" watch leases.coordination.k8s.io -n "$ans"
 can yes "$op_sa" get secrets/nvl72-operator-webhook-tls -n "$ns"
 can yes "$op_sa" patch validatingwebhookconfigurations.admissionregistration.k8s.io/nvl72-operator
 can yes "$op_sa" patch mutatingwebhookconfigurations.admissionregistration.k8s.io/nvl72-operator
+can yes "$op_sa" watch resourceclaimtemplates.resource.k8s.io -n team-a
+can yes "$op_sa" create resourceclaimtemplates.resource.k8s.io -n team-a
+can yes "$op_sa" delete resourceclaimtemplates.resource.k8s.io -n team-a
+can yes "$op_sa" create deviceclasses.resource.k8s.io/imex-channel.nvl72.io
+can yes "$op_sa" patch deviceclasses.resource.k8s.io/imex-channel.nvl72.io
 # ...and nothing around it.
 can no "$op_sa" get secrets/some-other-secret -n "$ns"
 can no "$op_sa" list secrets -n "$ns"
@@ -624,6 +629,13 @@ can no "$op_sa" patch validatingwebhookconfigurations.admissionregistration.k8s.
 can no "$op_sa" create validatingwebhookconfigurations.admissionregistration.k8s.io
 can no "$op_sa" update computetrays.nvl72.io --subresource=status
 can no "$op_sa" create clusterrolebindings.rbac.authorization.k8s.io
+can no "$op_sa" update resourceclaimtemplates.resource.k8s.io -n team-a
+can no "$op_sa" patch resourceclaimtemplates.resource.k8s.io -n team-a
+can no "$op_sa" create resourceclaims.resource.k8s.io -n team-a
+can no "$op_sa" create resourceslices.resource.k8s.io
+can no "$op_sa" create deviceclasses.resource.k8s.io
+can no "$op_sa" patch deviceclasses.resource.k8s.io/another-class
+can no "$op_sa" delete deviceclasses.resource.k8s.io/imex-channel.nvl72.io
 # The agent: its tray's spec and status, a Lease, events; nothing else.
 can yes "$agent_sa" watch computetrays.nvl72.io
 can yes "$agent_sa" patch computetrays.nvl72.io --subresource=status
