@@ -137,11 +137,12 @@ bool op_domain_prior_slot(const json_t *dom, const char *node, unsigned *slot);
 json_t *op_domain_peers(const struct op_domain_cand *c, const struct op_domain_plan *p);
 
 /* The merge patch that gives tray this domain's annotation and spec.imex
- * (mode process, domain key, peers, and channels: id 0 for Single, every
- * channel for All), with its resourceVersion; NULL when nothing changes.
- * peers NULL: only the annotation. */
-json_t *op_domain_tray_patch(const json_t *tray, const char *key, const json_t *peers,
-                             enum op_domain_channels channels);
+ * (mode process, domain key, domainUID uid (left out when ""), peers, and
+ * channels: id 0 for Single, every channel for All), with its
+ * resourceVersion; NULL when nothing changes. peers NULL: only the
+ * annotation. */
+json_t *op_domain_tray_patch(const json_t *tray, const char *key, const char *uid,
+                             const json_t *peers, enum op_domain_channels channels);
 
 /* The merge patch that takes the domain's annotation and spec.imex off a
  * tray of key; NULL when the tray is not key's. */
@@ -158,5 +159,61 @@ json_t *op_domain_node_patch(const json_t *node, const char *key, bool member);
  * the ComputeDomain. */
 void op_domain_status_apply(json_t *obj, const char *key, const struct op_domain_cand *c,
                             const struct op_domain_plan *p, int64_t now_ms);
+
+/* ---- the domain's IMEX channel through DRA ----
+ *
+ * The imex.nvl72.io driver's names, as the project's DRA contract fixes
+ * them (docs/operator.md, "The domain's ResourceClaimTemplate"): the agent
+ * publishes a tray's devices with the attributes the selector reads, the
+ * operator keeps the DeviceClass and one ResourceClaimTemplate per domain. */
+#define OP_DRA_DRIVER "imex.nvl72.io"
+#define OP_DRA_DEVICE_CLASS "imex-channel.nvl72.io"
+#define OP_DRA_REQUEST "channel"
+#define OP_DRA_CONFIG_KIND "ImexChannelConfig"
+#define OP_COND_CLAIM_TEMPLATE "ClaimTemplateReady"
+
+/* The DeviceClass as the operator applies it: one CEL selector on the
+ * driver's name. New reference. */
+json_t *op_domain_device_class(void);
+
+/* The ResourceClaimTemplate name of dom (a ComputeDomain with its
+ * metadata.uid), key its domain key, in dom's namespace: labelled
+ * nvl72.io/compute-domain=key, controlled by dom, one request "channel" of
+ * exactly one device of the DeviceClass whose domain attribute is dom's uid
+ * and whose IMEX is ready, and the opaque config the kubelet plugin reads
+ * (domainUID, domain "<namespace>/<name>", allocationMode). New reference. */
+json_t *op_domain_claim_template(const json_t *dom, const char *key, const char *name,
+                                 enum op_domain_channels channels);
+
+enum op_claim_verdict {
+	OP_CLAIM_MATCHES = 0, /* ours and as wanted: nothing to write */
+	OP_CLAIM_DIFFERS,     /* ours (or left by an earlier domain of the name): replace it */
+	OP_CLAIM_FOREIGN,     /* someone else's: leave it alone */
+};
+
+/* Judges have, the template of that name found in the cluster, against
+ * want (from op_domain_claim_template). Ours: its controller owner
+ * reference has want's uid. Matches: ours, with want's label, and every
+ * field want sets in spec.spec equal (fields the API server adds, such as
+ * defaults, are allowed; lists must have want's length). A template whose
+ * controller is a ComputeDomain of want's name with another uid was left by
+ * an earlier domain of that name, which no longer exists: it differs. why
+ * (cap bytes) says what differs, or whose the template is. */
+enum op_claim_verdict op_domain_claim_judge(const json_t *have, const json_t *want, char *why,
+                                            size_t cap);
+
+/* What the last pass knows of the template, for the status: name is
+ * status.resourceClaimTemplate.name (NULL: removed), and the
+ * ClaimTemplateReady condition. */
+struct op_domain_claim {
+	const char *name;
+	bool ready;
+	const char *reason; /* CamelCase */
+	char message[384];
+};
+
+/* Writes status.resourceClaimTemplate and the ClaimTemplateReady condition
+ * into obj, a private copy of the ComputeDomain. */
+void op_domain_claim_status_apply(json_t *obj, const struct op_domain_claim *c, int64_t now_ms);
 
 #endif

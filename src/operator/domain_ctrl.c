@@ -343,10 +343,10 @@ static enum nv_err stray_labels(struct op *op, const struct domain_pass *p,
  * resourceVersion so that two domains never claim one tray; the agent's
  * status writes move it too, so on a conflict the tray is read again and,
  * still free or ours, patched once more. */
-static enum nv_err tray_claim(struct op *op, const json_t *tray, const char *dkey,
+static enum nv_err tray_claim(struct op *op, const json_t *tray, const char *dkey, const char *uid,
                               const json_t *peers, enum op_domain_channels channels)
 {
-	json_t *body = op_domain_tray_patch(tray, dkey, peers, channels), *fresh = NULL;
+	json_t *body = op_domain_tray_patch(tray, dkey, uid, peers, channels), *fresh = NULL;
 	const char *name = kube_obj_name(tray);
 	struct kube_status st;
 	enum nv_err rc = NV_OK;
@@ -366,11 +366,16 @@ static enum nv_err tray_claim(struct op *op, const json_t *tray, const char *dke
 			rc = NV_E_CONFLICT; /* another domain took it: next pass */
 			break;
 		}
-		body = op_domain_tray_patch(fresh, dkey, peers, channels);
+		body = op_domain_tray_patch(fresh, dkey, uid, peers, channels);
 	}
 	json_decref(body);
 	json_decref(fresh);
 	return rc;
+}
+
+static enum op_domain_channels domain_channels(const struct domain_pass *p)
+{
+	return p->spec->alloc_mode == API_ALLOC_ALL ? OP_CHANNELS_ALL : OP_CHANNELS_SINGLE;
 }
 
 /* Claims and configures the members, frees the trays it no longer keeps
@@ -379,8 +384,8 @@ static enum nv_err members_sync(struct op *op, struct domain_pass *p,
                                 const struct op_domain_plan *plan)
 {
 	json_t *peers = plan->placed ? op_domain_peers(p->cand, plan) : NULL, *body;
-	enum op_domain_channels channels =
-	        p->spec->alloc_mode == API_ALLOC_ALL ? OP_CHANNELS_ALL : OP_CHANNELS_SINGLE;
+	const char *uid = jx_str_or(p->dom, "metadata.uid", "");
+	enum op_domain_channels channels = domain_channels(p);
 	enum nv_err worst = NV_OK, rc;
 
 	for (unsigned i = 0; i < p->n; i++) {
@@ -390,7 +395,7 @@ static enum nv_err members_sync(struct op *op, struct domain_pass *p,
 		for (unsigned k = 0; k < plan->n; k++)
 			member |= plan->member[k] == i;
 		if (member)
-			rc = tray_claim(op, t, p->dkey, peers, channels);
+			rc = tray_claim(op, t, p->dkey, uid, peers, channels);
 		else if ((body = op_domain_tray_release_patch(t, p->dkey)) != NULL) {
 			rc = patch(op, &OP_RES_TRAYS, NULL, c->tray, body, NULL);
 			json_decref(body);
@@ -411,14 +416,18 @@ static enum nv_err members_sync(struct op *op, struct domain_pass *p,
 	return worst;
 }
 
+/* claim->reason NULL: the template part of the status stays as it is. */
 static enum nv_err status_sync(struct op *op, struct domain_pass *p,
-                               const struct op_domain_plan *plan)
+                               const struct op_domain_plan *plan,
+                               const struct op_domain_claim *claim)
 {
 	json_t *want = json_deep_copy(p->dom), *body;
 	const char *was = jx_str_or(p->dom, "status.status", "");
 	enum nv_err rc = NV_OK;
 
 	op_domain_status_apply(want, p->dkey, p->cand, plan, time_wall_ms());
+	if (claim->reason)
+		op_domain_claim_status_apply(want, claim, time_wall_ms());
 	body = op_rack_status_patch(p->dom, want);
 	if (body) {
 		rc = patch(op, &OP_RES_DOMAINS, p->ns, p->name, body, "status");
@@ -492,15 +501,55 @@ static void no_spare_events(struct op *op, const struct domain_pass *p,
 	}
 }
 
+/* The templates a domain going away may have: the one its spec names and
+ * the one its status reports. The garbage collector would delete them
+ * through their owner reference, but only where one runs, and only after
+ * the domain is gone. */
+static enum nv_err templates_release(struct op *op, struct domain_pass *p)
+{
+	struct api_errors *errs = op_spec_errors_new();
+	struct api_compute_domain *d = NULL;
+	const char *names[2] = {"", jx_str_or(p->dom, "status.resourceClaimTemplate.name", "")};
+	enum nv_err rc;
+
+	if (api_compute_domain_parse(p->dom, &d, errs) == NV_OK)
+		names[0] = d->claim_template;
+	rc = op_claim_release(op, p->dom, names, 2);
+	api_compute_domain_free(d);
+	free(errs);
+	return rc;
+}
+
 static struct kube_result domain_delete(struct op *op, struct domain_pass *p)
 {
 	enum nv_err rc = release_all(op, p->dkey);
+	if (rc == NV_OK && has_finalizer(p->dom))
+		rc = templates_release(op, p);
 	if (rc == NV_OK && has_finalizer(p->dom)) {
 		rc = finalizer_set(op, p, false);
+		if (rc == NV_E_NOT_FOUND) /* a pass before this one removed it: gone */
+			return (struct kube_result){.err = NV_OK};
 		if (rc == NV_OK)
 			log_info(DOMAIN_COMP, "released", "domain=%s/%s", p->ns, p->name);
 	}
 	return (struct kube_result){.err = rc};
+}
+
+/* The domain's ResourceClaimTemplate; a domain key too long for its label
+ * gets none. */
+static enum nv_err claim_sync(struct op *op, struct domain_pass *p, bool fits,
+                              struct op_domain_claim *claim)
+{
+	if (!fits) {
+		memset(claim, 0, sizeof(*claim));
+		claim->reason = "NameTooLong";
+		snprintf(claim->message, sizeof(claim->message),
+		         "\"%s\" is longer than a label value (63): no ResourceClaimTemplate",
+		         p->dkey);
+		return NV_OK;
+	}
+	return op_claim_sync(op, p->dom, p->dkey, p->spec->claim_template, domain_channels(p),
+	                     claim);
 }
 
 /* The domain's spec, read with the api's parser. The apiserver's schema
@@ -558,6 +607,8 @@ static struct kube_result domain_reconcile(void *ud, const char *key)
 		                         time_wall_ms(), &plan);
 	if (fits && (r2 = members_sync(op, &p, &plan)) != NV_OK)
 		rc = r2;
+	struct op_domain_claim claim;
+	enum nv_err crc = claim_sync(op, &p, fits, &claim);
 	if (rc == NV_OK)
 		replaced_events(op, &p, &plan);
 	if (plan.npicked > 0 && rc == NV_OK)
@@ -566,10 +617,12 @@ static struct kube_result domain_reconcile(void *ud, const char *key)
 		         num, plan.clique, plan.rack);
 	else if (!plan.placed && !jx_str_or(p.dom, "status.status", "")[0])
 		op_event(op, p.dom, "Warning", plan.reason, "Place", "%s", plan.message);
-	if (rc == NV_OK && (r2 = status_sync(op, &p, &plan)) != NV_OK)
+	if (rc == NV_OK && (r2 = status_sync(op, &p, &plan, &claim)) != NV_OK)
 		rc = r2;
 	if (rc == NV_OK)
 		no_spare_events(op, &p, &plan);
+	if (rc == NV_OK)
+		rc = crc; /* a template write that failed comes back */
 	pass_clear(&p);
 	/* A status written here comes back as an update and another pass,
 	 * which publishes it from the cache. */
@@ -592,4 +645,5 @@ const struct op_controller op_domain_controller = {
         .watches = domain_watches,
         .nwatches = sizeof(domain_watches) / sizeof(domain_watches[0]),
         .reconcile = domain_reconcile,
+        .leading = op_claim_leading,
 };

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nvl72/api.h"
 #include "nvl72/json.h"
 #include "nvl72/kube.h"
 #include "nvl72/kube_ctrl.h"
@@ -362,11 +363,18 @@ json_t *op_domain_peers(const struct op_domain_cand *c, const struct op_domain_p
 	return a;
 }
 
-static const char *annotation(const json_t *obj)
+/* The domain key obj carries in its metadata.annotations or .labels
+ * (where), "" when none. */
+static const char *domain_mark(const json_t *obj, const char *where)
 {
-	const json_t *a = jx_path(obj, "metadata.annotations");
+	const json_t *a = jx_path(obj, where);
 	const json_t *v = json_is_object(a) ? json_object_get(a, OP_LABEL_COMPUTE_DOMAIN) : NULL;
 	return json_is_string(v) ? json_string_value(v) : "";
+}
+
+static const char *annotation(const json_t *obj)
+{
+	return domain_mark(obj, "metadata.annotations");
 }
 
 static json_t *with_rv(const json_t *obj, json_t *patch)
@@ -393,10 +401,12 @@ static bool channels_ok(const json_t *cur, enum op_domain_channels channels)
 	return ok;
 }
 
-json_t *op_domain_tray_patch(const json_t *tray, const char *key, const json_t *peers,
-                             enum op_domain_channels channels)
+json_t *op_domain_tray_patch(const json_t *tray, const char *key, const char *uid,
+                             const json_t *peers, enum op_domain_channels channels)
 {
 	json_t *patch = json_object(), *want, *cur = jx_path(tray, "spec.imex");
+	if (uid == NULL)
+		uid = "";
 
 	if (strcmp(annotation(tray), key) != 0)
 		json_object_set_new(
@@ -409,8 +419,14 @@ json_t *op_domain_tray_patch(const json_t *tray, const char *key, const json_t *
 		        channels == OP_CHANNELS_ALL
 		                ? json_pack("{s:s,s:n}", "allocationMode", "All", "ids")
 		                : json_pack("{s:s,s:[i]}", "allocationMode", "Single", "ids", 0));
+		/* The uid tells the agent which domain's claims the tray's
+		 * devices serve: a domain deleted and made again under its name
+		 * is another domain. */
+		if (uid[0])
+			json_object_set_new(want, "domainUID", json_string(uid));
 		if (!json_is_object(cur) || !json_equal(json_object_get(cur, "peers"), peers) ||
 		    strcmp(jx_str_or(cur, "domain", ""), key) != 0 ||
+		    strcmp(jx_str_or(cur, "domainUID", ""), uid) != 0 ||
 		    strcmp(jx_str_or(cur, "mode", "process"), "process") != 0 ||
 		    !channels_ok(cur, channels))
 			json_object_set_new(patch, "spec", json_pack("{s:o}", "imex", want));
@@ -555,4 +571,150 @@ void op_domain_status_apply(json_t *obj, const char *key, const struct op_domain
 	                         : split  ? "CliqueSplit"
 	                                  : "IMEXNotReady",
 	                         msg, gen, now_ms);
+}
+
+/* ---- the domain's IMEX channel through DRA ---- */
+
+json_t *op_domain_device_class(void)
+{
+	return json_pack("{s:s,s:s,s:{s:s},s:{s:[{s:{s:s}}]}}", "apiVersion", "resource.k8s.io/v1",
+	                 "kind", "DeviceClass", "metadata", "name", OP_DRA_DEVICE_CLASS, "spec",
+	                 "selectors", "cel", "expression",
+	                 "device.driver == \"" OP_DRA_DRIVER "\"");
+}
+
+/* The shape is resource.k8s.io/v1's (Kubernetes 1.34, k8s.io/api v0.34
+ * resource/v1/types.go): a DeviceRequest names its devices in `exactly`
+ * (ExactDeviceRequest: deviceClassName, selectors of CEL, allocationMode
+ * ExactCount with count), and DeviceClaimConfiguration carries `requests`
+ * and an `opaque` {driver, parameters}. The parameters are the driver's
+ * own, read by the agent's kubelet plugin. */
+json_t *op_domain_claim_template(const json_t *dom, const char *key, const char *name,
+                                 enum op_domain_channels channels)
+{
+	const char *uid = jx_str_or(dom, "metadata.uid", "");
+	const char *ns = jx_str_or(dom, "metadata.namespace", "");
+	const char *dname = jx_str_or(dom, "metadata.name", "");
+	char cel[320], domain[320];
+
+	snprintf(cel, sizeof(cel),
+	         "device.attributes[\"%s\"].domain == \"%.64s\" && "
+	         "device.attributes[\"%s\"].imexReady",
+	         OP_DRA_DRIVER, uid, OP_DRA_DRIVER);
+	snprintf(domain, sizeof(domain), "%.63s/%.253s", ns, dname);
+	json_t *owner = json_pack("{s:s,s:s,s:s,s:s,s:b,s:b}", "apiVersion", API_VERSION, "kind",
+	                          "ComputeDomain", "name", dname, "uid", uid, "controller", 1,
+	                          "blockOwnerDeletion", 1);
+	json_t *params =
+	        json_pack("{s:s,s:s,s:s,s:s,s:s}", "apiVersion", API_VERSION, "kind",
+	                  OP_DRA_CONFIG_KIND, "domainUID", uid, "domain", domain, "allocationMode",
+	                  channels == OP_CHANNELS_ALL ? "All" : "Single");
+	json_t *request =
+	        json_pack("{s:s,s:{s:s,s:s,s:i,s:[{s:{s:s}}]}}", "name", OP_DRA_REQUEST, "exactly",
+	                  "deviceClassName", OP_DRA_DEVICE_CLASS, "allocationMode", "ExactCount",
+	                  "count", 1, "selectors", "cel", "expression", cel);
+	json_t *config = json_pack("{s:[s],s:{s:s,s:o}}", "requests", OP_DRA_REQUEST, "opaque",
+	                           "driver", OP_DRA_DRIVER, "parameters", params);
+	return json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s},s:[o]},s:{s:{s:{s:[o],s:[o]}}}}",
+	                 "apiVersion", "resource.k8s.io/v1", "kind", "ResourceClaimTemplate",
+	                 "metadata", "name", name, "namespace", ns, "labels",
+	                 OP_LABEL_COMPUTE_DOMAIN, key, "ownerReferences", owner, "spec", "spec",
+	                 "devices", "requests", request, "config", config);
+}
+
+/* Whether every member want sets is in have with the same value; lists
+ * must have the same length and match item by item. */
+static bool json_subset(const json_t *want, const json_t *have)
+{
+	const char *k;
+	json_t *v;
+	size_t i;
+
+	if (have == NULL)
+		return false;
+	if (json_is_object(want)) {
+		if (!json_is_object(have))
+			return false;
+		json_object_foreach((json_t *)want, k, v)
+			if (!json_subset(v, json_object_get(have, k)))
+				return false;
+		return true;
+	}
+	if (json_is_array(want)) {
+		if (!json_is_array(have) || json_array_size(have) != json_array_size(want))
+			return false;
+		json_array_foreach(want, i, v)
+			if (!json_subset(v, json_array_get(have, i)))
+				return false;
+		return true;
+	}
+	return json_equal(want, have);
+}
+
+static const json_t *controller_of(const json_t *obj)
+{
+	const json_t *r;
+	size_t i;
+	json_array_foreach(jx_path(obj, "metadata.ownerReferences"), i, r)
+		if (json_is_true(json_object_get(r, "controller")))
+			return r;
+	return NULL;
+}
+
+enum op_claim_verdict op_domain_claim_judge(const json_t *have, const json_t *want, char *why,
+                                            size_t cap)
+{
+	const json_t *mine = controller_of(want), *ctl = controller_of(have);
+	const char *key = domain_mark(want, "metadata.labels");
+	const char *uid = jx_str_or(mine, "uid", ""), *name = jx_str_or(mine, "name", "");
+
+	why[0] = '\0';
+	if (ctl == NULL) {
+		snprintf(why, cap, "has no controller owner reference");
+		return OP_CLAIM_FOREIGN;
+	}
+	if (strcmp(jx_str_or(ctl, "uid", ""), uid) != 0) {
+		bool cd = strcmp(jx_str_or(ctl, "kind", ""), "ComputeDomain") == 0 &&
+		          strncmp(jx_str_or(ctl, "apiVersion", ""), API_GROUP "/",
+		                  strlen(API_GROUP "/")) == 0;
+		if (cd && strcmp(jx_str_or(ctl, "name", ""), name) == 0) {
+			snprintf(why, cap, "was left by an earlier ComputeDomain %s (uid %.64s)",
+			         name, jx_str_or(ctl, "uid", ""));
+			return OP_CLAIM_DIFFERS;
+		}
+		if (cd)
+			snprintf(why, cap, "belongs to ComputeDomain %s/%s",
+			         kube_obj_namespace(have), jx_str_or(ctl, "name", ""));
+		else
+			snprintf(why, cap, "is controlled by %s %s", jx_str_or(ctl, "kind", "?"),
+			         jx_str_or(ctl, "name", "?"));
+		return OP_CLAIM_FOREIGN;
+	}
+	if (strcmp(domain_mark(have, "metadata.labels"), key) != 0) {
+		snprintf(why, cap, "has not the label %s=%s", OP_LABEL_COMPUTE_DOMAIN, key);
+		return OP_CLAIM_DIFFERS;
+	}
+	if (!json_subset(jx_path(want, "spec.spec"), jx_path(have, "spec.spec"))) {
+		snprintf(why, cap, "has a spec other than the domain's");
+		return OP_CLAIM_DIFFERS;
+	}
+	return OP_CLAIM_MATCHES;
+}
+
+void op_domain_claim_status_apply(json_t *obj, const struct op_domain_claim *c, int64_t now_ms)
+{
+	json_t *st = json_object_get(obj, "status");
+	int64_t gen = (int64_t)json_integer_value(jx_path(obj, "metadata.generation"));
+
+	if (!json_is_object(st)) {
+		st = json_object();
+		json_object_set_new(obj, "status", st);
+	}
+	if (c->name && c->name[0])
+		json_object_set_new(st, "resourceClaimTemplate",
+		                    json_pack("{s:s}", "name", c->name));
+	else
+		json_object_del(st, "resourceClaimTemplate");
+	(void)kube_condition_set(obj, OP_COND_CLAIM_TEMPLATE, c->ready ? "True" : "False",
+	                         c->reason ? c->reason : "Unknown", c->message, gen, now_ms);
 }

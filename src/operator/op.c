@@ -362,6 +362,7 @@ enum nv_err op_new(const struct op_config *cfg, struct op **out)
 	pthread_mutex_init(&op->mu, NULL);
 	pthread_cond_init(&op->cv, NULL);
 	pthread_mutex_init(&op->feed_mu, NULL);
+	pthread_mutex_init(&op->dra.mu, NULL);
 	op->feed_last = json_object();
 	op->fleet = json_object();
 	op->events = json_array();
@@ -384,12 +385,15 @@ static void informers_all(struct op *op, struct kube_informer **l[OP_INFORMERS])
 	memcpy(l, all, sizeof(all));
 }
 
+/* These and the ComputeDomains' template cache, which a leader makes
+ * (op_ctx.h, struct op_dra) and which no sync wait or probe counts. */
 static void informers_stop(struct op *op)
 {
 	struct kube_informer **l[OP_INFORMERS];
 	informers_all(op, l);
 	for (size_t i = 0; i < OP_INFORMERS; i++)
 		kube_informer_stop(*l[i]);
+	kube_informer_stop(op->dra.templates);
 }
 
 static void informers_free(struct op *op)
@@ -400,6 +404,11 @@ static void informers_free(struct op *op)
 		kube_informer_free(*l[i]);
 		*l[i] = NULL;
 	}
+	pthread_mutex_lock(&op->dra.mu);
+	struct kube_informer *t = op->dra.templates;
+	op->dra.templates = NULL;
+	pthread_mutex_unlock(&op->dra.mu);
+	kube_informer_free(t);
 }
 
 /* The webhook's threads stop before its server and the client go. */
@@ -443,6 +452,7 @@ void op_free(struct op *op)
 	pthread_mutex_destroy(&op->mu);
 	pthread_cond_destroy(&op->cv);
 	pthread_mutex_destroy(&op->feed_mu);
+	pthread_mutex_destroy(&op->dra.mu);
 	free(op);
 }
 

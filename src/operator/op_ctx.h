@@ -142,6 +142,28 @@ struct op_domain_metrics {
 	pthread_mutex_t mu; /* one rebuild at a time */
 };
 
+/* Whether the API server serves resource.k8s.io/v1, as the leader last
+ * found it (domain_claim.c). */
+enum op_dra_state {
+	OP_DRA_UNKNOWN = 0, /* not looked yet in this term */
+	OP_DRA_SERVED,
+	OP_DRA_UNAVAILABLE, /* 404: ComputeDomains get no ResourceClaimTemplate */
+};
+
+/* The DRA objects of the ComputeDomain controller. Everything is read and
+ * written under mu; templates is made (once, by the first term that finds
+ * the API served) and freed on the main thread only, so op.c reads the
+ * pointer there without the lock. */
+struct op_dra {
+	pthread_mutex_t mu;
+	enum op_dra_state state;
+	bool said_unavailable; /* the one log line is out */
+	/* The ResourceClaimTemplates labelled nvl72.io/compute-domain, in every
+	 * namespace; NULL until then. Not part of /readyz: a replica that never
+	 * led has none. */
+	struct kube_informer *templates;
+};
+
 struct op {
 	struct op_config cfg;
 	char lease_ns[64];
@@ -154,6 +176,7 @@ struct op {
 	struct kube_access *access; /* POSTs to the dashboard */
 	struct kube_informer *racks, *trays, *nodes, *leases, *matrices, *partitions, *domains;
 	struct kube_informer *upgrades, *approvals;
+	struct op_dra dra;
 	struct op_ctrl ctrl[OP_CTRL_MAX]; /* the table's rows, in its order */
 	size_t nctrl;
 	struct fabric_backend *fabric; /* NULL: --fabric-backend none */
@@ -193,6 +216,24 @@ enum nv_err op_ctrl_watch(struct op_ctrl *c);
 void op_ctrl_enqueue_all(struct op_ctrl *c);
 /* The queue of the controller named name; NULL when there is none. */
 struct kube_workqueue *op_queue(struct op *op, const char *name);
+
+/* ---- a ComputeDomain's DRA objects (domain_claim.c) ---- */
+
+/* The domain controller's leading hook: finds whether resource.k8s.io/v1
+ * is served (one discovery GET), starts the template cache, applies the
+ * DeviceClass and queues every ComputeDomain again. Main thread. */
+void op_claim_leading(struct op *op);
+/* Keeps dom's ResourceClaimTemplate name (key its domain key) as
+ * op_domain_claim_template builds it: created when absent, deleted and
+ * created again when it differs, left alone when it matches or is not the
+ * domain's. Fills *out for the status (out->reason NULL: resource.k8s.io
+ * not looked at yet, leave the status as it is) and returns the error of a
+ * failed read or write. Worker thread. */
+enum nv_err op_claim_sync(struct op *op, const json_t *dom, const char *key, const char *name,
+                          enum op_domain_channels channels, struct op_domain_claim *out);
+/* Deletes the templates dom controls among those named names[0..n) (its
+ * wanted and its reported one), before its finalizer goes. */
+enum nv_err op_claim_release(struct op *op, const json_t *dom, const char *const *names, size_t n);
 
 /* Records an Event about obj and mirrors it to the dashboard feed. */
 void op_event(struct op *op, const json_t *obj, const char *type, const char *reason,

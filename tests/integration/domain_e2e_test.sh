@@ -5,8 +5,14 @@
 # simulated rack (fake NVML and IMEX daemons). A 4-node ComputeDomain gets
 # 4 labelled Nodes, one identical IMEX peer list, running IMEX daemons and
 # Ready status and one IMEX channel device node per member (allocationMode
-# Single); a member's daemon dying turns it NotReady until it is back;
-# deleting it releases the labels and peer lists through its finalizer. A
+# Single), the DeviceClass of the DRA driver imex.nvl72.io and the domain's
+# ResourceClaimTemplate (exact, kept without writes at rest, made again when
+# deleted, refused to a second domain naming it, deleted with the domain)
+# and its uid on the member trays; a member's daemon dying turns it
+# NotReady until it is back; deleting it releases the labels, peer lists
+# and template through its finalizer. Behind a fault proxy that hides
+# resource.k8s.io (404), a domain says DRAUnavailable and the operator
+# asks once and logs once. A
 # domain with replaceFailedNodes and allocationMode All gets every channel
 # on its members, and when a member's Node is deleted it marks the member
 # and after the grace replaces it with a spare of the same clique, in the
@@ -37,6 +43,7 @@ DKEY=$CD_NS.$CD
 CLIQUE=3c9a5e21-7f04-4b6d-8e2a-91d0c4f7a6b3.32766
 
 . "$(dirname "$0")/lib/tap.sh"
+. "$(dirname "$0")/lib/faultproxy.sh"
 
 if [[ ! -x $OPERATOR || ! -x $AGENT || ! -x $sim/bin/simctl || ! -f $sim/lib/libnvidia-ml.so.1 ]]; then
 	b=$(realpath --relative-to="$PWD" "$(dirname "$rel")")
@@ -48,11 +55,12 @@ work=$(mktemp -d /tmp/nvl72-domain-e2e.XXXXXX)
 rack=$work/rack
 declare -A apid=()
 opid=""
+pids=() # the fault proxy
 cleanup() {
 	local p f
-	for p in "${apid[@]}" $opid; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${apid[@]}" $opid "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
 	sleep 0.5
-	for p in "${apid[@]}" $opid; do kill -KILL "$p" 2>/dev/null; done
+	for p in "${apid[@]}" $opid "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	for f in "$rack"/tray-*/host/run/nvl72-agent/imex.pid; do
 		[[ -f $f ]] || continue
 		p=$(cut -d' ' -f1 "$f")
@@ -76,6 +84,7 @@ ip() { echo "127.0.0.$((ipbase + 10#$1))"; }
 tray() { printf '%s/tray-%02d' "$rack" "$((10#$1))"; }
 node() { printf '%s-t%02d' "$RACK" "$((10#$1))"; }
 simctl() { "$sim/bin/simctl" "$@"; }
+one_line() { tr -s ' \t\n' ' ' <<<"$1" | cut -c1-400; }
 
 # ------------------------------------------------------------- set-up ---
 out=$(k apply -f crds/ 2>&1) && out=$(k wait --for=condition=Established --timeout=60s crd --all 2>&1)
@@ -193,6 +202,91 @@ check "allocationMode Single (the default): one channel device node, channel0, o
 k -n "$CD_NS" get events -o json | jq -e '[.items[] | select(.reason == "TraysPicked" or .reason == "DomainReady")] | length >= 2' >/dev/null
 check "events TraysPicked and DomainReady" $? "$(k -n "$CD_NS" get events 2>&1 | tail -3)"
 
+# ------------------------------------ the channel through DRA (issue 15) ---
+# The DeviceClass of the driver, and the domain's ResourceClaimTemplate in
+# its namespace exactly as the DRA contract has it (docs/operator.md).
+dc=$(k get deviceclass imex-channel.nvl72.io -o json 2>&1)
+[[ $(jq -c '.spec.selectors' <<<"$dc" 2>/dev/null) == '[{"cel":{"expression":"device.driver == \"imex.nvl72.io\""}}]' ]]
+check "DeviceClass imex-channel.nvl72.io selects device.driver == \"imex.nvl72.io\"" $? "$(one_line "$dc" | cut -c1-300)"
+uid=$(cd_json | jq -r .metadata.uid)
+TPL=$CD-channel
+tpl_json() { k -n "$CD_NS" get resourceclaimtemplate "$1" -o json 2>/dev/null; }
+tpl_ok() { # tpl_ok NAME DOMAIN UID MODE: the template is exactly the contract's
+	local t
+	t=$(tpl_json "$1") || return 1
+	jq -e --arg d "$CD_NS.$2" --arg n "$2" --arg u "$3" --arg m "$4" --arg ns "$CD_NS" '
+		.metadata.labels["nvl72.io/compute-domain"] == $d and
+		.metadata.ownerReferences == [{"apiVersion": "nvl72.io/v1alpha1", "kind": "ComputeDomain",
+			"name": $n, "uid": $u, "controller": true, "blockOwnerDeletion": true}] and
+		.spec.spec.devices.requests == [{"name": "channel", "exactly": {
+			"deviceClassName": "imex-channel.nvl72.io", "allocationMode": "ExactCount", "count": 1,
+			"selectors": [{"cel": {"expression": ("device.attributes[\"imex.nvl72.io\"].domain == \"" +
+				$u + "\" && device.attributes[\"imex.nvl72.io\"].imexReady")}}]}}] and
+		.spec.spec.devices.config == [{"requests": ["channel"], "opaque": {"driver": "imex.nvl72.io",
+			"parameters": {"apiVersion": "nvl72.io/v1alpha1", "kind": "ImexChannelConfig",
+				"domainUID": $u, "domain": ($ns + "/" + $n), "allocationMode": $m}}}]' <<<"$t" >/dev/null
+}
+tpl_ready() { # tpl_ready DOMAIN NAME: status names it, ClaimTemplateReady True
+	k -n "$CD_NS" get computedomain "$1" -o json | jq -e --arg t "$2" '.status.resourceClaimTemplate.name == $t and
+		any(.status.conditions[]; .type == "ClaimTemplateReady" and .status == "True")' >/dev/null
+}
+wait_for 20 tpl_ready "$CD" "$TPL"
+rc=$?
+tpl_ok "$TPL" "$CD" "$uid" Single
+check "ResourceClaimTemplate $CD_NS/$TPL: label, controller owner, one request of the DeviceClass with the domain's CEL selector, the opaque config; named in status" \
+	$((rc + $?)) "$(tpl_json "$TPL" | jq -c '{metadata: .metadata | {labels, ownerReferences}, spec}' | cut -c1-500) status: $(cd_json | jq -c '.status.resourceClaimTemplate')"
+nuid=$(k get computetrays -o json | jq --arg d "$DKEY" --arg u "$uid" '[.items[] | select(.spec.imex.domain == $d and .spec.imex.domainUID == $u)] | length')
+[[ $nuid == 4 ]]
+check "the 4 member trays carry spec.imex.domainUID = the domain's uid" $? "with it: $nuid"
+
+# Zero template writes at steady state: an unrelated write to the domain
+# makes the operator look at it again (its reconcile counter moves), and
+# the API server counts no write to resourceclaimtemplates meanwhile.
+tpl_writes() {
+	k get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="resourceclaimtemplates"/ &&
+		/verb="(POST|PUT|PATCH|APPLY|DELETE)"/ {s += $NF} END {print s + 0}'
+}
+cd_passes() {
+	curl -fsS -m 5 "http://127.0.0.1:$mport/metrics" |
+		awk '/^controller_runtime_reconcile_total\{/ && /controller="computedomain"/ {s += $NF} END {print s + 0}'
+}
+w0=$(tpl_writes) p0=$(cd_passes)
+k -n "$CD_NS" annotate computedomain "$CD" example.com/touched=1 >/dev/null
+wait_for 20 eval '(( $(cd_passes) > p0 ))'
+rc=$?
+w1=$(tpl_writes) p1=$(cd_passes)
+[[ $rc == 0 && $w0 == "$w1" && $w0 -ge 1 ]]
+check "an unrelated write to the domain is reconciled ($p0 -> $p1 passes) with no template write ($w0 -> $w1)" $? \
+	"rc=$rc writes $w0 -> $w1"
+
+# Deleted by hand, the template comes back (the operator watches them).
+tuid=$(tpl_json "$TPL" | jq -r .metadata.uid)
+k -n "$CD_NS" delete resourceclaimtemplate "$TPL" >/dev/null 2>&1
+back() { local u; u=$(tpl_json "$TPL" | jq -r .metadata.uid) && [[ -n $u && $u != "$tuid" ]]; }
+wait_for 20 back
+rc=$?
+tpl_ok "$TPL" "$CD" "$uid" Single
+check "a template deleted by hand is made again, the same" $((rc + $?)) "$(tpl_json "$TPL" | jq -c .metadata | cut -c1-300)"
+
+# A domain naming another domain's template gets none and says whose it is.
+printf 'apiVersion: nvl72.io/v1alpha1\nkind: ComputeDomain\nmetadata: {name: clash, namespace: %s}\nspec: {numNodes: 2, selector: {rack: no-such-rack}, channel: {resourceClaimTemplate: {name: %s}}}\n' \
+	"$CD_NS" "$TPL" | k apply -f - >/dev/null 2>&1
+conflict() {
+	k -n "$CD_NS" get computedomain clash -o json | jq -e --arg cd "$CD" '
+		any(.status.conditions[]?; .type == "ClaimTemplateReady" and .status == "False" and
+			.reason == "NameConflict" and (.message | contains("belongs to ComputeDomain team-a/" + $cd))) and
+		.status.resourceClaimTemplate == null' >/dev/null
+}
+wait_for 20 conflict
+rc=$?
+tpl_ok "$TPL" "$CD" "$uid" Single
+check "a second domain naming $TPL: ClaimTemplateReady False NameConflict naming $CD; the template stays $CD's" \
+	$((rc + $?)) "$(k -n "$CD_NS" get computedomain clash -o json | jq -c '.status.conditions' | cut -c1-400)"
+k -n "$CD_NS" get events -o json | jq -e '[.items[] | select(.reason == "ClaimTemplateConflict")] | length == 1' >/dev/null
+check "one ClaimTemplateConflict event" $? "$(k -n "$CD_NS" get events -o json | jq -c '[.items[] | select(.reason | startswith("ClaimTemplate")) | {reason, count, note}]' | cut -c1-300)"
+out=$(k -n "$CD_NS" delete computedomain clash --timeout=60s 2>&1) && tpl_ok "$TPL" "$CD" "$uid" Single
+check "deleting it leaves $CD's template alone" $? "$(one_line "$out")"
+
 # The operator writes nothing more while nothing changes.
 w1=$(grep -c 'msg="status written"\|status written' "$work/op.log")
 sleep 5
@@ -253,6 +347,10 @@ check "a second 4-node domain is Ready on 4 other trays" $? "b=$(echo $b) common
 # ------------------------------------------------------------ delete ---
 out=$(k -n "$CD_NS" delete computedomain "$CD" --timeout=60s 2>&1)
 check "deleting the domain completes (finalizer removed)" $? "$out"
+# No garbage collector runs here: the operator's own delete is what removes it.
+out=$(k -n "$CD_NS" get resourceclaimtemplate "$TPL" 2>&1)
+[[ $? != 0 && $out == *NotFound* ]] && [[ -n $(tpl_json "$CD-b-channel") ]]
+check "its ResourceClaimTemplate is gone with it; the other domain's stays" $? "$(one_line "$out")"
 released() {
 	[[ -z $(k get nodes -l "nvl72.io/compute-domain=$DKEY" -o name) ]] &&
 		k get computetrays -o json | jq -e --arg d "$DKEY" '[.items[] | select(.spec.imex.domain == $d or .metadata.annotations["nvl72.io/compute-domain"] == $d)] | length == 0' >/dev/null
@@ -305,6 +403,11 @@ done
 [[ $nch == "2048 2048 2048 2048 " ]] &&
 	k get computetrays -o json | jq -e --arg d "$SPKEY" '[.items[] | select(.spec.imex.domain == $d and .spec.imex.channels.allocationMode == "All")] | length == 4' >/dev/null
 check "allocationMode All: every member tray has all 2048 channel device nodes" $? "counts: $nch"
+wait_for 20 tpl_ready "$SP" "$SP-channel"
+rc=$?
+tpl_ok "$SP-channel" "$SP" "$(sp_json | jq -r .metadata.uid)" All
+check "its template's opaque config says allocationMode All" $((rc + $?)) \
+	"$(tpl_json "$SP-channel" | jq -c .spec.spec.devices.config | cut -c1-300)"
 
 # What the survivors' IMEX daemons hold: the pid, and per connection to
 # another member its id and start (the fake daemon's simLinks).
@@ -399,4 +502,43 @@ rc=$?
 opid=""
 [[ $rc == 0 ]]
 check "SIGTERM stops the operator cleanly (exit 0 in $((SECONDS - t0))s)" $? "rc=$rc"
+
+# ------------------------------- an API server without DRA (404) ---
+# The operator again, through the fault proxy answering 404 for
+# resource.k8s.io as an API server that serves no DRA does: the domain
+# says so, and the operator asks once, logs once and writes nothing there.
+faultproxy_start "no DRA: "
+echo "404 /apis/resource.k8s.io/" >"$work/proxy.mode"
+wait_for 5 grep -q ' mode 404' "$work/proxy.log"
+"$OPERATOR" --kubeconfig "$work/proxied.kubeconfig" --metrics-bind-address=127.0.0.1:0 \
+	--health-probe-bind-address=127.0.0.1:0 --dashboard-bind-address=0 --webhook-bind-address=0 \
+	--tray-heartbeat-timeout=10m --log-level=info >"$work/op-nodra.log" 2>&1 &
+opid=$!
+printf 'apiVersion: nvl72.io/v1alpha1\nkind: ComputeDomain\nmetadata: {name: nodra, namespace: %s}\nspec: {numNodes: 2, selector: {rack: no-such-rack}}\n' \
+	"$CD_NS" | k apply -f - >/dev/null 2>&1
+unavailable() {
+	k -n "$CD_NS" get computedomain nodra -o json | jq -e '
+		any(.status.conditions[]?; .type == "ClaimTemplateReady" and .status == "False" and
+			.reason == "DRAUnavailable") and .status.resourceClaimTemplate == null' >/dev/null
+}
+wait_for 30 unavailable
+check "no resource.k8s.io/v1: the domain says ClaimTemplateReady False DRAUnavailable" $? \
+	"$(k -n "$CD_NS" get computedomain nodra -o json | jq -c .status.conditions | cut -c1-300)"
+out=$(k -n "$CD_NS" get resourceclaimtemplate nodra-channel 2>&1)
+[[ $? != 0 && $out == *NotFound* ]]
+check "...and gets no template" $? "$(one_line "$out")"
+k -n "$CD_NS" get events.events.k8s.io -o json | jq -e '[.items[] | select(.reason == "DRAUnavailable" and .regarding.name == "nodra")] | length == 1' >/dev/null
+check "...with one DRAUnavailable event" $? "$(k -n "$CD_NS" get events -o json | jq -c '[.items[] | select(.reason == "DRAUnavailable")]' | cut -c1-300)"
+out=$(k -n "$CD_NS" delete computedomain nodra --timeout=60s 2>&1)
+check "...and is deleted without it" $? "$(one_line "$out")"
+dra_asks=$(awk '$3 ~ "^/apis/resource.k8s.io/" {n++} END {print n + 0}' "$work/proxy.log")
+said=$(grep -c 'resource.k8s.io/v1 is not served' "$work/op-nodra.log")
+[[ $dra_asks == 1 && $said == 1 ]]
+check "the operator asked resource.k8s.io once (its discovery GET) and logged it once" $? \
+	"requests: $dra_asks ($(awk '$3 ~ "^/apis/resource.k8s.io/" {print $2, $3}' "$work/proxy.log" | sort | uniq -c | one_line "$(cat)")), log lines: $said"
+kill -TERM "$opid"
+wait "$opid" 2>/dev/null
+rc=$?
+opid=""
+check "SIGTERM stops it cleanly" "$rc" "rc=$rc"
 finish

@@ -15,6 +15,10 @@ mode, re-read every 100 ms:
                 relay, but hold each request that is not a watch MS
                 milliseconds first (only those whose path starts with a
                 PREFIX, when any is given): a slow apiserver
+    404 PREFIX...
+                answer 404 Not Found, as the apiserver answers a path it
+                does not serve, to each request whose path starts with a
+                PREFIX (an API group that is not there); relay the others
 
 Changing the mode ends the responses being relayed, watches included (a watch
 ends as the apiserver ends one at timeoutSeconds), so clients come back
@@ -82,7 +86,7 @@ class Proxy(socketserver.ThreadingMixIn, http.server.HTTPServer):
                     words = f.read().split()
             except OSError:
                 words = []
-            if words and words != self.mode and words[0] in ("pass", "429", "503", "drop", "delay"):
+            if words and words != self.mode and words[0] in ("pass", "429", "503", "drop", "delay", "404"):
                 with self.lock:
                     self.mode = words
                     cut = list(self.streams)
@@ -155,6 +159,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_status(503, "ServiceUnavailable", "the proxy is unavailable",
                              int(mode[1]) if len(mode) > 1 else None)
             result = "503"
+        elif mode[0] == "404" and any(url.path.startswith(p) for p in mode[1:]):
+            self.send_status(404, "NotFound", "the server could not find the requested resource",
+                             None)
+            result = "404"
         else:
             if (mode[0] == "delay" and watch == "-" and
                     (len(mode) < 3 or any(url.path.startswith(p) for p in mode[2:]))):

@@ -458,6 +458,14 @@ curl -fsS -m 2 "http://127.0.0.1:${PROBE[$standby]}/healthz" | grep -qx ok &&
 	[[ $(curl -s -o /dev/null -w '%{http_code}' -m 2 "http://127.0.0.1:${DASH[$standby]}/ws") == 426 ]]
 check "/healthz, the dashboard page and its /ws endpoint answer" $? "probe ${PROBE[$standby]}, dashboard ${DASH[$standby]}"
 
+# The leader keeps the DeviceClass of the imex.nvl72.io DRA driver, by
+# server-side apply as field manager nvl72-operator.
+dc=$(k get deviceclass imex-channel.nvl72.io -o json --show-managed-fields 2>&1)
+jq -e '.spec.selectors == [{"cel": {"expression": "device.driver == \"imex.nvl72.io\""}}] and
+	any(.metadata.managedFields[]; .manager == "nvl72-operator" and .operation == "Apply")' <<<"$dc" >/dev/null 2>&1
+check "DeviceClass imex-channel.nvl72.io applied by the leader (field manager nvl72-operator)" $? \
+	"$(jq -c '{spec, m: [.metadata.managedFields[]? | {manager, operation}]}' <<<"$dc" 2>&1 | cut -c1-300)"
+
 # ------------------------------------------------- steady state ---
 # Writes the apiserver counted per resource, for write verbs.
 writes() {
@@ -469,7 +477,7 @@ writes() {
 }
 sleep 3
 before=() after=()
-resources=(racks computetrays nodes events leases)
+resources=(racks computetrays nodes events resourceclaimtemplates deviceclasses leases)
 for r in "${resources[@]}"; do before+=("$(writes "$r")"); done
 sleep "$STEADY_S"
 for r in "${resources[@]}"; do after+=("$(writes "$r")"); done
@@ -481,7 +489,7 @@ for i in "${!resources[@]}"; do
 done
 echo "# writes over ${STEADY_S} s at steady state: $summary(leases: the election renewing, every 2 s)"
 ((own == 0))
-check "zero writes to racks, computetrays, nodes, events over ${STEADY_S} s" $? "$summary"
+check "zero writes to racks, computetrays, nodes, events, resourceclaimtemplates, deviceclasses over ${STEADY_S} s" $? "$summary"
 
 # ------------------------------------ an upgrade deleted mid-flight ---
 # The routine sample, not aborted, waits for its notice and approvals; the

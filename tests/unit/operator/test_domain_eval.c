@@ -206,7 +206,8 @@ static void test_op_domain_tray_patch_and_release(void **state)
 	                         "resourceVersion", "7", "spec", "rack", "r07", "index", 1);
 	json_t *peers = json_pack("[s,s]", "10.0.0.1", "10.0.0.2");
 
-	json_t *p = op_domain_tray_patch(tray, "ns.cd", NULL, OP_CHANNELS_SINGLE); /* claim only */
+	json_t *p =
+	        op_domain_tray_patch(tray, "ns.cd", "u-1", NULL, OP_CHANNELS_SINGLE); /* claim */
 	assert_string_equal(jx_str_or(p, "metadata.resourceVersion", ""), "7");
 	assert_string_equal(json_string_value(json_object_get(jx_path(p, "metadata.annotations"),
 	                                                      OP_LABEL_COMPUTE_DOMAIN)),
@@ -214,8 +215,9 @@ static void test_op_domain_tray_patch_and_release(void **state)
 	assert_null(jx_path(p, "spec"));
 	json_decref(p);
 
-	p = op_domain_tray_patch(tray, "ns.cd", peers, OP_CHANNELS_SINGLE);
+	p = op_domain_tray_patch(tray, "ns.cd", "u-1", peers, OP_CHANNELS_SINGLE);
 	assert_string_equal(jx_str_or(p, "spec.imex.mode", ""), "process");
+	assert_string_equal(jx_str_or(p, "spec.imex.domainUID", ""), "u-1");
 	assert_string_equal(jx_str_or(p, "spec.imex.channels.allocationMode", ""), "Single");
 	assert_int_equal(json_array_size(jx_path(p, "spec.imex.channels.ids")), 1);
 	assert_int_equal(json_integer_value(jx_path(p, "spec.imex.channels.ids[0]")), 0);
@@ -224,13 +226,19 @@ static void test_op_domain_tray_patch_and_release(void **state)
 	/* Applied, nothing is left to do. */
 	json_t *now = jx_merge_patch_apply(tray, p);
 	json_decref(p);
-	assert_null(op_domain_tray_patch(now, "ns.cd", peers, OP_CHANNELS_SINGLE));
+	assert_null(op_domain_tray_patch(now, "ns.cd", "u-1", peers, OP_CHANNELS_SINGLE));
 	assert_null(op_domain_tray_release_patch(now, "ns.other"));
+	/* A domain of the same name made again is another domain: the uid
+	 * alone is written. */
+	p = op_domain_tray_patch(now, "ns.cd", "u-2", peers, OP_CHANNELS_SINGLE);
+	assert_string_equal(jx_str_or(p, "spec.imex.domainUID", ""), "u-2");
+	assert_true(json_equal(jx_path(p, "spec.imex.peers"), peers));
+	json_decref(p);
 
 	p = op_domain_tray_release_patch(now, "ns.cd");
 	assert_true(json_is_null(
 	        json_object_get(jx_path(p, "metadata.annotations"), OP_LABEL_COMPUTE_DOMAIN)));
-	assert_true(json_is_null(jx_path(p, "spec.imex")));
+	assert_true(json_is_null(jx_path(p, "spec.imex"))); /* domainUID with it */
 	json_t *after = jx_merge_patch_apply(now, p);
 	assert_null(op_domain_tray_release_patch(after, "ns.cd"));
 	assert_string_equal(jx_str_or(after, "spec.rack", ""), "r07");
@@ -325,19 +333,168 @@ static void test_op_domain_tray_patch_channels_all(void **state)
 	            json_pack("{s:s}", OP_LABEL_COMPUTE_DOMAIN, "ns.cd"));
 
 	/* Single already there: nothing to write. */
-	assert_null(op_domain_tray_patch(tray, "ns.cd", peers, OP_CHANNELS_SINGLE));
+	assert_null(op_domain_tray_patch(tray, "ns.cd", "", peers, OP_CHANNELS_SINGLE));
 	/* All: the mode changes and the ids go, the count stays. */
-	json_t *p = op_domain_tray_patch(tray, "ns.cd", peers, OP_CHANNELS_ALL);
+	json_t *p = op_domain_tray_patch(tray, "ns.cd", "", peers, OP_CHANNELS_ALL);
 	assert_non_null(p);
 	assert_string_equal(jx_str_or(p, "spec.imex.channels.allocationMode", ""), "All");
 	json_t *now = jx_merge_patch_apply(tray, p);
 	assert_null(jx_path(now, "spec.imex.channels.ids"));
 	assert_int_equal(json_integer_value(jx_path(now, "spec.imex.channels.count")), 2048);
-	assert_null(op_domain_tray_patch(now, "ns.cd", peers, OP_CHANNELS_ALL));
+	assert_null(op_domain_tray_patch(now, "ns.cd", "", peers, OP_CHANNELS_ALL));
+	/* A tray claimed before domains had uids in it gets the uid. */
+	json_decref(p);
+	p = op_domain_tray_patch(now, "ns.cd", "u-1", peers, OP_CHANNELS_ALL);
+	assert_int_equal(json_object_size(jx_path(p, "spec.imex")), 5);
+	assert_string_equal(jx_str_or(p, "spec.imex.domainUID", ""), "u-1");
 	json_decref(p);
 	json_decref(now);
 	json_decref(peers);
 	json_decref(tray);
+}
+
+/* The DRA contract's template for ComputeDomain ns/cd (uid u-1), exactly. */
+#define TEMPLATE_SINGLE                                                                            \
+	"{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceClaimTemplate\","               \
+	"\"metadata\":{\"name\":\"cd-channel\",\"namespace\":\"ns\","                              \
+	"\"labels\":{\"nvl72.io/compute-domain\":\"ns.cd\"},"                                      \
+	"\"ownerReferences\":[{\"apiVersion\":\"nvl72.io/v1alpha1\",\"kind\":\"ComputeDomain\","   \
+	"\"name\":\"cd\",\"uid\":\"u-1\",\"controller\":true,\"blockOwnerDeletion\":true}]},"      \
+	"\"spec\":{\"spec\":{\"devices\":{"                                                        \
+	"\"requests\":[{\"name\":\"channel\",\"exactly\":{"                                        \
+	"\"deviceClassName\":\"imex-channel.nvl72.io\",\"allocationMode\":\"ExactCount\","         \
+	"\"count\":1,\"selectors\":[{\"cel\":{\"expression\":"                                     \
+	"\"device.attributes[\\\"imex.nvl72.io\\\"].domain == \\\"u-1\\\" && "                     \
+	"device.attributes[\\\"imex.nvl72.io\\\"].imexReady\"}}]}}],"                              \
+	"\"config\":[{\"requests\":[\"channel\"],\"opaque\":{\"driver\":\"imex.nvl72.io\","        \
+	"\"parameters\":{\"apiVersion\":\"nvl72.io/v1alpha1\",\"kind\":\"ImexChannelConfig\","     \
+	"\"domainUID\":\"u-1\",\"domain\":\"ns/cd\",\"allocationMode\":\"Single\"}}}]}}}}"
+
+static json_t *domain_obj(void)
+{
+	return json_pack("{s:s,s:s,s:{s:s,s:s,s:s,s:i}}", "apiVersion", "nvl72.io/v1alpha1", "kind",
+	                 "ComputeDomain", "metadata", "name", "cd", "namespace", "ns", "uid", "u-1",
+	                 "generation", 1);
+}
+
+static void test_op_domain_claim_template_body(void **state)
+{
+	(void)state;
+	json_t *dom = domain_obj();
+	json_t *want = json_loads(TEMPLATE_SINGLE, 0, NULL);
+	json_t *t = op_domain_claim_template(dom, "ns.cd", "cd-channel", OP_CHANNELS_SINGLE);
+	assert_non_null(want);
+	if (!json_equal(t, want)) {
+		char *s = jx_dumps(t);
+		fail_msg("template: %s", s);
+	}
+	json_decref(t);
+	t = op_domain_claim_template(dom, "ns.cd", "cd-channel", OP_CHANNELS_ALL);
+	assert_string_equal(
+	        jx_str_or(t, "spec.spec.devices.config[0].opaque.parameters.allocationMode", ""),
+	        "All");
+	json_decref(t);
+	json_decref(want);
+	json_decref(dom);
+
+	json_t *dc = op_domain_device_class();
+	json_t *dc_want = json_loads(
+	        "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"DeviceClass\",\"metadata\":{"
+	        "\"name\":\"imex-channel.nvl72.io\"},\"spec\":{\"selectors\":[{\"cel\":{"
+	        "\"expression\":\"device.driver == \\\"imex.nvl72.io\\\"\"}}]}}",
+	        0, NULL);
+	assert_true(json_equal(dc, dc_want));
+	json_decref(dc_want);
+	json_decref(dc);
+}
+
+/* The template as the API server returns it: with its uid, times and the
+ * members it adds (spec.metadata). */
+static json_t *as_served(const json_t *want)
+{
+	json_t *t = json_deep_copy(want);
+	jx_set_take(t, "metadata.uid", json_string("t-9"));
+	jx_set_take(t, "metadata.resourceVersion", json_string("42"));
+	jx_set_take(t, "spec.metadata", json_object());
+	return t;
+}
+
+static void test_op_domain_claim_judge(void **state)
+{
+	(void)state;
+	json_t *dom = domain_obj();
+	json_t *want = op_domain_claim_template(dom, "ns.cd", "cd-channel", OP_CHANNELS_SINGLE);
+	json_t *have = as_served(want);
+	char why[256];
+
+	assert_int_equal(op_domain_claim_judge(have, want, why, sizeof(why)), OP_CLAIM_MATCHES);
+	/* The allocation mode is in the opaque config: another is another spec. */
+	json_t *all = op_domain_claim_template(dom, "ns.cd", "cd-channel", OP_CHANNELS_ALL);
+	assert_int_equal(op_domain_claim_judge(have, all, why, sizeof(why)), OP_CLAIM_DIFFERS);
+	assert_non_null(strstr(why, "spec"));
+	json_decref(all);
+	/* A selector that is not the domain's. */
+	json_t *x = as_served(want);
+	jx_set_take(
+	        json_array_get(jx_path(x, "spec.spec.devices.requests[0].exactly.selectors"), 0),
+	        "cel.expression", json_string("true"));
+	assert_int_equal(op_domain_claim_judge(x, want, why, sizeof(why)), OP_CLAIM_DIFFERS);
+	json_decref(x);
+	/* A second request. */
+	x = as_served(want);
+	json_array_append(jx_path(x, "spec.spec.devices.requests"),
+	                  jx_path(x, "spec.spec.devices.requests[0]"));
+	assert_int_equal(op_domain_claim_judge(x, want, why, sizeof(why)), OP_CLAIM_DIFFERS);
+	json_decref(x);
+	/* Its label changed. */
+	x = as_served(want);
+	jx_set_take(x, "metadata.labels", json_pack("{s:s}", OP_LABEL_COMPUTE_DOMAIN, "ns.other"));
+	assert_int_equal(op_domain_claim_judge(x, want, why, sizeof(why)), OP_CLAIM_DIFFERS);
+	assert_non_null(strstr(why, "label nvl72.io/compute-domain=ns.cd"));
+	json_decref(x);
+	/* Left by an earlier domain of the name. */
+	x = as_served(want);
+	jx_set_take(json_array_get(jx_path(x, "metadata.ownerReferences"), 0), "uid",
+	            json_string("u-0"));
+	assert_int_equal(op_domain_claim_judge(x, want, why, sizeof(why)), OP_CLAIM_DIFFERS);
+	assert_non_null(strstr(why, "earlier ComputeDomain cd (uid u-0)"));
+	/* Another domain's: left alone, named. */
+	jx_set_take(json_array_get(jx_path(x, "metadata.ownerReferences"), 0), "name",
+	            json_string("other"));
+	assert_int_equal(op_domain_claim_judge(x, want, why, sizeof(why)), OP_CLAIM_FOREIGN);
+	assert_string_equal(why, "belongs to ComputeDomain ns/other");
+	/* Someone's own template of that name. */
+	json_object_del(json_object_get(x, "metadata"), "ownerReferences");
+	assert_int_equal(op_domain_claim_judge(x, want, why, sizeof(why)), OP_CLAIM_FOREIGN);
+	assert_string_equal(why, "has no controller owner reference");
+	json_decref(x);
+	json_decref(have);
+	json_decref(want);
+	json_decref(dom);
+}
+
+static void test_op_domain_claim_status_apply(void **state)
+{
+	(void)state;
+	json_t *d = domain_obj();
+	struct op_domain_claim c = {.name = "cd-channel", .ready = true, .reason = "TemplateReady"};
+	snprintf(c.message, sizeof(c.message), "ResourceClaimTemplate ns/cd-channel");
+
+	op_domain_claim_status_apply(d, &c, NOW);
+	assert_string_equal(jx_str_or(d, "status.resourceClaimTemplate.name", ""), "cd-channel");
+	assert_true(kube_condition_is_true(d, OP_COND_CLAIM_TEMPLATE));
+	json_t *again = json_deep_copy(d);
+	op_domain_claim_status_apply(again, &c, NOW + 5000);
+	assert_true(json_equal(d, again)); /* nothing to write */
+	json_decref(again);
+
+	c = (struct op_domain_claim){.name = NULL, .ready = false, .reason = "DRAUnavailable"};
+	op_domain_claim_status_apply(d, &c, NOW + 9000);
+	assert_null(jx_path(d, "status.resourceClaimTemplate"));
+	json_t *cond = kube_condition_find(d, OP_COND_CLAIM_TEMPLATE);
+	assert_string_equal(jx_str_or(cond, "status", ""), "False");
+	assert_string_equal(jx_str_or(cond, "reason", ""), "DRAUnavailable");
+	json_decref(d);
 }
 
 static json_t *cond_obj(const char *ready, const char *driver, const char *fabric)
@@ -698,6 +855,9 @@ int main(void)
 	        cmocka_unit_test(test_op_domain_key_fits_label),
 	        cmocka_unit_test(test_op_domain_tray_patch_and_release),
 	        cmocka_unit_test(test_op_domain_tray_patch_channels_all),
+	        cmocka_unit_test(test_op_domain_claim_template_body),
+	        cmocka_unit_test(test_op_domain_claim_judge),
+	        cmocka_unit_test(test_op_domain_claim_status_apply),
 	        cmocka_unit_test(test_op_domain_member_failure_reasons),
 	        cmocka_unit_test(test_op_domain_failed_since_from_status),
 	        cmocka_unit_test(test_op_domain_replace_failed_after_grace),
