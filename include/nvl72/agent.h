@@ -62,6 +62,10 @@ struct agent_config {
 	int64_t lease_duration_ms;
 	int64_t tray_wait_ms;
 	char *fm_policy;            /* "mask" or "report" */
+	bool kubelet_plugin;        /* serve the DRA driver's kubelet plugin */
+	char *kubelet_registry_dir; /* the kubelet's plugins_registry */
+	char *kubelet_plugins_dir;  /* the kubelet's plugins folder */
+	char *cdi_dir;              /* CDI specs of prepared claims */
 	char *metrics_bind;         /* "ADDR:PORT" or "" (off) */
 	bool metrics_require_token; /* /metrics only for tokens allowed "get" on it */
 	char *log_level;
@@ -153,6 +157,14 @@ struct agent_drv_report {
 	char detail[HOST_ERRMSG_LEN];
 };
 
+/* The kubelet plugin's state, as the condition KubeletPluginReady says it;
+ * status "" when the plugin is off (no condition). */
+struct agent_plugin_report {
+	char status[8]; /* "True" or "False" */
+	char reason[64];
+	char message[256];
+};
+
 /* What one reconcile learned, from which the status is built. */
 struct agent_report {
 	const struct agent_spec *spec;
@@ -175,6 +187,7 @@ struct agent_report {
 	bool fm_masked;
 	const char *lease;                 /* "ns/name" of the heartbeat */
 	struct host_val_result validation; /* phase NONE: no run recorded */
+	struct agent_plugin_report plugin;
 };
 
 /* The whole status object for rep, merged with old (the stored status, may
@@ -187,6 +200,89 @@ json_t *agent_status_build(const struct agent_report *rep, const json_t *old, in
 void agent_validation_from_status(const json_t *status, struct host_val_result *out);
 /* Whether a and b differ in anything but heartbeatTime. */
 bool agent_status_differs(const json_t *a, const json_t *b);
+
+/* ---- the kubelet plugin of the DRA driver imex.nvl72.io ---- */
+/* The pure half: what the plugin knows of its tray, the ResourceSlice it
+ * publishes, the checks a claim must pass before it is prepared, and the
+ * record of prepared claims. The services themselves run inside the agent
+ * (agent_run) and are described in docs/agent.md. */
+
+#define AGENT_DRA_DRIVER "imex.nvl72.io"
+#define AGENT_DRA_SLOTS_DEFAULT 4 /* devices when the tray reports no GPU */
+#define AGENT_DRA_SLOTS_MAX 16
+#define AGENT_DRA_DEVICES_MAX 16  /* allocation results of one claim kept */
+#define AGENT_DRA_CLAIMS_MAX 1024 /* claims in the record */
+
+/* The tray as the plugin acts on it, from one pass. */
+struct agent_dra_view {
+	char node[254];
+	char domain_uid[64]; /* spec.imex.domainUID; "" when in none */
+	char domain_ns[64];  /* of spec.imex.domain "<namespace>.<name>" */
+	char domain_name[254];
+	bool imex_ready; /* daemon READY and domain Up, for domain_uid */
+	char clique[HOST_CLIQUE_LEN];
+	char rack[64];
+	char partition[64]; /* the tray's nvl72.io/partition label; "" none */
+	int64_t tray;       /* spec.index */
+	unsigned slots;     /* devices: the GPUs reported, else 4 */
+	bool channels_all;  /* spec: every channel below channel_count */
+	unsigned channel_count;
+	size_t n_channel_ids;
+	unsigned channel_ids[64];
+};
+
+/* Fills v from a tray, its parsed spec and one observation (obs may be
+ * NULL: nothing observed yet). */
+void agent_dra_view_build(const json_t *tray, const struct agent_spec *spec,
+                          const struct host_obs *obs, const char *node, struct agent_dra_view *v);
+
+/* "<node>-imex.nvl72.io"; NV_E_TOO_LARGE past a DNS subdomain's 253. */
+enum nv_err agent_dra_slice_name(const char *node, char *out, size_t outsz);
+/* The node's ResourceSlice (resource.k8s.io/v1) for v: pool = the node,
+ * devices slot-0..slot-(slots-1), every attribute of the contract always
+ * present. New reference; NULL when the node name is too long. */
+json_t *agent_dra_slice_build(const struct agent_dra_view *v, int64_t generation);
+/* Whether a stored slice differs from a built one in what the plugin owns:
+ * driver, node, pool name and count, and each device's name and
+ * attributes (not the generation or metadata). */
+bool agent_dra_slice_differs(const json_t *stored, const json_t *desired);
+
+/* What preparing a claim gives it, once the claim passed the checks. */
+struct agent_dra_plan {
+	size_t n_devices;
+	struct agent_dra_dev {
+		char request[128];
+		char pool[254];
+		char device[128];
+	} devices[AGENT_DRA_DEVICES_MAX];
+	bool all; /* allocationMode All: every channel of the tray's spec */
+	char domain_uid[64];
+};
+
+/* Checks a ResourceClaim read from the API (claim) against what the kubelet
+ * asked for (ns, name, uid) and the tray (v), as the contract says: the
+ * UID, an allocation on this node's pool by this driver, the opaque
+ * ImexChannelConfig, membership in that ComputeDomain now, the domain's
+ * namespace, IMEX READY. NV_E_INVAL (or NV_E_STATE when the tray is not
+ * ready yet) with err naming the claim ("claim team-a/job: ...") and why. */
+enum nv_err agent_dra_claim_check(const json_t *claim, const char *ns, const char *name,
+                                  const char *uid, const struct agent_dra_view *v,
+                                  struct agent_dra_plan *out, char *err, size_t errsz);
+/* The channels a plan gets, at most cap: 0 for Single; for All every
+ * channel of the tray's spec (0..count-1, or its ids). */
+size_t agent_dra_plan_channels(const struct agent_dra_plan *p, const struct agent_dra_view *v,
+                               unsigned *out, size_t cap);
+
+/* The record of prepared claims (a JSON object {"claims": {UID: entry}} in
+ * the state dir). Parsing checks every entry; a bad one fails the whole
+ * record with err naming the claim UID and field. New reference. */
+enum nv_err agent_dra_record_parse(const char *data, size_t len, json_t **out, char *err,
+                                   size_t errsz);
+/* One entry: the claim, the plan, the channels, the major, the time. New
+ * reference. */
+json_t *agent_dra_record_entry(const char *ns, const char *name, const char *uid,
+                               const struct agent_dra_plan *p, const unsigned *channels,
+                               size_t n_channels, unsigned major, int64_t now_ms);
 
 /* ---- the agent ---- */
 

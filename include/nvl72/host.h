@@ -511,6 +511,32 @@ enum nv_err host_imex_status(struct host *h, struct host_imex_status *out);
 /* Creates /dev/nvidia-caps-imex-channels/channel0..count-1 with the major
  * from /proc/devices; a node with the wrong major is replaced. */
 enum nv_err host_channels_ensure(struct host *h, unsigned count, unsigned *created);
+/* The major of the IMEX channel class from /proc/devices, read now. */
+enum nv_err host_channel_major(struct host *h, unsigned *major);
+
+/* ---- CDI specs of prepared channel claims ---- */
+
+/* The CDI vendor and kind of the kubelet plugin's specs: files are
+ * "<cdi dir>/imex.nvl72.io-<claim UID>.json", device ids
+ * "imex.nvl72.io/channel=<claim UID>". */
+#define HOST_CDI_VENDOR "imex.nvl72.io"
+#define HOST_CDI_KIND "imex.nvl72.io/channel"
+#define HOST_CDI_CHANNELS_MAX 4096
+/* The spec file of a claim. NV_E_INVAL when the UID is not a CDI device
+ * name (letters, digits, '-', '_', '.', ':'; at most 128 bytes). */
+enum nv_err host_cdi_path(const char *cdi_dir, const char *claim_uid, char *out, size_t outsz);
+/* Pure: the spec of one device named by the claim UID whose container
+ * edits are the character devices /dev/nvidia-caps-imex-channels/channel<N>
+ * (major, minor N, rw, mode 0666) for each of channels, appended to out. */
+enum nv_err host_cdi_render(const char *claim_uid, unsigned major, const unsigned *channels,
+                            size_t n_channels, struct buf *out);
+/* Writes a claim's spec atomically (temp file, fsync, rename, fsync of the
+ * folder), making the folder when missing. */
+enum nv_err host_cdi_write(const char *cdi_dir, const char *claim_uid, const char *data,
+                           size_t len);
+/* Removes a claim's spec; none there is NV_OK with removed false. */
+enum nv_err host_cdi_remove(const char *cdi_dir, const char *claim_uid, bool *removed);
+bool host_cdi_exists(const char *cdi_dir, const char *claim_uid);
 
 /* ---- driver change ---- */
 

@@ -4,6 +4,7 @@
 // per pass, IMEX files and daemon, channels, host units) and write the status
 // only when it differs. A Lease renewed on its own thread is the heartbeat.
 #include "nvl72/agent.h"
+#include "agent_int.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -52,7 +53,8 @@ struct agent {
 	struct kube_workers *w;
 	struct kube_recorder *rec;
 	struct web_server *web;
-	struct kube_access *access; /* /metrics checker with --metrics-require-token */
+	struct kube_access *access;  /* /metrics checker with --metrics-require-token */
+	struct agent_plugin *plugin; /* the kubelet plugin of imex.nvl72.io */
 	struct agent_metrics m;
 	pthread_t hb;
 	bool hb_started;
@@ -602,6 +604,21 @@ out:
 	return rc;
 }
 
+/* The plugin learns the tray as this pass left it; its state goes into
+ * this status. */
+static void pass_plugin(struct agent *a, const json_t *tray, struct pass *p)
+{
+	struct agent_dra_view v;
+
+	if (!a->cfg->kubelet_plugin)
+		return;
+	/* With --tray alone the Node is the one the tray names. */
+	agent_dra_view_build(tray, &p->spec, &p->obs,
+	                     a->cfg->node_name[0] ? a->cfg->node_name : p->spec.node, &v);
+	agent_plugin_update(a->plugin, &v);
+	agent_plugin_report(a->plugin, &p->rep.plugin);
+}
+
 static bool all_ready(const struct pass *p)
 {
 	return p->obs.clique_part.err == NV_OK && p->obs.has_clique &&
@@ -642,6 +659,7 @@ static struct kube_result reconcile(void *ud, const char *key)
 		if (p->rep.ondisk[0] == '\0')
 			memcpy(p->rep.ondisk, ondisk, sizeof(ondisk));
 	}
+	pass_plugin(a, tray, p);
 	res.err = status_sync(a, tray, p);
 	if (drv_busy && !p->rep.drv.waiting_maintenance &&
 	    p->rep.drv.phase != HOST_DRV_REBOOT_REQUIRED && p->rep.drv.phase != HOST_DRV_FAILED)
@@ -664,6 +682,21 @@ static struct kube_result reconcile(void *ud, const char *key)
 }
 
 /* ---- lifecycle ---- */
+
+static json_t *plugin_tray_get(void *arg)
+{
+	struct agent *a = arg;
+
+	return a->inf ? kube_informer_get(a->inf, a->tray) : NULL;
+}
+
+static void plugin_changed(void *arg)
+{
+	struct agent *a = arg;
+
+	if (a->q != NULL)
+		kube_workqueue_add(a->q, a->tray);
+}
 
 static bool check_heartbeat(void *arg, struct buf *why)
 {
@@ -803,6 +836,13 @@ enum nv_err agent_run(struct agent *a)
 	enum nv_err rc;
 
 	a->q = kube_workqueue_new("computetray", NULL);
+	a->plugin = agent_plugin_new(&(struct agent_plugin_opts){.cfg = a->cfg,
+	                                                         .c = a->c,
+	                                                         .reg = a->m.reg,
+	                                                         .stop = a->stop,
+	                                                         .tray_get = plugin_tray_get,
+	                                                         .changed = plugin_changed,
+	                                                         .arg = a});
 	a->rec = kube_recorder_new(a->c, "nvl72.io/agent", a->identity);
 	rc = informer_start(a);
 	if (rc != NV_OK)
@@ -828,6 +868,8 @@ out:
 	kube_stop_request(a->stop);
 	kube_workers_stop(a->w);
 	a->w = NULL;
+	agent_plugin_free(a->plugin);
+	a->plugin = NULL;
 	web_server_free(a->web);
 	a->web = NULL;
 	kube_access_free(a->access);

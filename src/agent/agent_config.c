@@ -49,8 +49,7 @@ static const struct flag opts[] = {
          "IMEX configuration folder on the host (under --host-root)"},
         {"state-dir", S(state_dir), &flag_string, "/run/nvl72-agent", 0, 0, NULL,
          "the agent's state on the host (under --host-root): daemon and installer pid files, the "
-         "driver "
-         "lock, the record of the last validation run"},
+         "driver lock, the record of the last validation run, the prepared DRA claims"},
         {"installer-arg", S(installer), &flag_args, "", 0, AGENT_INSTALLER_ARGS_MAX, NULL,
          "one argument of the driver installer command, repeated in order; {version} is replaced "
          "by the target; none: the agent never installs a driver"},
@@ -73,6 +72,20 @@ static const struct flag opts[] = {
         {"host-fm-policy", S(fm_policy), FLAG_ENUM("mask|report"), "mask", 0, 0, NULL,
          "a host Fabric Manager (or host nvidia-imex unit) that must not run: mask = stop, "
          "disable and mask it; report = only a blocking condition"},
+        {"kubelet-plugin", S(kubelet_plugin), &flag_bool, "true", 0, 0, NULL,
+         "serve the kubelet plugin of the DRA driver imex.nvl72.io (registration and DRA sockets, "
+         "CDI specs of prepared claims, this node's ResourceSlice); false: no sockets, no slices"},
+        {"kubelet-registry-dir", S(kubelet_registry_dir), &flag_string,
+         "/var/lib/kubelet/plugins_registry", 0, 0, NULL,
+         "the kubelet's plugin registration folder (not under --host-root): the registration "
+         "socket imex.nvl72.io-reg.sock goes here once the folder exists"},
+        {"kubelet-plugins-dir", S(kubelet_plugins_dir), &flag_string, "/var/lib/kubelet/plugins", 0,
+         0, NULL,
+         "the kubelet's plugin folder (not under --host-root): the DRA socket is "
+         "imex.nvl72.io/dra.sock in it, a path the kubelet must see the same"},
+        {"cdi-dir", S(cdi_dir), &flag_string, "/var/run/cdi", 0, 0, NULL,
+         "where CDI specs of prepared claims are written (not under --host-root), a folder the "
+         "container runtime reads"},
         {"metrics-bind-address", S(metrics_bind), &flag_string, "", 0, 0, NULL,
          "ADDR:PORT serving /metrics, /healthz and /readyz over HTTP; empty: off"},
         {"metrics-require-token", S(metrics_require_token), &flag_bool, "false", 0, 0, NULL,
@@ -124,6 +137,30 @@ static enum nv_err check_run(const struct agent_config *c, char *err, size_t err
 	}
 	char host[256];
 	int port;
+
+	if (c->kubelet_plugin) {
+		/* sun_path holds 108 bytes (unix(7)). */
+		const char *const dirs[] = {c->kubelet_registry_dir, c->kubelet_plugins_dir,
+		                            c->cdi_dir};
+		const char *const names[] = {"--kubelet-registry-dir", "--kubelet-plugins-dir",
+		                             "--cdi-dir"};
+		for (size_t i = 0; i < ARRAY_LEN(dirs); i++) {
+			if (dirs[i][0] != '/') {
+				snprintf(err, errsz, "%s: not an absolute path: \"%s\"", names[i],
+				         dirs[i]);
+				return NV_E_CONFIG;
+			}
+		}
+		if (strlen(c->kubelet_registry_dir) + sizeof("/" AGENT_DRA_DRIVER "-reg.sock") >
+		            108 ||
+		    strlen(c->kubelet_plugins_dir) + sizeof("/" AGENT_DRA_DRIVER "/dra.sock") >
+		            108) {
+			snprintf(err, errsz,
+			         "--kubelet-registry-dir or --kubelet-plugins-dir: the socket "
+			         "path would be longer than a unix socket allows (107 bytes)");
+			return NV_E_CONFIG;
+		}
+	}
 
 	if (agent_config_metrics_addr(c, host, sizeof(host), &port) != NV_OK) {
 		snprintf(err, errsz, "--metrics-bind-address: expected ADDR:PORT, got \"%s\"",

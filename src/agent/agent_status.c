@@ -699,6 +699,12 @@ static json_t *conditions_json(const struct agent_report *r, const json_t *old, 
 	for (int i = 0; i < C__N; i++)
 		kube_condition_set(tmp, c[i].type, c[i].status, c[i].reason, c[i].msg,
 		                   r->spec->generation, now_ms);
+	/* The plugin serves workloads, not the tray: it is left out of Ready. */
+	if (r->plugin.status[0] != '\0')
+		kube_condition_set(tmp, "KubeletPluginReady", r->plugin.status, r->plugin.reason,
+		                   r->plugin.message, r->spec->generation, now_ms);
+	else
+		(void)kube_condition_remove(tmp, "KubeletPluginReady");
 	out = json_incref(jx_path(tmp, "status.conditions"));
 	json_decref(tmp);
 	return out;

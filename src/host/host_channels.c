@@ -17,7 +17,7 @@
 #define CHANNEL_DIR "/dev/nvidia-caps-imex-channels"
 #define CHANNELS_MAX (1u << 20)
 
-static enum nv_err channel_major(struct host *h, unsigned *major)
+enum nv_err host_channel_major(struct host *h, unsigned *major)
 {
 	struct buf b;
 	enum nv_err rc = host_read(h, "/proc/devices", (size_t)64 << 10, &b);
@@ -77,7 +77,7 @@ enum nv_err host_channels_ensure(struct host *h, unsigned count, unsigned *creat
 		return NV_OK;
 	if (count > CHANNELS_MAX)
 		return NV_E_RANGE;
-	rc = channel_major(h, &major);
+	rc = host_channel_major(h, &major);
 	if (rc != NV_OK)
 		return rc;
 	rc = host_path(h, CHANNEL_DIR, dir, sizeof(dir));

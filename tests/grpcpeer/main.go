@@ -9,7 +9,8 @@
 //
 // The plugin under test answers as tests/integration/test_grpc_peer.c's
 // handlers do: one device per claim named after its UID, a claim UID
-// "fail" refused with FAILED_PRECONDITION and a fixed message.
+// "fail" refused with FAILED_PRECONDITION and a fixed message. With -call
+// it makes one call against a real plugin instead (calls.go).
 package main
 
 import (
@@ -159,13 +160,35 @@ func concurrent(dra drapb.DRAPluginClient) {
 	check(bad == 0, "64 concurrent prepares on one connection", bad, " failed, first: ", first)
 }
 
+// claimList collects -claim NAMESPACE/NAME/UID flags.
+type claimList []*drapb.Claim
+
+func (c *claimList) String() string { return fmt.Sprint(len(*c), " claims") }
+
+func (c *claimList) Set(v string) error {
+	parts := strings.SplitN(v, "/", 3)
+	if len(parts) != 3 {
+		return fmt.Errorf("want NAMESPACE/NAME/UID, got %q", v)
+	}
+	*c = append(*c, &drapb.Claim{Namespace: parts[0], Name: parts[1], UID: parts[2]})
+	return nil
+}
+
 func main() {
 	regPath := flag.String("reg", "", "the plugin's registration socket")
 	driver := flag.String("driver", "imex.nvl72.io", "the driver name GetInfo must report")
+	call := flag.String("call", "", "one call against a real plugin instead of the self-test: "+
+		"register, prepare, unprepare or hostile (see calls.go)")
+	version := flag.String("version", "v1", "the DRA service version of -call prepare/unprepare: v1 or v1beta1")
+	var claims claimList
+	flag.Var(&claims, "claim", "NAMESPACE/NAME/UID of a claim for -call prepare/unprepare (repeatable)")
 	flag.Parse()
 	if *regPath == "" {
-		fmt.Fprintln(os.Stderr, "usage: grpcpeer -reg SOCKET [-driver NAME]")
+		fmt.Fprintln(os.Stderr, "usage: grpcpeer -reg SOCKET [-driver NAME] [-call CALL [-claim NS/NAME/UID]...]")
 		os.Exit(2)
+	}
+	if *call != "" {
+		os.Exit(runCall(*call, *regPath, *driver, *version, claims))
 	}
 	endpoint := register(*regPath, *driver)
 	conn := dial(endpoint)

@@ -553,6 +553,32 @@ static void test_agent_status_build_validation(void **state)
 	fixture_free(f);
 }
 
+/* The plugin's condition is there only with the plugin, and a failing
+ * plugin leaves the tray Ready. */
+static void test_agent_status_build_kubelet_plugin(void **state)
+{
+	struct fixture *f = fixture_new("");
+	char c[128];
+	json_t *st, *st2;
+
+	(void)state;
+	str_copy(f->rep.plugin.status, sizeof(f->rep.plugin.status), "False");
+	str_copy(f->rep.plugin.reason, sizeof(f->rep.plugin.reason), "ResourceSlicesNotServed");
+	str_copy(f->rep.plugin.message, sizeof(f->rep.plugin.message), "not served");
+	st = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(cond(st, "KubeletPluginReady", c, sizeof(c)),
+	                    "False ResourceSlicesNotServed");
+	assert_string_equal(cond(st, "Ready", c, sizeof(c)), "True AllReady");
+	/* Turned off: the condition goes. */
+	memset(&f->rep.plugin, 0, sizeof(f->rep.plugin));
+	st2 = agent_status_build(&f->rep, st, T0 + 1000);
+	assert_string_equal(cond(st2, "KubeletPluginReady", c, sizeof(c)), "");
+	assert_true(agent_status_differs(st, st2));
+	json_decref(st);
+	json_decref(st2);
+	fixture_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -569,6 +595,7 @@ int main(void)
 	        cmocka_unit_test(test_agent_status_build_driver_change),
 	        cmocka_unit_test(test_agent_spec_parse_validation),
 	        cmocka_unit_test(test_agent_status_build_validation),
+	        cmocka_unit_test(test_agent_status_build_kubelet_plugin),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
