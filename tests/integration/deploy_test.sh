@@ -289,6 +289,36 @@ if [[ -z $uncommented ]]; then
 else
 	not_ok "every host mount of the agent is commented with why" "uncommented: $(one_line "$uncommented")"
 fi
+# The kubelet plugin of imex.nvl72.io: the kubelet's folders and the CDI
+# folder at the same paths as on the host, and the flags naming them.
+kp=$(jq -c '.spec.template.spec as $p | {
+	m: [$p.containers[0].volumeMounts[] | select(.name == "kubelet-registry" or .name == "kubelet-plugin" or .name == "cdi") | .mountPath],
+	v: [$p.volumes[] | select(.name == "kubelet-registry" or .name == "kubelet-plugin" or .name == "cdi") | .hostPath.path],
+	a: [$p.containers[0].args[] | select(startswith("--kubelet-") or startswith("--cdi-dir"))]}' <<<"$ds")
+if [[ $kp == '{"m":["/var/lib/kubelet/plugins_registry","/var/lib/kubelet/plugins/imex.nvl72.io","/var/run/cdi"],"v":["/var/lib/kubelet/plugins_registry","/var/lib/kubelet/plugins/imex.nvl72.io","/var/run/cdi"],"a":["--kubelet-plugin=true","--kubelet-registry-dir=/var/lib/kubelet/plugins_registry","--kubelet-plugins-dir=/var/lib/kubelet/plugins","--cdi-dir=/var/run/cdi"]}' ]]; then
+	ok "agent DaemonSet: the kubelet's plugins_registry, plugins/imex.nvl72.io and /var/run/cdi at the same paths, and the flags naming them"
+else
+	not_ok "agent DaemonSet: kubelet plugin mounts and flags" "$kp"
+fi
+kp_off=$(render /dev/stdout --set agent.kubeletPlugin.enabled=false |
+	yq -c 'select(.kind == "DaemonSet" or (.kind == "ValidatingAdmissionPolicy" and (.metadata.name | endswith("own-resourceslice")))) |
+	if .kind == "DaemonSet" then [.spec.template.spec.volumes[].name | select(startswith("kubelet") or . == "cdi")] + [.spec.template.spec.containers[0].args[] | select(startswith("--kubelet"))] else .metadata.name end' | jq -sc 'flatten')
+[[ $kp_off == '["--kubelet-plugin=false"]' ]] &&
+	ok "agent.kubeletPlugin.enabled=false: no kubelet mounts, no ResourceSlice policy, --kubelet-plugin=false" ||
+	not_ok "agent.kubeletPlugin.enabled=false" "$kp_off"
+rpolicy=$(yq -c 'select(.kind == "ValidatingAdmissionPolicy" and .metadata.name == "nvl72-operator-agent-own-resourceslice") |
+	{f: .spec.failurePolicy, r: .spec.matchConstraints.resourceRules[0].resources, ops: .spec.matchConstraints.resourceRules[0].operations,
+	 v: ([.spec.validations[].expression] | join(" "))}' "$tmp/default.yaml")
+rbind=$(yq -c 'select(.kind == "ValidatingAdmissionPolicyBinding" and .metadata.name == "nvl72-operator-agent-own-resourceslice") |
+	{a: .spec.validationActions, p: .spec.policyName}' "$tmp/default.yaml")
+if [[ $(jq -r '.f + " " + (.r | join(",")) + " " + (.ops | join(","))' <<<"$rpolicy") == "Fail resourceslices CREATE,UPDATE,DELETE" &&
+	$(jq -r .v <<<"$rpolicy") == *"s.spec.nodeName == variables.node"* &&
+	$(jq -r .v <<<"$rpolicy") == *"s.spec.driver == 'imex.nvl72.io'"* &&
+	$rbind == '{"a":["Deny"],"p":"nvl72-operator-agent-own-resourceslice"}' ]]; then
+	ok "a fail-closed policy keeps the agent's ResourceSlice writes to its own Node and the driver imex.nvl72.io"
+else
+	not_ok "agent ResourceSlice policy" "policy=$(one_line "$rpolicy") binding=$rbind"
+fi
 label=$(render /dev/stdout --set agent.trayNodeLabel=example.com/nvl72-tray --set 'agent.trayNodeLabelValues={gb300}' |
 	yq -c 'select(.kind == "DaemonSet") | .spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]')
 if [[ $label == '{"key":"example.com/nvl72-tray","operator":"In","values":["gb300"]}' ]]; then
@@ -657,6 +687,18 @@ can no "$agent_sa" create leases.coordination.k8s.io -n "$ns"
 can no "$agent_sa" update leases.coordination.k8s.io/nvl72-operator -n "$ns"
 can no "$agent_sa" delete leases.coordination.k8s.io/nvl72-operator -n "$ns"
 can no "$agent_sa" get /metrics
+# As the kubelet plugin: the claims it prepares, read one by one, and its
+# Node's ResourceSlice; no claim writes, no list of claims.
+can yes "$agent_sa" get resourceclaims.resource.k8s.io -n team-a
+can yes "$agent_sa" watch resourceslices.resource.k8s.io
+can yes "$agent_sa" create resourceslices.resource.k8s.io
+can yes "$agent_sa" patch resourceslices.resource.k8s.io
+can yes "$agent_sa" delete resourceslices.resource.k8s.io
+can no "$agent_sa" list resourceclaims.resource.k8s.io -n team-a
+can no "$agent_sa" watch resourceclaims.resource.k8s.io -n team-a
+can no "$agent_sa" update resourceclaims.resource.k8s.io --subresource=status -n team-a
+can no "$agent_sa" create resourceclaims.resource.k8s.io -n team-a
+can no "$agent_sa" create deviceclasses.resource.k8s.io
 can no "$op_sa" get /metrics
 # People: a window owner bound to nvl72-approver may approve, not more.
 out=$(k create clusterrolebinding deploy-test-approver --clusterrole=nvl72-approver --user=alice 2>&1) ||
@@ -759,6 +801,26 @@ code=$(status_patch_as_agent some-other-node)
 if [[ $code == 403 ]] && grep -q 'own Node' "$tmp/patch.json"; then ok "agent on another Node may not update the tray's status"; else not_ok "agent on another Node may not update the tray's status" "HTTP $code: $(one_line "$(cat "$tmp/patch.json")")"; fi
 code=$(status_patch_as_agent "")
 if [[ $code =~ ^4 ]]; then ok "agent identity without a node name may not update a tray's status"; else not_ok "agent identity without a node name may not update a tray's status" "HTTP $code"; fi
+
+# ResourceSlices: only the token's Node's, only of imex.nvl72.io.
+slice_as_agent() { # NODE-NAME|"" SLICE-NODE DRIVER -> HTTP code
+	local hdr=()
+	[[ -n $1 ]] && hdr=(-H "Impersonate-Extra-authentication.kubernetes.io%2fnode-name: $1")
+	curl -s -o "$tmp/slice.json" -w '%{http_code}' --max-time 20 \
+		--cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+		-H "Impersonate-User: $agent_sa" "${hdr[@]}" \
+		-X POST -H 'Content-Type: application/json' \
+		--data "{\"apiVersion\":\"resource.k8s.io/v1\",\"kind\":\"ResourceSlice\",\"metadata\":{\"name\":\"$2-$3\"},\"spec\":{\"driver\":\"$3\",\"nodeName\":\"$2\",\"pool\":{\"name\":\"$2\",\"generation\":1,\"resourceSliceCount\":1},\"devices\":[{\"name\":\"slot-0\"}]}}" \
+		"$server/apis/resource.k8s.io/v1/resourceslices?dryRun=All"
+}
+code=$(slice_as_agent "$node" "$node" imex.nvl72.io)
+if [[ $code == 201 ]]; then ok "agent on $node may create its Node's ResourceSlice of imex.nvl72.io"; else not_ok "agent on $node may create its Node's ResourceSlice" "HTTP $code: $(one_line "$(cat "$tmp/slice.json")")"; fi
+code=$(slice_as_agent "$node" some-other-node imex.nvl72.io)
+if [[ $code == 403 ]] && grep -q 'own Node' "$tmp/slice.json"; then ok "agent on $node may not create another Node's ResourceSlice"; else not_ok "agent on $node may not create another Node's ResourceSlice" "HTTP $code: $(one_line "$(cat "$tmp/slice.json")")"; fi
+code=$(slice_as_agent "$node" "$node" gpu.nvidia.com)
+if [[ $code == 403 ]] && grep -q 'imex.nvl72.io' "$tmp/slice.json"; then ok "agent may not create a ResourceSlice of another driver"; else not_ok "agent may not create a ResourceSlice of another driver" "HTTP $code: $(one_line "$(cat "$tmp/slice.json")")"; fi
+code=$(slice_as_agent "" "$node" imex.nvl72.io)
+if [[ $code == 403 ]]; then ok "agent identity without a node name may not create a ResourceSlice"; else not_ok "agent identity without a node name may not create a ResourceSlice" "HTTP $code"; fi
 
 # The webhooks fail closed: with no operator behind the Service, nvl72 kinds
 # they cover are refused, while tray status writes (not covered) go through.
