@@ -7,12 +7,13 @@
 # ResourceClaims made here, with a status.allocation written through the
 # status subresource. Checks the node's ResourceSlice (and its return after
 # a delete), the CDI spec of a prepared claim, idempotence, per-claim
-# refusals, a SIGKILL between the prepare and its answer, and hostile
-# clients on the DRA socket. The tray's ComputeDomain membership is written
+# refusals, a SIGKILL between the prepare and its answer, hostile clients
+# on the DRA socket, and an API server without resource.k8s.io/v1 (the
+# fault proxy answers 404 for it). The tray's ComputeDomain membership is written
 # into its spec directly (spec.imex.domain and domainUID).
 #
-# Runner contract: run from the repository root with KUBECONFIG (admin) and
-# KUBECTL set, against a fresh control plane. Prints `ok - NAME` /
+# Runner contract: run from the repository root with KUBECONFIG (admin),
+# KUBECTL and NVL72_CLUSTER_DIR set, against a fresh control plane. Prints `ok - NAME` /
 # `not ok - NAME: WHY` and `N passed, M failed`; exits non-zero on a
 # failure. Everything started here is stopped by the EXIT trap.
 set -u
@@ -53,9 +54,11 @@ peer=$(bash tests/grpcpeer/build.sh | tail -1)
 
 work=$(mktemp -d /tmp/nvl72-dra.XXXXXX)
 apid=""
+pids=() # helpers' processes (the fault proxy)
 cleanup() {
 	local f p
 	[[ -n $apid ]] && kill -KILL "$apid" 2>/dev/null
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 	for f in "$work"/rack/tray-*/host/run/nvl72-agent/imex.pid; do
 		[[ -f $f ]] || continue
 		p=$(cut -d' ' -f1 "$f")
@@ -290,4 +293,33 @@ grep -q '^nvl72_agent_dra_prepares_total{result="success"} [1-9]' <<<"$m" &&
 	grep -q '^nvl72_agent_resourceslice_writes_total{result="success"} [0-9]' <<<"$m" &&
 	ok "prepares and registrations are counted in /metrics, beside the slice writes" ||
 	nok "metrics" "$(grep nvl72_agent_dra <<<"$m")"
+
+# ------------------------------------- resource.k8s.io/v1 not served ---
+# Through the fault proxy answering 404 for resource.k8s.io/v1, as an API
+# server without it does: a new agent says so once and serves the kubelet
+# on, without a slice.
+kill -TERM "$apid" && wait "$apid" 2>/dev/null
+apid=""
+check() { if [[ $2 == 0 ]]; then ok "$1"; else nok "$1" "$3"; fi; }
+one_line() { tr -s ' \t\n' ' ' <<<"$1" | cut -c1-300; }
+. tests/integration/lib/faultproxy.sh
+faultproxy_start "not served: "
+echo "404 /apis/resource.k8s.io/v1" >"$work/proxy.mode"
+log4=$work/agent-4.log
+KUBECONFIG=$work/proxied.kubeconfig start_agent "$log4"
+pcond() { k get computetray r1-t01 -o json | jq -r '.status.conditions[] | select(.type == "KubeletPluginReady") | "\(.status) \(.reason)"'; }
+unserved() { [[ $(pcond) == "False ResourceSlicesNotServed" ]]; }
+passes() { # the agent's passes so far
+	local n
+	n=$(curl -sf "http://$ip:$mport/metrics" | awk '/^nvl72_agent_reconcile_total\{result="success"\}/ {print $2}')
+	echo "${n%%.*}"
+}
+# Said once: still once two passes later.
+more_passes() { local n; n=$(passes); [[ -n $n ]] && ((n >= p0 + 2)); }
+wait_for 30 unserved && wait_for 10 serving "$log4" && p0=$(passes) && wait_for 20 more_passes &&
+	[[ $(grep -c 'resource.k8s.io/v1 is not served' "$log4") == 1 ]] && kill -0 "$apid" &&
+	[[ $("$peer" -reg "$regsock" -call register 2>&1 | tail -1) == "$drasock" ]] &&
+	ok "without resource.k8s.io/v1 the agent says so once (log, KubeletPluginReady False ResourceSlicesNotServed) and serves on" ||
+	nok "not served" "$(pcond) / $(grep -c 'not served' "$log4") / $(tail -3 "$log4")"
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 finish
