@@ -515,6 +515,10 @@ enum nv_err host_channels_ensure(struct host *h, unsigned count, unsigned *creat
 enum nv_err host_channel_major(struct host *h, unsigned *major);
 
 /* ---- CDI specs of prepared channel claims ---- */
+/* The CDI folder is a path of the agent's own (the container runtime's
+ * folder mounted at the same place), not under the host root, so these
+ * take it instead of a struct host; the file calls are safe from any
+ * thread on distinct claims. */
 
 /* The CDI vendor and kind of the kubelet plugin's specs: files are
  * "<cdi dir>/imex.nvl72.io-<claim UID>.json", device ids

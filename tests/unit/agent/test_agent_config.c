@@ -136,6 +136,13 @@ static void test_agent_config_parse_errors(void **state)
 	        {{"a", "--tray=x", "--metrics-bind-address=[::1]", NULL}, "expected ADDR:PORT"},
 	        {{"a", "--tray=x", "--metrics-bind-address=h:99999", NULL}, "expected ADDR:PORT"},
 	        {{"a", "--tray=x", "--metrics-bind-address=0", NULL}, "expected ADDR:PORT"},
+	        {{"a", "--tray=x", "--cdi-dir=cdi", NULL},
+	         "--cdi-dir: not an absolute path: \"cdi\""},
+	        {{"a", "--tray=x",
+	          "--kubelet-plugins-dir=/var/lib/kubelet/a-folder-name-long-enough-that-the-dra-"
+	          "socket-path-would-not-fit-in-sun-path-of-a-unix-socket",
+	          NULL},
+	         "the socket path would be longer than a unix socket allows"},
 	};
 	const char *envp[] = {"NVL72_LOG_LEVEL=chatty", NULL};
 	struct parsed p;
