@@ -20,9 +20,10 @@
 /* The oldest CDI version that takes what these specs use. A device named by
  * a claim UID may start with a digit, which needs 0.5.0, and nothing here
  * needs more (device-node fileMode, major and minor are older): see
- * requiresV050 and validSpecVersions in pkg/cdi/version.go of
- * tags.cncf.io/container-device-interface, the library containerd reads
- * specs with. Every later release of the library still accepts 0.5.0. */
+ * requiresV050, validSpecVersions and ValidateVersion in version.go of
+ * tags.cncf.io/container-device-interface/specs-go v1.1.0, the version
+ * containerd v2.2.9's go.mod requires; it accepts every listed version at
+ * or above the spec's minimum, 0.3.0 to 1.1.0. */
 #define CDI_VERSION "0.5.0"
 #define CDI_CHANNEL_DIR "/dev/nvidia-caps-imex-channels"
 #define CDI_UID_MAX 128
