@@ -358,7 +358,7 @@ static void prepare_one(struct agent_plugin *p, const struct dra_claim *c, int64
                         struct dra_prepare_result *r)
 {
 	char err[600] = "";
-	json_t *e;
+	json_t *e = NULL; /* owned: the claim's record entry */
 	enum nv_err rc = NV_OK;
 
 	r->uid = xstrdup(c->uid ? c->uid : "");
@@ -379,14 +379,13 @@ static void prepare_one(struct agent_plugin *p, const struct dra_claim *c, int64
 	} else {
 		rc = prepare_new(p, c, deadline_ms, &e, err, sizeof(err));
 	}
-	if (rc == NV_OK)
+	if (rc == NV_OK) {
 		result_fill(e, r);
-	else {
+	} else {
 		r->error = xstrdup(err);
 		log_warn("agent", "claim not prepared", "err=\"%s\"", err);
 	}
-	if (rc == NV_OK)
-		json_decref(e);
+	json_decref(e);
 	(void)metrics_counter_inc(p->prepares,
 	                          (const char *const[]){rc == NV_OK ? "success" : "error"});
 }

@@ -198,6 +198,13 @@ n=$(grep -c "agent: claim prepared claim=.* uid=$u1" "$agent_log")
 	ok "a second prepare (v1 and v1beta1) answers the same and prepares nothing again" ||
 	nok "idempotent prepare" "$r1b / $r1c / prepared $n times"
 
+# A spec removed behind the agent's back (a tmpfs cleared) is written again.
+rm -f "$spec"
+r1d=$(prep -claim "team-a/job/$u1")
+[[ $r1d == "$r1" && -e $spec && $(grep -c "agent: claim prepared claim=.* uid=$u1" "$agent_log") == 1 ]] &&
+	ok "a prepare of a recorded claim whose spec is gone writes it again, same answer" ||
+	nok "spec rewritten" "$r1d $(ls "$cdi")"
+
 # Refusals, each in its claim's own error; the good claim in the same call is served.
 bad=00000000-0000-4000-8000-000000000bad
 r=$(prep -claim "team-b/job/$ub" -claim "team-a/unalloc/$uu" -claim "team-a/job2/$bad" -claim "team-a/job2/$u2")
