@@ -9,7 +9,9 @@
 # operator keeps; the agent DaemonSet's pod runs on the real node, through
 # its image's nsenter wrappers, against a simulated tray laid out at a real
 # tray's host paths inside the node's mount namespace (tests/cluster/node.sh
-# tray); the rack's 17 other trays are Nodes kept by kwok with agents as
+# tray) and, as the kubelet plugin of imex.nvl72.io, is registered by the
+# real kubelet and publishes its Node's ResourceSlice; the rack's 17 other
+# trays are Nodes kept by kwok with agents as
 # processes. A ComputeDomain of 4 trays that includes the real node becomes
 # Ready, `kubectl nvl72 status` and the dashboard (through the Service, to a
 # bound token of an account given nvl72-dashboard-viewer) show
@@ -159,6 +161,23 @@ drv=$(tray1 | jq -r '.status.driver.version // empty')
 want=$(innode sed -n 's/.*Kernel Module for [^ ]* *\([0-9.]*\).*/\1/p' /proc/driver/nvidia/version | head -1)
 check "its driver version is the node's /proc/driver/nvidia/version ($drv)" \
 	"$([[ -n $drv && $drv == "$want" ]]; echo $?)" "status $drv, file $want"
+# The chart's agent is also the kubelet plugin of imex.nvl72.io: the real
+# kubelet finds its registration socket in the mounted plugins_registry and
+# registers it, and the Node's ResourceSlice goes out through the agent's
+# own token, past the own-resourceslice policy.
+registered() { k -n "$ANS" logs "$apod" 2>/dev/null | grep -q 'registered with the kubelet'; }
+wait_for 60 registered
+check "the real kubelet registers the in-pod agent as the plugin of imex.nvl72.io" $? \
+	"$(k -n "$ANS" logs "$apod" --tail=8 2>&1 | cut -c1-300)"
+node_slice() {
+	k get resourceslice "$NVL72_NODE_NAME-imex.nvl72.io" -o json 2>/dev/null |
+		jq -e --arg n "$NVL72_NODE_NAME" '.spec.nodeName == $n and .spec.driver == "imex.nvl72.io" and
+			(.spec.devices | length) == 4' >/dev/null &&
+		[[ $(tray1 | jq -r '.status.conditions[]? | select(.type == "KubeletPluginReady") | .status') == True ]]
+}
+wait_for 60 node_slice
+check "its Node's ResourceSlice is published with 4 slots, and KubeletPluginReady is True" $? \
+	"$(k get resourceslices -o wide 2>&1 | head -3; tray1 | jq -c '.status.conditions[]? | select(.type == "KubeletPluginReady")')"
 all_ready() {
 	[[ $(k get computetrays -o json | jq '[.items[] | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length') == 18 ]]
 }
