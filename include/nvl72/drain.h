@@ -9,10 +9,11 @@
  * (annotations on Nodes and Pods), so a restart resumes where it stopped. */
 /* Contract: drain_nodes and drain_release keep no state of their own and
  * may run on any thread; they block on the calling thread for every
- * request they make through c (a LIST of pods per node, then the GETs,
- * PATCHes, evictions and deletions of pods and Nodes the pass needs), each
- * bounded as kube.h says, with no stop to cut a pass short. Arguments are borrowed for the
- * call. drain_cordon_patch is pure. */
+ * request they make through c (a LIST of pods per node, a GET of each
+ * ResourceClaim those pods name, then the GETs, PATCHes, evictions and
+ * deletions of pods and Nodes the pass needs), each bounded as kube.h says,
+ * with no stop to cut a pass short. Arguments are borrowed for the call.
+ * drain_cordon_patch and drain_message_keep_claims are pure. */
 #ifndef NVL72_DRAIN_H
 #define NVL72_DRAIN_H
 
@@ -39,6 +40,13 @@ struct kube_status;
 /* Pods with the same value of this label on the drained nodes are one
  * gang: none of them is evicted before all of them may be. */
 #define DRAIN_LABEL_GANG "nvl72.io/job"
+/* Our DRA driver (the agent's kubelet plugin). Pods holding ResourceClaims
+ * it allocated on a drained node are named in the drain's sentence, and
+ * the holders of one ComputeDomain's claims on the drained nodes are one
+ * gang, as if they shared a DRAIN_LABEL_GANG value. */
+#define DRAIN_DRA_DRIVER "imex.nvl72.io"
+/* How the sentence names those claims: this, then ": " and the claims. */
+#define DRAIN_CLAIMS_NOTE "pulled from under allocated imex.nvl72.io claims"
 
 struct drain_policy {
 	enum api_drain_mode mode;
@@ -59,7 +67,10 @@ struct drain_result {
 	int evicted;           /* evictions (or deletions) accepted in this pass */
 	int blocked;           /* evictions refused with 429 (a PDB) in this pass */
 	int64_t next_check_ms; /* wall time to look again; 0: done, nothing to wait for */
-	char message[512];     /* one sentence for status and events */
+	int claim_pods;        /* pods holding a claim of DRAIN_DRA_DRIVER on their node */
+	char message[512];     /* one sentence for status and events; ends with the
+	                        * claims note when claim_pods > 0 */
+	char claims[320];      /* that note alone ("" when none) */
 };
 
 /* One pass over nodes (n of them) at now_ms. NV_OK with *res filled, also
@@ -69,6 +80,13 @@ struct drain_result {
 enum nv_err drain_nodes(struct kube_client *c, const char *const *nodes, unsigned n,
                         const struct drain_policy *p, int64_t now_ms, struct drain_result *res,
                         struct kube_status *st);
+
+/* A drain's last sentence (msg, cap bytes) keeps the claims note of an
+ * earlier one (before, the sentence of an earlier pass of the same drain):
+ * the pass that evicted the holders said so, and the pods are gone by the
+ * time the drain is done. Nothing changes when msg has a note already or
+ * before has none. */
+void drain_message_keep_claims(char *msg, size_t cap, const char *before);
 
 /* Uncordons the nodes this owner cordoned (and drops its annotation);
  * a cordon by anyone else stays. */

@@ -72,6 +72,12 @@ static bool daemonset_owned(const json_t *pod)
 	return false;
 }
 
+static bool finished(const json_t *pod)
+{
+	const char *phase = jx_str_or(pod, "status.phase", "");
+	return strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0;
+}
+
 int64_t drain_deadline_for(const struct drain_policy *p, int64_t now_ms)
 {
 	int64_t wait = p->checkpoint_deadline_ms > 0 ? p->checkpoint_deadline_ms : 0;
@@ -120,7 +126,6 @@ static void checkpoint_classify(struct drain_pod *d, const char *req, const stru
 void drain_pod_classify(const json_t *pod, const struct drain_policy *p, int64_t now_ms,
                         struct drain_pod *out)
 {
-	const char *phase = jx_str_or(pod, "status.phase", "");
 	const char *req = annotation(pod, DRAIN_ANN_CHECKPOINT);
 	const json_t *labels = jx_path(pod, "metadata.labels");
 	const json_t *g = json_is_object(labels) ? json_object_get(labels, DRAIN_LABEL_GANG) : NULL;
@@ -138,7 +143,7 @@ void drain_pod_classify(const json_t *pod, const struct drain_policy *p, int64_t
 		decide(out, DRAIN_ACT_SKIP, "mirror pod");
 	else if (jx_path(pod, "metadata.deletionTimestamp") != NULL)
 		decide(out, DRAIN_ACT_TERMINATING, "being deleted");
-	else if (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)
+	else if (finished(pod))
 		decide(out, DRAIN_ACT_SKIP, "finished");
 	else if (p->mode != API_DRAIN_CHECKPOINT)
 		decide(out, DRAIN_ACT_EVICT, "Evict mode");
@@ -146,19 +151,141 @@ void drain_pod_classify(const json_t *pod, const struct drain_policy *p, int64_t
 		checkpoint_classify(out, req, p, now_ms);
 }
 
-static bool gang_waits(const struct drain_plan *pl, const char *gang)
+/* ---- claims of our DRA driver ---- */
+
+unsigned drain_pod_claim_names(const json_t *pod, const char **names, unsigned cap)
+{
+	const json_t *refs = jx_path(pod, "spec.resourceClaims"), *r, *st, *s;
+	unsigned n = 0;
+	size_t i, k;
+
+	json_array_foreach(refs, i, r) {
+		const char *ref = jx_str_or(r, "name", "");
+		const char *claim = jx_str_or(r, "resourceClaimName", "");
+		if (n >= cap)
+			break;
+		/* A claim made from a template: the name the pod's status
+		 * records for this reference once it exists. */
+		st = jx_path(pod, "status.resourceClaimStatuses");
+		json_array_foreach(st, k, s) {
+			if (claim[0] == '\0' && strcmp(jx_str_or(s, "name", ""), ref) == 0)
+				claim = jx_str_or(s, "resourceClaimName", "");
+		}
+		if (claim[0] != '\0')
+			names[n++] = claim;
+	}
+	return n;
+}
+
+bool drain_pod_wants_claims(const json_t *pod)
+{
+	const char *one;
+	return !daemonset_owned(pod) && annotation(pod, DRAIN_ANN_MIRROR) == NULL &&
+	       !finished(pod) && drain_pod_claim_names(pod, &one, 1) == 1;
+}
+
+/* The parameters of the opaque config entry of our driver in configs
+ * (DeviceClaimConfiguration or DeviceAllocationConfiguration entries) that
+ * applies to request (no requests listed: every request), or NULL. */
+static const json_t *opaque_params(const json_t *configs, const char *request)
+{
+	const json_t *c, *r;
+	size_t i, k;
+
+	json_array_foreach(configs, i, c) {
+		bool applies = json_array_size(json_object_get(c, "requests")) == 0;
+		if (strcmp(jx_str_or(c, "opaque.driver", ""), DRAIN_DRA_DRIVER) != 0)
+			continue;
+		json_array_foreach(json_object_get(c, "requests"), k, r)
+			applies |= json_is_string(r) && strcmp(json_string_value(r), request) == 0;
+		if (applies && json_is_object(jx_path(c, "opaque.parameters")))
+			return jx_path(c, "opaque.parameters");
+	}
+	return NULL;
+}
+
+bool drain_claim_read(const json_t *claim, const char *node, struct drain_claim *out)
+{
+	const json_t *results = jx_path(claim, "status.allocation.devices.results"), *r;
+	const json_t *params = NULL, *hit = NULL;
+	size_t i;
+
+	json_array_foreach(results, i, r) {
+		if (strcmp(jx_str_or(r, "driver", ""), DRAIN_DRA_DRIVER) == 0 &&
+		    strcmp(jx_str_or(r, "pool", ""), node) == 0) {
+			hit = r;
+			break;
+		}
+	}
+	if (hit == NULL)
+		return false;
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "%s", jx_str_or(claim, "metadata.name", ""));
+	snprintf(out->device, sizeof(out->device), "%s", jx_str_or(hit, "device", ""));
+	params = opaque_params(jx_path(claim, "status.allocation.devices.config"),
+	                       jx_str_or(hit, "request", ""));
+	if (params == NULL)
+		params = opaque_params(jx_path(claim, "spec.devices.config"),
+		                       jx_str_or(hit, "request", ""));
+	if (params) {
+		snprintf(out->domain, sizeof(out->domain), "%s", jx_str_or(params, "domain", ""));
+		snprintf(out->domain_uid, sizeof(out->domain_uid), "%s",
+		         jx_str_or(params, "domainUID", ""));
+	}
+	return true;
+}
+
+/* Notes the claims of our driver the pod holds on its node, from the
+ * claims the pass read. */
+static void pod_claims(struct drain_pod *d, const json_t *claims)
+{
+	const char *names[DRAIN_CLAIMS_PER_POD];
+	const char *ns = jx_str_or(d->pod, "metadata.namespace", "");
+	const char *node = jx_str_or(d->pod, "spec.nodeName", "");
+	unsigned n = drain_pod_claim_names(d->pod, names, DRAIN_CLAIMS_PER_POD);
+	struct drain_claim c;
+	char key[600];
+
+	if (claims == NULL || d->act == DRAIN_ACT_SKIP || node[0] == '\0')
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "%s/%s", ns, names[i]);
+		if (!drain_claim_read(json_object_get(claims, key), node, &c))
+			continue;
+		if (d->nclaims++ == 0)
+			d->claim = c;
+	}
+	if (d->nclaims == 0)
+		return;
+	if (d->claim.domain_uid[0])
+		snprintf(d->domain_gang, sizeof(d->domain_gang), "cd:%s", d->claim.domain_uid);
+	else if (d->claim.domain[0])
+		snprintf(d->domain_gang, sizeof(d->domain_gang), "cd:%s", d->claim.domain);
+}
+
+static bool waits(const struct drain_pod *d)
+{
+	return d->act == DRAIN_ACT_ASK || d->act == DRAIN_ACT_WAIT;
+}
+
+/* Whether a member of d's gangs (its job label, its ComputeDomain) still
+ * waits for its checkpoint. */
+static bool gang_waits(const struct drain_plan *pl, const struct drain_pod *d)
 {
 	for (unsigned i = 0; i < pl->n; i++) {
-		const struct drain_pod *d = &pl->pods[i];
-		if (d->gang && strcmp(d->gang, gang) == 0 &&
-		    (d->act == DRAIN_ACT_ASK || d->act == DRAIN_ACT_WAIT))
+		const struct drain_pod *o = &pl->pods[i];
+		if (!waits(o))
+			continue;
+		if (d->gang && o->gang && strcmp(d->gang, o->gang) == 0)
+			return true;
+		if (d->domain_gang[0] && strcmp(d->domain_gang, o->domain_gang) == 0)
 			return true;
 	}
 	return false;
 }
 
-void drain_plan_build(const json_t *pods, const struct drain_policy *p, int64_t now_ms,
-                      struct drain_plan *out)
+void drain_plan_build(const json_t *pods, const json_t *claims, const struct drain_policy *p,
+                      int64_t now_ms, struct drain_plan *out)
 {
 	size_t n = json_array_size(pods);
 
@@ -169,7 +296,8 @@ void drain_plan_build(const json_t *pods, const struct drain_policy *p, int64_t 
 	for (size_t i = 0; i < n; i++) {
 		struct drain_pod *d = &out->pods[out->n++];
 		drain_pod_classify(json_array_get(pods, i), p, now_ms, d);
-		if ((d->act == DRAIN_ACT_ASK || d->act == DRAIN_ACT_WAIT) &&
+		pod_claims(d, claims);
+		if (waits(d) &&
 		    (out->first_deadline_ms == 0 || d->deadline_ms < out->first_deadline_ms))
 			out->first_deadline_ms = d->deadline_ms;
 	}
@@ -177,9 +305,85 @@ void drain_plan_build(const json_t *pods, const struct drain_policy *p, int64_t 
 	 * for its checkpoint, the others stay too. */
 	for (unsigned i = 0; i < out->n; i++) {
 		struct drain_pod *d = &out->pods[i];
-		if (d->act == DRAIN_ACT_EVICT && d->gang && gang_waits(out, d->gang))
+		if (d->act == DRAIN_ACT_EVICT && (d->gang || d->domain_gang[0]) &&
+		    gang_waits(out, d))
 			decide(d, DRAIN_ACT_HOLD, "waiting for its gang");
 	}
+}
+
+void drain_claims_note(const struct drain_plan *pl, char *out, size_t cap)
+{
+	size_t len = 0;
+	unsigned shown = 0, total = 0;
+	char one[900], more[48];
+
+	if (cap == 0)
+		return;
+	out[0] = '\0';
+	for (unsigned i = 0; i < pl->n; i++)
+		total += pl->pods[i].nclaims > 0;
+	if (total == 0)
+		return;
+	len = (size_t)snprintf(out, cap, "%s: ", DRAIN_CLAIMS_NOTE);
+	if (len >= cap)
+		len = cap - 1;
+	for (unsigned i = 0; i < pl->n; i++) {
+		const struct drain_pod *d = &pl->pods[i];
+		const char *ns = jx_str_or(d->pod, "metadata.namespace", "");
+		size_t w;
+
+		if (d->nclaims == 0)
+			continue;
+		w = (size_t)snprintf(
+		        one, sizeof(one),
+		        "%sResourceClaim %s/%s%s of pod %s (ComputeDomain %s, node %s)",
+		        shown ? "; " : "", ns, d->claim.name, d->nclaims > 1 ? " and more" : "",
+		        d->key, d->claim.domain[0] ? d->claim.domain : "unnamed",
+		        jx_str_or(d->pod, "spec.nodeName", ""));
+		/* Room is kept for the count of those left out. */
+		snprintf(more, sizeof(more), "; and %u more", total - shown - 1);
+		if (len + w + (shown + 1 < total ? strlen(more) : 0) >= cap)
+			break;
+		memcpy(out + len, one, w + 1);
+		len += w;
+		shown++;
+	}
+	if (shown == 0) { /* not even one fits: the count alone */
+		snprintf(out, cap, "%s: %u pods", DRAIN_CLAIMS_NOTE, total);
+		return;
+	}
+	if (shown < total)
+		snprintf(out + len, cap - len, "; and %u more", total - shown);
+}
+
+void drain_message_join(char *out, size_t cap, const char *core, const char *note)
+{
+	size_t nl = strlen(note), keep;
+
+	if (cap == 0)
+		return;
+	if (nl == 0) {
+		snprintf(out, cap, "%s", core);
+		return;
+	}
+	if (nl + 3 > cap) { /* the note alone, cut */
+		snprintf(out, cap, "%s", note);
+		return;
+	}
+	keep = cap - nl - 3; /* "; " and the NUL */
+	snprintf(out, cap, "%.*s; %s", (int)(strlen(core) < keep ? strlen(core) : keep), core,
+	         note);
+}
+
+void drain_message_keep_claims(char *msg, size_t cap, const char *before)
+{
+	const char *note = before ? strstr(before, DRAIN_CLAIMS_NOTE) : NULL;
+	char core[1024];
+
+	if (note == NULL || strstr(msg, DRAIN_CLAIMS_NOTE) != NULL)
+		return;
+	snprintf(core, sizeof(core), "%s", msg);
+	drain_message_join(msg, cap, core, note);
 }
 
 void drain_plan_clear(struct drain_plan *pl)
@@ -275,6 +479,67 @@ static enum nv_err pods_on(struct kube_client *c, const char *node, json_t *all,
 	}
 	json_decref(l);
 	return rc;
+}
+
+static const struct kube_res RES_CLAIMS = {"resource.k8s.io", "v1", "resourceclaims",
+                                           "ResourceClaim", true};
+
+/* Reads the ResourceClaims the pods of all name (only pods the drain may
+ * move), each once, into a new object from "<namespace>/<name>" to the
+ * claim: on demand, for the pods on the drained nodes only, so the
+ * operator never caches the cluster's claims. A claim that is gone is
+ * left out; any other failure ends the pass naming the pod and claim. */
+static enum nv_err claims_read(struct kube_client *c, const json_t *all, json_t **out,
+                               struct kube_status *st)
+{
+	json_t *claims = json_object(), *pod;
+	enum nv_err rc = NV_OK;
+	size_t i, nread = 0;
+
+	json_array_foreach(all, i, pod) {
+		const char *names[DRAIN_CLAIMS_PER_POD];
+		const char *ns = jx_str_or(pod, "metadata.namespace", "");
+		unsigned n;
+
+		if (!drain_pod_wants_claims(pod))
+			continue;
+		n = drain_pod_claim_names(pod, names, DRAIN_CLAIMS_PER_POD);
+		for (unsigned k = 0; k < n && rc == NV_OK; k++) {
+			char key[600];
+			json_t *cl = NULL;
+
+			snprintf(key, sizeof(key), "%s/%s", ns, names[k]);
+			if (json_object_get(claims, key) != NULL)
+				continue;
+			if (nread++ >= DRAIN_MAX_CLAIMS) {
+				st_say(st, "");
+				snprintf(st->message, sizeof(st->message),
+				         "more than %d ResourceClaims named by the pods on the "
+				         "drained nodes",
+				         DRAIN_MAX_CLAIMS);
+				rc = NV_E_TOO_LARGE;
+				break;
+			}
+			rc = kube_get(c, &RES_CLAIMS, ns, names[k], &cl, st);
+			if (rc == NV_E_NOT_FOUND) {
+				rc = NV_OK;
+				cl = json_null();
+			} else if (rc != NV_OK) {
+				st_prefix(st, "pod %s/%s: read ResourceClaim %s", ns,
+				          jx_str_or(pod, "metadata.name", ""), names[k]);
+				break;
+			}
+			json_object_set_new(claims, key, cl);
+		}
+		if (rc != NV_OK)
+			break;
+	}
+	if (rc != NV_OK) {
+		json_decref(claims);
+		return rc;
+	}
+	*out = claims;
+	return NV_OK;
 }
 
 /* Writes the checkpoint request with the pod's resourceVersion. On a
@@ -403,6 +668,11 @@ static void act_evict(struct kube_client *c, struct pass *ps, const struct drain
 		ps->res->evicted++;
 		ps->res->terminating++;
 		ps->forced += force;
+		if (d->nclaims > 0)
+			log_warn(DRAIN_COMP, "pod holding an IMEX channel claim moved off its tray",
+			         "pod=%s node=%s claim=%s/%s domain=%s driver=%s", d->key, node,
+			         jx_str_or(d->pod, "metadata.namespace", ""), d->claim.name,
+			         d->claim.domain[0] ? d->claim.domain : "-", DRAIN_DRA_DRIVER);
 		if (force)
 			log_warn(DRAIN_COMP,
 			         "pod deleted (forced, PodDisruptionBudgets not consulted)",
@@ -444,10 +714,12 @@ __attribute__((format(printf, 2, 3))) static void msg_add(struct drain_result *r
 	va_end(ap);
 }
 
-static void pass_message(const struct pass *ps, unsigned nodes, int64_t first_deadline_ms)
+static void pass_message(const struct pass *ps, const struct drain_plan *pl, unsigned nodes)
 {
 	struct drain_result *res = ps->res;
 	const char *s = nodes == 1 ? "" : "s";
+	int64_t first_deadline_ms = pl->first_deadline_ms;
+	char core[sizeof(res->message)];
 
 	res->message[0] = '\0';
 	if (res->blocked > 0) {
@@ -475,6 +747,12 @@ static void pass_message(const struct pass *ps, unsigned nodes, int64_t first_de
 	if (ps->forced > 0)
 		msg_add(res, "; forced: %d pod%s deleted without the Eviction API", ps->forced,
 		        ps->forced == 1 ? "" : "s");
+	/* A tray is never pulled from under a claim of our driver unsaid. */
+	drain_claims_note(pl, res->claims, sizeof(res->claims));
+	for (unsigned i = 0; i < pl->n; i++)
+		res->claim_pods += pl->pods[i].nclaims > 0;
+	memcpy(core, res->message, sizeof(core));
+	drain_message_join(res->message, sizeof(res->message), core, res->claims);
 }
 
 static bool args_ok(const char *const *nodes, unsigned n, const char *owner, struct kube_status *st)
@@ -535,7 +813,7 @@ enum nv_err drain_nodes(struct kube_client *c, const char *const *nodes, unsigne
 	struct kube_status local;
 	struct drain_plan pl = {0};
 	struct pass ps = {.res = res, .retry_after_s = -1};
-	json_t *all = NULL;
+	json_t *all = NULL, *claims = NULL;
 	enum nv_err rc = NV_OK;
 	int64_t next;
 
@@ -555,14 +833,14 @@ enum nv_err drain_nodes(struct kube_client *c, const char *const *nodes, unsigne
 		if (rc == NV_OK)
 			rc = pods_on(c, nodes[i], all, st);
 	}
-	if (rc != NV_OK)
+	if (rc != NV_OK || (rc = claims_read(c, all, &claims, st)) != NV_OK)
 		goto out;
-	drain_plan_build(all, p, now_ms, &pl);
+	drain_plan_build(all, claims, p, now_ms, &pl);
 	act_all(c, &ps, &pl, p);
 	if ((rc = ps.err) != NV_OK)
 		goto out;
 	res->done = res->pods == 0 && res->terminating == 0 && !ps.recheck;
-	pass_message(&ps, n, pl.first_deadline_ms);
+	pass_message(&ps, &pl, n);
 	if (!res->done) {
 		next = now_ms + drain_backoff_ms(p, now_ms);
 		if (ps.recheck)
@@ -575,11 +853,12 @@ enum nv_err drain_nodes(struct kube_client *c, const char *const *nodes, unsigne
 	}
 	log_debug(DRAIN_COMP, "pass",
 	          "owner=%s nodes=%u pods=%d waiting=%d held=%d evicted=%d "
-	          "blocked=%d terminating=%d done=%d",
+	          "blocked=%d terminating=%d claim_pods=%d done=%d",
 	          p->owner, n, res->pods, res->waiting_ack, res->held, res->evicted, res->blocked,
-	          res->terminating, res->done);
+	          res->terminating, res->claim_pods, res->done);
 out:
 	drain_plan_clear(&pl);
+	json_decref(claims);
 	json_decref(all);
 	return rc;
 }

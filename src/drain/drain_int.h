@@ -18,6 +18,10 @@
 #define DRAIN_ANN_MIRROR "kubernetes.io/config.mirror"
 /* Most pods one pass looks at, over all its nodes. */
 #define DRAIN_MAX_PODS 8192
+/* Most ResourceClaims one pod names that the pass reads, and most claims
+ * one pass reads over all its pods. */
+#define DRAIN_CLAIMS_PER_POD 16
+#define DRAIN_MAX_CLAIMS 1024
 
 enum drain_act {
 	DRAIN_ACT_SKIP = 0,    /* DaemonSet, mirror or finished pod: it stays */
@@ -28,10 +32,25 @@ enum drain_act {
 	DRAIN_ACT_EVICT,       /* evict now (DELETE when forced) */
 };
 
+/* One ResourceClaim allocated by our DRA driver (DRAIN_DRA_DRIVER) on the
+ * node of the pod that holds it. */
+struct drain_claim {
+	char name[254];      /* metadata.name; the pod's namespace */
+	char domain[254];    /* the opaque config's "domain" ("<ns>/<name>"), "" unknown */
+	char domain_uid[64]; /* its "domainUID", "" unknown */
+	char device[128];    /* the allocated device ("slot-0") */
+};
+
 struct drain_pod {
 	const json_t *pod; /* borrowed from the caller's array */
 	char key[320];     /* "namespace/name" */
 	const char *gang;  /* the nvl72.io/job label (borrowed) or NULL */
+	/* The first of our claims the pod holds on its node, and how many it
+	 * holds; its domain is the pod's second gang (domain_gang: "cd:" and
+	 * the domain's UID, else its name; "" without a claim). */
+	struct drain_claim claim;
+	unsigned nclaims;
+	char domain_gang[264];
 	enum drain_act act;
 	const char *why;     /* static text: "DaemonSet", "deadline passed", ... */
 	int64_t deadline_ms; /* Checkpoint mode: the deadline (to write, for ASK) */
@@ -51,11 +70,43 @@ void drain_pod_classify(const json_t *pod, const struct drain_policy *p, int64_t
                         struct drain_pod *out);
 
 /* Decides every pod of the array pods (borrowed; it must outlive the plan),
- * then holds back the members of any gang that has a member still waiting
- * for its checkpoint. */
-void drain_plan_build(const json_t *pods, const struct drain_policy *p, int64_t now_ms,
-                      struct drain_plan *out);
+ * notes the claims of our driver each holds on its node (claims: an object
+ * from "<namespace>/<name>" to the ResourceClaims the pass read, borrowed;
+ * NULL when none were read), then holds back the members of any gang that
+ * has a member still waiting for its checkpoint. Two gangs: the pods of one
+ * nvl72.io/job label value, and the pods holding claims of one
+ * ComputeDomain; a pod in both waits for either. */
+void drain_plan_build(const json_t *pods, const json_t *claims, const struct drain_policy *p,
+                      int64_t now_ms, struct drain_plan *out);
 void drain_plan_clear(struct drain_plan *pl);
+
+/* Whether a pod may hold a claim the drain must know about: it is not left
+ * alone (DaemonSet, mirror, finished) and names at least one claim. */
+bool drain_pod_wants_claims(const json_t *pod);
+
+/* The ResourceClaims pod names (spec.resourceClaims[].resourceClaimName,
+ * and for a claim made from a template the name its
+ * status.resourceClaimStatuses[] records), borrowed from pod, at most cap;
+ * returns how many. */
+unsigned drain_pod_claim_names(const json_t *pod, const char **names, unsigned cap);
+
+/* Whether claim (a resource.k8s.io/v1 ResourceClaim) holds a device of our
+ * driver from node's pool (status.allocation.devices.results[]: driver
+ * DRAIN_DRA_DRIVER, pool node); then out names it and the ComputeDomain
+ * its opaque config for our driver names (status.allocation.devices.config,
+ * else spec.devices.config). */
+bool drain_claim_read(const json_t *claim, const char *node, struct drain_claim *out);
+
+/* The sentence naming the claims of our driver the plan's pods hold on the
+ * drained nodes ("" when none): DRAIN_CLAIMS_NOTE, then per pod its claim,
+ * the pod, the ComputeDomain and the node, as many as fit in cap, and how
+ * many more. */
+void drain_claims_note(const struct drain_plan *pl, char *out, size_t cap);
+
+/* Writes core, then "; " and note when note is not empty, into out (cap
+ * bytes): core is cut first, so that the note is never lost to a long
+ * sentence before it. */
+void drain_message_join(char *out, size_t cap, const char *core, const char *note);
 
 /* The deadline written for a request made at now_ms: rounded up to the
  * second, since the annotation holds whole seconds. */

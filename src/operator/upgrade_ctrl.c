@@ -646,6 +646,10 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 				return (struct kube_result){.err = rc};
 			return (struct kube_result){.requeue_after_ms = after};
 		}
+		/* Pods that held IMEX channel claims left in earlier passes,
+		 * which said so: the step's record keeps it. */
+		drain_message_keep_claims(dr.message, sizeof(dr.message),
+		                          st->steps[a->step].message);
 		op_upgrade_step_finish(st, a->step, API_STEP_SUCCEEDED,
 		                       dr.message[0] ? dr.message : "drained", now);
 	} else if (a->act == OP_UPG_RELEASE) {

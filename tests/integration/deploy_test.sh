@@ -632,6 +632,7 @@ can yes "$op_sa" patch nodes
 can yes "$op_sa" patch pods -n team-a
 can yes "$op_sa" create pods --subresource=eviction -n team-a
 can yes "$op_sa" delete pods -n team-a
+can yes "$op_sa" get resourceclaims.resource.k8s.io -n team-a
 can yes "$op_sa" create events.events.k8s.io -n default
 can yes "$op_sa" create subjectaccessreviews.authorization.k8s.io
 can yes "$op_sa" create leases.coordination.k8s.io -n "$ns"
@@ -666,6 +667,8 @@ can no "$op_sa" create resourceslices.resource.k8s.io
 can no "$op_sa" create deviceclasses.resource.k8s.io
 can no "$op_sa" patch deviceclasses.resource.k8s.io/another-class
 can no "$op_sa" delete deviceclasses.resource.k8s.io/imex-channel.nvl72.io
+can no "$op_sa" list resourceclaims.resource.k8s.io -n team-a
+can no "$op_sa" update resourceclaims.resource.k8s.io -n team-a
 # The agent: its tray's spec and status, a Lease, events; nothing else.
 can yes "$agent_sa" watch computetrays.nvl72.io
 can yes "$agent_sa" patch computetrays.nvl72.io --subresource=status
