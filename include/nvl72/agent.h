@@ -165,6 +165,72 @@ struct agent_plugin_report {
 	char message[256];
 };
 
+/* ---- NVIDIA's DRA driver on this tray ---- */
+
+/* The driver of NVIDIA's ComputeDomain kubelet plugin
+ * (kubernetes-sigs/dra-driver-nvidia-gpu v25.12.0,
+ * cmd/compute-domain-kubelet-plugin/main.go, DriverName). A tray for whose
+ * Node it publishes ResourceSlices is NVIDIA-managed: NVIDIA's driver runs
+ * IMEX there, so the agent runs none of its own. */
+#define AGENT_NVIDIA_DRIVER "compute-domain.nvidia.com"
+/* The host's IMEX unit, which NVIDIA's prerequisites say to mask on such a
+ * tray: its daemon and the driver's cannot hold the IMEX session together. */
+#define AGENT_HOST_IMEX_UNIT "nvidia-imex.service"
+
+enum agent_nvidia_state {
+	AGENT_NVIDIA_NONE = 0, /* no slice of the driver for this Node */
+	AGENT_NVIDIA_MANAGED,  /* at least one */
+	AGENT_NVIDIA_UNKNOWN,  /* the slices have not been read (yet) */
+};
+
+/* What the agent knows of NVIDIA's driver on its tray, for the status. */
+struct agent_nvidia_report {
+	enum agent_nvidia_state state;
+	unsigned nslices;
+	char slice[254]; /* MANAGED: the first of the driver's slices, by name */
+	char why[256];   /* UNKNOWN: why the slices are not known */
+	/* spec.imex was set but is not acted on (MANAGED or UNKNOWN): its
+	 * domain, for the IMEXReady condition. */
+	bool imex_dropped;
+	char imex_domain[128];
+	/* MANAGED: the host's AGENT_HOST_IMEX_UNIT, as queried this pass. */
+	bool unit_read;
+	enum nv_err unit_err;
+	struct host_unit_state unit;
+	char unit_why[HOST_ERRMSG_LEN];
+};
+
+/* Decides state from the driver's slices for this Node (slices: an array
+ * of ResourceSlices, borrowed; synced: whether it is the complete set;
+ * why: the watch's last error, may be NULL) and, when the tray is
+ * NVIDIA-managed or that is not known, takes spec.imex out of spec so that
+ * no IMEX of ours is configured, started or stopped (the host unit
+ * included), recording it in out. Pure. */
+void agent_nvidia_judge(const json_t *slices, bool synced, const char *why, struct agent_spec *spec,
+                        struct agent_nvidia_report *out);
+
+struct agent_nvidia;
+struct kube_client;
+struct kube_workqueue;
+
+/* Watches the ResourceSlices of AGENT_NVIDIA_DRIVER for node (one watch,
+ * field selectors spec.nodeName and spec.driver; devices are not kept) and
+ * adds key to q on every change. Sends no request itself; the watch runs
+ * on a thread of its own until agent_nvidia_free. */
+enum nv_err agent_nvidia_start(struct kube_client *c, const char *node, struct kube_workqueue *q,
+                               const char *key, struct agent_nvidia **out);
+/* Waits up to timeout_ms for the first list; whether it came. */
+bool agent_nvidia_wait(struct agent_nvidia *n, int64_t timeout_ms);
+/* One pass's view: agent_nvidia_judge over the cache, then, on an
+ * NVIDIA-managed tray, the host's AGENT_HOST_IMEX_UNIT queried through h
+ * (read only; the unit is never started, stopped or masked). n may be NULL
+ * (the watch did not start): the state is then UNKNOWN. Blocks for the
+ * unit query, bounded by the host's tool timeout. */
+void agent_nvidia_pass(struct agent_nvidia *n, struct host *h, struct agent_spec *spec,
+                       struct agent_nvidia_report *out);
+/* Stops the watch and frees. NULL does nothing. */
+void agent_nvidia_free(struct agent_nvidia *n);
+
 /* What one reconcile learned, from which the status is built. */
 struct agent_report {
 	const struct agent_spec *spec;
@@ -188,6 +254,7 @@ struct agent_report {
 	const char *lease;                 /* "ns/name" of the heartbeat */
 	struct host_val_result validation; /* phase NONE: no run recorded */
 	struct agent_plugin_report plugin;
+	struct agent_nvidia_report nvidia; /* NVIDIA's DRA driver on this tray */
 };
 
 /* The whole status object for rep, merged with old (the stored status, may

@@ -49,6 +49,7 @@ struct agent {
 	char identity[300];
 	struct host host;
 	struct kube_informer *inf;
+	struct agent_nvidia *nv; /* NVIDIA's DRA driver on this node (agent_nvidia.c) */
 	struct kube_workqueue *q;
 	struct kube_workers *w;
 	struct kube_recorder *rec;
@@ -641,6 +642,7 @@ static struct kube_result reconcile(void *ud, const char *key)
 	}
 	p = xcalloc(1, sizeof(*p));
 	(void)agent_spec_parse(tray, a->cfg->node_ip, &p->spec, p->spec_err, sizeof(p->spec_err));
+	agent_nvidia_pass(a->nv, &a->host, &p->spec, &p->rep.nvidia);
 	p->rep.spec = &p->spec;
 	p->rep.spec_error = p->spec_err;
 	p->rep.node_ip = a->cfg->node_ip;
@@ -831,6 +833,22 @@ static enum nv_err informer_start(struct agent *a)
 	return rc;
 }
 
+/* The watch of NVIDIA's slices for this Node (--node-name, else the
+ * tray's spec.node), given a moment to list before the first pass. Without
+ * it every pass finds the state unknown and starts no IMEX. */
+static void nvidia_start(struct agent *a)
+{
+	json_t *t = kube_informer_get(a->inf, a->tray);
+	const char *node = a->cfg->node_name[0] ? a->cfg->node_name : jx_str_or(t, "spec.node", "");
+
+	if (agent_nvidia_start(a->c, node, a->q, a->tray, &a->nv) == NV_OK)
+		(void)agent_nvidia_wait(a->nv, 0);
+	else
+		log_warn("agent", "cannot watch NVIDIA's DRA driver: IMEX stays off", "node=%s",
+		         node);
+	json_decref(t);
+}
+
 enum nv_err agent_run(struct agent *a)
 {
 	enum nv_err rc;
@@ -858,6 +876,7 @@ enum nv_err agent_run(struct agent *a)
 	while (!kube_informer_wait_synced(a->inf, 200))
 		if (kube_stop_requested(a->stop))
 			goto out;
+	nvidia_start(a);
 	a->w = kube_workers_start(a->q, 1, reconcile, a);
 	kube_workqueue_add(a->q, a->tray);
 	while (!kube_stop_sleep(a->stop, 1000))
@@ -870,6 +889,8 @@ out:
 	a->w = NULL;
 	agent_plugin_free(a->plugin);
 	a->plugin = NULL;
+	agent_nvidia_free(a->nv);
+	a->nv = NULL;
 	web_server_free(a->web);
 	a->web = NULL;
 	kube_access_free(a->access);

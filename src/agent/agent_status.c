@@ -395,11 +395,11 @@ static json_t *imex_json(const struct agent_report *r)
 	return o;
 }
 
-static const char *fm_state_name(const struct agent_report *r)
+/* The state of a host unit as the status names it (hostFabricManager.state
+ * and nvidiaDRA.hostIMEXUnit). */
+static const char *unit_state_name(const struct host_unit_state *u)
 {
-	if (r->obs->fm_part.err != NV_OK && r->obs->fm_part.err != NV_E_STATE)
-		return "Unknown";
-	switch (r->obs->fm.active) {
+	switch (u->active) {
 	case HOST_UNIT_NOT_FOUND:
 		return "NotInstalled";
 	case HOST_UNIT_INACTIVE:
@@ -413,13 +413,37 @@ static const char *fm_state_name(const struct agent_report *r)
 	return "Unknown";
 }
 
+static const char *fm_state_name(const struct agent_report *r)
+{
+	if (r->obs->fm_part.err != NV_OK && r->obs->fm_part.err != NV_E_STATE)
+		return "Unknown";
+	return unit_state_name(&r->obs->fm);
+}
+
+/* status.nvidiaDRA on an NVIDIA-managed tray; NULL elsewhere. */
+static json_t *nvidia_json(const struct agent_report *r)
+{
+	const struct agent_nvidia_report *n = &r->nvidia;
+	json_t *o;
+
+	if (n->state != AGENT_NVIDIA_MANAGED)
+		return NULL;
+	o = json_object();
+	set_str(o, "driver", AGENT_NVIDIA_DRIVER);
+	set_str(o, "resourceSlice", n->slice);
+	set_str(o, "hostIMEXUnit",
+	        n->unit_read && n->unit_err == NV_OK ? unit_state_name(&n->unit) : "Unknown");
+	return o;
+}
+
 /* ---- conditions ---- */
 
-enum { C_DRIVER = 0, C_FABRIC, C_HEALTH, C_IMEX, C_FM, C_HEARTBEAT, C__N };
+/* C_HOSTIMEX is reported on NVIDIA-managed trays only. */
+enum { C_DRIVER = 0, C_FABRIC, C_HEALTH, C_IMEX, C_FM, C_HOSTIMEX, C_HEARTBEAT, C__N };
 
 struct cond {
 	const char *type;
-	const char *status;
+	const char *status; /* NULL: the condition is not reported */
 	char reason[64];
 	char msg[512];
 };
@@ -544,7 +568,17 @@ static void cond_imex(const struct agent_report *r, struct cond *c)
 	char peers[400];
 	unsigned conn, ready;
 
-	if (!r->spec->has_imex) {
+	if (r->nvidia.imex_dropped && r->nvidia.state == AGENT_NVIDIA_MANAGED) {
+		cond_set(c, "False", "NVIDIAManaged",
+		         "NVIDIA's DRA driver %s runs IMEX on this tray (ResourceSlice %s): "
+		         "spec.imex of domain %s is not applied",
+		         AGENT_NVIDIA_DRIVER, r->nvidia.slice, r->nvidia.imex_domain);
+	} else if (r->nvidia.imex_dropped) {
+		cond_set(c, "False", "NVIDIAUnknown",
+		         "whether NVIDIA's DRA driver %s manages this tray is not known (%s): "
+		         "spec.imex of domain %s is not applied until it is",
+		         AGENT_NVIDIA_DRIVER, r->nvidia.why, r->nvidia.imex_domain);
+	} else if (!r->spec->has_imex) {
 		if (r->spec_error[0] != '\0')
 			cond_set(c, "False", "SpecInvalid", "%s", r->spec_error);
 		else
@@ -596,11 +630,34 @@ static void cond_fm(const struct agent_report *r, struct cond *c)
 		cond_set(c, "True", r->obs->fm.masked ? "Masked" : state, "%s", "");
 }
 
+/* On an NVIDIA-managed tray: the host's IMEX unit must not run beside the
+ * driver's daemon. Not reported elsewhere (status NULL). */
+static void cond_host_imex(const struct agent_report *r, struct cond *c)
+{
+	const struct agent_nvidia_report *n = &r->nvidia;
+
+	if (n->state != AGENT_NVIDIA_MANAGED)
+		return;
+	if (!n->unit_read || n->unit_err != NV_OK)
+		cond_set(c, "Unknown", "QueryFailed", "%s: %s", AGENT_HOST_IMEX_UNIT,
+		         n->unit_why[0] ? n->unit_why : "not read");
+	else if (n->unit.active == HOST_UNIT_ACTIVE || n->unit.active == HOST_UNIT_ACTIVATING)
+		cond_set(c, "False", "ConflictsWithNVIDIADRA",
+		         "%s is active on a tray whose IMEX NVIDIA's DRA driver %s runs "
+		         "(ResourceSlice %s): the host daemon and the driver's daemon cannot hold "
+		         "the driver's IMEX session together; mask the unit "
+		         "(systemctl mask --now %s), as NVIDIA's prerequisites say",
+		         AGENT_HOST_IMEX_UNIT, AGENT_NVIDIA_DRIVER, n->slice, AGENT_HOST_IMEX_UNIT);
+	else
+		cond_set(c, "True", n->unit.masked ? "Masked" : unit_state_name(&n->unit), "%s",
+		         "");
+}
+
 static void conds_compute(const struct agent_report *r, struct cond c[C__N])
 {
-	static const char *const types[C__N] = {"DriverReady",          "FabricReady",
-	                                        "FabricHealthy",        "IMEXReady",
-	                                        "HostFabricManagerOff", "HeartbeatCurrent"};
+	static const char *const types[C__N] = {
+	        "DriverReady",          "FabricReady", "FabricHealthy",   "IMEXReady",
+	        "HostFabricManagerOff", "HostIMEXOff", "HeartbeatCurrent"};
 
 	memset(c, 0, sizeof(struct cond) * C__N);
 	for (int i = 0; i < C__N; i++)
@@ -610,6 +667,7 @@ static void conds_compute(const struct agent_report *r, struct cond c[C__N])
 	cond_health(r, &c[C_HEALTH]);
 	cond_imex(r, &c[C_IMEX]);
 	cond_fm(r, &c[C_FM]);
+	cond_host_imex(r, &c[C_HOSTIMEX]);
 	cond_set(&c[C_HEARTBEAT], "True", "LeaseRenewed", "heartbeat Lease %s",
 	         r->lease ? r->lease : "");
 }
@@ -617,16 +675,16 @@ static void conds_compute(const struct agent_report *r, struct cond c[C__N])
 /* Ready: every other condition but the heartbeat is True. */
 static void cond_ready(const struct cond c[C__N], struct cond *ready)
 {
-	static const char *const reasons[C__N] = {"DriverNotReady",           "FabricNotReady",
-	                                          "FabricUnhealthy",          "IMEXNotReady",
-	                                          "HostFabricManagerRunning", "NoHeartbeat"};
+	static const char *const reasons[C__N] = {
+	        "DriverNotReady",           "FabricNotReady",  "FabricUnhealthy", "IMEXNotReady",
+	        "HostFabricManagerRunning", "HostIMEXRunning", "NoHeartbeat"};
 	const char *reason = NULL;
 	char msg[512] = "";
 
 	ready->type = "Ready";
 	for (int i = 0; i < C_HEARTBEAT; i++) {
 		size_t n = strlen(msg);
-		if (strcmp(c[i].status, "True") == 0)
+		if (c[i].status == NULL || strcmp(c[i].status, "True") == 0)
 			continue;
 		if (reason == NULL)
 			reason = reasons[i];
@@ -696,9 +754,13 @@ static json_t *conditions_json(const struct agent_report *r, const json_t *old, 
 	cond_ready(c, &ready);
 	kube_condition_set(tmp, ready.type, ready.status, ready.reason, ready.msg,
 	                   r->spec->generation, now_ms);
-	for (int i = 0; i < C__N; i++)
-		kube_condition_set(tmp, c[i].type, c[i].status, c[i].reason, c[i].msg,
-		                   r->spec->generation, now_ms);
+	for (int i = 0; i < C__N; i++) {
+		if (c[i].status == NULL) /* not reported: one left from before goes */
+			(void)kube_condition_remove(tmp, c[i].type);
+		else
+			kube_condition_set(tmp, c[i].type, c[i].status, c[i].reason, c[i].msg,
+			                   r->spec->generation, now_ms);
+	}
 	/* The plugin serves workloads, not the tray: it is left out of Ready. */
 	if (r->plugin.status[0] != '\0')
 		kube_condition_set(tmp, "KubeletPluginReady", r->plugin.status, r->plugin.reason,
@@ -787,7 +849,7 @@ none:
 
 json_t *agent_status_build(const struct agent_report *r, const json_t *old, int64_t now_ms)
 {
-	json_t *o = json_object(), *gpus = json_array(), *fm = json_object(), *le;
+	json_t *o = json_object(), *gpus = json_array(), *fm = json_object(), *le, *nv;
 
 	set_int(o, "observedGeneration", r->spec->generation);
 	set_str(o, "agentVersion", NVL72_VERSION);
@@ -800,6 +862,8 @@ json_t *agent_status_build(const struct agent_report *r, const json_t *old, int6
 	set_str(fm, "state", fm_state_name(r));
 	json_object_set_new(o, "hostFabricManager", fm);
 	json_object_set_new(o, "maintenance", maintenance_json(r));
+	if ((nv = nvidia_json(r)) != NULL)
+		json_object_set_new(o, "nvidiaDRA", nv);
 	if (r->validation.phase != HOST_VAL_NONE)
 		json_object_set_new(o, "validation", validation_json(&r->validation));
 	le = last_error_json(r, old, now_ms);

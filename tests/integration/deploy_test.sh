@@ -674,6 +674,7 @@ can yes "$agent_sa" watch computetrays.nvl72.io
 can yes "$agent_sa" patch computetrays.nvl72.io --subresource=status
 can yes "$agent_sa" create leases.coordination.k8s.io -n "$ans"
 can yes "$agent_sa" create events.events.k8s.io -n default
+can yes "$agent_sa" watch resourceslices.resource.k8s.io
 can no "$agent_sa" delete racks.nvl72.io
 can no "$agent_sa" get racks.nvl72.io
 can no "$agent_sa" update computetrays.nvl72.io

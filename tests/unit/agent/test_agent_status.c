@@ -579,6 +579,143 @@ static void test_agent_status_build_kubelet_plugin(void **state)
 	fixture_free(f);
 }
 
+/* ---- NVIDIA's DRA driver on the tray ---- */
+
+static json_t *slices_json(const char *const *names, const char *driver)
+{
+	json_t *a = json_array();
+	for (; *names; names++)
+		json_array_append_new(a,
+		                      json_pack("{s:{s:s},s:{s:s,s:s}}", "metadata", "name", *names,
+		                                "spec", "driver", driver, "nodeName", "n3"));
+	return a;
+}
+
+static void test_agent_nvidia_judge(void **state)
+{
+	struct fixture *f = fixture_new(",\"imex\":{\"domain\":\"team-a.train-4\","
+	                                "\"peers\":[\"10.0.0.3\"],\"channels\":{\"ids\":[0]}}");
+	struct agent_nvidia_report r;
+	json_t *sl =
+	        slices_json((const char *const[]){"n3-cd-b", "n3-cd-a", NULL}, AGENT_NVIDIA_DRIVER);
+	json_t *other = slices_json((const char *const[]){"n3-gpu", NULL}, "gpu.nvidia.com");
+
+	(void)state;
+	/* No slice of the ComputeDomain driver (another NVIDIA driver's does
+	 * not count): ours, spec.imex kept. */
+	agent_nvidia_judge(other, true, NULL, &f->spec, &r);
+	assert_int_equal(r.state, AGENT_NVIDIA_NONE);
+	assert_true(f->spec.has_imex);
+	assert_false(r.imex_dropped);
+	/* Its slices: NVIDIA-managed, the first by name reported, and our IMEX
+	 * taken out of the spec. */
+	agent_nvidia_judge(sl, true, NULL, &f->spec, &r);
+	assert_int_equal(r.state, AGENT_NVIDIA_MANAGED);
+	assert_int_equal(r.nslices, 2);
+	assert_string_equal(r.slice, "n3-cd-a");
+	assert_true(r.imex_dropped);
+	assert_string_equal(r.imex_domain, "team-a.train-4");
+	assert_false(f->spec.has_imex);
+	fixture_free(f);
+	/* Not read yet: not known, and no IMEX of ours either. */
+	f = fixture_new(",\"imex\":{\"domain\":\"d\",\"peers\":[\"10.0.0.3\"]}");
+	agent_nvidia_judge(NULL, false, "resource not served", &f->spec, &r);
+	assert_int_equal(r.state, AGENT_NVIDIA_UNKNOWN);
+	assert_string_equal(r.why, "resource not served");
+	assert_false(f->spec.has_imex);
+	assert_true(r.imex_dropped);
+	agent_nvidia_judge(NULL, false, NULL, &f->spec, &r);
+	assert_string_equal(r.why, "the ResourceSlices are not read yet");
+	assert_false(r.imex_dropped); /* already out of this spec */
+	fixture_free(f);
+	json_decref(sl);
+	json_decref(other);
+}
+
+static void test_agent_status_build_nvidia_managed(void **state)
+{
+	struct fixture *f = fixture_new(",\"imex\":{\"domain\":\"team-a.train-4\","
+	                                "\"peers\":[\"10.0.0.3\"],\"channels\":{\"ids\":[0]}}");
+	json_t *sl = slices_json((const char *const[]){"n3-cd", NULL}, AGENT_NVIDIA_DRIVER);
+	json_t *s, *s2;
+	char c[128];
+
+	(void)state;
+	agent_nvidia_judge(sl, true, NULL, &f->spec, &f->rep.nvidia);
+	f->rep.nvidia.unit_read = true;
+	f->rep.nvidia.unit.active = HOST_UNIT_INACTIVE;
+	f->rep.nvidia.unit.masked = true;
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(jx_str_or(s, "nvidiaDRA.driver", ""), "compute-domain.nvidia.com");
+	assert_string_equal(jx_str_or(s, "nvidiaDRA.resourceSlice", ""), "n3-cd");
+	assert_string_equal(jx_str_or(s, "nvidiaDRA.hostIMEXUnit", ""), "Inactive");
+	assert_string_equal(cond(s, "HostIMEXOff", c, sizeof(c)), "True Masked");
+	/* Our IMEX is not applied, and says whose it is. */
+	assert_null(jx_path(s, "imex.mode"));
+	assert_string_equal(cond(s, "IMEXReady", c, sizeof(c)), "False NVIDIAManaged");
+	assert_non_null(strstr(cond_message(s, "IMEXReady"),
+	                       "NVIDIA's DRA driver compute-domain.nvidia.com runs IMEX on this "
+	                       "tray (ResourceSlice n3-cd): spec.imex of domain team-a.train-4"));
+	assert_string_equal(cond(s, "Ready", c, sizeof(c)), "False IMEXNotReady");
+
+	/* Without spec.imex the tray is Ready; the host unit running is the
+	 * conflict, named. */
+	fixture_free(f);
+	f = fixture_new("");
+	agent_nvidia_judge(sl, true, NULL, &f->spec, &f->rep.nvidia);
+	f->rep.nvidia.unit_read = true;
+	f->rep.nvidia.unit.active = HOST_UNIT_NOT_FOUND;
+	json_decref(s);
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(cond(s, "HostIMEXOff", c, sizeof(c)), "True NotInstalled");
+	assert_string_equal(cond(s, "IMEXReady", c, sizeof(c)), "True NotRequested");
+	assert_string_equal(cond(s, "Ready", c, sizeof(c)), "True AllReady");
+	assert_int_equal(json_array_size(jx_path(s, "conditions")), 8);
+	f->rep.nvidia.unit.active = HOST_UNIT_ACTIVE;
+	s2 = agent_status_build(&f->rep, s, T0 + 1000);
+	assert_string_equal(jx_str_or(s2, "nvidiaDRA.hostIMEXUnit", ""), "Active");
+	assert_string_equal(cond(s2, "HostIMEXOff", c, sizeof(c)), "False ConflictsWithNVIDIADRA");
+	assert_non_null(strstr(cond_message(s2, "HostIMEXOff"),
+	                       "nvidia-imex.service is active on a tray whose IMEX NVIDIA's DRA "
+	                       "driver compute-domain.nvidia.com runs (ResourceSlice n3-cd): the "
+	                       "host daemon and the driver's daemon cannot hold the driver's IMEX "
+	                       "session together; mask the unit"));
+	assert_string_equal(cond(s2, "Ready", c, sizeof(c)), "False HostIMEXRunning");
+	/* The unit could not be read: Unknown, not a conflict. */
+	f->rep.nvidia.unit_err = NV_E_TIMEOUT;
+	str_copy(f->rep.nvidia.unit_why, sizeof(f->rep.nvidia.unit_why), "systemctl timed out");
+	json_decref(s);
+	s = agent_status_build(&f->rep, s2, T0 + 2000);
+	assert_string_equal(cond(s, "HostIMEXOff", c, sizeof(c)), "Unknown QueryFailed");
+	assert_string_equal(jx_str_or(s, "nvidiaDRA.hostIMEXUnit", ""), "Unknown");
+	json_decref(s2);
+
+	/* NVIDIA's driver leaves: the field and the condition go. */
+	json_t *none = json_array();
+	agent_nvidia_judge(none, true, NULL, &f->spec, &f->rep.nvidia);
+	json_decref(none);
+	s2 = agent_status_build(&f->rep, s, T0 + 3000);
+	assert_null(jx_path(s2, "nvidiaDRA"));
+	assert_string_equal(cond(s2, "HostIMEXOff", c, sizeof(c)), "");
+	assert_int_equal(json_array_size(jx_path(s2, "conditions")), 7);
+	assert_string_equal(cond(s2, "Ready", c, sizeof(c)), "True AllReady");
+	json_decref(s2);
+	json_decref(s);
+
+	/* Not known yet, with spec.imex: not applied until it is. */
+	fixture_free(f);
+	f = fixture_new(",\"imex\":{\"domain\":\"d\",\"peers\":[\"10.0.0.3\"]}");
+	agent_nvidia_judge(NULL, false, "forbidden", &f->spec, &f->rep.nvidia);
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(cond(s, "IMEXReady", c, sizeof(c)), "False NVIDIAUnknown");
+	assert_non_null(strstr(cond_message(s, "IMEXReady"), "(forbidden)"));
+	assert_null(jx_path(s, "nvidiaDRA"));
+	assert_string_equal(cond(s, "HostIMEXOff", c, sizeof(c)), "");
+	json_decref(s);
+	json_decref(sl);
+	fixture_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -596,6 +733,8 @@ int main(void)
 	        cmocka_unit_test(test_agent_spec_parse_validation),
 	        cmocka_unit_test(test_agent_status_build_validation),
 	        cmocka_unit_test(test_agent_status_build_kubelet_plugin),
+	        cmocka_unit_test(test_agent_nvidia_judge),
+	        cmocka_unit_test(test_agent_status_build_nvidia_managed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
