@@ -37,6 +37,8 @@ struct op_domain_cand {
 	const char *owner;       /* the domain annotation, "" when free */
 	bool healthy;            /* tray and Node Ready: may be picked */
 	bool selected;           /* matches the domain's rack/partition selector */
+	bool nvidia;             /* NVIDIA's DRA driver runs its IMEX (status.nvidiaDRA):
+	                          * never picked */
 	bool imex_ready;         /* daemon Ready, domain Up, status current */
 	const char *failure;     /* why a member has failed (op_domain_member_failure), or NULL */
 	int64_t failed_since_ms; /* when that failure was first seen */
@@ -72,8 +74,14 @@ enum op_domain_channels {
 /* "<ns>.<name>" into out; false when it does not fit a label value (63). */
 bool op_domain_key(const char *ns, const char *name, char out[OP_DOMAIN_KEY_MAX]);
 
+/* Whether the ComputeTray tray is NVIDIA-managed: its agent reports
+ * status.nvidiaDRA (NVIDIA's ComputeDomain driver publishes ResourceSlices
+ * for its Node and runs IMEX there). */
+bool op_domain_tray_nvidia(const json_t *tray);
+
 /* Keeps the members of key (the first num_nodes by rack and index), then
- * adds healthy, selected, free trays of the members' clique; with no member
+ * adds healthy, selected, free trays of the members' clique that are not
+ * NVIDIA-managed; with no member
  * yet it picks the clique that fits num_nodes most tightly, and only when
  * it can fill the domain at once (a domain never hoards part of a clique). */
 void op_domain_place(const struct op_domain_cand *c, unsigned n, const char *key, int num_nodes,

@@ -36,6 +36,9 @@ struct op_part_tray {
 	const json_t *tray;   /* the ComputeTray, NULL when absent */
 	const json_t *node_o; /* the Node, NULL when absent */
 	int64_t heartbeat_ms; /* the agent's last sign of life, 0: never */
+	/* An NVIDIA ComputeDomain that uses the tray ("namespace/name",
+	 * operator_nvidia.h), "" or NULL when none. */
+	const char *nvidia_domain;
 };
 
 /* What the fabric backend said this pass; filled by the controller when
@@ -63,7 +66,16 @@ struct op_part_in {
 	int64_t now_ms;    /* wall clock of this pass */
 	int64_t silent_ms; /* a member whose agent is silent this long does not
 	                    * hold a deletion back; 0: wait for every member */
+	/* NVIDIA's ComputeDomains are served but could not be read (why):
+	 * no change is requested. NULL: read, or not served. */
+	const char *nvidia_unread;
 };
+
+/* The reason (Ready condition, event) of a partition change held because
+ * a tray it reaches is in an NVIDIA ComputeDomain, or NVIDIA's
+ * ComputeDomains could not be read; and how soon the latter looks again. */
+#define OP_PART_NVIDIA_REASON "NVIDIAComputeDomain"
+#define OP_PART_NVIDIA_RETRY_MS 10000
 
 enum op_part_action {
 	OP_PART_NOTHING = 0,
@@ -104,7 +116,12 @@ const char *op_part_phase_name(enum api_partition_phase p);
  * no backend is configured, and when nothing at the backend can be ours). */
 bool op_part_wants_backend(const struct op_part_in *in);
 
-/* The next step. Reads in->be only when in->be->looked. */
+/* The next step. Reads in->be only when in->be->looked. A create, update
+ * or delete at the backend is not requested while a tray it reaches (the
+ * members, and for an update the trays leaving) is in an NVIDIA
+ * ComputeDomain, or while NVIDIA's ComputeDomains are unread: reason
+ * OP_PART_NVIDIA_REASON, the message naming the domain, cordons as they
+ * are. */
 void op_part_decide(const struct op_part_in *in, struct op_part_decision *d);
 
 /* Folds the answer to the CREATE, UPDATE or DELETE just sent into d: the

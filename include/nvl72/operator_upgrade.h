@@ -69,6 +69,10 @@ struct op_upgrade_tray {
 	int validation_busbw; /* status.validation.busBandwidthGbps */
 	const char *validation_transport;
 	const char *validation_message;
+	/* An NVIDIA ComputeDomain that uses the tray ("namespace/name",
+	 * operator_nvidia.h), "" or NULL when none: no step that drains,
+	 * changes or rolls back the tray starts while one does. */
+	const char *nvidia_domain;
 };
 
 struct op_upgrade_in {
@@ -87,8 +91,22 @@ struct op_upgrade_in {
 	 * It waits in Scheduled, its window open, until the parent stamps
 	 * it (OP_ANN_RACK_SLOT below). NULL: free to start. */
 	const char *slot_parent;
+	/* NVIDIA's ComputeDomains are served but could not be read (why):
+	 * no step that drains or changes a tray starts, and the pass asks to
+	 * be evaluated again after OP_UPGRADE_NVIDIA_RETRY_MS. NULL: read,
+	 * or not served. */
+	const char *nvidia_unread;
 	int64_t now_ms;
 };
+
+/* How soon an upgrade held because NVIDIA's ComputeDomains could not be
+ * read looks again (a hold on a domain that uses a tray needs no timer:
+ * the domain's change requeues the upgrade). */
+#define OP_UPGRADE_NVIDIA_RETRY_MS 10000
+/* The reason of the event of an upgrade step held by NVIDIA's
+ * ComputeDomains; its message begins with OP_UPGRADE_NVIDIA_HELD. */
+#define OP_UPGRADE_NVIDIA_REASON "HeldByNVIDIAComputeDomain"
+#define OP_UPGRADE_NVIDIA_HELD "held: "
 
 enum op_upgrade_act {
 	OP_UPG_NONE = 0, /* wait: for tray status, time or a human */

@@ -234,6 +234,7 @@ static void pass_load(struct op *op, struct domain_pass *p)
 		c->selected = (rack[0] == '\0' || strcmp(rack, c->rack) == 0) &&
 		              (part[0] == '\0' || in_partition(op, part, t));
 		c->imex_ready = tray_imex_ready(t, p->dkey);
+		c->nvidia = op_domain_tray_nvidia(t);
 		if (strcmp(c->owner, p->dkey) == 0)
 			member_judge(op, p, c, t, node, now);
 	}

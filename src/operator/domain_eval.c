@@ -42,9 +42,16 @@ static void sort_members(const struct op_domain_cand *c, unsigned *m, unsigned n
 	sort_by(c, m, n, true);
 }
 
+bool op_domain_tray_nvidia(const json_t *tray)
+{
+	return json_is_object(jx_path(tray, "status.nvidiaDRA"));
+}
+
+/* A tray NVIDIA's DRA driver manages is never picked: its IMEX daemon is
+ * the driver's, and ours cannot share the driver's IMEX session. */
 static bool free_pick(const struct op_domain_cand *c, const char *clique)
 {
-	return c->owner[0] == '\0' && c->healthy && c->selected && c->clique[0] &&
+	return c->owner[0] == '\0' && c->healthy && c->selected && !c->nvidia && c->clique[0] &&
 	       (clique == NULL || strcmp(c->clique, clique) == 0);
 }
 
@@ -88,7 +95,8 @@ static bool moved(const struct op_domain_cand *c)
 	return c->failure && strcmp(c->failure, OP_DOMAIN_CLIQUE_CHANGED) == 0;
 }
 
-static void plan_finish(const struct op_domain_cand *c, unsigned num, struct op_domain_plan *p)
+static void plan_finish(const struct op_domain_cand *c, unsigned num, unsigned nvidia,
+                        struct op_domain_plan *p)
 {
 	p->placed = p->n == num;
 	p->addresses = true;
@@ -109,6 +117,12 @@ static void plan_finish(const struct op_domain_cand *c, unsigned num, struct op_
 		snprintf(p->message, sizeof(p->message),
 		         "%u of %u trays: not enough Ready, free trays in one clique%s%s", p->n,
 		         num, p->clique && p->clique[0] ? " " : "", p->clique ? p->clique : "");
+		if (nvidia > 0) {
+			size_t len = strlen(p->message);
+			snprintf(p->message + len, sizeof(p->message) - len,
+			         " (%u free trays skipped: NVIDIA's DRA driver manages their IMEX)",
+			         nvidia);
+		}
 	} else if (!p->addresses) {
 		p->reason = "NoAddress";
 		snprintf(p->message, sizeof(p->message),
@@ -126,9 +140,11 @@ void op_domain_place(const struct op_domain_cand *c, unsigned n, const char *key
 	unsigned num = num_nodes < 1                   ? 1
 	               : num_nodes > API_COMPUTE_TRAYS ? API_COMPUTE_TRAYS
 	                                               : (unsigned)num_nodes;
-	unsigned have[API_COMPUTE_TRAYS], nh = 0, add[API_COMPUTE_TRAYS], na;
+	unsigned have[API_COMPUTE_TRAYS], nh = 0, add[API_COMPUTE_TRAYS], na, nvidia = 0;
 
 	memset(out, 0, sizeof(*out));
+	for (unsigned i = 0; i < n; i++)
+		nvidia += c[i].nvidia && c[i].owner[0] == '\0' && c[i].selected;
 	for (unsigned i = 0; i < n && nh < API_COMPUTE_TRAYS; i++)
 		if (strcmp(c[i].owner, key) == 0)
 			have[nh++] = i;
@@ -154,7 +170,7 @@ void op_domain_place(const struct op_domain_cand *c, unsigned n, const char *key
 		}
 		sort_members(c, out->member, out->n);
 	}
-	plan_finish(c, num, out);
+	plan_finish(c, num, nvidia, out);
 }
 
 static bool cond_true(const json_t *obj, const char *type)
@@ -295,7 +311,7 @@ void op_domain_replace_failed(const struct op_domain_cand *c, unsigned n, int nu
 	}
 	if (p->nreplaced > 0) {
 		sort_members(c, p->member, p->n);
-		plan_finish(c, num, p);
+		plan_finish(c, num, 0, p);
 	}
 }
 

@@ -328,7 +328,7 @@ static enum nv_err op_build(struct op *op)
 	    (rc = kube_informer_add_index(op->nodes, "domain", kube_index_label,
 	                                  OP_LABEL_COMPUTE_DOMAIN)))
 		return rc;
-	if ((rc = controllers_build(op)) != NV_OK)
+	if ((rc = op_nvidia_new(op)) != NV_OK || (rc = controllers_build(op)) != NV_OK)
 		return rc;
 	op->rec = kube_recorder_new(op->c, "nvl72.io/operator", NULL);
 	op->reg = metrics_registry_new();
@@ -435,12 +435,14 @@ void op_free(struct op *op)
 	 * them all before the queues their handlers feed and the caches their
 	 * handlers read are freed. */
 	informers_stop(op);
+	op_nvidia_stop(op);
 	for (size_t i = 0; i < op->nctrl; i++)
 		kube_workqueue_free(op->ctrl[i].q);
 	for (size_t i = 0; i < op->nctrl; i++)
 		if (op->ctrl[i].row->close)
 			op->ctrl[i].row->close(op);
 	informers_free(op);
+	op_nvidia_free(op);
 	kube_leader_free(op->le);
 	kube_recorder_free(op->rec);
 	kube_client_free(op->c);
@@ -810,7 +812,9 @@ enum nv_err op_run(struct op *op)
 	/* Caches last: the servers' metrics collector and probes read them.
 	 * All stop before any is freed: a handler of one reads the others. */
 	informers_stop(op);
+	op_nvidia_stop(op);
 	informers_free(op);
+	op_nvidia_free(op);
 	log_info(OP_COMP, "stopped", "identity=%s lost=%d", op->identity, lost);
 	return lost ? NV_E_STATE : NV_OK;
 }

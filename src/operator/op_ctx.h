@@ -21,6 +21,7 @@
 #include "nvl72/oob.h"
 #include "nvl72/operator.h"
 #include "nvl72/operator_domain.h"
+#include "nvl72/operator_nvidia.h"
 #include "nvl72/operator_rack.h"
 #include "nvl72/web.h"
 
@@ -177,6 +178,7 @@ struct op {
 	struct kube_informer *racks, *trays, *nodes, *leases, *matrices, *partitions, *domains;
 	struct kube_informer *upgrades, *approvals;
 	struct op_dra dra;
+	struct op_nvidia *nv;             /* NVIDIA's ComputeDomains, read only (op_nvidia.c) */
 	struct op_ctrl ctrl[OP_CTRL_MAX]; /* the table's rows, in its order */
 	size_t nctrl;
 	struct fabric_backend *fabric; /* NULL: --fabric-backend none */
@@ -265,6 +267,30 @@ int64_t op_lease_renew_ms(struct op *op, const char *tray);
 bool op_lease_changed(struct op *op, const json_t *old, const json_t *new_obj);
 /* The status of a Node's Ready condition, "" without one. */
 const char *op_node_ready(const json_t *node);
+
+/* ---- NVIDIA's ComputeDomains (op_nvidia.c) ---- */
+
+/* What a pass knows of the trays NVIDIA's ComputeDomains use. */
+enum op_nvidia_view {
+	OP_NVIDIA_ABSENT = 0, /* NVIDIA's ComputeDomain CRD is not served: none */
+	OP_NVIDIA_READ,       /* read from the caches */
+	OP_NVIDIA_UNREAD,     /* served (or discovery failed) but not read yet */
+};
+
+/* The state and, once NVIDIA's CRD is served, the caches: created empty
+ * by op_build; op_nvidia_stop stops the caches' threads (before the queues
+ * their handlers feed go), op_nvidia_free frees them (NULL-safe). */
+enum nv_err op_nvidia_new(struct op *op);
+void op_nvidia_stop(struct op *op);
+void op_nvidia_free(struct op *op);
+/* For each of nodes[i] (n of them), the NVIDIA ComputeDomain using it into
+ * busy[i] ("namespace/name", "" when none; see op_nvidia_node_domain).
+ * Asks discovery first when it has not answered in the last five minutes
+ * (one GET, blocking) and starts or drops the caches to match; waits up
+ * to 2 s for caches just started. UNREAD comes with why. Any worker may
+ * call it. */
+enum op_nvidia_view op_nvidia_busy(struct op *op, const char *const *nodes, unsigned n,
+                                   char (*busy)[OP_NVIDIA_NAME_MAX], char *why, size_t cap);
 
 /* ---- the dashboard feed (op_feed.c) ---- */
 

@@ -197,6 +197,8 @@ struct part_pass {
 	struct op_part_in in;
 	struct op_part_backend be;
 	const char *name;
+	char nv[API_COMPUTE_TRAYS][OP_NVIDIA_NAME_MAX]; /* NVIDIA ComputeDomain per tray */
+	char nv_why[512];                               /* why unread, "" */
 };
 
 static void pass_clear(struct part_pass *p)
@@ -262,6 +264,21 @@ static void rack_read(struct op *op, struct part_pass *p)
 	json_decref(obj);
 }
 
+/* Which of the rack's trays NVIDIA's ComputeDomains use (read only, while
+ * served): a change reaching one holds (part_eval.c). */
+static void nvidia_load(struct op *op, struct part_pass *p)
+{
+	const char *nodes[API_COMPUTE_TRAYS];
+
+	for (unsigned i = 0; i < p->in.ntrays; i++)
+		nodes[i] = p->in.trays[i].node;
+	if (op_nvidia_busy(op, nodes, p->in.ntrays, p->nv, p->nv_why, sizeof(p->nv_why)) ==
+	    OP_NVIDIA_UNREAD)
+		p->in.nvidia_unread = p->nv_why[0] ? p->nv_why : "not read";
+	for (unsigned i = 0; i < p->in.ntrays; i++)
+		p->in.trays[i].nvidia_domain = p->nv[i];
+}
+
 static void pass_load(struct op *op, struct part_pass *p)
 {
 	rack_read(op, p);
@@ -289,6 +306,7 @@ static void pass_load(struct op *op, struct part_pass *p)
 		                                      p->trays[k], op_lease_renew_ms(op, tname))};
 		p->in.ntrays++;
 	}
+	nvidia_load(op, p);
 }
 
 /* Asks the backend what it has: the recorded operation, then (unless it
@@ -611,6 +629,10 @@ static struct kube_result part_reconcile(void *ud, const char *key)
 	    strcmp(jx_str_or(kube_condition_find(p.part, "Ready"), "reason", ""), "DrainBlocked") !=
 	            0)
 		op_event(op, p.part, "Warning", "DrainBlocked", "Drain", "%s", d->message);
+	if (rc == NV_OK && d->reason && strcmp(d->reason, OP_PART_NVIDIA_REASON) == 0 &&
+	    strcmp(jx_str_or(kube_condition_find(p.part, "Ready"), "message", ""), d->message) != 0)
+		op_event(op, p.part, "Warning", "HeldByNVIDIAComputeDomain", "Reconcile", "%s",
+		         d->message);
 	bool requested = d->action != OP_PART_NOTHING && rc == NV_OK;
 	if (requested)
 		backend_request(op, &p, d);

@@ -331,6 +331,43 @@ static uint32_t silent_members(const struct op_part_in *in, struct op_part_decis
 	return busy;
 }
 
+/* Whether a change (verb) that reaches the trays of reach must wait for
+ * NVIDIA: one is in an NVIDIA ComputeDomain, or NVIDIA's ComputeDomains
+ * could not be read. Then d asks for nothing and says why. */
+static bool nvidia_held(const struct op_part_in *in, struct op_part_decision *d, uint32_t reach,
+                        const char *verb)
+{
+	const struct op_part_tray *t = NULL;
+
+	for (int idx = 1; idx <= API_COMPUTE_TRAYS && t == NULL; idx++) {
+		const struct op_part_tray *x = (reach & (1u << idx)) ? tray_at(in, idx) : NULL;
+		if (x && x->nvidia_domain && x->nvidia_domain[0])
+			t = x;
+	}
+	if (t == NULL && in->nvidia_unread == NULL)
+		return false;
+	d->action = OP_PART_NOTHING;
+	d->keep_cordons = true;
+	d->reason = OP_PART_NVIDIA_REASON;
+	if (d->phase != API_PART_ACTIVE && d->phase != API_PART_FAILED &&
+	    d->phase != API_PART_DELETING)
+		d->phase = API_PART_PENDING;
+	if (t != NULL) {
+		msg(d,
+		    "held: tray %d (Node %s) is in NVIDIA ComputeDomain %s; the partition %s "
+		    "starts "
+		    "once NVIDIA's driver releases it",
+		    t->index, t->node, t->nvidia_domain, verb);
+	} else {
+		msg(d,
+		    "held: NVIDIA's ComputeDomains are served but not read (%s): the partition %s "
+		    "starts once they are",
+		    in->nvidia_unread, verb);
+		d->requeue_ms = OP_PART_NVIDIA_RETRY_MS;
+	}
+	return true;
+}
+
 static void decide_delete(const struct op_part_in *in, struct op_part_decision *d)
 {
 	const struct op_part_backend *be = in->be;
@@ -360,6 +397,8 @@ static void decide_delete(const struct op_part_in *in, struct op_part_decision *
 		return;
 	if (be->find_err == NV_OK) {
 		take_partition(&be->part, cluster, d);
+		if (nvidia_held(in, d, d->members | backend_trays(in, &be->part), "deletion"))
+			return;
 		d->action = OP_PART_DELETE;
 		msg(d, "deleting backend partition %s", d->backend_id);
 		return;
@@ -563,14 +602,17 @@ void op_part_decide(const struct op_part_in *in, struct op_part_decision *d)
 		d->backend_id[0] = '\0';
 		d->clique[0] = '\0';
 		observe(in, d, &strays);
-		request(in, cluster, d, OP_PART_CREATE, 0);
+		if (!nvidia_held(in, d, d->members, "change"))
+			request(in, cluster, d, OP_PART_CREATE, 0);
 		return;
 	}
 	take_partition(&be->part, cluster, d);
 	observe(in, d, &strays);
 	if (backend_trays(in, &be->part) != d->members ||
 	    be->part.n_gpus != (size_t)popcount(d->members) * 4) {
-		request(in, cluster, d, OP_PART_UPDATE, strays);
+		if (!nvidia_held(in, d, d->members | strays | backend_trays(in, &be->part),
+		                 "change"))
+			request(in, cluster, d, OP_PART_UPDATE, strays);
 		return;
 	}
 	converge(in, d, strays);

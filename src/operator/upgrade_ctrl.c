@@ -181,12 +181,15 @@ struct upg_pass {
 	struct api_rack_partition **parts;
 	unsigned nparts;
 	char owner[96];
+	char (*nv)[OP_NVIDIA_NAME_MAX]; /* the NVIDIA ComputeDomain of each tray, by position */
+	char nv_why[512];               /* why NVIDIA's ComputeDomains are unread, "" */
 };
 
 static void pass_clear(struct upg_pass *p)
 {
 	for (unsigned i = 0; i < p->ntin; i++)
 		json_decref(p->nodes[i]);
+	free(p->nv);
 	free(p->nodes);
 	free(p->tin);
 	for (unsigned i = 0; i < p->nappr; i++)
@@ -260,6 +263,25 @@ static bool approval_counts(const struct upg_pass *p, const struct api_upgrade_a
 	return false;
 }
 
+/* Which trays NVIDIA's ComputeDomains use (read only, while served): a
+ * step that would drain or change one holds (upgrade_eval.c). */
+static void nvidia_load(struct op *op, struct upg_pass *p)
+{
+	const char **nodes = xcalloc(p->ntin + 1, sizeof(*nodes));
+
+	p->nv = xcalloc(p->ntin + 1, sizeof(*p->nv));
+	for (unsigned i = 0; i < p->ntin; i++)
+		nodes[i] = p->tin[i].node;
+	if (op_nvidia_busy(op, nodes, p->ntin, p->nv, p->nv_why, sizeof(p->nv_why)) !=
+	    OP_NVIDIA_UNREAD)
+		p->nv_why[0] = '\0';
+	else if (p->nv_why[0] == '\0')
+		snprintf(p->nv_why, sizeof(p->nv_why), "not read");
+	for (unsigned i = 0; i < p->ntin; i++)
+		p->tin[i].nvidia_domain = p->nv[i];
+	free(nodes);
+}
+
 static void load_rack(struct op *op, struct upg_pass *p)
 {
 	struct api_errors e;
@@ -290,6 +312,7 @@ static void load_rack(struct op *op, struct upg_pass *p)
 		tray_in(o, p->nodes[i], &p->tin[i]);
 		p->ntin++;
 	}
+	nvidia_load(op, p);
 
 	all = kube_informer_list(op->approvals);
 	p->appr = xcalloc(json_array_size(all) + 1, sizeof(*p->appr));
@@ -1004,6 +1027,7 @@ static struct kube_result upgrade_reconcile(void *ud, const char *key)
 	        .npartitions = p.nparts,
 	        .oob_backend = op->oob != NULL,
 	        .slot_parent = slot_parent(p.obj),
+	        .nvidia_unread = p.nv_why[0] ? p.nv_why : NULL,
 	        .now_ms = upgrade_clock(),
 	};
 	op_upgrade_eval(&in, &st, &out);

@@ -969,6 +969,72 @@ static enum verdict step_check(struct pass *p, struct api_upgrade_step *s)
 	}
 }
 
+/* ---- NVIDIA's ComputeDomains ---- */
+
+/* The trays a step changes under a workload: a drain's, an apply's (every
+ * tray of the rack for a rack-wide one, which moves the switch trays that
+ * carry every tray's NVLink), a rollback's. 0 for the rest. */
+static uint32_t disrupts(const struct pass *p, const struct api_upgrade_step *s)
+{
+	switch (s->action) {
+	case API_ACT_CORDON:
+	case API_ACT_DRAIN:
+	case API_ACT_ROLL_BACK:
+		return s->trays;
+	case API_ACT_APPLY:
+		return s->trays ? s->trays : rack_trays(p->in->rack);
+	default:
+		return 0;
+	}
+}
+
+/* Whether the pending step s must not start: a tray it would disrupt is
+ * used by an NVIDIA ComputeDomain (or NVIDIA's ComputeDomains are served
+ * but unread), whose workload the operator neither drains nor checkpoints.
+ * Its message names the domain, and an event marks each new reason. */
+static bool nvidia_holds(struct pass *p, struct api_upgrade_step *s)
+{
+	const struct op_upgrade_tray *t = NULL;
+	uint32_t reach = disrupts(p, s), busy = 0;
+	char msg[sizeof(s->message)], list[64];
+
+	if (reach == 0)
+		return false;
+	for (int i = 1; i <= API_COMPUTE_TRAYS; i++) {
+		const struct op_upgrade_tray *x = (reach & (1u << i)) ? tray_at(p->in, i) : NULL;
+		if (x == NULL || x->nvidia_domain == NULL || x->nvidia_domain[0] == '\0')
+			continue;
+		busy |= 1u << i;
+		if (t == NULL)
+			t = x;
+	}
+	trays_text(busy, list, sizeof(list));
+	if (t != NULL)
+		snprintf(msg, sizeof(msg),
+		         OP_UPGRADE_NVIDIA_HELD "tray %d (Node %.63s) is in NVIDIA ComputeDomain "
+		                                "%.200s%s%s%s; the %s starts once NVIDIA's driver "
+		                                "releases %s",
+		         t->index, t->node, t->nvidia_domain,
+		         count(busy) > 1 ? " (trays of the step in NVIDIA ComputeDomains: " : "",
+		         count(busy) > 1 ? list : "", count(busy) > 1 ? ")" : "",
+		         api_step_action_name(s->action), count(busy) > 1 ? "them" : "it");
+	else if (p->in->nvidia_unread != NULL)
+		snprintf(msg, sizeof(msg),
+		         OP_UPGRADE_NVIDIA_HELD "NVIDIA's ComputeDomains are served but not read "
+		                                "(%.300s): the %s starts once they are",
+		         p->in->nvidia_unread, api_step_action_name(s->action));
+	else
+		return false;
+	if (p->in->nvidia_unread != NULL && t == NULL)
+		wake(p, p->in->now_ms + OP_UPGRADE_NVIDIA_RETRY_MS);
+	if (strcmp(msg, s->message) != 0) {
+		snprintf(s->message, sizeof(s->message), "%s", msg);
+		event(p, true, OP_UPGRADE_NVIDIA_REASON, "step %d (%s, wave %d): %s", s->index,
+		      api_step_action_name(s->action), s->wave, msg);
+	}
+	return true;
+}
+
 /* Runs the steps in order until one waits: V_DONE when every step is
  * done, V_FAILED when one failed. */
 static enum verdict steps_run(struct pass *p)
@@ -979,8 +1045,12 @@ static enum verdict steps_run(struct pass *p)
 		if (s->phase == API_STEP_FAILED)
 			return V_FAILED;
 		if (s->phase == API_STEP_PENDING) {
-			if (p->hold)
+			if (p->hold || nvidia_holds(p, s))
 				return V_WAIT;
+			/* A hold's message does not outlive it. */
+			if (strncmp(s->message, OP_UPGRADE_NVIDIA_HELD,
+			            strlen(OP_UPGRADE_NVIDIA_HELD)) == 0)
+				s->message[0] = '\0';
 			s->phase = API_STEP_RUNNING;
 			s->start_ms = p->in->now_ms;
 			if (w->phase == API_STEP_PENDING) {

@@ -623,6 +623,15 @@ can() { # yes|no AS VERB RESOURCE [args...]
 		not_ok "${as##*:} $( [[ $want == yes ]] && echo can || echo cannot) $*" "kubectl auth can-i said '$got'"
 	fi
 }
+# kubectl resolves a resource through discovery before it asks: NVIDIA's
+# CRDs (tests/data/nvidia) make its group known, as on a cluster running
+# NVIDIA's DRA driver.
+nvidia_crds() {
+	k apply -f tests/data/nvidia/ &&
+		k wait --for=condition=Established --timeout=60s crd computedomains.resource.nvidia.com \
+			computedomaincliques.resource.nvidia.com
+}
+check "NVIDIA's ComputeDomain CRDs served, for the checks of the operator's rights there" nvidia_crds
 # The operator: what it needs...
 can yes "$op_sa" watch racks.nvl72.io
 can yes "$op_sa" create computetrays.nvl72.io
@@ -633,6 +642,8 @@ can yes "$op_sa" patch pods -n team-a
 can yes "$op_sa" create pods --subresource=eviction -n team-a
 can yes "$op_sa" delete pods -n team-a
 can yes "$op_sa" get resourceclaims.resource.k8s.io -n team-a
+can yes "$op_sa" watch computedomains.resource.nvidia.com -n team-a
+can yes "$op_sa" list computedomaincliques.resource.nvidia.com -n team-a
 can yes "$op_sa" create events.events.k8s.io -n default
 can yes "$op_sa" create subjectaccessreviews.authorization.k8s.io
 can yes "$op_sa" create leases.coordination.k8s.io -n "$ns"
@@ -669,6 +680,11 @@ can no "$op_sa" patch deviceclasses.resource.k8s.io/another-class
 can no "$op_sa" delete deviceclasses.resource.k8s.io/imex-channel.nvl72.io
 can no "$op_sa" list resourceclaims.resource.k8s.io -n team-a
 can no "$op_sa" update resourceclaims.resource.k8s.io -n team-a
+for v in create update patch delete; do
+	can no "$op_sa" "$v" computedomains.resource.nvidia.com -n team-a
+	can no "$op_sa" "$v" computedomaincliques.resource.nvidia.com -n team-a
+done
+can no "$op_sa" patch computedomains.resource.nvidia.com --subresource=status -n team-a
 # The agent: its tray's spec and status, a Lease, events; nothing else.
 can yes "$agent_sa" watch computetrays.nvl72.io
 can yes "$agent_sa" patch computetrays.nvl72.io --subresource=status

@@ -97,6 +97,51 @@ static void test_op_domain_place_skips_unhealthy_unselected_taken(void **state)
 		assert_int_equal(member_index(&f, &p, k), want[k]);
 }
 
+/* Trays NVIDIA's DRA driver manages are never picked, as members or as
+ * spares, and a placement short of trays says how many were skipped. */
+static void test_op_domain_place_skips_nvidia_managed(void **state)
+{
+	(void)state;
+	struct fx f;
+	struct op_domain_plan p;
+	json_t *t = json_pack("{s:{s:{s:s,s:s}}}", "status", "nvidiaDRA", "driver",
+	                      "compute-domain.nvidia.com", "resourceSlice", "n05-cd");
+	assert_true(op_domain_tray_nvidia(t));
+	json_object_del(json_object_get(t, "status"), "nvidiaDRA");
+	assert_false(op_domain_tray_nvidia(t));
+	json_decref(t);
+
+	fx_init(&f);
+	for (int i = 10; i <= 18; i++)
+		at(&f, i)->selected = false;
+	for (int i = 3; i <= 6; i++)
+		at(&f, i)->nvidia = true;
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	assert_true(p.placed);
+	int want[] = {1, 2, 7, 8};
+	for (unsigned k = 0; k < 4; k++)
+		assert_int_equal(member_index(&f, &p, k), want[k]);
+
+	/* Six trays are needed; CQ1 has five that are not NVIDIA's. */
+	op_domain_place(f.c, 18, "ns.cd", 6, &p);
+	assert_false(p.placed);
+	assert_int_equal(p.n, 0);
+	assert_string_equal(p.reason, "InsufficientTrays");
+	assert_non_null(strstr(p.message, "(4 free trays skipped: NVIDIA's DRA driver manages "
+	                                  "their IMEX)"));
+
+	/* A failed member's spare is not an NVIDIA-managed tray either. */
+	for (int i = 1; i <= 9; i++)
+		at(&f, i)->owner = i <= 2 || i == 7 || i == 8 ? "ns.cd" : "";
+	at(&f, 9)->nvidia = true;
+	at(&f, 2)->failure = "NodeGone";
+	at(&f, 2)->failed_since_ms = NOW - 60000;
+	op_domain_place(f.c, 18, "ns.cd", 4, &p);
+	op_domain_replace_failed(f.c, 18, 4, 1000, NOW, &p);
+	assert_int_equal(p.nreplaced, 0);
+	assert_int_equal(p.nunreplaced, 1);
+}
+
 static void test_op_domain_place_no_clique_fits_claims_nothing(void **state)
 {
 	(void)state;
@@ -848,6 +893,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_op_domain_place_best_fit_lowest_indexes),
 	        cmocka_unit_test(test_op_domain_place_skips_unhealthy_unselected_taken),
+	        cmocka_unit_test(test_op_domain_place_skips_nvidia_managed),
 	        cmocka_unit_test(test_op_domain_place_no_clique_fits_claims_nothing),
 	        cmocka_unit_test(test_op_domain_place_members_stay),
 	        cmocka_unit_test(test_op_domain_place_ready_needs_every_member),

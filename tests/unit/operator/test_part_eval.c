@@ -452,6 +452,70 @@ static void test_op_part_decide_member_change_updates_and_drains_leavers(void **
 	pfx_clear(&f);
 }
 
+/* A change or a deletion that reaches a tray an NVIDIA ComputeDomain uses
+ * is not requested: the message names the domain, cordons stay as they
+ * are; unread NVIDIA ComputeDomains hold it too, and look again soon. */
+static void test_op_part_decide_nvidia_domain_holds(void **state)
+{
+	struct pfx f;
+	struct op_part_decision d;
+	char want[300];
+	(void)state;
+	pfx_init(&f, "[1,2,3,4]");
+	f.be.looked = true;
+	f.be.find_err = NV_E_NOT_FOUND;
+	f.in.trays[2].nvidia_domain = "team-nv/nv-a"; /* tray 3 */
+	f.in.trays[7].nvidia_domain = "team-nv/nv-b"; /* tray 8: not reached */
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_int_equal(d.phase, API_PART_PENDING);
+	assert_true(d.keep_cordons);
+	assert_int_equal(d.requeue_ms, 0); /* the domain's change requeues it */
+	assert_string_equal(d.reason, OP_PART_NVIDIA_REASON);
+	snprintf(want, sizeof(want),
+	         "held: tray 3 (Node %s) is in NVIDIA ComputeDomain team-nv/nv-a; the partition "
+	         "change starts once NVIDIA's driver releases it",
+	         f.in.trays[2].node);
+	assert_string_equal(d.message, want);
+	/* Released: the change goes ahead. */
+	f.in.trays[2].nvidia_domain = "";
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_CREATE);
+	/* Unread. */
+	f.in.nvidia_unread = "discovery of resource.nvidia.com/v1beta1: timeout";
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_int_equal(d.requeue_ms, OP_PART_NVIDIA_RETRY_MS);
+	assert_non_null(strstr(d.message, "held: NVIDIA's ComputeDomains are served but not read "
+	                                  "(discovery of resource.nvidia.com/v1beta1: timeout)"));
+	f.in.nvidia_unread = NULL;
+
+	/* An update reaches the trays that leave: tray 4 leaves, NVIDIA's. */
+	json_decref(f.part);
+	f.part = part_new("[1,2,3]");
+	f.in.part = f.part;
+	pfx_parse(&f);
+	pfx_status(&f, "Active", "7", "");
+	pfx_found(&f, T1234, 4);
+	f.in.trays[3].nvidia_domain = "team-nv/nv-c";
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_int_equal(d.phase, API_PART_ACTIVE);
+	assert_non_null(strstr(d.message, "tray 4 ("));
+	assert_non_null(strstr(d.message, "team-nv/nv-c"));
+
+	/* A deletion too, and it stays Deleting. */
+	jx_set_str(f.part, "metadata.deletionTimestamp", "2026-11-18T10:00:00Z");
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.phase, API_PART_DELETING);
+	assert_int_equal(d.action, OP_PART_NOTHING);
+	assert_non_null(strstr(d.message, "the partition deletion starts once"));
+	f.in.trays[3].nvidia_domain = NULL;
+	op_part_decide(&f.in, &d);
+	assert_int_equal(d.action, OP_PART_DELETE);
+	pfx_clear(&f);
+}
+
 static void test_op_part_decide_delete(void **state)
 {
 	struct pfx f;
@@ -735,6 +799,7 @@ int main(void)
 	        cmocka_unit_test(test_op_part_decide_found_by_name_then_converges),
 	        cmocka_unit_test(test_op_part_decide_imex_of_a_domain_gates_active),
 	        cmocka_unit_test(test_op_part_decide_member_change_updates_and_drains_leavers),
+	        cmocka_unit_test(test_op_part_decide_nvidia_domain_holds),
 	        cmocka_unit_test(test_op_part_decide_delete),
 	        cmocka_unit_test(test_op_part_decide_delete_silent_member),
 	        cmocka_unit_test(test_op_part_status_apply_shape_and_no_change),

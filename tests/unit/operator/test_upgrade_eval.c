@@ -45,16 +45,17 @@ struct world {
 	char last_event[48];
 	char seen[2048]; /* every event's reason, each followed by ',' */
 	bool gate_failed_event;
-	const char *rack_stack;   /* the stack the rack runs */
-	struct oob_backend *oob;  /* NULL: no out-of-band backend */
-	char oob_dir[64];         /* the sim backend's rack folder */
-	unsigned acts;            /* actions asked for so far */
-	unsigned first_tray_act;  /* 1 + the action that first touched a tray */
-	unsigned oob_acts;        /* out-of-band passes */
-	unsigned oob_started;     /* operations started, all passes */
-	int drain_fails;          /* Drain passes to end Failed, as at a passed deadline */
-	char oob_drivers[18][64]; /* the trays' drivers at the first out-of-band pass */
-	unsigned driver_sets;     /* driver changes asked of a tray, all trays */
+	const char *rack_stack;    /* the stack the rack runs */
+	struct oob_backend *oob;   /* NULL: no out-of-band backend */
+	char oob_dir[64];          /* the sim backend's rack folder */
+	unsigned acts;             /* actions asked for so far */
+	unsigned first_tray_act;   /* 1 + the action that first touched a tray */
+	unsigned oob_acts;         /* out-of-band passes */
+	unsigned oob_started;      /* operations started, all passes */
+	int drain_fails;           /* Drain passes to end Failed, as at a passed deadline */
+	char oob_drivers[18][64];  /* the trays' drivers at the first out-of-band pass */
+	unsigned driver_sets;      /* driver changes asked of a tray, all trays */
+	const char *nvidia_unread; /* op_upgrade_in.nvidia_unread */
 };
 
 static void *load(const char *path, int kind)
@@ -235,6 +236,7 @@ static struct api_rack_upgrade_status *pass(struct world *w, struct api_rack_upg
 	        .partitions = (const struct api_rack_partition *const *)w->parts,
 	        .npartitions = 2,
 	        .oob_backend = w->oob != NULL,
+	        .nvidia_unread = w->nvidia_unread,
 	        .now_ms = w->now,
 	};
 	op_upgrade_eval(&in, st, &w->out);
@@ -879,6 +881,101 @@ static void test_op_upgrade_eval_capacity(void **state)
 	world_free(w);
 }
 
+/* How many times reason was emitted. */
+static int seen_count(const struct world *w, const char *reason)
+{
+	char want[64];
+	int n = 0;
+	snprintf(want, sizeof(want), "%s,", reason);
+	for (const char *p = w->seen; (p = strstr(p, want)) != NULL; p += strlen(want))
+		n++;
+	return n;
+}
+
+/* A wave that reaches a tray an NVIDIA ComputeDomain uses holds before its
+ * Drain, naming the domain, until the domain lets the tray go; nothing of
+ * the wave is touched meanwhile. */
+static void test_op_upgrade_eval_nvidia_domain_holds_wave(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->trays[4].nvidia_domain = "team-nv/nv-a"; /* tray 5 */
+	w->trays[7].nvidia_domain = "";             /* tray 8: none */
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_ROLLING_OUT);
+	/* Waves of two: 1-2 (canary), 3-4, then 5-6 holds. */
+	assert_int_equal(json_array_size(json_object_get(w->status, "waves")), 3);
+	char want[512];
+	snprintf(want, sizeof(want),
+	         "wave 2: held: tray 5 (Node %s) is in NVIDIA ComputeDomain team-nv/nv-a; the "
+	         "Drain starts once NVIDIA's driver releases it",
+	         w->rack->compute[4].node);
+	assert_string_equal(status_str(w, "message"), want);
+	assert_int_equal(w->touched & ((1u << 5) | (1u << 6)), 0);
+	assert_string_equal(w->driver[4], FROM_DRIVER);
+	assert_string_equal(w->driver[5], FROM_DRIVER);
+	json_t *s;
+	size_t i;
+	json_array_foreach(json_object_get(w->status, "steps"), i, s) {
+		if (json_integer_value(json_object_get(s, "wave")) != 2)
+			continue;
+		assert_string_equal(jx_str_or(s, "phase", "Pending"), "Pending");
+		if (strcmp(jx_str_or(s, "action", ""), "Drain") == 0)
+			assert_non_null(strstr(jx_str_or(s, "message", ""), "team-nv/nv-a"));
+	}
+	/* One event for the hold, not one per pass. */
+	assert_int_equal(seen_count(w, OP_UPGRADE_NVIDIA_REASON), 1);
+	assert_string_equal(OP_UPGRADE_NVIDIA_REASON, "HeldByNVIDIAComputeDomain");
+
+	/* NVIDIA's driver lets the tray go: the wave runs, and the step's
+	 * record no longer says held. */
+	w->trays[4].nvidia_domain = "";
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+	json_array_foreach(json_object_get(w->status, "steps"), i, s)
+		assert_null(strstr(jx_str_or(s, "message", ""), "held:"));
+	for (int k = 0; k < 18; k++)
+		assert_string_equal(w->driver[k], TO_DRIVER);
+	world_free(w);
+
+	/* The canary's own tray: nothing is touched at all. */
+	w = world_new();
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->trays[1].nvidia_domain = "team-nv/nv-b";
+	w->trays[0].nvidia_domain = "team-nv/nv-c";
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_CANARY);
+	assert_int_equal(w->touched, 0);
+	assert_non_null(strstr(status_str(w, "message"), "wave 0: held: tray 1"));
+	assert_non_null(
+	        strstr(status_str(w, "message"),
+	               "is in NVIDIA ComputeDomain team-nv/nv-c (trays of the step in NVIDIA "
+	               "ComputeDomains: 1,2); the Drain starts once NVIDIA's driver releases "
+	               "them"));
+	world_free(w);
+}
+
+/* NVIDIA's ComputeDomains served but not read: no step that changes a
+ * tray starts, and the engine looks again soon. */
+static void test_op_upgrade_eval_nvidia_unread_holds(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	struct api_rack_upgrade_status st;
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	w->nvidia_unread = "NVIDIA's ComputeDomains are not read yet: forbidden";
+	assert_int_equal(run_until(w, P(CANARY) | P(HALTED)), API_PHASE_CANARY);
+	pass(w, &st);
+	assert_int_equal(w->out.act, OP_UPG_NONE);
+	assert_int_equal(w->out.wake_ms, w->now + OP_UPGRADE_NVIDIA_RETRY_MS);
+	assert_non_null(strstr(st.message, "wave 0: held: NVIDIA's ComputeDomains are served but "
+	                                   "not read (NVIDIA's ComputeDomains are not read yet: "
+	                                   "forbidden)"));
+	api_rack_upgrade_status_clear(&st);
+	assert_int_equal(w->touched, 0);
+	w->nvidia_unread = NULL;
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+	world_free(w);
+}
+
 static void test_op_upgrade_eval_pause(void **state)
 {
 	(void)state;
@@ -1266,6 +1363,8 @@ int main(void)
 	        cmocka_unit_test(test_op_upgrade_eval_security),
 	        cmocka_unit_test(test_op_upgrade_eval_window_wait),
 	        cmocka_unit_test(test_op_upgrade_eval_capacity),
+	        cmocka_unit_test(test_op_upgrade_eval_nvidia_domain_holds_wave),
+	        cmocka_unit_test(test_op_upgrade_eval_nvidia_unread_holds),
 	        cmocka_unit_test(test_op_upgrade_eval_pause),
 	        cmocka_unit_test(test_op_upgrade_eval_abort),
 	        cmocka_unit_test(test_op_upgrade_eval_missing_inputs),
