@@ -77,7 +77,7 @@ check "17 Nodes for the other trays, kept Ready by kwok" $? ""
 # ---------------------------------------------------- helm install ---
 helm_env_namespace
 check "namespace $NS enforces the restricted Pod Security level" $? ""
-helm_env_values >"$work/values.yaml"
+HELM_ENV_AGENT_ENV=', {name: NVL72_AGENT_TEST_PREPARE_PAUSE, value: "6"}' helm_env_values >"$work/values.yaml"
 t0=$SECONDS
 out=$("$helm" install "$REL" deploy/helm/nvl72-operator -n "$NS" -f "$work/values.yaml" \
 	--wait --timeout 5m 2>&1)
@@ -185,16 +185,13 @@ wait_for 90 all_ready
 check "all 18 trays are Ready" $? "$(k get computetrays 2>&1 | head -4)"
 
 # ----------------------------------------------- a ComputeDomain ---
-cat >"$work/cd.yaml" <<YAML
-apiVersion: nvl72.io/v1alpha1
-kind: ComputeDomain
-metadata: {name: $CD, namespace: $CD_NS}
-spec:
-  numNodes: 4
-  selector: {rack: $RACK}
-YAML
-out=$(k apply -f "$work/cd.yaml" 2>&1)
-check "a ComputeDomain of 4 trays is admitted" $? "$out"
+# The workload author's sample (docs/workloads.md): the domain first, its
+# pod once the domain is Ready.
+sample=deploy/samples/workloads/imex-domain.yaml
+yq -y 'select(.kind == "ComputeDomain")' "$sample" >"$work/cd.yaml"
+[[ $(yq -r '.metadata.namespace + "/" + .metadata.name' "$work/cd.yaml") == "$CD_NS/$CD" ]] &&
+	out=$(k apply -f "$work/cd.yaml" 2>&1)
+check "the sample's ComputeDomain of 4 trays ($sample) is admitted" $? "$out"
 cd_json() { k -n "$CD_NS" get computedomain "$CD" -o json 2>/dev/null; }
 cd_ready() { [[ $(cd_json | jq -r '.status.status') == Ready ]]; }
 t0=$SECONDS
@@ -213,6 +210,174 @@ check "the daemon was handed the host's own path, /etc/nvidia-imex/config.cfg ($
 ch=$(innode ls /dev/nvidia-caps-imex-channels 2>&1)
 check "the node's /dev has the domain's channel (${ch//$'\n'/ }), this machine's does not" \
 	"$([[ $ch == channel0 && ! -e /dev/nvidia-caps-imex-channels ]]; echo $?)" "$ch"
+
+# ------------------------------------- a workload's IMEX channel (DRA) ---
+# A pod consumes the domain as it would NVIDIA's: a claim from the domain's
+# ResourceClaimTemplate, allocated by the scheduler on a member's slot and
+# prepared by the in-pod agent as the kubelet plugin of imex.nvl72.io, whose
+# CDI spec makes containerd add the channel device to the container.
+tmpl=$(cd_json | jq -r '.status.resourceClaimTemplate.name // empty')
+check "the domain names its ResourceClaimTemplate in its status ($tmpl)" \
+	"$([[ -n $tmpl ]] && k -n "$CD_NS" get resourceclaimtemplate "$tmpl" >/dev/null 2>&1; echo $?)" \
+	"$(cd_json | jq -c '.status.conditions' | cut -c1-300)"
+major=$(innode awk '$2 == "nvidia-caps-imex-channels" { print $1 }' /proc/devices)
+want_dev=$(printf '%x:0' "$major" 2>/dev/null)
+# pod NAME TEMPLATE [LABEL: VALUE]: a worker holding one claim from
+# TEMPLATE, on a Node with that label, that prints its channel's device
+# numbers and stays.
+pod() {
+	local sel=""
+	[[ -n ${3:-} ]] && sel="nodeSelector: {$3}"
+	cat <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: $CD_NS}
+spec:
+  terminationGracePeriodSeconds: 1
+  $sel
+  resourceClaims: [{name: imex, resourceClaimTemplateName: $2}]
+  containers:
+  - name: worker
+    image: $NVL72_TEST_IMAGE
+    imagePullPolicy: Never
+    command: [sh, -c, "stat -c '%t:%T' /dev/nvidia-caps-imex-channels/channel0; exec sleep 3600"]
+    resources: {claims: [{name: imex}]}
+YAML
+}
+agent_log() { k -n "$ANS" logs "$apod" "$@" 2>/dev/null; }
+apod_now() {
+	k -n "$ANS" get pods -l app.kubernetes.io/component=agent -o json 2>/dev/null |
+		jq -r --arg n "$NVL72_NODE_NAME" '.items[] | select(.spec.nodeName == $n) | .metadata.name'
+}
+record() { innode cat /run/nvl72-agent/dra-claims.json 2>/dev/null; }
+cdi_files() { innode sh -c 'ls /var/run/cdi 2>/dev/null' | tr '\n' ' '; }
+# The agent runs with the test hook on (NVL72_AGENT_TEST_PREPARE_PAUSE):
+# every new claim pauses after its CDI spec and record are on disk, before
+# the answer. It is killed there, as a crash would.
+W0=$(yq -r 'select(.kind == "Pod") | .metadata.name' "$sample")
+yq -y --arg img "$NVL72_TEST_IMAGE" 'select(.kind == "Pod") |
+	.spec.containers[0].image = $img | .spec.containers[0].imagePullPolicy = "Never" |
+	.spec.terminationGracePeriodSeconds = 1' "$sample" >"$work/w0.yaml"
+[[ $(yq -r '.spec.resourceClaims[0].resourceClaimTemplateName' "$work/w0.yaml") == "$tmpl" ]] &&
+	out=$(k apply -f "$work/w0.yaml" 2>&1)
+check "the sample's pod ($W0), with a claim from the template, is admitted (the test's image in place of busybox)" $? "$out"
+in_window() { agent_log | grep -q 'test hook: claim prepared and recorded'; }
+wait_for 120 in_window
+check "the claim is allocated and the agent has prepared it: spec and record on disk, no answer yet" $? \
+	"$(k -n "$CD_NS" describe pod "$W0" 2>&1 | tail -6 | cut -c1-300)"
+claim=$(k -n "$CD_NS" get pod "$W0" -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}' 2>/dev/null)
+cuid=$(k -n "$CD_NS" get resourceclaim "$claim" -o jsonpath='{.metadata.uid}' 2>/dev/null)
+rec1=$(record | jq -c --arg u "$cuid" '.claims[$u] // empty' 2>/dev/null)
+spec1=$(innode stat -c '%i %Y' "/var/run/cdi/imex.nvl72.io-$cuid.json" 2>/dev/null)
+# The agent shares the node's PID namespace (hostPID): its PID is looked up
+# and signalled there.
+innode_pid() { nsenter --target "$init" --mount --pid -- "$@"; }
+apid=$(innode_pid pgrep -x nvl72-agent | head -1)
+innode_pid kill -KILL "$apid"
+[[ -n $rec1 && -n $spec1 && -n $apid ]]
+check "SIGKILL of the agent ($apid) between the CDI spec and the answer" $? \
+	"record '$rec1', spec '$spec1', pid '$apid'"
+running_worker() { [[ $(k -n "$CD_NS" get pod "$W0" -o jsonpath='{.status.phase}' 2>/dev/null) == Running ]]; }
+t0=$SECONDS
+wait_for 180 running_worker
+check "the restarted agent answers the kubelet's retry and the pod starts ($((SECONDS - t0)) s)" $? \
+	"$(k -n "$CD_NS" describe pod "$W0" 2>&1 | tail -8 | cut -c1-300)"
+apod=$(apod_now)
+rec2=$(record | jq -c --arg u "$cuid" '.claims[$u] // empty' 2>/dev/null)
+spec2=$(innode stat -c '%i %Y' "/var/run/cdi/imex.nvl72.io-$cuid.json" 2>/dev/null)
+preps=$( (k -n "$ANS" logs "$apod" --previous 2>/dev/null; agent_log) | grep -cE "info +agent: claim prepared claim=.*uid=$cuid")
+[[ $rec2 == "$rec1" && $spec2 == "$spec1" && $preps == 1 ]]
+check "nothing was prepared twice: the record and the spec file are unchanged, one preparation logged" $? \
+	"preparedAt $(jq -r .preparedAt <<<"$rec1") -> $(jq -r .preparedAt <<<"${rec2:-{\}}"), spec (inode mtime) '$spec1' -> '$spec2', prepared $preps times"
+devnums() { k -n "$CD_NS" logs "$1" 2>/dev/null | head -1; }
+got=$(devnums "$W0")
+[[ -n $major && $got == "$want_dev" ]]
+check "inside the container the channel is the node's: stat -c %t:%T prints $got (major $major of /proc/devices, minor 0)" $? \
+	"got '$got', want '$want_dev'"
+alloc=$(k -n "$CD_NS" get resourceclaim "$claim" -o json 2>/dev/null |
+	jq -r '[.status.allocation.devices.results[] | .driver + " " + .pool] | join(",")')
+node_of=$(k -n "$CD_NS" get pod "$W0" -o jsonpath='{.spec.nodeName}')
+[[ $alloc == "imex.nvl72.io $NVL72_NODE_NAME" && $node_of == "$NVL72_NODE_NAME" ]]
+check "kubectl get resourceclaim shows $claim allocated by imex.nvl72.io on the member node" $? \
+	"allocation '$alloc', pod on '$node_of'"
+
+# A claim the domain's template cannot satisfy stays Pending, and says why:
+# one from another domain's template on a Node that is not that domain's,
+# and one of a domain that is not Ready.
+cat >"$work/cd-more.yaml" <<YAML
+apiVersion: nvl72.io/v1alpha1
+kind: ComputeDomain
+metadata: {name: other, namespace: $CD_NS}
+spec:
+  numNodes: 2
+  selector: {rack: $RACK}
+---
+apiVersion: nvl72.io/v1alpha1
+kind: ComputeDomain
+metadata: {name: too-wide, namespace: $CD_NS}
+spec:
+  numNodes: 18
+  selector: {rack: $RACK}
+YAML
+k apply -f "$work/cd-more.yaml" >/dev/null 2>&1
+tmpl_of() { k -n "$CD_NS" get computedomain "$1" -o jsonpath='{.status.resourceClaimTemplate.name}' 2>/dev/null; }
+both_tmpl() { [[ -n $(tmpl_of other) && -n $(tmpl_of too-wide) ]]; }
+wait_for 60 both_tmpl
+out=$(pod worker-other "$(tmpl_of other)" "kubernetes.io/hostname: $NVL72_NODE_NAME" | k apply -f - 2>&1) &&
+	out=$(pod worker-notready "$(tmpl_of too-wide)" | k apply -f - 2>&1)
+check "two more pods: one on the real node with the claim of domain other (not a member), one of a domain that is not Ready" $? "$out"
+unsched() { # unsched POD: Pending with the scheduler's reason naming the claim
+	local msg
+	msg=$(k -n "$CD_NS" get pod "$1" -o json 2>/dev/null |
+		jq -r '.status.conditions[]? | select(.type == "PodScheduled" and .status == "False") | .message')
+	[[ $msg == *claim* ]] && echo "$msg"
+}
+wait_for 60 unsched worker-other
+why1=$(unsched worker-other)
+check "the pod with another domain's claim stays Pending, the scheduler naming its claim ($(cut -c1-120 <<<"$why1"))" \
+	"$([[ -n $why1 ]]; echo $?)" "$(k -n "$CD_NS" describe pod worker-other 2>&1 | tail -5)"
+wait_for 60 unsched worker-notready
+why2=$(unsched worker-notready)
+desc=$(k -n "$CD_NS" describe pod worker-notready 2>&1)
+[[ -n $why2 && $desc == *FailedScheduling* && $(k -n "$CD_NS" get computedomain too-wide -o jsonpath='{.status.status}') != Ready ]]
+check "the pod of a domain that is not Ready stays Pending, and kubectl describe says why" $? "$(tail -5 <<<"$desc")"
+k -n "$CD_NS" delete pod worker-other worker-notready --wait=false >/dev/null 2>&1
+k -n "$CD_NS" delete computedomain other too-wide --wait=false >/dev/null 2>&1
+
+# The kubelet restarted, as `systemctl restart kubelet` would: it deletes
+# the node's ResourceSlices when it starts; the agent puts its slice back,
+# and the running pod keeps its channel.
+slice_uid() { k get resourceslice "$NVL72_NODE_NAME-imex.nvl72.io" -o jsonpath='{.metadata.uid}' 2>/dev/null; }
+suid=$(slice_uid)
+cid=$(k -n "$CD_NS" get pod "$W0" -o jsonpath='{.status.containerStatuses[0].containerID}')
+t0=$(date +%s%N)
+out=$(tests/cluster/node.sh kubelet-restart "$NVL72_CLUSTER_DIR/node/state" 2>&1)
+check "the node's kubelet restarted (pid $out)" $? "$out"
+new_slice() { local u; u=$(slice_uid) && [[ -n $u && $u != "$suid" ]]; }
+wait_for 120 new_slice
+rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+check "the node's slice comes back after the kubelet restart (a new object, ${ms} ms)" $rc \
+	"before $suid, now $(slice_uid)"
+slice_restart_ms=$ms
+# The new kubelet serves exec once it has taken the running pods over.
+got=""
+chan_seen() {
+	got=$(k -n "$CD_NS" exec "$W0" -- sh -c "stat -c '%t:%T' /dev/nvidia-caps-imex-channels/channel0" 2>&1)
+	[[ $got == "$want_dev" ]]
+}
+wait_for 60 chan_seen
+cid2=$(k -n "$CD_NS" get pod "$W0" -o jsonpath='{.status.containerStatuses[0].containerID}')
+[[ $got == "$want_dev" && $cid2 == "$cid" ]]
+check "the running pod keeps its container and its channel ($got)" $? "got '$got', container $cid -> $cid2"
+
+# The pod gone, the kubelet unprepares its claim: the spec and the record
+# entry go.
+k -n "$CD_NS" delete pod "$W0" --wait=false >/dev/null 2>&1
+spec_gone() { [[ $(cdi_files) != *"$cuid"* ]] && ! record | grep -q "$cuid"; }
+wait_for 90 spec_gone
+check "deleting the pod unprepares its claim: no CDI spec and no record of it remain ($(cdi_files))" $? \
+	"cdi: $(cdi_files); record: $(record | cut -c1-200)"
 
 # The Rack's status follows its trays' within a pass of the Rack controller.
 plugin_shows() {

@@ -43,6 +43,15 @@ out=$(k apply -f tests/data/nvidia/ 2>&1) &&
 check "NVIDIA's ComputeDomain and ComputeDomainClique CRDs are served" $? "$out"
 upg_nodes
 for n in "$NVNS" "$DRVNS" "$CD_NS"; do k create namespace "$n" >/dev/null 2>&1; done
+# The workload author's sample for trays NVIDIA's driver manages
+# (docs/workloads.md) is valid against NVIDIA's types and the Pod API.
+sample=deploy/samples/workloads/nvidia-domain.yaml
+sns=$(yq -r 'select(.kind == "Pod") | .metadata.namespace' "$sample")
+k create namespace "$sns" >/dev/null 2>&1
+out=$(k apply --dry-run=server -f "$sample" 2>&1)
+[[ $? -eq 0 && $out == *"computedomain.resource.nvidia.com/train-4 created (server dry run)"* &&
+	$out == *"pod/train-4-worker-0 created (server dry run)"* ]]
+check "the workload sample $sample passes a server-side dry run against NVIDIA's CRDs" $? "$out"
 
 # ------------------------------------------- what NVIDIA's driver made ---
 slice() { # slice NODE DRIVER: one pool of the driver on NODE, as its kubelet plugin publishes

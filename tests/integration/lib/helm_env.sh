@@ -118,7 +118,8 @@ agent:
   extraArgs: [--heartbeat-period=2s, --lease-duration=10s]
   # The simulator's state: the fake NVML the agent opens reads it, and
   # the fake host tools, which get the variable through the wrappers.
-  extraEnv: [{name: NVL72_SIM_ROOT, value: "$(tray 1)"}]
+  # HELM_ENV_AGENT_ENV adds entries (", {name: N, value: V}").
+  extraEnv: [{name: NVL72_SIM_ROOT, value: "$(tray 1)"}${HELM_ENV_AGENT_ENV:-}]
   extraVolumes: [{name: sim, hostPath: {path: "$(tray 1)", type: Directory}}]
   extraVolumeMounts: [{name: sim, mountPath: "$(tray 1)"}]
 YAML
