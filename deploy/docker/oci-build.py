@@ -174,7 +174,12 @@ class Apt:
             if f.endswith("InRelease"):
                 with open(os.path.join(lists, f), "rb") as fh:
                     h.update(fh.read())
-        memo = os.path.join(self.dir, "required-" + h.hexdigest()[:16])
+        self.id = h.hexdigest()[:16]
+        # What was worked out for an older index goes.
+        for f in os.listdir(self.dir):
+            if f.startswith(("required-", "resolved-")) and self.id not in f:
+                os.unlink(os.path.join(self.dir, f))
+        memo = os.path.join(self.dir, "required-" + self.id)
         if not os.path.exists(memo):
             avail = subprocess.run(["apt-cache"] + self.opts + ["dumpavail"], check=True,
                                    capture_output=True, text=True).stdout
@@ -187,13 +192,21 @@ class Apt:
             self.required = fh.read().split()
 
     def resolve(self, pkgs):
-        """NAME=VERSION of everything installing pkgs on an empty system gives."""
+        """NAME=VERSION of everything installing pkgs on an empty system
+        gives, kept per version of the index (apt takes seconds)."""
+        memo = os.path.join(self.dir, "resolved-%s-%s" % (self.id, key_of(*sorted(pkgs))))
+        if os.path.exists(memo):
+            with open(memo) as fh:
+                return fh.read().split()
         out = subprocess.run(["apt-get", "-s", "--no-install-recommends"] + self.opts +
                              ["install"] + sorted(pkgs), capture_output=True, text=True)
         if out.returncode != 0:
             die("apt cannot resolve %s:\n%s" % (" ".join(pkgs), out.stderr or out.stdout))
-        got = re.findall(r"^Inst (\S+) \((\S+)", out.stdout, re.M)
-        return sorted("%s=%s" % g for g in got)
+        got = sorted("%s=%s" % g for g in re.findall(r"^Inst (\S+) \((\S+)", out.stdout, re.M))
+        with open(memo + ".tmp", "w") as fh:
+            fh.write("\n".join(got) + "\n")
+        os.replace(memo + ".tmp", memo)
+        return got
 
 
 def run(cmd, **kw):
@@ -361,21 +374,27 @@ class Build:
             self.apt = Apt(self.a.cache, self.a.arch, self.a.mirror, self.a.release)
         return self.apt
 
-    def base(self, root):
+    def base(self):
+        """The key, packages and tar of the Debian base, made if not cached."""
         apt = self.index()
         pkgs = apt.required + ["apt"]
         key = key_of(self.a.release, self.a.arch, SLIM_CFG, *apt.resolve(pkgs))
         tar = os.path.join(self.a.cache, "base-%s-%s-%s.tar" % (self.a.release, self.a.arch, key))
         if not os.path.exists(tar):
-            tmp = root + ".base"
+            tmp = os.path.join(self.work, "base")
             shutil.rmtree(tmp, ignore_errors=True)
             make_base(tmp, self.a.arch, self.a.release, self.a.mirror, apt, self.a.epoch)
             save(tmp, tar)
             shutil.rmtree(tmp)
         else:
             log("base %s from the cache" % os.path.basename(tar))
-        load(tar, root)
-        return key, pkgs
+        return key, pkgs, tar
+
+    def unpack(self, st):
+        """Loads the stage's base into its root, where that was left for later."""
+        if st["pending"]:
+            load(st["pending"], st["root"])
+            st["pending"] = None
 
     def build(self, idx):
         """Builds stage idx into WORK/stage-idx and returns its state."""
@@ -385,13 +404,15 @@ class Build:
         where = "%s:%d" % (self.a.dockerfile, s["line"])
         root = os.path.join(self.work, "stage-%d" % idx)
         st = {"root": root, "env": {}, "args": {}, "labels": {}, "user": "", "ports": [],
-              "entrypoint": None, "workdir": "/", "deb": False}
+              "entrypoint": None, "workdir": "/", "deb": False, "pending": None}
         image = subst(s["from"], self.gargs)
         base_key = pkgs = None
         if image == "scratch":
             os.makedirs(root)
         elif image == "debian:%s-slim" % self.a.release:
-            base_key, pkgs = self.base(root)
+            # Loaded when a step needs the files: a first RUN that installs
+            # packages may come from the cache whole.
+            base_key, pkgs, st["pending"] = self.base()
             st["deb"] = True
         elif self.stage(image)[1] is not None:
             prev = self.build(self.stage(image)[0])
@@ -400,14 +421,16 @@ class Build:
         else:
             die("%s: FROM %s: only scratch, debian:%s-slim (made here) or an earlier "
                 "stage" % (where, image, self.a.release))
-        first_run = True
         for no, op, rest, docs in s["steps"]:
             where = "%s:%d" % (self.a.dockerfile, no)
             if op == "RUN":
-                self.run_step(st, rest, where, base_key if first_run else None, pkgs)
-                first_run = False
+                # Cached only when it is the first step on the base's files.
+                self.run_step(st, rest, where, base_key if st["pending"] else None, pkgs)
             else:
+                if op == "COPY":
+                    self.unpack(st)
                 getattr(self, "op_" + op.lower())(st, rest, docs, where)
+        self.unpack(st)
         self.done[idx] = st
         return st
 
@@ -418,6 +441,7 @@ class Build:
         env.update(st["env"])
         m = re.search(r"apt-get install((?:\s+\S+)+?)\s*(?:&&|$)", script)
         if base_key is None or m is None:
+            self.unpack(st)
             chroot_sh(st["root"], script, env)
             scrub(st["root"], self.a.epoch)
             return
@@ -427,9 +451,11 @@ class Build:
         tar = os.path.join(self.a.cache, "run-%s-%s.tar" % (self.a.arch, key))
         if os.path.exists(tar):
             log("%s: RUN apt-get install %s from the cache" % (where, " ".join(want)))
-            shutil.rmtree(st["root"])
+            st["pending"] = None
+            shutil.rmtree(st["root"], ignore_errors=True)
             load(tar, st["root"])
             return
+        self.unpack(st)
         chroot_sh(st["root"], script, env)
         scrub(st["root"], self.a.epoch)
         save(st["root"], tar)
