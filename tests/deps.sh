@@ -67,9 +67,15 @@ fi
 # co-installable with the amd64 ones, except libwebsockets-dev (its
 # lws_config.h differs per architecture): that one is unpacked into a
 # sysroot under the cache, next to the installed arm64 runtime library.
+# The arm64 images (`make images` with IMAGE_ARCHES) run their RUN steps
+# under proot and qemu-aarch64-static, without binfmt_misc (docs/images.md).
+# qemu-aarch64-static alone is unpacked from Debian's qemu-user-static into
+# the cache: installing that package would also register its binary formats
+# with the kernel wherever systemd-binfmt runs (its binfmt.d files trigger
+# it), which the build neither needs nor should change.
 cross_pkgs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross libcurl4-openssl-dev:arm64
 	libjansson-dev:arm64 libyaml-dev:arm64 libssl-dev:arm64 libcap-dev:arm64
-	libnghttp2-dev:arm64 libwebsockets17:arm64)
+	libnghttp2-dev:arm64 libwebsockets17:arm64 proot)
 cache=${NVL72_CACHE:-$HOME/.cache/nvl72-operator}
 sysroot=$cache/arm64
 if [[ $(uname -m) == x86_64 ]] && command -v dpkg >/dev/null; then
@@ -86,7 +92,7 @@ if [[ $(uname -m) == x86_64 ]] && command -v dpkg >/dev/null; then
 			apt-get update -qq >&2
 			apt-get install -y -qq --no-install-recommends "${cross_missing[@]}" >&2
 		else
-			echo "deps: the arm64 cross build (make cross) needs, as root:" >&2
+			echo "deps: the arm64 cross build and images (make cross, make images) need, as root:" >&2
 			echo "  dpkg --add-architecture arm64 && apt-get update" >&2
 			echo "  apt-get install ${cross_missing[*]}" >&2
 			exit 1
@@ -102,6 +108,18 @@ if [[ $(uname -m) == x86_64 ]] && command -v dpkg >/dev/null; then
 		so=$(basename "$(ls /usr/lib/aarch64-linux-gnu/libwebsockets.so.* | head -1)")
 		ln -sfn "/usr/lib/aarch64-linux-gnu/$so" "$sysroot.tmp/root/usr/lib/aarch64-linux-gnu/libwebsockets.so"
 		rm -rf "$sysroot" && mv "$sysroot.tmp/root" "$sysroot" && rm -rf "$sysroot.tmp"
+	fi
+	qemu=$cache/qemu/qemu-aarch64-static
+	if [[ ! -x $qemu ]]; then
+		rm -rf "$cache/qemu.tmp" && mkdir -p "$cache/qemu.tmp"
+		(cd "$cache/qemu.tmp" && apt-get download -qq qemu-user-static >&2) &&
+			dpkg-deb --fsys-tarfile "$cache/qemu.tmp"/qemu-user-static_*.deb |
+			tar -x -C "$cache/qemu.tmp" ./usr/bin/qemu-aarch64-static || {
+			echo "deps: could not fetch qemu-user-static for the arm64 images" >&2
+			exit 1
+		}
+		mkdir -p "${qemu%/*}" && mv "$cache/qemu.tmp/usr/bin/qemu-aarch64-static" "$qemu"
+		rm -rf "$cache/qemu.tmp"
 	fi
 fi
 

@@ -10,7 +10,9 @@
 #   IMAGE_REGISTRY   registry prefix of the image names (default: the chart's)
 #   SOURCE_DATE_EPOCH  the time of every file (default: the commit's time)
 #   NVL72_CACHE      the cache folder the test cluster's binaries use; the
-#                    Debian bases are kept in its images/ folder
+#                    Debian bases are kept in its images/ folder, and
+#                    tests/deps.sh puts qemu-aarch64-static in its qemu/
+#                    folder (where the machine has none on PATH)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -18,6 +20,7 @@ build=${1:-build}
 [[ $build == /* ]] || build=$root/$build
 out=${IMAGE_OUT:-$build/images}
 cache=${NVL72_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nvl72-operator}/images
+PATH=$PATH:${cache%/images}/qemu
 registry=${IMAGE_REGISTRY:-ghcr.io/nvl72-operator}
 version=$(sed -n 's/^VERSION := //p' "$root/Makefile")
 epoch=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct)}
@@ -38,14 +41,9 @@ for arch in ${IMAGE_ARCHES:-$host}; do
 	*) die "IMAGE_ARCHES: unknown architecture $arch (amd64, arm64)" ;;
 	esac
 	bindir=$build/rel/bin
-	if [[ $arch != "$host" ]]; then
-		# RUN steps run the image's own binaries (dpkg, sh, ldd), so a
-		# foreign architecture needs the kernel to hand them to an emulator.
-		grep -qs '^enabled' "/proc/sys/fs/binfmt_misc/qemu-${arch/arm64/aarch64}" ||
-			die "$arch on $host: RUN steps need binfmt_misc with qemu-user-static registered" \
-				"for ${arch/arm64/aarch64} (not registered on this machine)"
-		bindir=$build/$arch/bin
-	fi
+	# Another architecture's RUN steps run under proot and QEMU's user mode
+	# emulator (oci-build.py), its binaries are those of `make cross`.
+	[[ $arch == "$host" ]] || bindir=$build/$arch/bin
 	for img in operator agent; do
 		start=$(date +%s)
 		python3 "$here/oci-build.py" --dockerfile "$here/Dockerfile.$img" \

@@ -15,8 +15,10 @@ know stops the build. What differs from a Docker build, on purpose:
   - The stage named `build` is not run: the project's normal build made the
     binaries, and COPY --from=build /src/build/rel/bin/NAME takes NAME from
     --bin-dir.
-  - RUN runs with /bin/sh -c in a chroot of the stage's root (root only;
-    the machine must run the target architecture's binaries).
+  - RUN runs with /bin/sh -c in a chroot of the stage's root (root only).
+    For another architecture than the machine's, proot runs the stage's
+    root with every program in it under qemu-ARCH-static (no binfmt_misc),
+    and the base's debootstrap runs its second stage that way.
   - The image has one layer; every file's time is --epoch; logs, caches and
     other traces of the build are removed after each RUN.
 The base, and the result of a stage's first RUN when it installs packages
@@ -24,6 +26,7 @@ with apt-get, are cached under --cache by the versions of the Debian
 packages they hold, so a second build reuses them.
 """
 import argparse
+import ctypes
 import hashlib
 import io
 import json
@@ -31,9 +34,11 @@ import os
 import re
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -262,31 +267,164 @@ def load(tarpath, root):
     run(["tar", "--numeric-owner", "-C", root, "-xpf", tarpath])
 
 
-def chroot_sh(root, script, env):
-    """RUN: /bin/sh -c SCRIPT in a chroot with /proc, /dev and the machine's DNS."""
-    shutil.copyfile("/etc/resolv.conf", os.path.join(root, "etc/resolv.conf"))
-    wrap = ('set -e; r="$1"; shift; mount -t proc proc "$r/proc"; '
-            'mount --bind /dev "$r/dev"; exec chroot "$r" /bin/sh -c "$@"')
+def run_env(env):
     full = {"PATH": DEFAULT_PATH, "HOME": "/root", "DEBIAN_FRONTEND": "noninteractive"}
     full.update(env)
-    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", wrap,
-                        "sh", root, script], env=full, stdin=subprocess.DEVNULL)
-    if r.returncode != 0:
-        die("RUN failed (exit %d): %s" % (r.returncode, script[:200]))
+    return full
 
 
-def make_base(root, arch, release, mirror, apt, epoch):
-    log("making the %s-slim base for %s with debootstrap" % (release, arch))
+class Native:
+    """RUN for the machine's own architecture: a chroot of the stage's root,
+    in a private mount namespace with /proc and the machine's /dev."""
+
+    foreign = False
+
+    def run(self, root, argv, env):
+        """The exit status of ARGV run as root in ROOT."""
+        wrap = ('set -e; r="$1"; shift; mount -t proc proc "$r/proc"; '
+                'mount --bind /dev "$r/dev"; exec chroot "$r" "$@"')
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", wrap,
+                               "sh", root] + argv, env=run_env(env),
+                              stdin=subprocess.DEVNULL).returncode
+
+    def close(self):
+        pass
+
+
+# Host system calls with a path that proot 5.1 (Debian 12) predates and so
+# passes to the kernel untranslated: they would name the machine's files
+# rather than the stage's (QEMU makes them for the emulated program; the C
+# library's faccessat() tries faccessat2 first). They fail with ENOSYS
+# instead, and the C library and QEMU fall back to calls proot translates
+# (faccessat, newfstatat, openat, fchmodat). Numbers: Linux v6.6,
+# arch/x86/entry/syscalls/syscall_64.tbl and include/uapi/asm-generic/unistd.h.
+UNTRANSLATED = {
+    # machine: (AUDIT_ARCH_*, include/uapi/linux/audit.h; statx, openat2, faccessat2, fchmodat2)
+    "x86_64": (0xC000003E, (332, 437, 439, 452)),
+    "aarch64": (0xC00000B7, (291, 437, 439, 452)),
+}
+
+
+def deny_untranslated():
+    """Installs a seccomp filter: UNTRANSLATED calls fail with ENOSYS."""
+    audit, nrs = UNTRANSLATED[os.uname().machine]
+    # struct sock_filter {u16 code; u8 jt, jf; u32 k} (include/uapi/linux/filter.h);
+    # BPF_LD|BPF_W|BPF_ABS = 0x20, BPF_JMP|BPF_JEQ|BPF_K = 0x15, BPF_RET|BPF_K = 0x06;
+    # struct seccomp_data {int nr; u32 arch; ...} (include/uapi/linux/seccomp.h).
+    def ins(code, jt, jf, k):
+        return struct.pack("HBBI", code, jt, jf, k)
+    allow, enosys = 0x7FFF0000, 0x00050000 | 38  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO|ENOSYS
+    prog = ins(0x20, 0, 0, 4) + ins(0x15, 1, 0, audit) + ins(0x06, 0, 0, allow) + ins(0x20, 0, 0, 0)
+    for i, nr in enumerate(nrs):
+        prog += ins(0x15, len(nrs) - i, 0, nr)
+    prog += ins(0x06, 0, 0, allow) + ins(0x06, 0, 0, enosys)
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    buf = ctypes.create_string_buffer(prog, len(prog))
+    fprog = Fprog(len(prog) // 8, ctypes.addressof(buf))
+    libc = ctypes.CDLL(None, use_errno=True)
+    # prctl(PR_SET_SECCOMP = 22, SECCOMP_MODE_FILTER = 2, &fprog)
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter")
+
+
+class Emulated:
+    """RUN for another architecture without binfmt_misc: proot (Debian
+    package proot) runs the stage's root as /, and with -q it starts every
+    program of that root, and every program those start, under QEMU's user
+    mode emulator (qemu-user-static), by intercepting execve with ptrace."""
+
+    foreign = True
+
+    def __init__(self, arch):
+        cpu = {"amd64": "x86_64", "arm64": "aarch64"}[arch]
+        self.qemu = shutil.which("qemu-%s-static" % cpu)
+        self.proot = shutil.which("proot")
+        machine = os.uname().machine
+        if not self.qemu or not self.proot:
+            die("building for %s on %s runs its programs under qemu-%s-static and proot, "
+                "not both found on PATH (tests/deps.sh installs proot and unpacks "
+                "qemu-aarch64-static from Debian's qemu-user-static into NVL72_CACHE/qemu)"
+                % (arch, machine, cpu))
+        if machine not in UNTRANSLATED:
+            die("building for %s on %s: no emulation set up for this machine" % (arch, machine))
+        # The stage's root is bound at DIR/root, and proot's loader copied to
+        # DIR/loader: both reachable by any user (apt runs its helpers as
+        # _apt), whatever the modes of the folders above the build.
+        self.dir = tempfile.mkdtemp(prefix="nvl72-emu-")
+        os.chmod(self.dir, 0o755)
+        os.mkdir(os.path.join(self.dir, "root"), 0o755)
+        self.loader = os.path.join(self.dir, "loader")
+        # proot writes the loader it starts programs with to
+        # /tmp/prooted-PID-* with mode 0500: a program that changed its user
+        # (apt runs apt-key as _apt) could not be started. Its environment
+        # variable PROOT_LOADER names another copy.
+        r = subprocess.run([self.proot, "-r", "/", "/bin/sh", "-c",
+                            'exec cat /tmp/prooted-"$PPID"-*'], capture_output=True)
+        if r.returncode != 0 or not r.stdout.startswith(b"\x7fELF"):
+            die("could not copy proot's loader: %s" % r.stderr.decode(errors="replace")[-300:])
+        with open(self.loader, "wb") as f:
+            f.write(r.stdout)
+        os.chmod(self.loader, 0o755)
+
+    def run(self, root, argv, env, binds=("/proc", "/dev"), stdout=None):
+        """The exit status of ARGV run as root in ROOT, with the machine's
+        BINDS in it."""
+        mnt = os.path.join(self.dir, "root")
+        wrap = 'set -e; r="$1"; m="$2"; shift 2; mount --bind "$r" "$m"; exec "$@"'
+        cmd = [self.proot, "-r", mnt, "-q", self.qemu, "-w", "/"]
+        for b in binds:
+            cmd += ["-b", b]
+        full = run_env(env)
+        full["PROOT_LOADER"] = self.loader
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", wrap,
+                               "sh", root, mnt] + cmd + argv, env=full, stdin=subprocess.DEVNULL,
+                              stdout=stdout, stderr=subprocess.STDOUT if stdout else None,
+                              preexec_fn=deny_untranslated).returncode
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def host_arch():
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+
+
+def chroot_sh(runner, root, script, env):
+    """RUN: /bin/sh -c SCRIPT as root in the stage's root, with the machine's DNS."""
+    shutil.copyfile("/etc/resolv.conf", os.path.join(root, "etc/resolv.conf"))
+    rc = runner.run(root, ["/bin/sh", "-c", script], env)
+    if rc != 0:
+        die("RUN failed (exit %d): %s" % (rc, script[:200]))
+
+
+def make_base(runner, root, arch, release, mirror, apt, epoch):
+    log("making the %s-slim base for %s with debootstrap%s" % (
+        release, arch, " (second stage emulated)" if runner.foreign else ""))
     # In a mount namespace of its own: the mounts debootstrap makes in the
-    # target go with it, also when it fails.
+    # target go with it, also when it fails. For another architecture the
+    # first stage only fetches and unpacks the packages (--foreign); the
+    # second, which runs their maintainer scripts, runs under emulation.
+    foreign = ["--foreign"] if runner.foreign else []
     with open(root + ".log", "w") as out:
-        r = subprocess.run(["unshare", "--mount", "--propagation", "private", "debootstrap",
-                            "--variant=minbase", "--arch=" + arch, release, root, mirror],
-                           stdout=out, stderr=subprocess.STDOUT)
-    if r.returncode != 0:
+        rc = subprocess.run(["unshare", "--mount", "--propagation", "private", "debootstrap"] +
+                            foreign + ["--variant=minbase", "--arch=" + arch, release, root, mirror],
+                            stdout=out, stderr=subprocess.STDOUT).returncode
+        if rc == 0 and runner.foreign:
+            # In a container the first stage makes /proc a link to the
+            # machine's /proc, which proot cannot bind the machine's /proc
+            # over: it becomes the folder the second stage would make.
+            proc = os.path.join(root, "proc")
+            if os.path.islink(proc):
+                os.unlink(proc)
+                os.mkdir(proc, 0o755)
+            rc = runner.run(root, ["/debootstrap/debootstrap", "--second-stage"], {},
+                            binds=("/proc", "/dev", "/sys"), stdout=out)
+    if rc != 0:
         with open(root + ".log") as f:
             sys.stderr.write("".join(f.readlines()[-20:]))
-        die("debootstrap of %s for %s failed (exit %d)" % (release, arch, r.returncode))
+        die("debootstrap of %s for %s failed (exit %d)" % (release, arch, rc))
     os.unlink(root + ".log")
     os.makedirs(os.path.join(root, "etc/dpkg/dpkg.cfg.d"), exist_ok=True)
     with open(os.path.join(root, "etc/dpkg/dpkg.cfg.d/slim"), "w") as f:
@@ -294,14 +432,14 @@ def make_base(root, arch, release, mirror, apt, epoch):
     with open(os.path.join(root, "etc/apt/sources.list"), "w") as f:
         f.write(open(os.path.join(apt.dir, "sources.list")).read()
                 .replace("[signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ", ""))
-    chroot_sh(root, "apt-get update -qq && apt-get upgrade -y -qq >/dev/null "
+    chroot_sh(runner, root, "apt-get update -qq && apt-get upgrade -y -qq >/dev/null "
               "&& rm -rf /var/lib/apt/lists/*", {})
     slim = ("cd / && find usr/share/doc -mindepth 2 ! -name copyright ! -type d -delete; "
             "find usr/share/doc -depth -mindepth 1 -type d -empty -delete; "
             "rm -rf usr/share/man/* usr/share/groff/* usr/share/info/* usr/share/lintian/* "
             "usr/share/linda/*; find usr/share/locale -mindepth 1 -maxdepth 1 "
             "! -name locale.alias -exec rm -rf {} +")
-    chroot_sh(root, slim, {})
+    chroot_sh(runner, root, slim, {})
     scrub(root, epoch)
 
 
@@ -360,6 +498,7 @@ class Build:
         self.a, self.gargs, self.stages = a, gargs, stages
         self.work = a.out + ".work"
         self.apt = None
+        self.runner = Native() if a.arch == host_arch() else Emulated(a.arch)
         self.binaries = []  # (path in image, sha256, name)
         self.done = {}
 
@@ -383,7 +522,7 @@ class Build:
         if not os.path.exists(tar):
             tmp = os.path.join(self.work, "base")
             shutil.rmtree(tmp, ignore_errors=True)
-            make_base(tmp, self.a.arch, self.a.release, self.a.mirror, apt, self.a.epoch)
+            make_base(self.runner, tmp, self.a.arch, self.a.release, self.a.mirror, apt, self.a.epoch)
             save(tmp, tar)
             shutil.rmtree(tmp)
         else:
@@ -442,7 +581,7 @@ class Build:
         m = re.search(r"apt-get install((?:\s+\S+)+?)\s*(?:&&|$)", script)
         if base_key is None or m is None:
             self.unpack(st)
-            chroot_sh(st["root"], script, env)
+            chroot_sh(self.runner, st["root"], script, env)
             scrub(st["root"], self.a.epoch)
             return
         want = [w for w in m.group(1).split() if not w.startswith("-")]
@@ -456,7 +595,7 @@ class Build:
             load(tar, st["root"])
             return
         self.unpack(st)
-        chroot_sh(st["root"], script, env)
+        chroot_sh(self.runner, st["root"], script, env)
         scrub(st["root"], self.a.epoch)
         save(st["root"], tar)
 
@@ -752,6 +891,7 @@ def main():
             f.write(digest + "\n")
         print("%s %s %s (%d Debian packages)" % (a.name, a.arch, digest, len(doc["packages"]) - 1 - len(bins)))
     finally:
+        b.runner.close()
         shutil.rmtree(b.work, ignore_errors=True)
 
 
