@@ -219,16 +219,44 @@ bool sim_parse_ul(const char *s, unsigned long max, unsigned long *out)
 	return true;
 }
 
+/* The delay of a step: "MS", every run, or "MS TIMES", the next TIMES
+ * runs only (each run takes one; the file goes with the last). */
+static unsigned long step_delay(const char *path)
+{
+	char v[48], *sp;
+	unsigned long ms = 0, times;
+
+	if (sim_read(path, v, sizeof(v)) <= 0)
+		return 0;
+	sim_rtrim(v);
+	sp = strchr(v, ' ');
+	if (sp != NULL)
+		*sp++ = '\0';
+	if (!sim_parse_ul(v, 600000, &ms))
+		return 0;
+	if (sp == NULL)
+		return ms;
+	if (!sim_parse_ul(sp, 1000000, &times) || times == 0)
+		return 0;
+	if (times == 1) {
+		(void)unlink(path);
+	} else {
+		char left[48];
+		int n = snprintf(left, sizeof(left), "%lu %lu\n", ms, times - 1);
+		(void)sim_write(path, left, (size_t)n);
+	}
+	return ms;
+}
+
 void sim_step(const char *root, const char *name)
 {
-	char p[SIM_PATH_MAX], rel[128], line[160], v[32];
+	char p[SIM_PATH_MAX], rel[128], line[160];
 	unsigned long ms = 0;
 	int fd, n;
 
 	n = snprintf(rel, sizeof(rel), "delays/%s", name);
-	if (n > 0 && (size_t)n < sizeof(rel) && sim_path(p, sizeof(p), root, rel) &&
-	    sim_read(p, v, sizeof(v)) > 0)
-		(void)sim_parse_ul(sim_rtrim(v), 600000, &ms);
+	if (n > 0 && (size_t)n < sizeof(rel) && sim_path(p, sizeof(p), root, rel))
+		ms = step_delay(p);
 	if (sim_path(p, sizeof(p), root, "steps.log")) {
 		fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		n = snprintf(line, sizeof(line), "%s %d\n", name, (int)getpid());

@@ -37,7 +37,9 @@ bool sim_kv_set(const char *path, const char *key, const char *value);
 bool sim_parse_ul(const char *s, unsigned long max, unsigned long *out);
 /* A host step a tool is about to take: appends "name pid" to the tray's
  * steps.log, then waits delays/<name> milliseconds when that file holds a
- * number (simctl step-delay), so that a test can catch the step mid-way. */
+ * number (simctl step-delay), so that a test can catch the step mid-way or
+ * make the tool outlast the agent's --tool-timeout; "MS TIMES" delays only
+ * the next TIMES runs of the step. */
 void sim_step(const char *root, const char *name);
 /* Trims trailing whitespace in place and returns s. */
 char *sim_rtrim(char *s);

@@ -102,9 +102,10 @@ static int usage(void)
 	        "                       validation_fail validation_garbage)\n"
 	        "       simctl in-use TRAYDIR REFCNT        (users of nvidia_uvm)\n"
 	        "       simctl installer-delay TRAYDIR MS\n"
-	        "       simctl step-delay TRAYDIR STEP MS   (modprobe-remove modprobe-load\n"
-	        "                       systemctl-VERB-UNIT imex-start imex-stop; each step\n"
-	        "                       is logged to steps.log, then waits MS)\n"
+	        "       simctl step-delay TRAYDIR STEP MS [TIMES]   (modprobe-remove\n"
+	        "                       modprobe-load systemctl-VERB-UNIT imex-start\n"
+	        "                       imex-stop; each step is logged to steps.log, then\n"
+	        "                       waits MS; with TIMES, only its next TIMES runs)\n"
 	        "       simctl imex-kill TRAYDIR\n"
 	        "       simctl pids DIR [NAME]   (processes of the trays under DIR: their\n"
 	        "                       $NVL72_SIM_ROOT is DIR or below; NAME: only that\n"
@@ -444,13 +445,17 @@ int main(int argc, char **argv)
 		               ? 0
 		               : 1;
 	}
-	if (argc == 5 && strcmp(argv[1], "step-delay") == 0) {
-		unsigned long n;
+	if ((argc == 5 || argc == 6) && strcmp(argv[1], "step-delay") == 0) {
+		unsigned long n, times = 0;
 		char rel[160];
 		if (!sim_parse_ul(argv[4], 600000, &n) || strchr(argv[3], '/') != NULL ||
-		    strlen(argv[3]) > 100)
+		    strlen(argv[3]) > 100 ||
+		    (argc == 6 && (!sim_parse_ul(argv[5], 1000000, &times) || times == 0)))
 			return usage();
-		snprintf(text, sizeof(text), "%lu\n", n);
+		if (argc == 6)
+			snprintf(text, sizeof(text), "%lu %lu\n", n, times);
+		else
+			snprintf(text, sizeof(text), "%lu\n", n);
 		snprintf(rel, sizeof(rel), "delays/%s", argv[3]);
 		return put(argv[2], rel, text) ? 0 : 1;
 	}
