@@ -148,14 +148,47 @@ enum nv_err agent_spec_parse(const json_t *tray, const char *node_ip, struct age
 
 /* ---- status ---- */
 
+/* A driver step that fails (a host tool that timed out or erred, the
+ * installer, the module load) is tried again (AGENT_DRIVER_RETRY_MS). The
+ * change is reported ChangeFailed, which halts a RackUpgrade's Apply step,
+ * only when this many steps towards one version failed in a row; before
+ * that DriverReady says Retrying. One slow systemctl on a busy host is not
+ * a failed change. */
+#define AGENT_DRIVER_TRIES 3
+/* A failed step's retry waits this long after it, whatever pass comes
+ * first (the watch event of the status it wrote comes at once): a host
+ * that was busy for a moment gets the moment back. */
+#define AGENT_DRIVER_RETRY_MS 2000
+
 /* The driver change in flight, if any: what the last step did. */
 struct agent_drv_report {
 	bool active;              /* spec wants a version that is not loaded */
 	bool waiting_maintenance; /* not Drained/Upgrading: nothing done */
 	enum host_drv_phase phase;
 	enum nv_err err;
+	unsigned failures; /* steps that failed in a row, this one included */
+	bool held;         /* no step this pass: the last one failed too recently */
 	char detail[HOST_ERRMSG_LEN];
 };
+
+/* What agent_drv_tally keeps between passes. */
+struct agent_drv_tally {
+	unsigned fails; /* steps failed in a row towards target */
+	char target[HOST_VERSION_LEN];
+	int64_t at_ms;                /* monotonic time of the last failed step */
+	struct agent_drv_report last; /* what it reported */
+};
+/* Counts the pass's driver report d, a change towards target, at now_ms
+ * into t and sets d->failures to the count: a failed step adds one (the
+ * first towards another target counts one); a pass without a failed step
+ * (the step went on, the change is over or waits for maintenance) sets it
+ * back to 0; a held pass changes nothing. */
+void agent_drv_tally(struct agent_drv_tally *t, const char *target, int64_t now_ms,
+                     struct agent_drv_report *d);
+/* Whether the next step towards target waits at now_ms: the last failed
+ * under AGENT_DRIVER_RETRY_MS ago. Then *d is its report again, held. */
+bool agent_drv_hold(const struct agent_drv_tally *t, const char *target, int64_t now_ms,
+                    struct agent_drv_report *d);
 
 /* The kubelet plugin's state, as the condition KubeletPluginReady says it;
  * status "" when the plugin is off (no condition). */

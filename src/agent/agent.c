@@ -62,9 +62,10 @@ struct agent {
 	pthread_mutex_t mu; /* known, stats, last_drv_phase, lease_ok_ms */
 	json_t *known;      /* status our last write returned */
 	struct agent_stats stats;
-	int last_drv_phase;  /* for events on phase changes; -1 none */
-	bool drv_settled;    /* the start-up check of a loaded target ran */
-	int64_t lease_ok_ms; /* monotonic time of the last renewal */
+	int last_drv_phase;               /* for events on phase changes; -1 none */
+	bool drv_settled;                 /* the start-up check of a loaded target ran */
+	struct agent_drv_tally drv_tally; /* the reconcile's alone */
+	int64_t lease_ok_ms;              /* monotonic time of the last renewal */
 };
 
 /* ---- finding the tray ---- */
@@ -405,6 +406,8 @@ static bool pass_driver(struct agent *a, const json_t *tray, struct pass *p)
 		drv_event(a, tray, d);
 		return true;
 	}
+	if (agent_drv_hold(&a->drv_tally, p->spec.driver_version, time_mono_ms(), d))
+		return true;
 	/* An install blocks this pass for as long as the installer runs (minutes
 	 * on a tray): when the last step stopped the holders and the target is
 	 * not on disk yet, that is what comes next, so report it first. */
@@ -652,6 +655,7 @@ static struct kube_result reconcile(void *ud, const char *key)
 	pass_units(a, p);
 	observe(a, p);
 	drv_busy = pass_driver(a, tray, p);
+	agent_drv_tally(&a->drv_tally, p->spec.driver_version, time_mono_ms(), &p->rep.drv);
 	pass_imex(a, tray, p);
 	pass_validation(a, tray, p);
 	if (p->host_changed) {

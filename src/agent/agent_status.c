@@ -461,6 +461,41 @@ static void cond_set(struct cond *c, const char *status, const char *reason, con
 	va_end(ap);
 }
 
+/* The last driver step failed (it is tried again). */
+static bool drv_failed(const struct agent_drv_report *dr)
+{
+	return dr->phase == HOST_DRV_FAILED || dr->err != NV_OK;
+}
+
+void agent_drv_tally(struct agent_drv_tally *t, const char *target, int64_t now_ms,
+                     struct agent_drv_report *d)
+{
+	bool failed = d->active && !d->waiting_maintenance && drv_failed(d);
+
+	if (d->held)
+		return;
+	if (!failed || strcmp(t->target, target) != 0)
+		t->fails = 0;
+	d->failures = failed ? t->fails + 1 : 0;
+	if (failed) {
+		t->fails = d->failures;
+		str_copy(t->target, sizeof(t->target), target);
+		t->at_ms = now_ms;
+		t->last = *d;
+	}
+}
+
+bool agent_drv_hold(const struct agent_drv_tally *t, const char *target, int64_t now_ms,
+                    struct agent_drv_report *d)
+{
+	if (t->fails == 0 || strcmp(t->target, target) != 0 ||
+	    now_ms >= t->at_ms + AGENT_DRIVER_RETRY_MS)
+		return false;
+	*d = t->last;
+	d->held = true;
+	return true;
+}
+
 static void cond_driver(const struct agent_report *r, struct cond *c)
 {
 	const struct host_driver_info *d = &r->obs->driver;
@@ -474,8 +509,16 @@ static void cond_driver(const struct agent_report *r, struct cond *c)
 	else if (dr->active && dr->phase == HOST_DRV_REBOOT_REQUIRED)
 		cond_set(c, "False", "RebootRequired", "%s is installed: %s",
 		         r->spec->driver_version, dr->detail);
-	else if (dr->active && (dr->phase == HOST_DRV_FAILED || dr->err != NV_OK))
-		cond_set(c, "False", "ChangeFailed", "changing to %s: %s", r->spec->driver_version,
+	else if (dr->active && drv_failed(dr) && dr->failures < AGENT_DRIVER_TRIES)
+		cond_set(c, "False", "Retrying",
+		         "changing to %s: a step failed (%u of %d in a row), trying again: %s",
+		         r->spec->driver_version, dr->failures, AGENT_DRIVER_TRIES,
+		         dr->detail[0] ? dr->detail : nv_err_str(dr->err));
+	else if (dr->active && drv_failed(dr)) /* the same words at every failure after */
+		cond_set(c, "False", "ChangeFailed",
+		         "changing to %s: %d steps in a row failed (the agent keeps trying); the "
+		         "last: %s",
+		         r->spec->driver_version, AGENT_DRIVER_TRIES,
 		         dr->detail[0] ? dr->detail : nv_err_str(dr->err));
 	else if (dr->active)
 		cond_set(c, "False", host_drv_phase_name(dr->phase), "changing to %s: %s",
@@ -710,7 +753,7 @@ static bool last_error(const struct agent_report *r, const char **reason, const 
 		*reason = "DriverReadError", *msg = o->driver_part.why;
 	else if (o->gpus_part.err != NV_OK)
 		*reason = "NVMLError", *msg = o->gpus_part.why;
-	else if (r->drv.active && (r->drv.phase == HOST_DRV_FAILED || r->drv.err != NV_OK))
+	else if (r->drv.active && drv_failed(&r->drv))
 		*reason = "DriverChangeFailed", *msg = r->drv.detail;
 	else if (r->imex_apply_err != NV_OK)
 		*reason = "IMEXConfigFailed", *msg = r->imex_apply_why;

@@ -357,6 +357,40 @@ ev=$(k get events.events.k8s.io -n default -o json | jq -r '.items[] |
 [[ $ev == *"$(name 13) Done"* && $ev == *"$(name 13) StoppingHolders"* && $ev == *"$(name 7) IMEXRestarted"* ]] &&
 	ok "driver steps and IMEX restarts are recorded as Events" || nok "events" "$ev"
 
+# A failed driver step is tried again on the next pass. One systemctl that
+# outlasts --tool-timeout (1 s here), as on a busy host, is not a failed
+# change: the retry goes on and the change finishes. A step that keeps
+# failing is ChangeFailed (what halts an upgrade) at its third failure in
+# a row, and Retrying before that.
+stop_step=systemctl-stop-nvidia-persistenced.service
+simctl step-delay "$(tray 14)" "$stop_step" 1500 1
+k patch computetray "$(name 14)" --type merge \
+	-p "{\"spec\":{\"driver\":{\"version\":\"$target\"},\"maintenance\":{\"state\":\"Drained\"}}}" >/dev/null
+drv14() { [[ $(st 14 .driver.version) == "$target" && $(cond 14 DriverReady) == "True VersionMatches"* ]]; }
+wait_for 40 drv14
+timeouts=$(grep -c "target=$target phase=StoppingHolders err=NV_E_TIMEOUT" "$work/agent-14.log")
+[[ $(st 14 .driver.version) == "$target" && $timeouts == 1 && ! -e $(tray 14)/delays/$stop_step ]] &&
+	ok "a systemctl that outlasts --tool-timeout once is retried and the driver change finishes" ||
+	nok "driver step retried" "timeouts=$timeouts $(cond 14 DriverReady)"
+simctl fault "$(tray 16)" installer_fail on
+k patch computetray "$(name 16)" --type merge \
+	-p "{\"spec\":{\"driver\":{\"version\":\"$target\"},\"maintenance\":{\"state\":\"Drained\"}}}" >/dev/null
+wait_for 30 eval '[[ $(cond 16 DriverReady) == "False Retrying changing to $target: a step failed ("[12]" of 3 in a row), trying again: installer failed"* ]]'
+retrying=$(cond 16 DriverReady)
+wait_for 40 eval '[[ $(cond 16 DriverReady) == "False ChangeFailed"* ]]'
+failed=$(cond 16 DriverReady)
+runs=$(grep -c '^run ' "$(tray 16)/driver/installer.log" 2>/dev/null)
+[[ $retrying == "False Retrying"* &&
+	$failed == "False ChangeFailed changing to $target: 3 steps in a row failed (the agent keeps trying); the last: installer failed"* &&
+	$runs -ge 3 ]] &&
+	ok "a failing installer is Retrying, then ChangeFailed at its third failure in a row ($runs runs)" ||
+	nok "driver change failed" "runs=$runs retrying=[$retrying] failed=[$failed]"
+simctl fault "$(tray 16)" installer_fail off
+drv16() { [[ $(st 16 .driver.version) == "$target" && $(cond 16 DriverReady) == "True VersionMatches"* ]]; }
+wait_for 30 drv16 || nok "tray 16 recovers" "$(cond 16 DriverReady)"
+k patch computetray "$(name 14)" --type merge -p '{"spec":{"maintenance":{"state":"None"}}}' >/dev/null
+k patch computetray "$(name 16)" --type merge -p '{"spec":{"maintenance":{"state":"None"}}}' >/dev/null
+
 # --------------------------------------------------- bad configurations ---
 out=$("$bin" --kubeconfig "$work/nope.yaml" --node-name x 2>&1)
 rc=$?

@@ -472,9 +472,122 @@ static void test_agent_status_build_driver_change(void **state)
 	json_decref(s);
 	f->rep.drv.phase = HOST_DRV_FAILED;
 	f->rep.drv.err = NV_E_IO;
+	f->rep.drv.failures = AGENT_DRIVER_TRIES;
+	str_copy(f->rep.drv.detail, sizeof(f->rep.drv.detail), "installer failed (status 1)");
 	s = agent_status_build(&f->rep, NULL, T0);
 	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "False ChangeFailed");
+	assert_string_equal(cond_message(s, "DriverReady"),
+	                    "changing to 580.173.02: 3 steps in a row failed (the agent keeps "
+	                    "trying); the last: installer failed (status 1)");
+	/* A fourth failure says the same: no status write for it. */
+	f->rep.drv.failures = AGENT_DRIVER_TRIES + 1;
+	json_t *s4 = agent_status_build(&f->rep, s, T0 + 5000);
+	assert_false(agent_status_differs(s, s4));
+	json_decref(s4);
 	assert_string_equal(jx_str_or(s, "lastError.reason", ""), "DriverChangeFailed");
+	json_decref(s);
+	fixture_free(f);
+}
+
+/* Failed steps count in a row towards one target: a step that goes on, a
+ * change waiting for maintenance or over, or another target starts again. */
+static void test_agent_drv_tally_in_a_row(void **state)
+{
+	struct agent_drv_tally t = {0};
+	struct agent_drv_report d = {
+	        .active = true, .phase = HOST_DRV_STOPPING_HOLDERS, .err = NV_E_TIMEOUT};
+
+	(void)state;
+	agent_drv_tally(&t, "580.95.05", 1000, &d);
+	assert_int_equal(d.failures, 1);
+	d.phase = HOST_DRV_FAILED;
+	agent_drv_tally(&t, "580.95.05", 4000, &d);
+	assert_int_equal(d.failures, 2);
+	d.err = NV_OK; /* Failed alone is a failed step too */
+	agent_drv_tally(&t, "580.95.05", 7000, &d);
+	assert_int_equal(d.failures, 3);
+	/* another target: its first failure */
+	agent_drv_tally(&t, "580.159.03", 9000, &d);
+	assert_int_equal(d.failures, 1);
+	/* a step that went on */
+	d = (struct agent_drv_report){.active = true, .phase = HOST_DRV_INSTALLING};
+	agent_drv_tally(&t, "580.159.03", 12000, &d);
+	assert_int_equal(d.failures, 0);
+	d = (struct agent_drv_report){.active = true, .phase = HOST_DRV_RELOADING, .err = NV_E_IO};
+	agent_drv_tally(&t, "580.159.03", 13000, &d);
+	assert_int_equal(d.failures, 1);
+	/* waiting for maintenance took no step */
+	d = (struct agent_drv_report){.active = true, .waiting_maintenance = true, .err = NV_E_IO};
+	agent_drv_tally(&t, "580.159.03", 14000, &d);
+	assert_int_equal(d.failures, 0);
+	d = (struct agent_drv_report){.active = true, .phase = HOST_DRV_FAILED, .err = NV_E_IO};
+	agent_drv_tally(&t, "580.159.03", 15000, &d);
+	assert_int_equal(d.failures, 1);
+	/* the change is over */
+	d = (struct agent_drv_report){.phase = HOST_DRV_DONE};
+	agent_drv_tally(&t, "580.159.03", 16000, &d);
+	assert_int_equal(d.failures, 0);
+	assert_int_equal(t.fails, 0);
+}
+
+/* The retry of a failed step waits AGENT_DRIVER_RETRY_MS, whichever pass
+ * comes first: a held pass reports the failure again, unchanged, and does
+ * not count; then the step runs again. */
+static void test_agent_drv_hold_spaces_retries(void **state)
+{
+	struct agent_drv_tally t = {0};
+	struct agent_drv_report d = {
+	        .active = true, .phase = HOST_DRV_STOPPING_HOLDERS, .err = NV_E_TIMEOUT};
+	struct agent_drv_report h;
+
+	(void)state;
+	str_copy(d.detail, sizeof(d.detail), "systemctl timed out after 1000 ms");
+	assert_false(agent_drv_hold(&t, "580.95.05", 1000, &h)); /* nothing failed yet */
+	agent_drv_tally(&t, "580.95.05", 1000, &d);
+	memset(&h, 0, sizeof(h));
+	assert_true(agent_drv_hold(&t, "580.95.05", 1000 + AGENT_DRIVER_RETRY_MS - 1, &h));
+	assert_true(h.held && h.active);
+	assert_int_equal(h.failures, 1);
+	assert_int_equal(h.err, NV_E_TIMEOUT);
+	assert_string_equal(h.detail, "systemctl timed out after 1000 ms");
+	agent_drv_tally(&t, "580.95.05", 1000 + AGENT_DRIVER_RETRY_MS - 1, &h);
+	assert_int_equal(t.fails, 1);
+	assert_false(agent_drv_hold(&t, "580.159.03", 1500, &h)); /* another target */
+	assert_false(agent_drv_hold(&t, "580.95.05", 1000 + AGENT_DRIVER_RETRY_MS, &h));
+}
+
+/* A step that failed fewer than AGENT_DRIVER_TRIES times in a row is tried
+ * again: Retrying, not the ChangeFailed that halts an upgrade, whether the
+ * step ended Failed or a host tool erred in the middle of one. */
+static void test_agent_status_build_driver_retrying(void **state)
+{
+	struct fixture *f = fixture_new(",\"driver\":{\"version\":\"580.95.05\"}");
+	json_t *s;
+	char c[128];
+
+	(void)state;
+	f->rep.drv.active = true;
+	f->rep.drv.phase = HOST_DRV_STOPPING_HOLDERS;
+	f->rep.drv.err = NV_E_TIMEOUT;
+	f->rep.drv.failures = 1;
+	str_copy(f->rep.drv.detail, sizeof(f->rep.drv.detail),
+	         "/usr/bin/systemctl timed out after 1000 ms");
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "False Retrying");
+	assert_string_equal(cond_message(s, "DriverReady"),
+	                    "changing to 580.95.05: a step failed (1 of 3 in a row), trying again: "
+	                    "/usr/bin/systemctl timed out after 1000 ms");
+	assert_string_equal(cond(s, "Ready", c, sizeof(c)), "False DriverNotReady");
+	json_decref(s);
+	f->rep.drv.phase = HOST_DRV_FAILED;
+	f->rep.drv.err = NV_E_TIMEOUT;
+	f->rep.drv.failures = AGENT_DRIVER_TRIES - 1;
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "False Retrying");
+	json_decref(s);
+	f->rep.drv.failures = AGENT_DRIVER_TRIES;
+	s = agent_status_build(&f->rep, NULL, T0);
+	assert_string_equal(cond(s, "DriverReady", c, sizeof(c)), "False ChangeFailed");
 	json_decref(s);
 	fixture_free(f);
 }
@@ -730,6 +843,9 @@ int main(void)
 	        cmocka_unit_test(test_agent_status_differs_ignores_heartbeat),
 	        cmocka_unit_test(test_agent_status_build_imex_faults),
 	        cmocka_unit_test(test_agent_status_build_driver_change),
+	        cmocka_unit_test(test_agent_status_build_driver_retrying),
+	        cmocka_unit_test(test_agent_drv_tally_in_a_row),
+	        cmocka_unit_test(test_agent_drv_hold_spaces_retries),
 	        cmocka_unit_test(test_agent_spec_parse_validation),
 	        cmocka_unit_test(test_agent_status_build_validation),
 	        cmocka_unit_test(test_agent_status_build_kubelet_plugin),
