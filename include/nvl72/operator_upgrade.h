@@ -55,7 +55,10 @@ struct op_upgrade_tray {
 	bool available;            /* tray and Node Ready, not cordoned by anyone */
 	const char *driver;        /* status.driver.version, the loaded one */
 	bool driver_ready;         /* condition DriverReady True */
-	bool driver_failed;        /* DriverReady False with reason ChangeFailed */
+	bool driver_failed;        /* DriverReady False with reason ChangeFailed: the
+	                            * agent's step failed AGENT_DRIVER_TRIES times in
+	                            * a row (Retrying before that: still waited for) */
+	const char *driver_why;    /* DriverReady's message when not True, else "" */
 	const char *fabric_state;  /* status.fabric.state */
 	const char *fabric_health; /* status.fabric.healthSummary */
 	const char *fabric_source; /* status.fabric.healthSource: summary|mask|"" */

@@ -233,6 +233,7 @@ static void tray_in(const json_t *t, const json_t *node, struct op_upgrade_tray 
 	o->driver = jx_str_or(t, "status.driver.version", "");
 	o->driver_ready = kube_condition_is_true(t, "DriverReady");
 	o->driver_failed = strcmp(cond_reason(t, "DriverReady"), "ChangeFailed") == 0;
+	o->driver_why = cond_why(t, "DriverReady");
 	o->fabric_state = jx_str_or(t, "status.fabric.state", "");
 	o->fabric_health = jx_str_or(t, "status.fabric.healthSummary", "");
 	o->fabric_source = jx_str_or(t, "status.fabric.healthSource", "");

@@ -577,8 +577,10 @@ static enum verdict apply_check(struct pass *p, struct api_upgrade_step *s)
 			continue;
 		const struct op_upgrade_tray *t = tray_at(p->in, i);
 		if (t && t->driver_failed) {
-			step_end(p, s, API_STEP_FAILED, "the driver change to %s failed on tray %d",
-			         drv, i);
+			step_end(p, s, API_STEP_FAILED,
+			         "the driver change to %s failed on tray %d%s%.400s", drv, i,
+			         t->driver_why && t->driver_why[0] ? ": " : "",
+			         t->driver_why ? t->driver_why : "");
 			return V_FAILED;
 		}
 		if (t == NULL || strcmp(t->driver, drv) != 0 || !t->driver_ready)

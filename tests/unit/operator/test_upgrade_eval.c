@@ -56,6 +56,8 @@ struct world {
 	char oob_drivers[18][64];  /* the trays' drivers at the first out-of-band pass */
 	unsigned driver_sets;      /* driver changes asked of a tray, all trays */
 	const char *nvidia_unread; /* op_upgrade_in.nvidia_unread */
+	int apply_fails[18];      /* Apply passes whose driver step fails on tray i */
+	bool apply_gave_up[18];   /* ... reported ChangeFailed, else Retrying */
 };
 
 static void *load(const char *path, int kind)
@@ -114,6 +116,7 @@ static struct world *world_new(void)
 		t->fabric_health = "Healthy";
 		t->fabric_source = "summary";
 		t->fabric_why = "";
+		t->driver_why = "";
 		t->imex_domain = "";
 		t->maint = "None";
 		t->maint_upgrade = "";
@@ -269,6 +272,27 @@ static void act(struct world *w, struct api_rack_upgrade_status *st)
 	for (int i = 0; i < 18; i++) {
 		if (!(w->out.trays & (1u << (i + 1))))
 			continue;
+		if (w->out.act == OP_UPG_APPLY && w->apply_fails[i] > 0) {
+			/* The agent's step failed; it tries again (Retrying) or
+			 * has given up (ChangeFailed). */
+			w->apply_fails[i]--;
+			w->trays[i].driver_ready = false;
+			w->trays[i].driver_failed = w->apply_gave_up[i];
+			w->trays[i].driver_why =
+			        w->apply_gave_up[i]
+			                ? "changing to " TO_DRIVER ": 3 steps in a row failed (the "
+			                  "agent keeps trying); the last: installer failed (status "
+			                  "1)"
+			                : "changing to " TO_DRIVER
+			                  ": a step failed (1 of 3 in a row), "
+			                  "trying again: systemctl timed out after 1000 ms";
+			continue;
+		}
+		if (w->out.act == OP_UPG_APPLY) {
+			w->trays[i].driver_ready = true;
+			w->trays[i].driver_failed = false;
+			w->trays[i].driver_why = "";
+		}
 		if (w->out.act == OP_UPG_APPLY && strcmp(w->driver[i], w->out.driver) != 0) {
 			snprintf(w->driver[i], sizeof(w->driver[i]), "%s", w->out.driver);
 			w->driver_sets++;
@@ -782,6 +806,54 @@ static void test_op_upgrade_eval_fabric_fault_in_wave(void **state)
 	assert_non_null(strstr(status_str(w, "message"), "(tray 10: GPU 3: Unhealthy from the "
 	                                                 "health mask (routeRecovery))"));
 	assert_non_null(strstr(status_str(w, "message"), "WaitFabric"));
+	world_free(w);
+}
+
+/* A tray whose agent tries a failed driver step again (DriverReady
+ * Retrying: a host tool that timed out once on a busy tray) keeps its
+ * wave's Apply waiting, not halted; once the driver loads the upgrade goes
+ * on and completes. */
+static void test_op_upgrade_eval_driver_retrying_waits(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	w->apply_fails[2] = 3; /* tray 3, in wave 1 */
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	for (int i = 0; i < 400 && w->apply_fails[2] > 0; i++) {
+		run_once(w);
+		assert_string_not_equal(status_str(w, "phase"), "Halted");
+	}
+	assert_int_equal(w->apply_fails[2], 0);
+	assert_string_equal(status_str(w, "phase"), "RollingOut");
+	assert_string_equal(step_msg(w, "Apply", 1), "waiting for driver " TO_DRIVER " on trays 3");
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_COMPLETED);
+	assert_string_equal(jx_str_or(step_of(w, "Apply", 1), "phase", ""), "Succeeded");
+	assert_string_equal(w->driver[2], TO_DRIVER);
+	world_free(w);
+}
+
+/* A driver change the agent reports ChangeFailed (its step failed
+ * AGENT_DRIVER_TRIES times in a row) fails the wave's Apply step: the
+ * upgrade halts naming the tray and the agent's reason, and no later
+ * wave's tray is touched. */
+static void test_op_upgrade_eval_driver_change_failed_halts(void **state)
+{
+	(void)state;
+	struct world *w = world_new();
+	w->apply_fails[2] = 1;
+	w->apply_gave_up[2] = true;
+	approve(w, MATRIX_L_WORKLOAD, "alice", false);
+	assert_int_equal(run_until(w, P(COMPLETED) | P(HALTED)), API_PHASE_HALTED);
+	const char *want =
+	        "the driver change to " TO_DRIVER " failed on tray 3: changing to " TO_DRIVER
+	        ": 3 steps in a row failed (the agent keeps trying); the last: installer "
+	        "failed (status 1)";
+	assert_string_equal(step_msg(w, "Apply", 1), want);
+	assert_string_equal(jx_str_or(step_of(w, "Apply", 1), "phase", ""), "Failed");
+	assert_non_null(strstr(status_str(w, "message"), "(Apply, wave 1) failed: "));
+	assert_non_null(strstr(status_str(w, "message"), want));
+	assert_string_equal(w->last_event, "Halted");
+	assert_int_equal(w->touched & ~((1u << 1) | (1u << 2) | (1u << 3) | (1u << 4)), 0);
 	world_free(w);
 }
 
@@ -1359,6 +1431,8 @@ int main(void)
 	        cmocka_unit_test(test_op_upgrade_eval_summary_fault_halts),
 	        cmocka_unit_test(test_op_upgrade_eval_fabric_unknown_waits),
 	        cmocka_unit_test(test_op_upgrade_eval_fabric_fault_in_wave),
+	        cmocka_unit_test(test_op_upgrade_eval_driver_retrying_waits),
+	        cmocka_unit_test(test_op_upgrade_eval_driver_change_failed_halts),
 	        cmocka_unit_test(test_op_upgrade_eval_rejected),
 	        cmocka_unit_test(test_op_upgrade_eval_security),
 	        cmocka_unit_test(test_op_upgrade_eval_window_wait),
