@@ -15,9 +15,13 @@
 # 2. back to gb300-r580-95 (a manual edge: every layer approves) one rack at
 #    a time, the first rack's bandwidth under the floor on the old driver:
 #    its child halts at the canary gate, its slot goes to the second rack,
-#    which starts only after the first halted and completes; the parent
-#    ends Halted naming the halted rack. Aborting the parent aborts the
-#    halted child, which releases its canary, and the parent ends Aborted.
+#    which starts only after the first halted and completes, though one of
+#    its trays' host tools outlasts --tool-timeout once (as on a busy host:
+#    the agent tries the step again); the parent ends Halted naming the
+#    halted rack. When the children's phases are not those, each child's
+#    failed steps and gate evidence are printed. Aborting the parent aborts
+#    the halted child, which releases its canary, and the parent ends
+#    Aborted.
 #
 # Run from the repository root by tests/integration/run.sh against a fresh
 # control plane. Prints `ok - …` / `not ok - …` and `N passed, M failed`.
@@ -75,6 +79,15 @@ approve_all() {
 	for l in $(ustatus "$1" '.status.requiredApprovals[]?' | tr -d '"'); do
 		approval "$1" "$l" | k create -f - >/dev/null 2>&1 || return 1
 	done
+}
+# kids_report PARENT: one comment line per child with its phase and
+# message and its failed steps' messages and gate evidence, printed when a
+# check on the children fails so that the output alone says why a rack
+# halted (a failed check's reason is cut to 500 characters).
+kids_report() {
+	kids "$1" | jq -r '.items | sort_by(.metadata.name)[] | "# \(.metadata.name): " +
+		({phase: .status.phase, message: .status.message, failed: [.status.steps[]? |
+		select(.phase == "Failed") | {index, action, trays, message, evidence}]} | tojson)' 2>&1
 }
 awaiting() { phase_is "$(kid "$1" "$R1")" AwaitingApproval && phase_is "$(kid "$1" "$R2")" AwaitingApproval; }
 both_done() { phase_in "$1" Completed Halted Aborted; }
@@ -136,6 +149,11 @@ check "$P1: events RacksPicked, RackUpgradeCreated and RackStarted" $? "$ev"
 # ------------------------- 2: one at a time, the first rack halts ---
 use_rack "$R1" && simctl busbw "$rack" 300 "$FROM_DRIVER" >/dev/null
 use_rack "$R2" && simctl busbw "$rack" 900 "$FROM_DRIVER" >/dev/null
+# A busy host: the next systemctl stop of the persistence daemon on
+# gb300-r08's tray 3 (its driver change in wave 1) outlasts the agents'
+# --tool-timeout once. Its agent tries the step again; the rack completes.
+stop_step=systemctl-stop-nvidia-persistenced.service
+simctl step-delay "$(tray 3)" "$stop_step" 1500 1 >/dev/null
 P2=hall-b-r580-95
 out=$(fleet "$P2" "$FROM" | k create -f - 2>&1)
 check "create a selector RackUpgrade of hall b back to $FROM, one rack at a time" $? "$out"
@@ -148,8 +166,10 @@ t0=$SECONDS
 wait_for 300 both_done "$P2"
 echo "# $P2 ended after $((SECONDS - t0))s: $(phase "$P2")"
 phase_is "$P2" Halted && phase_is "$P2-$R1" Halted && phase_is "$P2-$R2" Completed
-check "$P2: Halted with $R1 halted at its gate and $R2 Completed" $? \
+rc=$?
+check "$P2: Halted with $R1 halted at its gate and $R2 Completed" $rc \
 	"$(ustatus "$P2" '.status | {phase, message}') $(phase "$P2-$R1") $(phase "$P2-$R2")"
+((rc == 0)) || kids_report "$P2"
 msg=$(ustatus "$P2" '.status.message')
 [[ $msg == *"1 of 2 racks Completed; halted: $R1 (Halted)"* ]]
 check "$P2: its message names the halted rack" $? "$msg"
@@ -162,6 +182,10 @@ use_rack "$R2"
 drivers=$(trays_json | jq -c '[.[] | .status.driver.version] | unique')
 [[ $drivers == "[\"$FROM_DRIVER\"]" ]] && released
 check "$R2: every tray back on $FROM_DRIVER and released while $R1 is halted" $? "$drivers"
+timeouts=$(grep -c "target=$FROM_DRIVER phase=StoppingHolders err=NV_E_TIMEOUT" "$work/agent-$R2-3.log")
+[[ $timeouts == 1 && ! -e $(tray 3)/delays/$stop_step ]]
+check "$R2: tray 3's systemctl that outlasted --tool-timeout was tried again, not a halt" $? \
+	"timeouts=$timeouts $(ustatus "$P2-$R2" '.status.message')"
 k patch rackupgrade "$P2" --type=merge -p '{"spec":{"abort":true}}' >/dev/null
 wait_for 60 phase_is "$P2" Aborted
 check "$P2: abort passes to the halted child and the parent ends Aborted" $? \
