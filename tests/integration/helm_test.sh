@@ -376,7 +376,8 @@ check "the running pod keeps its container and its channel ($got)" $? "got '$got
 k -n "$CD_NS" delete pod "$W0" --wait=false >/dev/null 2>&1
 spec_gone() { [[ $(cdi_files) != *"$cuid"* ]] && ! record | grep -q "$cuid"; }
 wait_for 90 spec_gone
-check "deleting the pod unprepares its claim: no CDI spec and no record of it remain ($(cdi_files))" $? \
+rc=$?
+check "deleting the pod unprepares its claim: no CDI spec and no record of it remain ($(cdi_files))" $rc \
 	"cdi: $(cdi_files); record: $(record | cut -c1-200)"
 
 # The Rack's status follows its trays' within a pass of the Rack controller.

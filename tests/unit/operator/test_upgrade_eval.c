@@ -56,8 +56,8 @@ struct world {
 	char oob_drivers[18][64];  /* the trays' drivers at the first out-of-band pass */
 	unsigned driver_sets;      /* driver changes asked of a tray, all trays */
 	const char *nvidia_unread; /* op_upgrade_in.nvidia_unread */
-	int apply_fails[18];      /* Apply passes whose driver step fails on tray i */
-	bool apply_gave_up[18];   /* ... reported ChangeFailed, else Retrying */
+	int apply_fails[18];       /* Apply passes whose driver step fails on tray i */
+	bool apply_gave_up[18];    /* ... reported ChangeFailed, else Retrying */
 };
 
 static void *load(const char *path, int kind)
