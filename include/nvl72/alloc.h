@@ -19,6 +19,17 @@ char *xstrndup(const char *s, size_t n);
 /* Allocates and formats like asprintf. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* For a long-running daemon, once at start before any thread: every
+ * allocation of 128 KiB or more (a list page, a /metrics response) gets
+ * pages of its own, returned to the system when freed. glibc otherwise
+ * raises that threshold to the size of the largest such block freed, after
+ * which those blocks come from the heap and their pages stay in the
+ * process after the free. Does nothing outside glibc. */
+void alloc_large_blocks_unmapped(void);
+/* Returns the free pages of the heap to the system (glibc's malloc_trim):
+ * after the frees of a large pass. Does nothing outside glibc. */
+void alloc_release_free(void);
+
 /* Overwrites a secret before it is freed; the compiler may not elide it. */
 void secure_wipe(void *p, size_t len);
 /* Wipes a NUL-terminated secret and frees it; NULL does nothing. */

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 static void oom(size_t size)
 {
@@ -95,4 +98,19 @@ void secure_free_str(char *s)
 		return;
 	secure_wipe(s, strlen(s));
 	free(s);
+}
+
+void alloc_large_blocks_unmapped(void)
+{
+#ifdef __GLIBC__
+	/* Setting it turns glibc's adaptive threshold off (mallopt(3)). */
+	(void)mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
+}
+
+void alloc_release_free(void)
+{
+#ifdef __GLIBC__
+	(void)malloc_trim(0);
+#endif
 }

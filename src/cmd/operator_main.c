@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nvl72/alloc.h"
 #include "nvl72/log.h"
 #include "nvl72/operator.h"
 #include "nvl72/timeutil.h"
@@ -82,6 +83,7 @@ int main(int argc, char **argv)
 		printf("nvl72-operator %s\n", NVL72_VERSION);
 		return 0;
 	}
+	alloc_large_blocks_unmapped();
 	(void)log_level_parse(cfg.log_level, &lvl);
 	log_set_level(lvl);
 	log_set_debug(cfg.log_debug);
