@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The informer: a reflector thread that lists, then watches from the list's
 // resourceVersion, resumes after broken streams, relists after 410 Gone,
-// and keeps an indexed cache whose changes are handed to the handlers.
+// and keeps an indexed cache (cache.c: compact text, parsed on read) whose
+// changes are handed to the handlers.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,17 +11,9 @@
 
 #include "kube_int.h"
 
-#define INF_MAX_INDEXES 8
 #define INF_MAX_HANDLERS 8
 #define INF_KEY_MAX 512
 #define INF_HEALTHY_RESET_MS 120000
-
-struct inf_index {
-	char *name;
-	kube_index_fn fn;
-	char *arg;
-	json_t *map; /* value -> {key: true} */
-};
 
 struct kube_informer {
 	struct kube_client *c;
@@ -28,9 +21,7 @@ struct kube_informer {
 	char *ns, *lsel, *fsel;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
-	json_t *store; /* key -> object */
-	struct inf_index idx[INF_MAX_INDEXES];
-	size_t nidx;
+	struct kube_cache *cache; /* under mu */
 	struct kube_handler h[INF_MAX_HANDLERS];
 	size_t nh;
 	char *rv;
@@ -90,7 +81,7 @@ enum nv_err kube_informer_new(struct kube_client *c, const struct kube_informer_
 		inf->o.backoff_max_ms = 30000;
 	pthread_mutex_init(&inf->mu, NULL);
 	kube_cond_init(&inf->cond);
-	inf->store = json_object();
+	inf->cache = kube_cache_new();
 	inf->stop = kube_stop_new();
 	*out = inf;
 	return NV_OK;
@@ -99,11 +90,9 @@ enum nv_err kube_informer_new(struct kube_client *c, const struct kube_informer_
 enum nv_err kube_informer_add_index(struct kube_informer *inf, const char *name, kube_index_fn fn,
                                     const char *arg)
 {
-	if (inf->started || inf->nidx >= INF_MAX_INDEXES || fn == NULL)
+	if (inf->started)
 		return NV_E_STATE;
-	inf->idx[inf->nidx++] =
-	        (struct inf_index){xstrdup(name), fn, arg ? xstrdup(arg) : NULL, json_object()};
-	return NV_OK;
+	return kube_cache_add_index(inf->cache, name, fn, arg);
 }
 
 enum nv_err kube_informer_add_handler(struct kube_informer *inf, const struct kube_handler *h)
@@ -112,48 +101,6 @@ enum nv_err kube_informer_add_handler(struct kube_informer *inf, const struct ku
 		return NV_E_STATE;
 	inf->h[inf->nh++] = *h;
 	return NV_OK;
-}
-
-/* mu held. Adds or removes key under every index value of obj. */
-static void idx_update(struct kube_informer *inf, const char *key, const json_t *obj, bool add)
-{
-	for (size_t i = 0; i < inf->nidx; i++) {
-		struct kube_index_vals vals = {0};
-		inf->idx[i].fn(obj, inf->idx[i].arg, &vals);
-		for (size_t k = 0; k < vals.n; k++) {
-			json_t *set = json_object_get(inf->idx[i].map, vals.v[k]);
-			if (add) {
-				if (set == NULL) {
-					set = json_object();
-					json_object_set_new(inf->idx[i].map, vals.v[k], set);
-				}
-				json_object_set_new(set, key, json_true());
-			} else if (set != NULL) {
-				json_object_del(set, key);
-				if (json_object_size(set) == 0)
-					json_object_del(inf->idx[i].map, vals.v[k]);
-			}
-		}
-	}
-}
-
-/* mu held. Replaces key's object (obj NULL deletes); returns the old one
- * as a new reference for the handlers, or NULL. */
-static json_t *store_swap(struct kube_informer *inf, const char *key, json_t *obj)
-{
-	json_t *old = json_object_get(inf->store, key);
-
-	if (old != NULL) {
-		json_incref(old);
-		idx_update(inf, key, old, false);
-	}
-	if (obj != NULL) {
-		json_object_set(inf->store, key, obj);
-		idx_update(inf, key, obj, true);
-	} else {
-		json_object_del(inf->store, key);
-	}
-	return old;
 }
 
 static void set_rv(struct kube_informer *inf, const char *rv)
@@ -186,33 +133,48 @@ static void fire(struct kube_informer *inf, json_t *old, json_t *obj, bool delet
 	}
 }
 
-/* Applies one object (added or modified); skips exact replays. */
+/* Applies one object (added or modified); skips exact replays. Only this
+ * thread changes the cache, so what it peeked is still there to swap. The
+ * handlers get the old object parsed from the cache's text. */
 static void apply_upsert(struct kube_informer *inf, const char *key, json_t *obj)
 {
-	json_t *old;
+	const struct kube_cobj *cur;
+	struct kube_cobj *o, *old;
+	json_t *old_obj = NULL;
+	bool same;
 
 	pthread_mutex_lock(&inf->mu);
-	old = json_object_get(inf->store, key);
-	if (old != NULL && strcmp(kube_obj_rv(old), kube_obj_rv(obj)) == 0) {
-		pthread_mutex_unlock(&inf->mu);
-		return;
-	}
-	old = store_swap(inf, key, obj);
+	cur = kube_cache_peek(inf->cache, key);
+	same = cur != NULL && strcmp(kube_cobj_rv(cur), kube_obj_rv(obj)) == 0;
 	pthread_mutex_unlock(&inf->mu);
-	fire(inf, old, obj, false, false);
-	json_decref(old);
+	if (same)
+		return;
+	o = kube_cobj_new(inf->cache, obj);
+	pthread_mutex_lock(&inf->mu);
+	old = kube_cache_swap(inf->cache, key, o);
+	pthread_mutex_unlock(&inf->mu);
+	if (old != NULL && inf->nh > 0)
+		old_obj = kube_cobj_parse(old);
+	kube_cobj_unref(old);
+	if (old == NULL || old_obj != NULL)
+		fire(inf, old_obj, obj, false, false);
+	json_decref(old_obj);
 }
 
 static void apply_delete(struct kube_informer *inf, const char *key, json_t *final, bool unknown)
 {
-	json_t *old;
+	struct kube_cobj *old;
+	json_t *last = NULL;
 
 	pthread_mutex_lock(&inf->mu);
-	old = store_swap(inf, key, NULL);
+	old = kube_cache_swap(inf->cache, key, NULL);
 	pthread_mutex_unlock(&inf->mu);
-	if (old != NULL)
-		fire(inf, NULL, final ? final : old, true, unknown);
-	json_decref(old);
+	if (old != NULL && inf->nh > 0) {
+		last = final ? json_incref(final) : kube_cobj_parse(old);
+		fire(inf, NULL, last, true, unknown);
+	}
+	kube_cobj_unref(old);
+	json_decref(last);
 }
 
 /* What the cache keeps of obj: no managedFields (nothing reads them, and
@@ -247,68 +209,79 @@ static enum nv_err on_event(void *ud, enum kube_event_type type, json_t *obj)
 	return NV_OK;
 }
 
-/* Makes the cache equal to a full list: adds, changed objects, and
- * tombstoned deletes for what vanished. */
-static void replace_all(struct kube_informer *inf, json_t *items)
-{
-	json_t *seen = json_object(), *item, *gone = json_array(), *v;
-	const char *key;
-	char k[INF_KEY_MAX];
-	size_t i;
+/* One listed item, stored as it is read: a list never stands whole in
+ * memory. */
+struct list_pass {
+	struct kube_informer *inf;
+	json_t *seen; /* key -> true */
+};
 
-	json_array_foreach(items, i, item) {
-		if (kube_obj_key(item, k, sizeof(k)) != NV_OK)
-			continue;
-		json_object_set_new(seen, k, json_true());
-		apply_upsert(inf, k, item);
-	}
-	pthread_mutex_lock(&inf->mu);
-	json_object_foreach(inf->store, key, v) {
-		if (json_object_get(seen, key) == NULL)
-			json_array_append_new(gone, json_string(key));
-	}
-	pthread_mutex_unlock(&inf->mu);
-	json_array_foreach(gone, i, v)
-		apply_delete(inf, json_string_value(v), NULL, true);
-	json_decref(gone);
-	json_decref(seen);
+static enum nv_err list_item(void *ud, json_t *item)
+{
+	struct list_pass *lp = ud;
+	const struct kube_res *r = lp->inf->o.res;
+	char k[INF_KEY_MAX];
+
+	/* Lists omit these per item; watches carry them. Keep one shape. */
+	if (json_object_get(item, "kind") == NULL)
+		json_object_set_new(item, "kind", json_string(r->kind ? r->kind : ""));
+	if (json_object_get(item, "apiVersion") == NULL)
+		json_object_set_new(item, "apiVersion",
+		                    *r->group ? json_sprintf("%s/%s", r->group, r->version)
+		                              : json_string(r->version));
+	if (kube_obj_key(item, k, sizeof(k)) != NV_OK)
+		return NV_OK;
+	trim(lp->inf, item);
+	json_object_set_new(lp->seen, k, json_true());
+	apply_upsert(lp->inf, k, item);
+	return NV_OK;
 }
 
-/* One full list; rv_param "0" reads the watch cache, NULL is consistent. */
-static enum nv_err do_list(struct kube_informer *inf, const char *rv_param, struct kube_status *st)
+/* After a full list: tombstoned deletes for what it did not hold. */
+static void drop_unseen(struct kube_informer *inf, const json_t *seen)
+{
+	char **keys;
+	size_t n;
+
+	pthread_mutex_lock(&inf->mu);
+	keys = kube_cache_keys(inf->cache, &n);
+	pthread_mutex_unlock(&inf->mu);
+	for (size_t i = 0; i < n; i++) {
+		if (json_object_get(seen, keys[i]) == NULL)
+			apply_delete(inf, keys[i], NULL, true);
+		free(keys[i]);
+	}
+	free(keys);
+}
+
+/* One full list, in pages, applied item by item. A consistent read, not
+ * resourceVersion "0": the apiserver's watch cache ignores the page limit
+ * and answers such a list in one body (1,152 GPU trays' Nodes are 22 MB,
+ * 4,986 are 95 MB, past the client's body cap), where a consistent read is
+ * served in pages. */
+static enum nv_err do_list(struct kube_informer *inf, struct kube_status *st)
 {
 	struct kube_list_opts lo = {.label_selector = inf->lsel,
 	                            .field_selector = inf->fsel,
-	                            .resource_version = rv_param,
 	                            .limit = inf->o.page_size,
 	                            .stop = inf->stop};
-	const struct kube_res *r = inf->o.res;
-	json_t *list = NULL, *items, *item;
-	size_t i;
-	enum nv_err rc = kube_list_all(inf->c, r, inf->ns, &lo, &list, st);
+	struct list_pass lp = {inf, json_object()};
+	char *rv = NULL;
+	enum nv_err rc = kube_list_each(inf->c, inf->o.res, inf->ns, &lo, list_item, &lp, &rv, st);
 
-	if (rc != NV_OK)
-		return rc;
-	stat_inc(inf, &inf->stats.lists);
-	items = json_object_get(list, "items");
-	json_array_foreach(items, i, item) {
-		/* Lists omit these per item; watches carry them. Keep one shape. */
-		if (json_object_get(item, "kind") == NULL)
-			json_object_set_new(item, "kind", json_string(r->kind ? r->kind : ""));
-		if (json_object_get(item, "apiVersion") == NULL)
-			json_object_set_new(item, "apiVersion",
-			                    *r->group ? json_sprintf("%s/%s", r->group, r->version)
-			                              : json_string(r->version));
-		trim(inf, item);
+	if (rc == NV_OK) {
+		stat_inc(inf, &inf->stats.lists);
+		drop_unseen(inf, lp.seen);
+		set_rv(inf, rv);
+		alloc_release_free();
+		pthread_mutex_lock(&inf->mu);
+		inf->synced = true;
+		pthread_cond_broadcast(&inf->cond);
+		pthread_mutex_unlock(&inf->mu);
 	}
-	replace_all(inf, items);
-	set_rv(inf, jx_str_or(list, "metadata.resourceVersion", ""));
-	pthread_mutex_lock(&inf->mu);
-	inf->synced = true;
-	pthread_cond_broadcast(&inf->cond);
-	pthread_mutex_unlock(&inf->mu);
-	json_decref(list);
-	return NV_OK;
+	json_decref(lp.seen);
+	free(rv);
+	return rc;
 }
 
 /* The wait before the next list or watch attempt: the backoff step
@@ -388,17 +361,12 @@ static void *reflector(void *arg)
 	struct kube_backoff b = {inf->o.backoff_initial_ms, inf->o.backoff_initial_ms,
 	                         inf->o.backoff_max_ms, 0};
 	struct kube_status st;
-	const char *list_rv = "0";
 	bool need_list = true, short_watch = false;
 	enum nv_err rc;
 
 	while (!kube_stop_requested(inf->stop)) {
 		if (need_list) {
-			rc = do_list(inf, list_rv, &st);
-			if (rc == NV_E_GONE && list_rv != NULL) {
-				list_rv = NULL;
-				continue;
-			}
+			rc = do_list(inf, &st);
 			if (rc != NV_OK) {
 				list_failed(inf, rc, &st);
 				if (backoff_sleep(inf, &b, &st))
@@ -420,7 +388,6 @@ static void *reflector(void *arg)
 			log_info("kube", "watch expired; relisting", "resource=%s msg=\"%s\"",
 			         inf->o.res->resource, st.message);
 			need_list = true;
-			list_rv = NULL;
 			continue;
 		}
 		if (rc == NV_OK && !short_watch)
@@ -490,12 +457,7 @@ void kube_informer_free(struct kube_informer *inf)
 	if (inf == NULL)
 		return;
 	kube_informer_stop(inf);
-	for (size_t i = 0; i < inf->nidx; i++) {
-		free(inf->idx[i].name);
-		free(inf->idx[i].arg);
-		json_decref(inf->idx[i].map);
-	}
-	json_decref(inf->store);
+	kube_cache_free(inf->cache);
 	kube_stop_free(inf->stop);
 	pthread_cond_destroy(&inf->cond);
 	pthread_mutex_destroy(&inf->mu);
@@ -508,39 +470,60 @@ void kube_informer_free(struct kube_informer *inf)
 
 json_t *kube_informer_get(struct kube_informer *inf, const char *key)
 {
+	struct kube_cobj *o;
 	json_t *v;
 
 	pthread_mutex_lock(&inf->mu);
-	v = json_incref(json_object_get(inf->store, key));
+	o = kube_cobj_ref(kube_cache_peek(inf->cache, key));
 	pthread_mutex_unlock(&inf->mu);
+	if (o == NULL)
+		return NULL;
+	v = kube_cobj_parse(o);
+	kube_cobj_unref(o);
 	return v;
 }
 
 json_t *kube_informer_list(struct kube_informer *inf)
 {
-	json_t *arr = json_array(), *v;
-	const char *key;
+	struct kube_cobj **v;
+	size_t n;
 
 	pthread_mutex_lock(&inf->mu);
-	json_object_foreach(inf->store, key, v)
-		json_array_append(arr, v);
+	v = kube_cache_all(inf->cache, &n);
 	pthread_mutex_unlock(&inf->mu);
-	return arr;
+	return kube_cobj_parse_all(v, n);
 }
 
 json_t *kube_informer_by_index(struct kube_informer *inf, const char *index, const char *value)
 {
-	json_t *arr = json_array(), *set = NULL, *v;
-	const char *key;
+	struct kube_cobj **v;
+	size_t n;
 
 	pthread_mutex_lock(&inf->mu);
-	for (size_t i = 0; i < inf->nidx; i++)
-		if (strcmp(inf->idx[i].name, index) == 0)
-			set = json_object_get(inf->idx[i].map, value);
-	json_object_foreach(set, key, v)
-		json_array_append(arr, json_object_get(inf->store, key));
+	v = kube_cache_index(inf->cache, index, value, &n);
 	pthread_mutex_unlock(&inf->mu);
-	return arr;
+	return kube_cobj_parse_all(v, n);
+}
+
+void kube_informer_foreach(struct kube_informer *inf, kube_visit_fn fn, void *ud)
+{
+	struct kube_cobj **v;
+	size_t n, i;
+
+	pthread_mutex_lock(&inf->mu);
+	v = kube_cache_all(inf->cache, &n);
+	pthread_mutex_unlock(&inf->mu);
+	for (i = 0; i < n; i++) {
+		json_t *o = kube_cobj_parse(v[i]);
+		bool more = fn(ud, o);
+		json_decref(o);
+		kube_cobj_unref(v[i]);
+		if (!more)
+			break;
+	}
+	for (i++; i < n; i++)
+		kube_cobj_unref(v[i]);
+	free(v);
 }
 
 void kube_informer_last_rv(struct kube_informer *inf, char *out, size_t outsz)
@@ -554,5 +537,7 @@ void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *
 {
 	pthread_mutex_lock(&inf->mu);
 	*out = inf->stats;
+	out->objects = kube_cache_len(inf->cache);
+	out->bytes = kube_cache_bytes(inf->cache);
 	pthread_mutex_unlock(&inf->mu);
 }

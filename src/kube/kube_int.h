@@ -21,6 +21,7 @@
 #include "nvl72/base.h"
 #include "nvl72/json.h"
 #include "nvl72/kube.h"
+#include "nvl72/kube_ctrl.h"
 
 #define KUBECONFIG_MAX_BYTES ((size_t)1 << 20)
 #define KUBE_TOKEN_MAX ((size_t)64 << 10)
@@ -203,6 +204,30 @@ struct kube_client {
 enum nv_err kube_xfer_prepare(struct kube_client *c, struct kube_xfer *x, const char *method,
                               const char *url, const char *ctype, const char *body, bool streaming,
                               struct kube_status *st);
+/* kube_request, but a 2xx answer's text is moved into out (cleared first;
+ * the caller clears it) instead of parsed: for a reader that parses it piece
+ * by piece. */
+enum nv_err kube_request_text(struct kube_client *c, const struct kube_raw_req *r, struct buf *out,
+                              struct kube_status *st);
+
+/* Gets each item of a list, borrowed for the call (json_incref to keep it);
+ * an error stops the list and is returned. */
+typedef enum nv_err (*kube_item_fn)(void *ud, json_t *item);
+/* Reads a List's text (an object whose "items" is an array of objects),
+ * parsing one item at a time and handing it to fn, so the whole list is
+ * never one tree. *meta gets the list's metadata (a new reference; {} when
+ * absent) on success; NV_E_PARSE, with e saying where, on malformed text. */
+enum nv_err kube_list_scan(const char *data, size_t len, kube_item_fn fn, void *ud, json_t **meta,
+                           struct jx_err *e);
+/* kube_list_all, item by item: every page is read with kube_list_scan, so
+ * a list costs one page of text and one item at a time. *rv gets the
+ * resourceVersion of the last page (the caller frees it). A 410 (an
+ * expired continue token, or a resourceVersion too old) restarts the list
+ * once from a consistent read, and fn sees the first pages' items again. */
+enum nv_err kube_list_each(struct kube_client *c, const struct kube_res *r, const char *ns,
+                           const struct kube_list_opts *o, kube_item_fn fn, void *ud, char **rv,
+                           struct kube_status *st);
+
 /* Maps an HTTP status (and Status.reason) to the error enum. */
 enum nv_err kube_http_err(long code, const char *reason);
 /* Fills st from a Status object body (may be NULL or not a Status). */
@@ -239,6 +264,56 @@ bool kube_framer_partial(const struct kube_framer *f);
 /* Decodes {"type":..., "object":...}; *obj is borrowed from ev. */
 enum nv_err kube_watch_event_decode(json_t *ev, enum kube_event_type *type, json_t **obj,
                                     struct jx_err *e);
+
+/* ---- the informer's cache (cache.c) ---- */
+
+/* One stored object: its compact JSON text, resourceVersion and index
+ * values, immutable and reference counted, so a reader takes a reference
+ * under the informer's lock and parses outside it. */
+struct kube_cobj;
+/* The key -> object table with its indexes. No lock of its own: the
+ * informer holds its lock around every call below that takes a cache. */
+struct kube_cache;
+
+struct kube_cache *kube_cache_new(void);
+/* Frees the table, its indexes and its references. NULL does nothing. */
+void kube_cache_free(struct kube_cache *c);
+/* While the cache is empty; NV_E_STATE past 8 indexes. name and arg are
+ * copied. */
+enum nv_err kube_cache_add_index(struct kube_cache *c, const char *name, kube_index_fn fn,
+                                 const char *arg);
+/* The stored form of obj (one reference): its text, resourceVersion and
+ * the values of c's indexes, taken now. Reads only c's index table, which
+ * is fixed before the first object, so it needs no lock. */
+struct kube_cobj *kube_cobj_new(const struct kube_cache *c, const json_t *obj);
+struct kube_cobj *kube_cobj_ref(struct kube_cobj *o);
+/* NULL does nothing. */
+void kube_cobj_unref(struct kube_cobj *o);
+const char *kube_cobj_rv(const struct kube_cobj *o);
+/* The compact text, borrowed from o; *len (when not NULL) its length. */
+const char *kube_cobj_text(const struct kube_cobj *o, size_t *len);
+/* A new tree of o (a new reference); never NULL. */
+json_t *kube_cobj_parse(const struct kube_cobj *o);
+/* Parses each of v[0..n) into a new array, then drops the references and
+ * frees v. */
+json_t *kube_cobj_parse_all(struct kube_cobj **v, size_t n);
+/* key's object, borrowed (valid while the lock is held), or NULL. */
+struct kube_cobj *kube_cache_peek(const struct kube_cache *c, const char *key);
+/* Stores o under key (taking its reference; NULL deletes) and returns the
+ * object it replaced (the caller's reference) or NULL. An existing key
+ * keeps its place in the order. */
+struct kube_cobj *kube_cache_swap(struct kube_cache *c, const char *key, struct kube_cobj *o);
+size_t kube_cache_len(const struct kube_cache *c);
+/* Bytes of text of every object. */
+size_t kube_cache_bytes(const struct kube_cache *c);
+/* References to every object in the order their keys came (*n of them),
+ * or to those whose index has value; the caller frees the array (or hands
+ * it to kube_cobj_parse_all). */
+struct kube_cobj **kube_cache_all(const struct kube_cache *c, size_t *n);
+struct kube_cobj **kube_cache_index(const struct kube_cache *c, const char *index,
+                                    const char *value, size_t *n);
+/* Copies of every key, in order; the caller frees each and the array. */
+char **kube_cache_keys(const struct kube_cache *c, size_t *n);
 
 /* Condition variables on the monotonic clock; waits return after at most
  * ms (spurious wake-ups included, so callers loop on their predicate). */

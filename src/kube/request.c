@@ -265,8 +265,16 @@ static enum nv_err curl_err(CURLcode cc)
 	}
 }
 
+/* Where a 2xx answer goes: parsed into *json, or the text moved into raw
+ * (a caller that reads it piece by piece); neither set: dropped. */
+struct req_sink {
+	json_t **json;
+	struct buf *raw;
+};
+
 /* Turns a finished transfer into the result; fills st on failure. */
-static enum nv_err xf_result(struct kube_xfer *x, json_t **out, struct kube_status *st)
+static enum nv_err xf_result(struct kube_xfer *x, const struct req_sink *out,
+                             struct kube_status *st)
 {
 	struct jx_err je;
 	json_t *doc = NULL;
@@ -294,7 +302,13 @@ static enum nv_err xf_result(struct kube_xfer *x, json_t **out, struct kube_stat
 		kube_status_from_body(st, x->http_code, x->resp.data, x->resp.len);
 		return kube_http_err(x->http_code, st->reason);
 	}
-	if (out == NULL)
+	if (out->raw != NULL) {
+		buf_clear(out->raw);
+		*out->raw = x->resp;
+		buf_init(&x->resp, out->raw->max);
+		return NV_OK;
+	}
+	if (out->json == NULL)
 		return NV_OK;
 	rc = jx_loadb(x->resp.data, x->resp.len, &(struct jx_limits){.max_bytes = x->resp.max},
 	              &doc, &je);
@@ -302,7 +316,7 @@ static enum nv_err xf_result(struct kube_xfer *x, json_t **out, struct kube_stat
 		kube_status_set(st, x->http_code, "", "response body: %s", je.msg);
 		return rc;
 	}
-	*out = doc;
+	*out->json = doc;
 	return NV_OK;
 }
 
@@ -344,7 +358,8 @@ TESTABLE bool kube_should_retry(struct kube_client *c, const char *method, enum 
 }
 
 static enum nv_err req_once(struct kube_client *c, const struct kube_raw_req *r, const char *url,
-                            const char *body, json_t **out, bool *unsent, struct kube_status *st)
+                            const char *body, const struct req_sink *out, bool *unsent,
+                            struct kube_status *st)
 {
 	struct kube_xfer *x = kube_xfer_new(c->o.max_body, false);
 	enum nv_err rc = kube_xfer_prepare(c, x, r->method, url, r->content_type, body, false, st);
@@ -370,7 +385,7 @@ static enum nv_err req_once(struct kube_client *c, const struct kube_raw_req *r,
 
 /* Runs method url with retries; the 401 retry re-reads credentials once. */
 static enum nv_err req_run(struct kube_client *c, const struct kube_raw_req *r, const char *url,
-                           const char *body, json_t **out, struct kube_status *st)
+                           const char *body, const struct req_sink *out, struct kube_status *st)
 {
 	const char *method = r->method;
 	bool auth_retried = false, unsent = false;
@@ -397,8 +412,8 @@ static enum nv_err req_run(struct kube_client *c, const struct kube_raw_req *r, 
 	}
 }
 
-enum nv_err kube_request(struct kube_client *c, const struct kube_raw_req *r, json_t **out,
-                         struct kube_status *st)
+static enum nv_err request_to(struct kube_client *c, const struct kube_raw_req *r,
+                              const struct req_sink *out, struct kube_status *st)
 {
 	struct kube_status local;
 	struct buf url;
@@ -421,4 +436,16 @@ out:
 	secure_free_str(body); // a TokenReview or a Secret write carries one
 	buf_clear(&url);
 	return rc;
+}
+
+enum nv_err kube_request(struct kube_client *c, const struct kube_raw_req *r, json_t **out,
+                         struct kube_status *st)
+{
+	return request_to(c, r, &(struct req_sink){.json = out}, st);
+}
+
+enum nv_err kube_request_text(struct kube_client *c, const struct kube_raw_req *r, struct buf *out,
+                              struct kube_status *st)
+{
+	return request_to(c, r, &(struct req_sink){.raw = out}, st);
 }

@@ -212,6 +212,98 @@ enum nv_err kube_list_all(struct kube_client *c, const struct kube_res *r, const
 	return rc;
 }
 
+/* One page of a list, as text. */
+static enum nv_err list_page_text(struct kube_client *c, const struct kube_res *r, const char *ns,
+                                  const struct kube_list_opts *o, struct buf *out,
+                                  struct kube_status *st)
+{
+	struct buf q, path;
+	enum nv_err rc;
+
+	kube_status_set(st, 0, "", "%s", "");
+	buf_init(&q, QUERY_MAX_BYTES);
+	buf_init(&path, PATH_MAX_BYTES);
+	if ((rc = list_query(&q, o)) != NV_OK)
+		kube_status_set(st, 0, "", "list %s: selectors too long", r->resource);
+	else if ((rc = kube_path_build(&path, r, ns, NULL, NULL)) != NV_OK)
+		kube_status_set(st, 0, "", "list %s: bad or oversized namespace", r->resource);
+	else
+		rc = kube_request_text(c,
+		                       &(struct kube_raw_req){.method = "GET",
+		                                              .path = buf_str(&path),
+		                                              .query = buf_str(&q),
+		                                              .stop = o->stop},
+		                       out, st);
+	buf_clear(&path);
+	buf_clear(&q);
+	return rc;
+}
+
+static enum nv_err each_pages(struct kube_client *c, const struct kube_res *r, const char *ns,
+                              struct kube_list_opts o, kube_item_fn fn, void *ud, char **rv,
+                              struct kube_status *st)
+{
+	struct buf text;
+	struct jx_err je;
+	json_t *meta = NULL;
+	char *cont = NULL;
+	enum nv_err rc;
+
+	buf_init(&text, 0);
+	for (;;) {
+		o.continue_token = cont;
+		if ((rc = list_page_text(c, r, ns, &o, &text, st)) != NV_OK)
+			break;
+		json_decref(meta);
+		meta = NULL;
+		rc = kube_list_scan(buf_str(&text), text.len, fn, ud, &meta, &je);
+		buf_clear(&text); /* the page's text goes before the next is read */
+		if (rc != NV_OK) {
+			if (rc == NV_E_PARSE)
+				kube_status_set(st, 200, "", "list %s: %s", r->resource, je.msg);
+			break;
+		}
+		free(cont);
+		cont = NULL;
+		if (*jx_str_or(meta, "continue", "") != '\0')
+			cont = xstrdup(jx_str_or(meta, "continue", ""));
+		if (cont == NULL)
+			break;
+		/* Later pages must not repeat the first page's RV: the token carries it. */
+		o.resource_version = NULL;
+		o.resource_version_match = NULL;
+	}
+	if (rc == NV_OK)
+		*rv = xstrdup(jx_str_or(meta, "resourceVersion", ""));
+	free(cont);
+	json_decref(meta);
+	buf_clear(&text);
+	return rc;
+}
+
+enum nv_err kube_list_each(struct kube_client *c, const struct kube_res *r, const char *ns,
+                           const struct kube_list_opts *o, kube_item_fn fn, void *ud, char **rv,
+                           struct kube_status *st)
+{
+	struct kube_list_opts lo = {0};
+	enum nv_err rc;
+
+	if (o != NULL)
+		lo = *o;
+	if (lo.limit <= 0)
+		lo.limit = 500;
+	rc = each_pages(c, r, ns, lo, fn, ud, rv, st);
+	if (rc == NV_E_GONE) {
+		/* An expired continue token: the list again from a consistent
+		 * read, still paged (client-go's pager reads it unpaged, which
+		 * at the size that makes tokens expire may pass the body cap). */
+		lo.resource_version = NULL;
+		lo.resource_version_match = NULL;
+		rc = each_pages(c, r, ns, lo, fn, ud, rv, st);
+	}
+	return rc;
+}
+
 enum nv_err kube_create(struct kube_client *c, const struct kube_res *r, const char *ns,
                         const json_t *obj, json_t **out, struct kube_status *st)
 {

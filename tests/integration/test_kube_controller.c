@@ -335,6 +335,10 @@ static void test_cache_trim(void)
 	               "\"holderIdentity\":\"a\",\"leaseDurationSeconds\":40,\"renewTime\":"
 	               "\"2026-12-01T00:00:00.000000Z\",\"leaseTransitions\":3}}") == NV_OK,
 	      "a Lease", "%s", "");
+	check(apply_as(&LEASES, "default", "trim-l2", "agent", NULL,
+	               "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":"
+	               "{\"name\":\"trim-l2\"},\"spec\":{\"holderIdentity\":\"b\"}}") == NV_OK,
+	      "a second Lease", "%s", "");
 
 	kube_informer_new(C,
 	                  &(struct kube_informer_opts){.res = &KUBE_RES_NODES,
@@ -350,6 +354,7 @@ static void test_cache_trim(void)
 	kube_informer_new(C,
 	                  &(struct kube_informer_opts){.res = &LEASES,
 	                                               .ns = "default",
+	                                               .page_size = 1,
 	                                               .transform = kube_transform_lease},
 	                  &leases);
 	kube_informer_start(nodes);
@@ -408,6 +413,20 @@ static void test_cache_trim(void)
 	              json_integer_value(jx_path(l, "spec.leaseDurationSeconds")) == 40 &&
 	              *jx_str_or(l, "spec.renewTime", ""),
 	      "the Lease cache keeps holder, renew time and duration only", "%s", "");
+	/* Listed a page of one at a time, item by item; the cache holds each
+	 * object's compact text, which a read gives back. */
+	json_t *l2 = kube_informer_get(leases, "default/trim-l2");
+	struct kube_informer_stats ls;
+	kube_informer_stats(leases, &ls);
+	char *t1 = json_dumps(l, JSON_COMPACT), *t2 = json_dumps(l2, JSON_COMPACT);
+	check(l2 != NULL && ls.lists == 1 && ls.objects == 2 && t1 && t2 &&
+	              ls.bytes == strlen(t1) + strlen(t2),
+	      "a paged list caches every object as its compact text",
+	      "lists=%llu objects=%zu bytes=%zu", (unsigned long long)ls.lists, ls.objects,
+	      ls.bytes);
+	free(t1);
+	free(t2);
+	json_decref(l2);
 
 	/* A write as the operator makes one from the trimmed copy: a merge
 	 * patch of its own label, guarded by the cached resourceVersion. */
@@ -452,6 +471,7 @@ static void test_cache_trim(void)
 	kube_selector_free(sel);
 	(void)kube_delete(C, &KUBE_RES_NODES, NULL, "trim-n1", NULL, &st);
 	(void)kube_delete(C, &LEASES, "default", "trim-l1", NULL, &st);
+	(void)kube_delete(C, &LEASES, "default", "trim-l2", NULL, &st);
 }
 
 int main(void)
