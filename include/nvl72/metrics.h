@@ -70,10 +70,40 @@ enum nv_err metrics_registry_add_collector(struct metrics_registry *r, metrics_c
                                            void *arg);
 
 /* Renders every family, in registration order, label sets in creation
- * order, into out (text format 0.0.4). A family without any label set
- * prints nothing, as Go's client does. out's own cap bounds the result:
- * NV_E_TOO_LARGE, with out as it was, when the text does not fit. */
+ * order, into out (text format 0.0.4), then the writers' families. A
+ * family without any label set prints nothing, as Go's client does. out's
+ * own cap bounds the result: NV_E_TOO_LARGE, with out as it was, when the
+ * text does not fit. */
 enum nv_err metrics_registry_render(struct metrics_registry *r, struct buf *out);
+
+/* ---- families written at each render ---- */
+
+/* For series derived from what their owner holds already (an informer's
+ * cache): a writer computes them at every render, so nothing is kept
+ * between scrapes. It declares its families on the sink it is given and
+ * adds their samples in any order; each family then prints whole (HELP,
+ * TYPE, its samples in the order added), after the registered families and
+ * in the order declared, and one without samples prints nothing. A label
+ * set added twice to a family keeps its first value. Samples count against
+ * out's cap as they are added: past it, every later call fails with
+ * NV_E_TOO_LARGE and so does the render. */
+struct metrics_sink;
+typedef void (*metrics_write_fn)(void *arg, struct metrics_sink *s);
+/* Adds a writer (at most 16), run at every render after the collectors,
+ * holding no registry lock. */
+enum nv_err metrics_registry_add_writer(struct metrics_registry *r, metrics_write_fn fn, void *arg);
+/* Declares a counter or gauge family for this render; d (borrowed until the
+ * writer returns) is checked as metrics_family_register checks it, and a
+ * name registered or declared already is NV_E_EXISTS. *id is the family's
+ * handle on s. */
+enum nv_err metrics_sink_family(struct metrics_sink *s, const struct metrics_desc *d, int *id);
+/* A sample; values and errors as for metrics_gauge_set, and NV_E_RANGE
+ * past the family's max_series (counted in
+ * nvl72_metrics_series_rejected_total). */
+enum nv_err metrics_sink_value(struct metrics_sink *s, int id, const char *const *values, double v);
+/* A state set, as metrics_gauge_set_state. */
+enum nv_err metrics_sink_state(struct metrics_sink *s, int id, const char *const *values,
+                               const char *const *states, size_t nstates, const char *current);
 
 /* In the calls below, values holds one label value per label name of the
  * family, in the same order (NULL for a family without labels). They fail

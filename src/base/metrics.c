@@ -19,6 +19,8 @@
 #include "nvl72/timeutil.h"
 
 #define METRICS_COLLECTORS_MAX 16
+#define METRICS_WRITERS_MAX 16
+#define METRICS_SINK_FAMILIES_MAX 128
 #define METRICS_FAMILIES_MAX 4096
 #define METRICS_HELP_MAX 1024
 #define METRICS_REJECTED_NAME "nvl72_metrics_series_rejected_total"
@@ -56,6 +58,11 @@ struct metrics_collector {
 	void *arg;
 };
 
+struct metrics_writer {
+	metrics_write_fn fn;
+	void *arg;
+};
+
 struct metrics_registry {
 	pthread_mutex_t mu;
 	struct metrics_family **fams;
@@ -63,6 +70,8 @@ struct metrics_registry {
 	size_t fams_cap;
 	struct metrics_collector collectors[METRICS_COLLECTORS_MAX];
 	size_t ncollectors;
+	struct metrics_writer writers[METRICS_WRITERS_MAX];
+	size_t nwriters;
 	struct metrics_family *rejected;
 	double start_time_s;
 	struct metrics_family *proc_cpu;
@@ -440,6 +449,14 @@ static void count_rejected(struct metrics_family *f)
 	(void)metrics_counter_inc(rej, v);
 }
 
+/* The same, for a family written at render time, by name. */
+static void count_rejected_name(struct metrics_registry *r, const char *name)
+{
+	const char *v[] = {name};
+	if (r->rejected != NULL)
+		(void)metrics_counter_inc(r->rejected, v);
+}
+
 /* Checks the label values, locks f and looks their series up (*out is NULL
  * when there is none). On success f stays locked, and *values and *hash
  * are what a new series would be added with. */
@@ -746,6 +763,9 @@ static enum nv_err render_family(struct buf *out, struct metrics_family *f)
 	return e;
 }
 
+static enum nv_err sink_render(struct metrics_registry *r, const struct metrics_writer *wrs,
+                               size_t nwrs, struct buf *out);
+
 enum nv_err metrics_registry_render(struct metrics_registry *r, struct buf *out)
 {
 	struct metrics_collector cols[METRICS_COLLECTORS_MAX];
@@ -759,15 +779,274 @@ enum nv_err metrics_registry_render(struct metrics_registry *r, struct buf *out)
 	size_t start = out->len;
 	enum nv_err e = NV_OK;
 	pthread_mutex_lock(&r->mu);
+	struct metrics_writer wrs[METRICS_WRITERS_MAX];
+	size_t nwrs = r->nwriters;
+	memcpy(wrs, r->writers, nwrs * sizeof(wrs[0]));
 	for (size_t i = 0; i < r->nfams && e == NV_OK; i++) {
 		e = render_family(out, r->fams[i]);
 	}
 	pthread_mutex_unlock(&r->mu);
+	if (e == NV_OK && nwrs > 0)
+		e = sink_render(r, wrs, nwrs, out);
 	if (e) {
 		out->len = start;
 		if (out->data)
 			out->data[start] = '\0';
 	}
+	return e;
+}
+
+/* ---- families written at render time ------------------------------------ */
+
+/* Where a label set already printed sits in its family's text. */
+struct sink_seen {
+	uint64_t hash; /* 0: empty slot */
+	size_t off, len;
+};
+
+struct sink_family {
+	const struct metrics_desc *d; /* while its writer runs */
+	char *name, *help;            /* for the print after it */
+	enum metrics_type type;
+	size_t nlabels;
+	size_t max_series;
+	size_t nseries;
+	struct buf text; /* the samples, as they will print */
+	struct sink_seen *seen;
+	size_t seen_cap; /* a power of two, or 0 */
+};
+
+struct metrics_sink {
+	struct metrics_registry *r;
+	struct sink_family fams[METRICS_SINK_FAMILIES_MAX];
+	size_t nfams;
+	size_t room;       /* bytes the samples may still take in the response */
+	struct buf labels; /* scratch: one sample's label set */
+	enum nv_err err;   /* the response cap was reached */
+};
+
+enum nv_err metrics_registry_add_writer(struct metrics_registry *r, metrics_write_fn fn, void *arg)
+{
+	enum nv_err e = NV_OK;
+	pthread_mutex_lock(&r->mu);
+	if (r->nwriters >= METRICS_WRITERS_MAX) {
+		e = NV_E_TOO_LARGE;
+	} else {
+		r->writers[r->nwriters].fn = fn;
+		r->writers[r->nwriters].arg = arg;
+		r->nwriters++;
+	}
+	pthread_mutex_unlock(&r->mu);
+	return e;
+}
+
+enum nv_err metrics_sink_family(struct metrics_sink *s, const struct metrics_desc *d, int *id)
+{
+	size_t nlabels = 0;
+	enum nv_err e = desc_check(d, &nlabels);
+	if (e == NV_OK && d->type == METRICS_HISTOGRAM)
+		e = NV_E_INVAL;
+	if (e)
+		return e;
+	for (size_t i = 0; i < s->nfams; i++)
+		if (strcmp(s->fams[i].name, d->name) == 0)
+			return NV_E_EXISTS;
+	pthread_mutex_lock(&s->r->mu);
+	bool taken = registry_find_locked(s->r, d->name) != NULL;
+	pthread_mutex_unlock(&s->r->mu);
+	if (taken)
+		return NV_E_EXISTS;
+	if (s->nfams >= METRICS_SINK_FAMILIES_MAX)
+		return NV_E_TOO_LARGE;
+	struct sink_family *f = &s->fams[s->nfams];
+	memset(f, 0, sizeof(*f));
+	f->d = d;
+	f->name = xstrdup(d->name);
+	f->help = xstrdup(d->help);
+	f->type = d->type;
+	f->nlabels = nlabels;
+	f->max_series = d->max_series ? d->max_series : METRICS_SERIES_DEFAULT;
+	buf_init(&f->text, SIZE_MAX);
+	*id = (int)s->nfams++;
+	return NV_OK;
+}
+
+static uint64_t text_hash(const char *p, size_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+/* The slot of the label set in labels in f's table of printed ones:
+ * found (hash set) when it was printed already, else the empty slot where
+ * it goes. */
+static struct sink_seen *sink_slot(struct sink_family *f, const struct buf *labels, uint64_t h)
+{
+	if (2 * (f->nseries + 1) > f->seen_cap) {
+		size_t cap = f->seen_cap ? f->seen_cap * 2 : 64;
+		struct sink_seen *t = xcalloc(cap, sizeof(*t));
+		for (size_t i = 0; i < f->seen_cap; i++) {
+			if (f->seen[i].hash == 0)
+				continue;
+			size_t j = f->seen[i].hash & (cap - 1);
+			while (t[j].hash != 0)
+				j = (j + 1) & (cap - 1);
+			t[j] = f->seen[i];
+		}
+		free(f->seen);
+		f->seen = t;
+		f->seen_cap = cap;
+	}
+	size_t j = h & (f->seen_cap - 1);
+	for (; f->seen[j].hash != 0; j = (j + 1) & (f->seen_cap - 1)) {
+		const struct sink_seen *e = &f->seen[j];
+		if (e->hash == h && e->len == labels->len &&
+		    memcmp(f->text.data + e->off, buf_str(labels), e->len) == 0)
+			break;
+	}
+	return &f->seen[j];
+}
+
+/* {a="x",b="y"} of values into s->labels ("" for a family without
+ * labels); extra is one more label (a state set's), or NULL. */
+static enum nv_err sink_labels(struct metrics_sink *s, const struct sink_family *f,
+                               const char *const *values, const char *extra)
+{
+	size_t n = f->nlabels - (extra != NULL);
+	enum nv_err e = NV_OK;
+	buf_reset(&s->labels);
+	if (f->nlabels == 0)
+		return NV_OK;
+	for (size_t i = 0; i < f->nlabels && e == NV_OK; i++) {
+		const char *v = i < n ? values[i] : extra;
+		if ((e = value_check(v)) != NV_OK)
+			return e;
+		e = buf_printf(&s->labels, "%s%s=\"", i ? "," : "{", f->d->labels[i]);
+		if (e == NV_OK)
+			e = escape_text(&s->labels, v, true);
+		if (e == NV_OK)
+			e = buf_append_byte(&s->labels, '"');
+	}
+	if (e == NV_OK)
+		e = buf_append_byte(&s->labels, '}');
+	return e;
+}
+
+/* Prints one sample of f with the label set in s->labels, unless that
+ * set was printed already (the first value stands). */
+static enum nv_err sink_emit(struct metrics_sink *s, struct sink_family *f, double v)
+{
+	uint64_t h = text_hash(buf_str(&s->labels), s->labels.len);
+	struct sink_seen *slot = sink_slot(f, &s->labels, h);
+	if (slot->hash != 0)
+		return NV_OK;
+	if (f->nseries >= f->max_series) {
+		count_rejected_name(s->r, f->name);
+		return NV_E_RANGE;
+	}
+	size_t before = f->text.len, off = before + strlen(f->name);
+	enum nv_err e = buf_append_str(&f->text, f->name);
+	if (e == NV_OK)
+		e = buf_append(&f->text, buf_str(&s->labels), s->labels.len);
+	if (e == NV_OK)
+		e = buf_append_byte(&f->text, ' ');
+	if (e == NV_OK)
+		e = append_double(&f->text, v);
+	if (e == NV_OK)
+		e = buf_append_byte(&f->text, '\n');
+	if (e == NV_OK && f->text.len - before > s->room)
+		e = NV_E_TOO_LARGE;
+	if (e) {
+		f->text.len = before;
+		if (f->text.data)
+			f->text.data[before] = '\0';
+		s->err = NV_E_TOO_LARGE;
+		return NV_E_TOO_LARGE;
+	}
+	*slot = (struct sink_seen){h, off, s->labels.len};
+	s->room -= f->text.len - before;
+	f->nseries++;
+	return NV_OK;
+}
+
+static struct sink_family *sink_get(struct metrics_sink *s, int id)
+{
+	if (s->err || id < 0 || (size_t)id >= s->nfams)
+		return NULL;
+	return &s->fams[id];
+}
+
+enum nv_err metrics_sink_value(struct metrics_sink *s, int id, const char *const *values, double v)
+{
+	struct sink_family *f = sink_get(s, id);
+	if (f == NULL)
+		return s->err ? s->err : NV_E_INVAL;
+	if (f->nlabels > 0 && values == NULL)
+		return NV_E_INVAL;
+	enum nv_err e = sink_labels(s, f, values, NULL);
+	return e ? e : sink_emit(s, f, v);
+}
+
+enum nv_err metrics_sink_state(struct metrics_sink *s, int id, const char *const *values,
+                               const char *const *states, size_t nstates, const char *current)
+{
+	struct sink_family *f = sink_get(s, id);
+	size_t cur = nstates;
+	if (f == NULL)
+		return s->err ? s->err : NV_E_INVAL;
+	if (f->nlabels == 0 || (f->nlabels > 1 && values == NULL) || states == NULL ||
+	    current == NULL)
+		return NV_E_INVAL;
+	for (size_t i = 0; i < nstates; i++)
+		if (strcmp(states[i], current) == 0)
+			cur = i;
+	if (cur == nstates)
+		return NV_E_INVAL;
+	for (size_t i = 0; i < nstates; i++) {
+		enum nv_err e = sink_labels(s, f, values, states[i]);
+		if (e == NV_OK)
+			e = sink_emit(s, f, i == cur ? 1 : 0);
+		if (e)
+			return e;
+	}
+	return NV_OK;
+}
+
+/* Runs the writers into one sink, then prints its families whole after
+ * what out holds. */
+static enum nv_err sink_render(struct metrics_registry *r, const struct metrics_writer *wrs,
+                               size_t nwrs, struct buf *out)
+{
+	struct metrics_sink *s = xcalloc(1, sizeof(*s));
+	enum nv_err e;
+
+	s->r = r;
+	s->room = out->max - out->len;
+	buf_init(&s->labels, METRICS_LABELS_MAX * (METRICS_NAME_MAX + 2 * METRICS_VALUE_MAX + 4));
+	for (size_t i = 0; i < nwrs && s->err == NV_OK; i++)
+		wrs[i].fn(wrs[i].arg, s);
+	e = s->err;
+	for (size_t i = 0; i < s->nfams; i++) {
+		struct sink_family *f = &s->fams[i];
+		if (e == NV_OK && f->nseries > 0) {
+			e = buf_printf(out, "# HELP %s ", f->name);
+			if (e == NV_OK)
+				e = escape_text(out, f->help, false);
+			if (e == NV_OK)
+				e = buf_printf(out, "\n# TYPE %s %s\n", f->name,
+				               type_name(f->type));
+			if (e == NV_OK)
+				e = buf_append(out, buf_str(&f->text), f->text.len);
+		}
+		buf_clear(&f->text);
+		free(f->seen);
+		free(f->name);
+		free(f->help);
+	}
+	buf_clear(&s->labels);
+	free(s);
 	return e;
 }
 

@@ -367,6 +367,131 @@ static void test_metrics_concurrent_updates_and_render(void **state)
 	metrics_registry_free(hm.r);
 }
 
+/* ---- families written at render time ---- */
+
+struct writer_case {
+	int calls;
+	enum nv_err declare_err; /* of a second declaration of a taken name */
+	enum nv_err bad_value;   /* of a sample with a value that is not UTF-8 */
+	enum nv_err over_cap;    /* of a third series in a family capped at two */
+};
+
+static void write_two(void *arg, struct metrics_sink *s)
+{
+	static const char *const tl[] = {"rack", "tray", NULL};
+	static const char *const ml[] = {"tray", "state", NULL};
+	static const char *const states[] = {"None", "Draining"};
+	const struct metrics_desc ready = {
+	        "nvl72_tray_ready", "1 when \\ready.", METRICS_GAUGE, tl, NULL, 0, 2};
+	const struct metrics_desc maint = {
+	        "nvl72_tray_maintenance_state", "State set.", METRICS_GAUGE, ml, NULL, 0, 0};
+	const struct metrics_desc empty = {
+	        "nvl72_nothing", "Never sampled.", METRICS_GAUGE, NULL, NULL, 0, 0};
+	const struct metrics_desc taken = {
+	        "nvl72_registered", "x", METRICS_GAUGE, NULL, NULL, 0, 0};
+	struct writer_case *c = arg;
+	int fr = -1, fm = -1, fe = -1, ft = -1;
+
+	c->calls++;
+	assert_int_equal(metrics_sink_family(s, &ready, &fr), NV_OK);
+	assert_int_equal(metrics_sink_family(s, &maint, &fm), NV_OK);
+	assert_int_equal(metrics_sink_family(s, &empty, &fe), NV_OK);
+	c->declare_err = metrics_sink_family(s, &taken, &ft);
+	assert_int_equal(metrics_sink_family(s, &ready, &ft), NV_E_EXISTS);
+	/* Families interleave; each prints whole, in the order declared. */
+	assert_int_equal(metrics_sink_value(s, fr, (const char *[]){"r1", "t\"1"}, 1), NV_OK);
+	assert_int_equal(metrics_sink_state(s, fm, (const char *[]){"t1"}, states, 2, "Draining"),
+	                 NV_OK);
+	/* The same label set again keeps the first value. */
+	assert_int_equal(metrics_sink_value(s, fr, (const char *[]){"r1", "t\"1"}, 7), NV_OK);
+	assert_int_equal(metrics_sink_value(s, fr, (const char *[]){"r1", "t2"}, 0.5), NV_OK);
+	c->over_cap = metrics_sink_value(s, fr, (const char *[]){"r1", "t3"}, 1);
+	c->bad_value = metrics_sink_state(s, fm, (const char *[]){"\xff"}, states, 2, "None");
+	assert_int_equal(metrics_sink_state(s, fm, (const char *[]){"t2"}, states, 2, "Gone"),
+	                 NV_E_INVAL);
+	assert_int_equal(metrics_sink_value(s, 99, NULL, 1), NV_E_INVAL);
+}
+
+static void test_metrics_sink_writes_families_whole(void **state)
+{
+	(void)state;
+	struct metrics_registry *r = metrics_registry_new();
+	const struct metrics_desc reg = {
+	        "nvl72_registered", "A registered gauge.", METRICS_GAUGE, NULL, NULL, 0, 0};
+	struct metrics_family *g = NULL;
+	struct writer_case c = {0};
+
+	assert_int_equal(metrics_family_register(r, &reg, &g), NV_OK);
+	assert_int_equal(metrics_gauge_set(g, NULL, 3), NV_OK);
+	assert_int_equal(metrics_registry_add_writer(r, write_two, &c), NV_OK);
+	assert_render(r, "# HELP nvl72_registered A registered gauge.\n"
+	                 "# TYPE nvl72_registered gauge\n"
+	                 "nvl72_registered 3\n"
+	                 "# HELP nvl72_tray_ready 1 when \\\\ready.\n"
+	                 "# TYPE nvl72_tray_ready gauge\n"
+	                 "nvl72_tray_ready{rack=\"r1\",tray=\"t\\\"1\"} 1\n"
+	                 "nvl72_tray_ready{rack=\"r1\",tray=\"t2\"} 0.5\n"
+	                 "# HELP nvl72_tray_maintenance_state State set.\n"
+	                 "# TYPE nvl72_tray_maintenance_state gauge\n"
+	                 "nvl72_tray_maintenance_state{tray=\"t1\",state=\"None\"} 0\n"
+	                 "nvl72_tray_maintenance_state{tray=\"t1\",state=\"Draining\"} 1\n");
+	assert_int_equal(c.calls, 1);
+	assert_int_equal(c.declare_err, NV_E_EXISTS);
+	assert_int_equal(c.bad_value, NV_E_INVAL);
+	assert_int_equal(c.over_cap, NV_E_RANGE);
+	/* Nothing is kept: the next render runs the writer again, and the
+	 * rejected series was counted. */
+	struct buf b;
+	buf_init(&b, 1 << 20);
+	assert_int_equal(metrics_registry_render(r, &b), NV_OK);
+	assert_int_equal(c.calls, 2);
+	assert_non_null(strstr(buf_str(&b), "nvl72_metrics_series_rejected_total{family="
+	                                    "\"nvl72_tray_ready\"} 1\n"));
+	buf_clear(&b);
+	metrics_registry_free(r);
+}
+
+static void write_many(void *arg, struct metrics_sink *s)
+{
+	static const char *const l[] = {"gpu", NULL};
+	const struct metrics_desc d = {"nvl72_gpu_x", "Many.", METRICS_GAUGE,          l,
+	                               NULL,          0,       METRICS_SERIES_HARD_MAX};
+	enum nv_err *last = arg;
+	char v[16];
+	int f = -1;
+
+	assert_int_equal(metrics_sink_family(s, &d, &f), NV_OK);
+	for (int i = 0; i < 5000 && (*last = NV_OK) == NV_OK; i++) {
+		snprintf(v, sizeof(v), "%d", i);
+		if ((*last = metrics_sink_value(s, f, (const char *[]){v}, i)) != NV_OK)
+			break;
+	}
+}
+
+static void test_metrics_sink_respects_out_cap(void **state)
+{
+	(void)state;
+	struct metrics_registry *r = metrics_registry_new();
+	enum nv_err last = NV_OK;
+	struct buf b;
+
+	assert_int_equal(metrics_registry_add_writer(r, write_many, &last), NV_OK);
+	buf_init(&b, 1 << 20);
+	assert_int_equal(metrics_registry_render(r, &b), NV_OK);
+	assert_int_equal(last, NV_OK);
+	assert_non_null(strstr(buf_str(&b), "nvl72_gpu_x{gpu=\"4999\"} 4999\n"));
+	buf_clear(&b);
+	/* 5000 samples do not fit 4 KiB: the render fails and leaves out as
+	 * it was. */
+	buf_init(&b, 4096);
+	assert_int_equal(buf_append_str(&b, "kept"), NV_OK);
+	assert_int_equal(metrics_registry_render(r, &b), NV_E_TOO_LARGE);
+	assert_int_equal(last, NV_E_TOO_LARGE);
+	assert_string_equal(buf_str(&b), "kept");
+	buf_clear(&b);
+	metrics_registry_free(r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -382,6 +507,8 @@ int main(void)
 	        cmocka_unit_test(test_metrics_render_respects_out_cap),
 	        cmocka_unit_test(test_metrics_buckets_exponential),
 	        cmocka_unit_test(test_metrics_concurrent_updates_and_render),
+	        cmocka_unit_test(test_metrics_sink_writes_families_whole),
+	        cmocka_unit_test(test_metrics_sink_respects_out_cap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
