@@ -122,25 +122,15 @@ struct op_ctrl {
 
 /* ---- the context ---- */
 
-/* Domain metric families (docs/metrics.md), rebuilt at each scrape. */
+/* The operator's own metric families. The domain families of
+ * docs/metrics.md are written from the caches at each scrape (op_metrics.c)
+ * and kept nowhere. */
 struct op_domain_metrics {
-	struct metrics_family *rack_info, *rack_trays, *rack_trays_ready, *rack_trays_unavailable,
-	        *rack_gpus_healthy, *rack_min_healthy, *rack_threshold, *rack_degraded,
-	        *rack_fabric_state, *version_skew;
-	struct metrics_family *tray_ready, *tray_heartbeat, *tray_clique, *tray_driver,
-	        *tray_maintenance;
-	struct metrics_family *gpu_state, *gpu_status_ok, *gpu_degraded, *gpu_mask, *gpu_summary;
-	struct metrics_family *imex_daemon, *imex_domain, *imex_connected, *imex_peers,
-	        *imex_config;
 	struct metrics_family *build_info;
-	struct metrics_family *upgrade_info, *upgrade_phase, *upgrade_phase_start, *upgrade_wave,
-	        *upgrade_waves, *upgrade_approvals_pending, *upgrade_gate_passed,
-	        *upgrade_gate_busbw, *upgrade_gate_floor, *drain_wait, *drain_deadline;
-	struct metrics_family *partition_phase, *domain_ready, *domain_nodes;
 	/* The kube transport's liveness counters and what was last exported. */
 	struct metrics_family *kube_probes, *kube_redials;
 	uint64_t probes_seen, redials_seen;
-	pthread_mutex_t mu; /* one rebuild at a time */
+	pthread_mutex_t mu; /* one export of the counters at a time */
 };
 
 /* Whether the API server serves resource.k8s.io/v1, as the leader last

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Domain metrics of docs/metrics.md for racks, trays, GPUs, IMEX,
-// partitions, ComputeDomains and upgrades. They are
-// rebuilt from the informer caches at each scrape, by the leader only (a
-// standby exports none), so they cost no API call and a deleted object's
-// series vanish with it.
+// partitions, ComputeDomains and upgrades. They are written from the
+// informer caches into each scrape's response, by the leader only (a
+// standby exports none): nothing is kept between scrapes, they cost no API
+// call, and a deleted object's series vanish with it. The trays are read
+// one at a time, so a scrape holds one tray's tree and the response.
 #include <stdio.h>
 #include <string.h>
 
+#include "nvl72/alloc.h"
 #include "nvl72/json.h"
 #include "nvl72/log.h"
 #include "nvl72/operator_part.h"
@@ -18,12 +20,163 @@
 
 static const char *const MAINT_STATES[] = {"None", "Cordoned", "Draining", "Drained", "Upgrading"};
 
-static enum nv_err reg(struct op *op, const char *name, const char *help, enum metrics_type t,
-                       const char *const *labels, struct metrics_family **out)
+/* ---- the families written at each scrape ---- */
+
+enum dfam {
+	F_RACK_INFO,
+	F_RACK_TRAYS,
+	F_RACK_TRAYS_READY,
+	F_RACK_TRAYS_UNAVAILABLE,
+	F_RACK_GPUS_HEALTHY,
+	F_RACK_MIN_HEALTHY,
+	F_RACK_THRESHOLD,
+	F_RACK_DEGRADED,
+	F_RACK_FABRIC_STATE,
+	F_VERSION_SKEW,
+	F_TRAY_READY,
+	F_TRAY_HEARTBEAT,
+	F_TRAY_CLIQUE,
+	F_TRAY_DRIVER,
+	F_TRAY_MAINTENANCE,
+	F_GPU_STATE,
+	F_GPU_STATUS_OK,
+	F_GPU_DEGRADED,
+	F_GPU_MASK,
+	F_GPU_SUMMARY,
+	F_IMEX_DAEMON,
+	F_IMEX_DOMAIN,
+	F_IMEX_CONNECTED,
+	F_IMEX_PEERS,
+	F_IMEX_CONFIG,
+	F_UPGRADE_INFO,
+	F_UPGRADE_PHASE,
+	F_UPGRADE_PHASE_START,
+	F_UPGRADE_WAVE,
+	F_UPGRADE_WAVES,
+	F_UPGRADE_APPROVALS_PENDING,
+	F_UPGRADE_GATE_PASSED,
+	F_UPGRADE_GATE_BUSBW,
+	F_UPGRADE_GATE_FLOOR,
+	F_DRAIN_WAIT,
+	F_DRAIN_DEADLINE,
+	F_PARTITION_PHASE,
+	F_DOMAIN_READY,
+	F_DOMAIN_NODES,
+	F_COUNT
+};
+
+static const char *const LR[] = {"rack", NULL};
+static const char *const LT[] = {"rack", "tray", "node", NULL};
+static const char *const LG[] = {"rack", "tray", "node", "gpu", "uuid", NULL};
+static const char *const LI[] = {"rack", "tray", "node", "domain", NULL};
+static const char *const LU[] = {"upgrade", "rack", NULL};
+static const char *const LUW[] = {"upgrade", "rack", "wave", NULL};
+static const char *const LD[] = {"rack", "tray", "node", "mode", NULL};
+static const char *const LCD[] = {"computedomain_namespace", "computedomain", "rack", NULL};
+static const char *const L_RACK_INFO[] = {"rack",  "platform",      "matrix",
+                                          "stack", "desired_stack", NULL};
+static const char *const L_SKEW[] = {"rack", "component", NULL};
+static const char *const L_CLIQUE[] = {"rack",         "tray",      "node", "partition",
+                                       "cluster_uuid", "clique_id", NULL};
+static const char *const L_DRIVER[] = {"rack",    "tray", "node", "version", "desired_version",
+                                       "flavour", NULL};
+static const char *const L_MAINT[] = {"rack", "tray", "node", "state", NULL};
+static const char *const L_IMEX_CONFIG[] = {"rack", "tray", "node", "domain", "config_hash", NULL};
+static const char *const L_UPGRADE_INFO[] = {"upgrade",    "rack",         "class",
+                                             "from_stack", "target_stack", NULL};
+static const char *const L_UPGRADE_PHASE[] = {"upgrade", "rack", "phase", NULL};
+static const char *const L_PART_PHASE[] = {"rack", "partition", "phase", NULL};
+
+/* Bounded by the cluster, not by outside input: 277 racks have 19,944
+ * GPUs, so the per-GPU families take the hard maximum. */
+#define DF(id, name, help, labels)                                                                 \
+	[id] = {name, help, METRICS_GAUGE, labels, NULL, 0, METRICS_SERIES_HARD_MAX}
+
+static const struct metrics_desc DFAMS[F_COUNT] = {
+        DF(F_RACK_INFO, "nvl72_rack_info",
+           "One per Rack: platform, matrix, observed and desired stack.", L_RACK_INFO),
+        DF(F_RACK_TRAYS, "nvl72_rack_trays", "Compute trays in the rack's inventory.", LR),
+        DF(F_RACK_TRAYS_READY, "nvl72_rack_trays_ready", "Ready compute trays.", LR),
+        DF(F_RACK_TRAYS_UNAVAILABLE, "nvl72_rack_trays_unavailable", "Unavailable compute trays.",
+           LR),
+        DF(F_RACK_GPUS_HEALTHY, "nvl72_rack_gpus_healthy",
+           "GPUs with fabric Completed and a healthy summary.", LR),
+        DF(F_RACK_MIN_HEALTHY, "nvl72_rack_min_healthy_trays", "spec.policy.minHealthyTrays.", LR),
+        DF(F_RACK_THRESHOLD, "nvl72_rack_degraded_threshold", "spec.policy.degradedThreshold.", LR),
+        DF(F_RACK_DEGRADED, "nvl72_rack_degraded", "1 when the rack's Degraded condition is True.",
+           LR),
+        DF(F_RACK_FABRIC_STATE, "nvl72_rack_fabric_state",
+           "0 Unknown, 1 Healthy, 2 Degraded, 3 Unhealthy.", LR),
+        DF(F_VERSION_SKEW, "nvl72_version_skew",
+           "Distinct versions of a component among the rack's trays.", L_SKEW),
+        DF(F_TRAY_READY, "nvl72_tray_ready", "1 when the tray is Ready with a fresh heartbeat.",
+           LT),
+        DF(F_TRAY_HEARTBEAT, "nvl72_tray_heartbeat_timestamp_seconds",
+           "The agent's last sign of life.", LT),
+        DF(F_TRAY_CLIQUE, "nvl72_tray_clique_info", "The tray's fabric clique.", L_CLIQUE),
+        DF(F_TRAY_DRIVER, "nvl72_tray_driver_info", "Loaded and desired driver.", L_DRIVER),
+        DF(F_TRAY_MAINTENANCE, "nvl72_tray_maintenance_state",
+           "spec.maintenance.state as a state set.", L_MAINT),
+        DF(F_GPU_STATE, "nvl72_gpu_fabric_state",
+           "0 NotSupported, 1 NotStarted, 2 InProgress, 3 Completed, 4 unknown.", LG),
+        DF(F_GPU_STATUS_OK, "nvl72_gpu_fabric_status_ok", "1 when Completed with status Success.",
+           LG),
+        DF(F_GPU_DEGRADED, "nvl72_gpu_fabric_health_degraded",
+           "1 when the fabric health is degraded.", LG),
+        DF(F_GPU_MASK, "nvl72_gpu_fabric_health_mask", "Raw fabric health mask.", LG),
+        DF(F_GPU_SUMMARY, "nvl72_gpu_fabric_health_summary",
+           "0 NotSupported, 1 Healthy, 2 Unhealthy, 3 LimitedCapacity.", LG),
+        DF(F_IMEX_DAEMON, "nvl72_imex_daemon_state", "IMEX daemon state in DCGM's numbering.", LI),
+        DF(F_IMEX_DOMAIN, "nvl72_imex_domain_state", "0 Unknown, 1 Up, 2 Degraded, 3 Down.", LI),
+        DF(F_IMEX_CONNECTED, "nvl72_imex_peers_connected", "IMEX peers connected.", LI),
+        DF(F_IMEX_PEERS, "nvl72_imex_peers", "IMEX peers in the domain.", LI),
+        DF(F_IMEX_CONFIG, "nvl72_imex_config_info", "Hash of the IMEX peer list.", L_IMEX_CONFIG),
+        DF(F_UPGRADE_INFO, "nvl72_upgrade_info", "One per RackUpgrade acting on one rack.",
+           L_UPGRADE_INFO),
+        DF(F_UPGRADE_PHASE, "nvl72_upgrade_phase",
+           "status.phase of each RackUpgrade as a state set.", L_UPGRADE_PHASE),
+        DF(F_UPGRADE_PHASE_START, "nvl72_upgrade_phase_start_timestamp_seconds",
+           "status.phaseTime as Unix seconds.", LU),
+        DF(F_UPGRADE_WAVE, "nvl72_upgrade_wave", "Wave in progress or last finished (0 = canary).",
+           LU),
+        DF(F_UPGRADE_WAVES, "nvl72_upgrade_waves", "Waves planned so far.", LU),
+        DF(F_UPGRADE_APPROVALS_PENDING, "nvl72_upgrade_approvals_pending",
+           "Required layers without a counted approval.", LU),
+        DF(F_UPGRADE_GATE_PASSED, "nvl72_upgrade_gate_passed",
+           "Verdict of the wave's Validate step.", LUW),
+        DF(F_UPGRADE_GATE_BUSBW, "nvl72_upgrade_gate_bus_bandwidth_gbps",
+           "Bus bandwidth measured by the wave's Validate step.", LUW),
+        DF(F_UPGRADE_GATE_FLOOR, "nvl72_upgrade_gate_floor_gbps",
+           "Pass mark of the gate: floor x (100 - tolerance) / 100.", LUW),
+        DF(F_DRAIN_WAIT, "nvl72_drain_wait_seconds",
+           "Seconds since the drain of the tray began, while it drains.", LD),
+        DF(F_DRAIN_DEADLINE, "nvl72_drain_deadline_seconds", "The drain's total deadline.", LD),
+        DF(F_PARTITION_PHASE, "nvl72_partition_phase",
+           "status.phase of each RackPartition as a state set.", L_PART_PHASE),
+        DF(F_DOMAIN_READY, "nvl72_computedomain_ready",
+           "1 when the ComputeDomain's status is Ready.", LCD),
+        DF(F_DOMAIN_NODES, "nvl72_computedomain_nodes",
+           "Entries in the ComputeDomain's status.nodes.", LCD),
+};
+
+/* One scrape's writing: the sink and the families' handles on it. */
+struct dw {
+	struct op *op;
+	struct metrics_sink *s;
+	int id[F_COUNT];
+	int64_t now;
+	json_t *parts; /* the RackPartitions, for the trays' partition label */
+};
+
+static void set(struct dw *w, enum dfam f, const char *const *labels, double v)
 {
-	struct metrics_desc d = {
-	        .name = name, .help = help, .type = t, .labels = labels, .max_series = 8192};
-	return metrics_family_register(op->reg, &d, out);
+	(void)metrics_sink_value(w->s, w->id[f], labels, v);
+}
+
+static void set_state(struct dw *w, enum dfam f, const char *const *labels,
+                      const char *const *states, size_t n, const char *cur)
+{
+	(void)metrics_sink_state(w->s, w->id[f], labels, states, n, cur);
 }
 
 static double enum_index(const char *v, const char *const *names, size_t n, double def)
@@ -34,7 +187,7 @@ static double enum_index(const char *v, const char *const *names, size_t n, doub
 	return def;
 }
 
-static void rack_series(struct op_domain_metrics *m, const json_t *r)
+static void rack_series(struct dw *w, const json_t *r)
 {
 	const char *name = kube_obj_name(r);
 	const char *rl[] = {name};
@@ -45,32 +198,24 @@ static void rack_series(struct op_domain_metrics *m, const json_t *r)
 	const json_t *cap = jx_path(r, "status.capacity"), *s;
 	size_t i;
 
-	(void)metrics_gauge_set(m->rack_info, info, 1);
+	set(w, F_RACK_INFO, info, 1);
 	if (json_is_object(cap)) {
-		(void)metrics_gauge_set(m->rack_trays, rl,
-		                        (double)json_integer_value(json_object_get(cap, "trays")));
-		(void)metrics_gauge_set(
-		        m->rack_trays_ready, rl,
-		        (double)json_integer_value(json_object_get(cap, "readyTrays")));
-		(void)metrics_gauge_set(
-		        m->rack_trays_unavailable, rl,
-		        (double)json_integer_value(json_object_get(cap, "unavailableTrays")));
-		(void)metrics_gauge_set(
-		        m->rack_gpus_healthy, rl,
-		        (double)json_integer_value(json_object_get(cap, "healthyGPUs")));
+		set(w, F_RACK_TRAYS, rl, (double)json_integer_value(json_object_get(cap, "trays")));
+		set(w, F_RACK_TRAYS_READY, rl,
+		    (double)json_integer_value(json_object_get(cap, "readyTrays")));
+		set(w, F_RACK_TRAYS_UNAVAILABLE, rl,
+		    (double)json_integer_value(json_object_get(cap, "unavailableTrays")));
+		set(w, F_RACK_GPUS_HEALTHY, rl,
+		    (double)json_integer_value(json_object_get(cap, "healthyGPUs")));
 	}
-	(void)metrics_gauge_set(
-	        m->rack_min_healthy, rl,
-	        (double)json_integer_value(jx_path(r, "spec.policy.minHealthyTrays")));
-	(void)metrics_gauge_set(
-	        m->rack_threshold, rl,
-	        (double)json_integer_value(jx_path(r, "spec.policy.degradedThreshold")));
+	set(w, F_RACK_MIN_HEALTHY, rl,
+	    (double)json_integer_value(jx_path(r, "spec.policy.minHealthyTrays")));
+	set(w, F_RACK_THRESHOLD, rl,
+	    (double)json_integer_value(jx_path(r, "spec.policy.degradedThreshold")));
 	if (kube_condition_find(r, "Degraded"))
-		(void)metrics_gauge_set(m->rack_degraded, rl,
-		                        kube_condition_is_true(r, "Degraded"));
-	(void)metrics_gauge_set(
-	        m->rack_fabric_state, rl,
-	        enum_index(jx_str_or(r, "status.fabric.state", "Unknown"), fabric, 4, 0));
+		set(w, F_RACK_DEGRADED, rl, kube_condition_is_true(r, "Degraded"));
+	set(w, F_RACK_FABRIC_STATE, rl,
+	    enum_index(jx_str_or(r, "status.fabric.state", "Unknown"), fabric, 4, 0));
 	/* One series per observed component, 1 when consistent. */
 	static const char *const comps[] = {"driver", "imex", "gpuFirmware"};
 	for (size_t c = 0; json_is_object(jx_path(r, "status")) && c < 3; c++) {
@@ -79,12 +224,18 @@ static void rack_series(struct op_domain_metrics *m, const json_t *r)
 			if (strcmp(jx_str_or(s, "component", ""), comps[c]) == 0)
 				n = (double)json_array_size(json_object_get(s, "versions"));
 		const char *sl[] = {name, comps[c]};
-		(void)metrics_gauge_set(m->version_skew, sl, n);
+		set(w, F_VERSION_SKEW, sl, n);
 	}
 }
 
-static void gpu_series(struct op_domain_metrics *m, const char *rack, const char *tray,
-                       const char *node, const json_t *g)
+static bool rack_visit(void *ud, json_t *r)
+{
+	rack_series(ud, r);
+	return true;
+}
+
+static void gpu_series(struct dw *w, const char *rack, const char *tray, const char *node,
+                       const json_t *g)
 {
 	static const char *const states[] = {"NotSupported", "NotStarted", "InProgress",
 	                                     "Completed"};
@@ -94,33 +245,29 @@ static void gpu_series(struct op_domain_metrics *m, const char *rack, const char
 	const char *st = jx_str_or(g, "fabric.state", "");
 	const char *sum = jx_str_or(g, "fabric.healthSummary", "");
 	const char *fs = jx_str_or(g, "fabric.status", "");
+	const char *incorrect = jx_str_or(g, "fabric.health.incorrectConfiguration", "None");
 	bool ok = strcmp(st, "Completed") == 0 && strcmp(fs, "Success") == 0;
 	bool deg = strcmp(sum, "Unhealthy") == 0 || strcmp(sum, "LimitedCapacity") == 0 ||
 	           json_is_true(jx_path(g, "fabric.health.degradedBandwidth")) ||
 	           json_is_true(jx_path(g, "fabric.health.routeRecoveryInProgress")) ||
 	           json_is_true(jx_path(g, "fabric.health.routeUnhealthy")) ||
 	           json_is_true(jx_path(g, "fabric.health.accessTimeoutRecoveryInProgress")) ||
-	           (strcmp(jx_str_or(g, "fabric.health.incorrectConfiguration", "None"), "None") !=
-	                    0 &&
-	            strcmp(jx_str_or(g, "fabric.health.incorrectConfiguration", "None"),
-	                   "NotSupported") != 0);
+	           (strcmp(incorrect, "None") != 0 && strcmp(incorrect, "NotSupported") != 0);
 	snprintf(idx, sizeof(idx), "%lld",
 	         (long long)json_integer_value(json_object_get(g, "index")));
 	const char *gl[] = {rack, tray, node, idx, jx_str_or(g, "uuid", "")};
 
-	(void)metrics_gauge_set(m->gpu_state, gl, st[0] ? enum_index(st, states, 4, 4) : 4);
-	(void)metrics_gauge_set(m->gpu_status_ok, gl, ok);
-	(void)metrics_gauge_set(m->gpu_degraded, gl, deg);
+	set(w, F_GPU_STATE, gl, st[0] ? enum_index(st, states, 4, 4) : 4);
+	set(w, F_GPU_STATUS_OK, gl, ok);
+	set(w, F_GPU_DEGRADED, gl, deg);
 	if (json_is_integer(jx_path(g, "fabric.healthMask")))
-		(void)metrics_gauge_set(
-		        m->gpu_mask, gl,
-		        (double)json_integer_value(jx_path(g, "fabric.healthMask")));
+		set(w, F_GPU_MASK, gl, (double)json_integer_value(jx_path(g, "fabric.healthMask")));
 	if (sum[0])
-		(void)metrics_gauge_set(m->gpu_summary, gl, enum_index(sum, sums, 4, 0));
+		set(w, F_GPU_SUMMARY, gl, enum_index(sum, sums, 4, 0));
 }
 
-static void imex_series(struct op_domain_metrics *m, const char *rack, const char *tray,
-                        const char *node, const json_t *t)
+static void imex_series(struct dw *w, const char *rack, const char *tray, const char *node,
+                        const json_t *t)
 {
 	static const char *const daemon[] = {"Initializing",    "StartingAuthServer",
 	                                     "WaitingForPeers", "WaitingForRecovery",
@@ -132,26 +279,24 @@ static void imex_series(struct op_domain_metrics *m, const char *rack, const cha
 	double dv = strcmp(ds, "NotRunning") == 0 ? 7 : enum_index(ds, daemon, 8, -1);
 
 	if (ds[0])
-		(void)metrics_gauge_set(m->imex_daemon, il, dv);
-	(void)metrics_gauge_set(
-	        m->imex_domain, il,
-	        enum_index(jx_str_or(t, "status.imex.domainState", "Unknown"), domain, 4, 0));
+		set(w, F_IMEX_DAEMON, il, dv);
+	set(w, F_IMEX_DOMAIN, il,
+	    enum_index(jx_str_or(t, "status.imex.domainState", "Unknown"), domain, 4, 0));
 	if (json_is_integer(jx_path(t, "status.imex.peersConnected")))
-		(void)metrics_gauge_set(
-		        m->imex_connected, il,
-		        (double)json_integer_value(jx_path(t, "status.imex.peersConnected")));
+		set(w, F_IMEX_CONNECTED, il,
+		    (double)json_integer_value(jx_path(t, "status.imex.peersConnected")));
 	if (json_is_integer(jx_path(t, "status.imex.peersTotal")))
-		(void)metrics_gauge_set(
-		        m->imex_peers, il,
-		        (double)json_integer_value(jx_path(t, "status.imex.peersTotal")));
+		set(w, F_IMEX_PEERS, il,
+		    (double)json_integer_value(jx_path(t, "status.imex.peersTotal")));
 	const char *cl[] = {rack, tray, node, il[3], jx_str_or(t, "status.imex.configHash", "")};
 	if (cl[4][0])
-		(void)metrics_gauge_set(m->imex_config, cl, 1);
+		set(w, F_IMEX_CONFIG, cl, 1);
 }
 
-static void tray_series(struct op *op, const json_t *t, const json_t *parts, int64_t now)
+static bool tray_visit(void *ud, json_t *t)
 {
-	struct op_domain_metrics *m = &op->dm;
+	struct dw *w = ud;
+	struct op *op = w->op;
 	const char *rack = jx_str_or(t, "spec.rack", ""), *tray = kube_obj_name(t);
 	const char *node = jx_str_or(t, "spec.node", "");
 	const char *tl[] = {rack, tray, node};
@@ -163,11 +308,11 @@ static void tray_series(struct op *op, const json_t *t, const json_t *parts, int
 	renew = op_lease_renew_ms(op, tray);
 	hb = op_tray_heartbeat_ms(t, renew);
 	bool fresh = hb > 0 && (op->cfg.heartbeat_timeout_ms == 0 ||
-	                        now - hb <= op->cfg.heartbeat_timeout_ms);
-	(void)metrics_gauge_set(m->tray_ready, tl, fresh && kube_condition_is_true(t, "Ready"));
+	                        w->now - hb <= op->cfg.heartbeat_timeout_ms);
+	set(w, F_TRAY_READY, tl, fresh && kube_condition_is_true(t, "Ready"));
 	if (hb > 0)
-		(void)metrics_gauge_set(m->tray_heartbeat, tl, (double)hb / 1000.0);
-	json_array_foreach(parts, i, p) {
+		set(w, F_TRAY_HEARTBEAT, tl, (double)hb / 1000.0);
+	json_array_foreach(w->parts, i, p) {
 		if (strcmp(jx_str_or(p, "spec.rack", ""), rack) != 0)
 			continue;
 		json_array_foreach(jx_path(p, "spec.trays"), j, x)
@@ -180,20 +325,21 @@ static void tray_series(struct op *op, const json_t *t, const json_t *parts, int
 	                    part,
 	                    jx_str_or(t, "status.fabric.clusterUUID", ""),
 	                    jx_str_or(t, "status.fabric.cliqueID", "")};
-	(void)metrics_gauge_set(m->tray_clique, ql, 1);
+	set(w, F_TRAY_CLIQUE, ql, 1);
 	const char *dl[] = {rack,
 	                    tray,
 	                    node,
 	                    jx_str_or(t, "status.driver.version", ""),
 	                    jx_str_or(t, "spec.driver.version", ""),
 	                    jx_str_or(t, "status.driver.flavour", "")};
-	(void)metrics_gauge_set(m->tray_driver, dl, 1);
-	(void)metrics_gauge_set_state(m->tray_maintenance, tl, MAINT_STATES, 5,
-	                              jx_str_or(t, "spec.maintenance.state", "None"));
+	set(w, F_TRAY_DRIVER, dl, 1);
+	set_state(w, F_TRAY_MAINTENANCE, tl, MAINT_STATES, 5,
+	          jx_str_or(t, "spec.maintenance.state", "None"));
 	json_array_foreach(jx_path(t, "status.gpus"), i, g)
-		gpu_series(m, rack, tray, node, g);
+		gpu_series(w, rack, tray, node, g);
 	if (json_is_object(jx_path(t, "spec.imex")))
-		imex_series(m, rack, tray, node, t);
+		imex_series(w, rack, tray, node, t);
+	return true;
 }
 
 static const char *const UPGRADE_PHASES[] = {
@@ -218,11 +364,9 @@ static double dur_s(const json_t *o, const char *path)
 
 /* Gate series of each wave's last Validate step, and the drain in
  * progress. */
-static void upgrade_steps(struct op *op, const json_t *u, const char *name, const char *rack,
-                          int64_t now)
+static void upgrade_steps(struct dw *w, const json_t *u, const char *name, const char *rack)
 {
-	struct op_domain_metrics *m = &op->dm;
-	json_t *r = kube_informer_get(op->racks, rack), *s, *t;
+	json_t *r = kube_informer_get(w->op->racks, rack), *s, *t;
 	const char *mode = jx_str_or(r, "spec.policy.drain.mode", "Evict");
 	double deadline =
 	        dur_s(r, "spec.policy.drain.evictionDeadline") +
@@ -239,13 +383,11 @@ static void upgrade_steps(struct op *op, const json_t *u, const char *name, cons
 		if (strcmp(action, "Validate") == 0 && json_is_object(ev)) {
 			int64_t floor = json_integer_value(json_object_get(ev, "floorGBps"));
 			int64_t tol = json_integer_value(json_object_get(ev, "tolerancePercent"));
-			(void)metrics_gauge_set(m->upgrade_gate_passed, wl,
-			                        json_is_true(json_object_get(ev, "passed")));
-			(void)metrics_gauge_set(m->upgrade_gate_busbw, wl,
-			                        (double)json_integer_value(
-			                                json_object_get(ev, "busBandwidthGBps")));
-			(void)metrics_gauge_set(m->upgrade_gate_floor, wl,
-			                        (double)(floor * (100 - tol)) / 100.0);
+			set(w, F_UPGRADE_GATE_PASSED, wl,
+			    json_is_true(json_object_get(ev, "passed")));
+			set(w, F_UPGRADE_GATE_BUSBW, wl,
+			    (double)json_integer_value(json_object_get(ev, "busBandwidthGBps")));
+			set(w, F_UPGRADE_GATE_FLOOR, wl, (double)(floor * (100 - tol)) / 100.0);
 		}
 		if (strcmp(action, "Drain") != 0 ||
 		    strcmp(jx_str_or(s, "phase", ""), "Running") != 0)
@@ -262,125 +404,97 @@ static void upgrade_steps(struct op *op, const json_t *u, const char *name, cons
 				    json_integer_value(t))
 					node = jx_str_or(c, "node", "");
 			const char *dl[] = {rack, idx, node, mode};
-			(void)metrics_gauge_set(m->drain_wait, dl, (double)now / 1000.0 - start);
-			(void)metrics_gauge_set(m->drain_deadline, dl, deadline);
+			set(w, F_DRAIN_WAIT, dl, (double)w->now / 1000.0 - start);
+			set(w, F_DRAIN_DEADLINE, dl, deadline);
 		}
 	}
 	json_decref(r);
 }
 
-/* The upgrade families of docs/metrics.md, from the RackUpgrade cache. */
-static void upgrade_series(struct op *op, int64_t now)
+/* The upgrade families of docs/metrics.md, from one cached RackUpgrade. */
+static bool upgrade_visit(void *ud, json_t *u)
 {
-	struct op_domain_metrics *m = &op->dm;
-	json_t *ups = kube_informer_list(op->upgrades), *u, *a;
-	size_t i, k;
-	json_array_foreach(ups, i, u) {
-		const char *name = kube_obj_name(u), *rack = jx_str_or(u, "spec.rack", "");
-		if (rack[0] == '\0')
-			continue; /* a selector upgrade: its children carry the series */
-		const char *lv[] = {name, rack};
-		const char *info[] = {name, rack, jx_str_or(u, "spec.class", "routine"),
-		                      jx_str_or(u, "status.fromStack", ""),
-		                      jx_str_or(u, "spec.target.stack", "")};
-		const json_t *waves = jx_path(u, "status.waves"), *w;
-		double cur = 0;
-		int pending = 0;
-		(void)metrics_gauge_set(m->upgrade_info, info, 1);
-		(void)metrics_gauge_set_state(m->upgrade_phase, lv, UPGRADE_PHASES,
-		                              sizeof(UPGRADE_PHASES) / sizeof(UPGRADE_PHASES[0]),
-		                              jx_str_or(u, "status.phase", "Proposed"));
-		(void)metrics_gauge_set(m->upgrade_phase_start, lv, time_s(u, "status.phaseTime"));
-		json_array_foreach(waves, k, w)
-			if (strcmp(jx_str_or(w, "phase", ""), "Pending") != 0)
-				cur = (double)json_integer_value(json_object_get(w, "index"));
-		(void)metrics_gauge_set(m->upgrade_wave, lv, cur);
-		(void)metrics_gauge_set(m->upgrade_waves, lv, (double)json_array_size(waves));
-		json_array_foreach(jx_path(u, "status.requiredApprovals"), k, a) {
-			bool got = false;
-			const json_t *r;
-			size_t j;
-			json_array_foreach(jx_path(u, "status.approvals"), j, r)
-				got |= json_equal(json_object_get(r, "layer"), a) &&
-				       strcmp(jx_str_or(r, "decision", ""), "Approved") == 0;
-			pending += !got;
-		}
-		(void)metrics_gauge_set(m->upgrade_approvals_pending, lv, pending);
-		upgrade_steps(op, u, name, rack, now);
+	struct dw *w = ud;
+	const char *name = kube_obj_name(u), *rack = jx_str_or(u, "spec.rack", "");
+	const json_t *waves = jx_path(u, "status.waves"), *wv, *a;
+	double cur = 0;
+	int pending = 0;
+	size_t k;
+
+	if (rack[0] == '\0')
+		return true; /* a selector upgrade: its children carry the series */
+	const char *lv[] = {name, rack};
+	const char *info[] = {name, rack, jx_str_or(u, "spec.class", "routine"),
+	                      jx_str_or(u, "status.fromStack", ""),
+	                      jx_str_or(u, "spec.target.stack", "")};
+	set(w, F_UPGRADE_INFO, info, 1);
+	set_state(w, F_UPGRADE_PHASE, lv, UPGRADE_PHASES,
+	          sizeof(UPGRADE_PHASES) / sizeof(UPGRADE_PHASES[0]),
+	          jx_str_or(u, "status.phase", "Proposed"));
+	set(w, F_UPGRADE_PHASE_START, lv, time_s(u, "status.phaseTime"));
+	json_array_foreach(waves, k, wv)
+		if (strcmp(jx_str_or(wv, "phase", ""), "Pending") != 0)
+			cur = (double)json_integer_value(json_object_get(wv, "index"));
+	set(w, F_UPGRADE_WAVE, lv, cur);
+	set(w, F_UPGRADE_WAVES, lv, (double)json_array_size(waves));
+	json_array_foreach(jx_path(u, "status.requiredApprovals"), k, a) {
+		bool got = false;
+		const json_t *r;
+		size_t j;
+		json_array_foreach(jx_path(u, "status.approvals"), j, r)
+			got |= json_equal(json_object_get(r, "layer"), a) &&
+			       strcmp(jx_str_or(r, "decision", ""), "Approved") == 0;
+		pending += !got;
 	}
-	json_decref(ups);
+	set(w, F_UPGRADE_APPROVALS_PENDING, lv, pending);
+	upgrade_steps(w, u, name, rack);
+	return true;
 }
 
-/* RackPartitions (the list collect() read for the trays) and
- * ComputeDomains, from their caches. */
-static void partition_series(struct op *op, const json_t *parts)
+/* RackPartitions (the list the trays' pass read) and ComputeDomains. */
+static void partition_series(struct dw *w)
 {
-	struct op_domain_metrics *m = &op->dm;
-	json_t *ds, *o;
 	const char *phases[8];
+	const json_t *o;
 	size_t i;
 	for (unsigned k = 0; k < 8; k++)
 		phases[k] = op_part_phase_name((enum api_partition_phase)k);
-	json_array_foreach(parts, i, o) {
+	json_array_foreach(w->parts, i, o) {
 		const char *pl[] = {jx_str_or(o, "spec.rack", ""), kube_obj_name(o)};
-		(void)metrics_gauge_set_state(m->partition_phase, pl, phases, 8,
-		                              jx_str_or(o, "status.phase", "Pending"));
+		set_state(w, F_PARTITION_PHASE, pl, phases, 8,
+		          jx_str_or(o, "status.phase", "Pending"));
 	}
-	ds = kube_informer_list(op->domains);
-	json_array_foreach(ds, i, o) {
-		const char *dl[] = {kube_obj_namespace(o), kube_obj_name(o),
-		                    jx_str_or(o, "status.rack", "")};
-		(void)metrics_gauge_set(m->domain_ready, dl,
-		                        strcmp(jx_str_or(o, "status.status", ""), "Ready") == 0);
-		(void)metrics_gauge_set(m->domain_nodes, dl,
-		                        (double)json_array_size(jx_path(o, "status.nodes")));
-	}
-	json_decref(ds);
 }
 
-static void domain_reset(struct op_domain_metrics *m)
+static bool domain_visit(void *ud, json_t *o)
 {
-	struct metrics_family *all[] = {m->rack_info,
-	                                m->rack_trays,
-	                                m->rack_trays_ready,
-	                                m->rack_trays_unavailable,
-	                                m->rack_gpus_healthy,
-	                                m->rack_min_healthy,
-	                                m->rack_threshold,
-	                                m->rack_degraded,
-	                                m->rack_fabric_state,
-	                                m->version_skew,
-	                                m->tray_ready,
-	                                m->tray_heartbeat,
-	                                m->tray_clique,
-	                                m->tray_driver,
-	                                m->tray_maintenance,
-	                                m->gpu_state,
-	                                m->gpu_status_ok,
-	                                m->gpu_degraded,
-	                                m->gpu_mask,
-	                                m->gpu_summary,
-	                                m->imex_daemon,
-	                                m->imex_domain,
-	                                m->imex_connected,
-	                                m->imex_peers,
-	                                m->imex_config,
-	                                m->upgrade_phase,
-	                                m->upgrade_info,
-	                                m->upgrade_phase_start,
-	                                m->upgrade_wave,
-	                                m->upgrade_waves,
-	                                m->upgrade_approvals_pending,
-	                                m->upgrade_gate_passed,
-	                                m->upgrade_gate_busbw,
-	                                m->upgrade_gate_floor,
-	                                m->drain_wait,
-	                                m->drain_deadline,
-	                                m->partition_phase,
-	                                m->domain_ready,
-	                                m->domain_nodes};
-	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-		metrics_family_reset(all[i]);
+	struct dw *w = ud;
+	const char *dl[] = {kube_obj_namespace(o), kube_obj_name(o),
+	                    jx_str_or(o, "status.rack", "")};
+	set(w, F_DOMAIN_READY, dl, strcmp(jx_str_or(o, "status.status", ""), "Ready") == 0);
+	set(w, F_DOMAIN_NODES, dl, (double)json_array_size(jx_path(o, "status.nodes")));
+	return true;
+}
+
+/* The writer: every domain family, from the caches, into the scrape. */
+static void write_domain(void *arg, struct metrics_sink *s)
+{
+	struct dw w = {.op = arg, .s = s};
+
+	if (!op_is_leading(w.op))
+		return;
+	for (size_t f = 0; f < F_COUNT; f++)
+		if (metrics_sink_family(s, &DFAMS[f], &w.id[f]) != NV_OK)
+			w.id[f] = -1;
+	w.now = time_wall_ms();
+	w.parts = kube_informer_list(w.op->partitions);
+	kube_informer_foreach(w.op->racks, rack_visit, &w);
+	kube_informer_foreach(w.op->trays, tray_visit, &w);
+	kube_informer_foreach(w.op->upgrades, upgrade_visit, &w);
+	partition_series(&w);
+	kube_informer_foreach(w.op->domains, domain_visit, &w);
+	json_decref(w.parts);
+	alloc_release_free();
 }
 
 /* client-go's rest_client_* series from each finished exchange. A watch
@@ -468,28 +582,10 @@ static void collect(void *arg)
 {
 	struct op *op = arg;
 	struct op_domain_metrics *m = &op->dm;
-	json_t *racks, *trays, *parts, *o;
-	size_t i;
 
 	wq_gauges(op);
 	pthread_mutex_lock(&m->mu);
 	kube_counters(op, m);
-	domain_reset(m);
-	if (op_is_leading(op)) {
-		int64_t now = time_wall_ms();
-		racks = kube_informer_list(op->racks);
-		trays = kube_informer_list(op->trays);
-		parts = kube_informer_list(op->partitions);
-		json_array_foreach(racks, i, o)
-			rack_series(m, o);
-		json_array_foreach(trays, i, o)
-			tray_series(op, o, parts, now);
-		upgrade_series(op, now);
-		partition_series(op, parts);
-		json_decref(racks);
-		json_decref(trays);
-		json_decref(parts);
-	}
 	pthread_mutex_unlock(&m->mu);
 }
 
@@ -502,133 +598,35 @@ void op_metrics_leading(struct op *op, bool leading)
 enum nv_err op_metrics_register(struct op *op)
 {
 	struct op_domain_metrics *m = &op->dm;
-	const char *const *R = L("rack");
-	const char *const *T = L("rack", "tray", "node");
-	const char *const *G = L("rack", "tray", "node", "gpu", "uuid");
-	const char *const *I = L("rack", "tray", "node", "domain");
-	enum metrics_type GA = METRICS_GAUGE;
-	enum nv_err rc;
-
-	pthread_mutex_init(&m->mu, NULL);
-	if ((rc = reg(op, "nvl72_build_info", "Version of the running operator.", GA, L("version"),
-	              &m->build_info)) ||
-	    (rc = reg(op, "nvl72_rack_info",
-	              "One per Rack: platform, matrix, observed and desired stack.", GA,
-	              L("rack", "platform", "matrix", "stack", "desired_stack"), &m->rack_info)) ||
-	    (rc = reg(op, "nvl72_rack_trays", "Compute trays in the rack's inventory.", GA, R,
-	              &m->rack_trays)) ||
-	    (rc = reg(op, "nvl72_rack_trays_ready", "Ready compute trays.", GA, R,
-	              &m->rack_trays_ready)) ||
-	    (rc = reg(op, "nvl72_rack_trays_unavailable", "Unavailable compute trays.", GA, R,
-	              &m->rack_trays_unavailable)) ||
-	    (rc = reg(op, "nvl72_rack_gpus_healthy",
-	              "GPUs with fabric Completed and a healthy summary.", GA, R,
-	              &m->rack_gpus_healthy)) ||
-	    (rc = reg(op, "nvl72_rack_min_healthy_trays", "spec.policy.minHealthyTrays.", GA, R,
-	              &m->rack_min_healthy)) ||
-	    (rc = reg(op, "nvl72_rack_degraded_threshold", "spec.policy.degradedThreshold.", GA, R,
-	              &m->rack_threshold)) ||
-	    (rc = reg(op, "nvl72_rack_degraded", "1 when the rack's Degraded condition is True.",
-	              GA, R, &m->rack_degraded)) ||
-	    (rc = reg(op, "nvl72_rack_fabric_state",
-	              "0 Unknown, 1 Healthy, 2 Degraded, 3 Unhealthy.", GA, R,
-	              &m->rack_fabric_state)) ||
-	    (rc = reg(op, "nvl72_version_skew",
-	              "Distinct versions of a component among the rack's trays.", GA,
-	              L("rack", "component"), &m->version_skew)))
-		return rc;
-	if ((rc = reg(op, "nvl72_tray_ready", "1 when the tray is Ready with a fresh heartbeat.",
-	              GA, T, &m->tray_ready)) ||
-	    (rc = reg(op, "nvl72_tray_heartbeat_timestamp_seconds",
-	              "The agent's last sign of life.", GA, T, &m->tray_heartbeat)) ||
-	    (rc = reg(op, "nvl72_tray_clique_info", "The tray's fabric clique.", GA,
-	              L("rack", "tray", "node", "partition", "cluster_uuid", "clique_id"),
-	              &m->tray_clique)) ||
-	    (rc = reg(op, "nvl72_tray_driver_info", "Loaded and desired driver.", GA,
-	              L("rack", "tray", "node", "version", "desired_version", "flavour"),
-	              &m->tray_driver)) ||
-	    (rc = reg(op, "nvl72_tray_maintenance_state", "spec.maintenance.state as a state set.",
-	              GA, L("rack", "tray", "node", "state"), &m->tray_maintenance)))
-		return rc;
-	if ((rc = reg(op, "nvl72_gpu_fabric_state",
-	              "0 NotSupported, 1 NotStarted, 2 InProgress, 3 Completed, 4 unknown.", GA, G,
-	              &m->gpu_state)) ||
-	    (rc = reg(op, "nvl72_gpu_fabric_status_ok", "1 when Completed with status Success.", GA,
-	              G, &m->gpu_status_ok)) ||
-	    (rc = reg(op, "nvl72_gpu_fabric_health_degraded",
-	              "1 when the fabric health is degraded.", GA, G, &m->gpu_degraded)) ||
-	    (rc = reg(op, "nvl72_gpu_fabric_health_mask", "Raw fabric health mask.", GA, G,
-	              &m->gpu_mask)) ||
-	    (rc = reg(op, "nvl72_gpu_fabric_health_summary",
-	              "0 NotSupported, 1 Healthy, 2 Unhealthy, 3 LimitedCapacity.", GA, G,
-	              &m->gpu_summary)))
-		return rc;
-	if ((rc = reg(op, "nvl72_imex_daemon_state", "IMEX daemon state in DCGM's numbering.", GA,
-	              I, &m->imex_daemon)) ||
-	    (rc = reg(op, "nvl72_imex_domain_state", "0 Unknown, 1 Up, 2 Degraded, 3 Down.", GA, I,
-	              &m->imex_domain)) ||
-	    (rc = reg(op, "nvl72_imex_peers_connected", "IMEX peers connected.", GA, I,
-	              &m->imex_connected)) ||
-	    (rc = reg(op, "nvl72_imex_peers", "IMEX peers in the domain.", GA, I,
-	              &m->imex_peers)) ||
-	    (rc = reg(op, "nvl72_imex_config_info", "Hash of the IMEX peer list.", GA,
-	              L("rack", "tray", "node", "domain", "config_hash"), &m->imex_config)))
-		return rc;
 	static const double step_buckets[] = {10,   30,   60,   120,  300,  600,
 	                                      1200, 1800, 3600, 7200, 14400};
-	const char *const *U = L("upgrade", "rack");
-	const char *const *UW = L("upgrade", "rack", "wave");
-	const char *const *D = L("rack", "tray", "node", "mode");
 	struct metrics_desc hd = {.name = "nvl72_upgrade_step_duration_seconds",
 	                          .help = "Duration of finished RackUpgrade steps, by action.",
 	                          .type = METRICS_HISTOGRAM,
 	                          .labels = L("action"),
 	                          .buckets = step_buckets,
 	                          .nbuckets = sizeof(step_buckets) / sizeof(step_buckets[0])};
-	if ((rc = reg(op, "nvl72_upgrade_info", "One per RackUpgrade acting on one rack.", GA,
-	              L("upgrade", "rack", "class", "from_stack", "target_stack"),
-	              &m->upgrade_info)) ||
-	    (rc = reg(op, "nvl72_upgrade_phase", "status.phase of each RackUpgrade as a state set.",
-	              GA, L("upgrade", "rack", "phase"), &m->upgrade_phase)) ||
-	    (rc = reg(op, "nvl72_upgrade_phase_start_timestamp_seconds",
-	              "status.phaseTime as Unix seconds.", GA, U, &m->upgrade_phase_start)) ||
-	    (rc = reg(op, "nvl72_upgrade_wave", "Wave in progress or last finished (0 = canary).",
-	              GA, U, &m->upgrade_wave)) ||
-	    (rc = reg(op, "nvl72_upgrade_waves", "Waves planned so far.", GA, U,
-	              &m->upgrade_waves)) ||
-	    (rc = reg(op, "nvl72_upgrade_approvals_pending",
-	              "Required layers without a counted approval.", GA, U,
-	              &m->upgrade_approvals_pending)) ||
-	    (rc = reg(op, "nvl72_upgrade_gate_passed", "Verdict of the wave's Validate step.", GA,
-	              UW, &m->upgrade_gate_passed)) ||
-	    (rc = reg(op, "nvl72_upgrade_gate_bus_bandwidth_gbps",
-	              "Bus bandwidth measured by the wave's Validate step.", GA, UW,
-	              &m->upgrade_gate_busbw)) ||
-	    (rc = reg(op, "nvl72_upgrade_gate_floor_gbps",
-	              "Pass mark of the gate: floor x (100 - tolerance) / 100.", GA, UW,
-	              &m->upgrade_gate_floor)) ||
-	    (rc = reg(op, "nvl72_drain_wait_seconds",
-	              "Seconds since the drain of the tray began, while it drains.", GA, D,
-	              &m->drain_wait)) ||
-	    (rc = reg(op, "nvl72_drain_deadline_seconds", "The drain's total deadline.", GA, D,
-	              &m->drain_deadline)) ||
-	    (rc = metrics_family_register(op->reg, &hd, &op->upg_step_seconds)))
-		return rc;
-	const char *const *CD = L("computedomain_namespace", "computedomain", "rack");
-	if ((rc = reg(op, "nvl72_partition_phase",
-	              "status.phase of each RackPartition as a state set.", GA,
-	              L("rack", "partition", "phase"), &m->partition_phase)) ||
-	    (rc = reg(op, "nvl72_computedomain_ready",
-	              "1 when the ComputeDomain's status is Ready.", GA, CD, &m->domain_ready)) ||
-	    (rc = reg(op, "nvl72_computedomain_nodes",
-	              "Entries in the ComputeDomain's status.nodes.", GA, CD, &m->domain_nodes)))
-		return rc;
-	if ((rc = reg(op, "nvl72_kube_liveness_probes_total",
-	              "Probes sent on the apiserver connection after a silence.", METRICS_COUNTER,
-	              L("host"), &m->kube_probes)) ||
-	    (rc = reg(op, "nvl72_kube_redials_total",
-	              "Apiserver connections dropped for a probe left unanswered.", METRICS_COUNTER,
-	              L("host"), &m->kube_redials)))
+	struct metrics_desc bi = {.name = "nvl72_build_info",
+	                          .help = "Version of the running operator.",
+	                          .type = METRICS_GAUGE,
+	                          .labels = L("version")};
+	struct metrics_desc kp = {
+	        .name = "nvl72_kube_liveness_probes_total",
+	        .help = "Probes sent on the apiserver connection after a silence.",
+	        .type = METRICS_COUNTER,
+	        .labels = L("host")};
+	struct metrics_desc kr = {
+	        .name = "nvl72_kube_redials_total",
+	        .help = "Apiserver connections dropped for a probe left unanswered.",
+	        .type = METRICS_COUNTER,
+	        .labels = L("host")};
+	enum nv_err rc;
+
+	pthread_mutex_init(&m->mu, NULL);
+	if ((rc = metrics_family_register(op->reg, &bi, &m->build_info)) ||
+	    (rc = metrics_family_register(op->reg, &hd, &op->upg_step_seconds)) ||
+	    (rc = metrics_family_register(op->reg, &kp, &m->kube_probes)) ||
+	    (rc = metrics_family_register(op->reg, &kr, &m->kube_redials)))
 		return rc;
 	(void)metrics_gauge_set(m->build_info, L(NVL72_VERSION), 1);
 	op_metrics_leading(op, false);
@@ -643,5 +641,7 @@ enum nv_err op_metrics_register(struct op *op)
 		kube_workqueue_set_metrics(op->ctrl[i].q, &wm);
 	}
 	wq_gauges(op);
-	return metrics_registry_add_collector(op->reg, collect, op);
+	if ((rc = metrics_registry_add_collector(op->reg, collect, op)) != NV_OK)
+		return rc;
+	return metrics_registry_add_writer(op->reg, write_domain, op);
 }
