@@ -51,6 +51,14 @@ static void index_rack_matrix(const json_t *obj, const char *arg, struct kube_in
 		out->v[out->n++] = m;
 }
 
+static void index_tray_rack(const json_t *obj, const char *arg, struct kube_index_vals *out)
+{
+	const char *r = jx_str_or(obj, "spec.rack", "");
+	(void)arg;
+	if (r[0] != '\0')
+		out->v[out->n++] = r;
+}
+
 struct kube_client *op_client(struct op *op)
 {
 	return op->c;
@@ -324,6 +332,7 @@ static enum nv_err op_build(struct op *op)
 	if ((rc = kube_informer_add_index(op->racks, OP_INDEX_RACK_NODE, index_rack_nodes, NULL)) ||
 	    (rc = kube_informer_add_index(op->racks, OP_INDEX_RACK_MATRIX, index_rack_matrix,
 	                                  NULL)) ||
+	    (rc = kube_informer_add_index(op->trays, OP_INDEX_TRAY_RACK, index_tray_rack, NULL)) ||
 	    (rc = kube_informer_add_index(op->nodes, "rack", kube_index_label, OP_LABEL_RACK)) ||
 	    (rc = kube_informer_add_index(op->nodes, "domain", kube_index_label,
 	                                  OP_LABEL_COMPUTE_DOMAIN)))

@@ -72,6 +72,9 @@ struct op_watch {
  * finds its racks without scanning them all. */
 #define OP_INDEX_RACK_NODE "node"
 #define OP_INDEX_RACK_MATRIX "matrix"
+/* ComputeTrays by spec.rack: a pass over one rack's trays reads 18, not
+ * every tray of the cluster. */
+#define OP_INDEX_TRAY_RACK "rack"
 #define OP_WATCH_MAX 8
 
 /* A controller: one row of op.c's table, defined in the controller's own

@@ -300,12 +300,7 @@ static void load_rack(struct op *op, struct upg_pass *p)
 		         p->u->meta.name, p->u->target_matrix);
 	json_decref(o);
 
-	all = kube_informer_list(op->trays);
-	p->trays = json_array();
-	json_array_foreach(all, i, o)
-		if (strcmp(jx_str_or(o, "spec.rack", ""), p->u->rack) == 0)
-			json_array_append(p->trays, o);
-	json_decref(all);
+	p->trays = kube_informer_by_index(op->trays, OP_INDEX_TRAY_RACK, p->u->rack);
 	p->tin = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->tin));
 	p->nodes = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->nodes));
 	json_array_foreach(p->trays, i, o) {
