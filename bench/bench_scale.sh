@@ -14,10 +14,15 @@
 # gb300-r580-159: 3 s notice, no window, a 2-tray canary, the load generator
 # installing drivers and answering validation runs as the agents do) and
 # measures the same figures from the create to every upgrade Completed.
+# After each size's steady window it starts the controller-runtime peer
+# (bench/crpeer: informers on the same kinds, as unstructured objects) twice
+# against the same apiserver, whole objects and managedFields stripped, and
+# reads their RSS after SCALE_PEER_REST seconds at rest, with the compact
+# JSON size of what they cache.
 # Prints the tables and keeps them in bench/results/scale-<date>.txt and
 # scale-latest.txt. Asserts nothing.
 #
-# usage: bench/bench_scale.sh [RACKS...]        (default: 1 16 64)
+# usage: bench/bench_scale.sh [RACKS...]        (default: 1 16 64 277)
 #   SCALE_STEADY_SECONDS   steady-state window (default 60)
 #   SCALE_HEARTBEAT        seconds between the load generator's Lease renewals (default 20)
 #   SCALE_UPGRADE          sizes that also run the upgrade (default "1 16")
@@ -26,17 +31,22 @@
 #                          leave it; the default) or minimal (name, one label, Ready)
 #   SCALE_OPERATOR         the operator binary to measure (default: this tree's)
 #   SCALE_OPERATOR_ARGS    more operator flags, split on spaces (default none)
+#   SCALE_READY_SECONDS    longest wait for convergence (default 900)
+#   SCALE_PEER             0: no controller-runtime peer (default 1; needs Go)
+#   SCALE_PEER_REST        seconds the peers rest after their sync (default 60)
 #   BUILD                  build folder (default build)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 export PATH="$PATH:/usr/local/go/bin"
 sizes=("$@")
-((${#sizes[@]})) || sizes=(1 16 64)
+((${#sizes[@]})) || sizes=(1 16 64 277)
 steady=${SCALE_STEADY_SECONDS:-60}
 hb=${SCALE_HEARTBEAT:-20}
 upgrade_sizes=" ${SCALE_UPGRADE-1 16} "
 install_ms=${SCALE_INSTALL_MS:-2000}
+ready_s=${SCALE_READY_SECONDS:-900}
+peer_rest=${SCALE_PEER_REST:-60}
 node_shape=${SCALE_NODE_SHAPE:-realistic}
 obj_sizes=
 build=${BUILD:-build}
@@ -47,8 +57,11 @@ ns=nvl72-system
 make -s BUILD="$build" "$root/$build/rel/bin/nvl72-operator" "$lg_bin" >/dev/null || { echo "bench_scale: build failed"; exit 1; }
 
 work=$(mktemp -d /tmp/nvl72-bench-scale.XXXXXX)
-opid="" lpid="" cdir=""
+opid="" lpid="" cdir="" peer_pids=()
 stop_run() {
+	local p
+	for p in "${peer_pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	peer_pids=()
 	[[ -n $opid ]] && kill -TERM "$opid" 2>/dev/null
 	[[ -n $lpid ]] && kill -TERM "$lpid" 2>/dev/null
 	for _ in $(seq 50); do
@@ -70,6 +83,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 export NVL72_CLUSTER_OWNER=$$
+
+peer_bin=""
+if [[ ${SCALE_PEER:-1} != 0 ]]; then
+	peer_bin=$(bench/crpeer/build.sh 2>"$work/peer-build.err" | tail -1) && [[ -x $peer_bin ]] || {
+		echo "bench_scale: no controller-runtime peer: $(tail -1 "$work/peer-build.err")"
+		peer_bin=""
+	}
+fi
 
 # Counters of the apiserver, one line: resource requests, then the write
 # latency histogram (POST, PUT, PATCH, APPLY on resources) as le=count pairs.
@@ -183,6 +204,56 @@ one_upgrade() {
 	echo "bench_scale: $n upgrades done (${uprows[-1]})" >&2
 }
 
+# The controller-runtime peer, whole objects and managedFields stripped, at
+# once against the cluster of one_size: RSS after SCALE_PEER_REST seconds
+# at rest, then the objects and compact JSON bytes each one caches.
+prows=()
+peers() {
+	local n=$1 rss2=$2 pf ps rf=0 rs=0 hf=0 hs=0 sf ss v
+	"$peer_bin" --kubeconfig "$KUBECONFIG" --lease-namespace "$ns" \
+		>"$work/peer-full.out" 2>"$work/peer-full.err" &
+	pf=$!
+	"$peer_bin" --kubeconfig "$KUBECONFIG" --lease-namespace "$ns" --strip-managed-fields \
+		>"$work/peer-strip.out" 2>"$work/peer-strip.err" &
+	ps=$!
+	peer_pids=("$pf" "$ps")
+	for _ in $(seq 3000); do
+		grep -q '^synced ' "$work/peer-full.out" && grep -q '^synced ' "$work/peer-strip.out" && break
+		kill -0 "$pf" 2>/dev/null && kill -0 "$ps" 2>/dev/null || break
+		sleep 0.2
+	done
+	sf=$(awk '$1 == "synced" {print $2}' "$work/peer-full.out")
+	ss=$(awk '$1 == "synced" {print $2}' "$work/peer-strip.out")
+	if [[ -n $sf && -n $ss ]]; then
+		sleep "$peer_rest"
+		rf=$(awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$pf/status")
+		rs=$(awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$ps/status")
+		hf=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$pf/status")
+		hs=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$ps/status")
+	fi
+	kill -TERM "$pf" "$ps" 2>/dev/null
+	for v in "$pf" "$ps"; do
+		for _ in $(seq 150); do kill -0 "$v" 2>/dev/null || break; sleep 0.2; done
+		kill -KILL "$v" 2>/dev/null
+	done
+	wait "$pf" "$ps" 2>/dev/null
+	peer_pids=()
+	if [[ -z $sf || -z $ss ]]; then
+		echo "bench_scale: the controller-runtime peers did not sync at $n racks"
+		tail -2 "$work/peer-full.err" "$work/peer-strip.err" | cut -c1-300
+		prows+=("$(printf '%5d  (failed; see above)' "$n")")
+		return 1
+	fi
+	prows+=("$(awk -v n="$n" -v rss2="$rss2" -v rf="$rf" -v rs="$rs" -v hf="$hf" -v hs="$hs" \
+		-v sf="$sf" -v ss="$ss" -v cf="$(awk '$1 == "cached" {print $2, $3}' "$work/peer-full.out")" \
+		-v cs="$(awk '$1 == "cached" {print $3}' "$work/peer-strip.out")" 'BEGIN {
+		split(cf, f, " ")
+		printf "%5d %8d %9.1f %9.1f %8.1f %12.1f %7.1f %13.1f %7.1f %8.3f %8.2f %8.1f %8.1f\n",
+			n, f[1], f[2] / 1e6, cs / 1e6, rss2, rf, hf, rs, hs, (rs > 0 ? rss2 / rs : 0),
+			(cs > 0 ? rss2 * 1048576 / cs : 0), sf / 1000, ss / 1000 }')")
+	echo "bench_scale: $n racks, peers done (${prows[-1]})" >&2
+}
+
 rows=()
 one_size() {
 	local n=$1 env_lines port mport line t0 tr a0 a1 a2 a3 a4 l0 l1 l2 l3 l4 c2 c3 c4 hwm rss
@@ -227,13 +298,13 @@ one_size() {
 	t0=$(date +%s%3N)
 	k apply -f "$work/racks.yaml" >/dev/null || { echo "bench_scale: racks not applied"; return 1; }
 	tr=0
-	for _ in $(seq 3000); do
+	for _ in $(seq $((ready_s * 5))); do
 		line=$(grep -m1 '^all-ready ' "$work/lg.out" 2>/dev/null) && { tr=${line#all-ready }; break; }
 		kill -0 "$opid" 2>/dev/null || break
 		sleep 0.2
 	done
 	if ((tr == 0)); then
-		echo "bench_scale: $n racks did not all become Ready within 600 s"
+		echo "bench_scale: $n racks did not all become Ready within $ready_s s"
 		tail -5 "$work/operator-$n.log" | cut -c1-300
 		return 1
 	fi
@@ -274,6 +345,7 @@ one_size() {
 			n, n * 18, conv, hwm, rss, c2, (c4 - c3) * 60 / steady, all / n, op / n, st,
 			w, med, w * med / 1000, sb / 1024, sms, rss2 }')")
 	echo "bench_scale: $n racks done (${rows[-1]})" >&2
+	[[ -n $peer_bin ]] && peers "$n" "$rss2"
 	if [[ $upgrade_sizes == *" $n "* ]]; then
 		one_upgrade "$n" || uprows+=("$(printf '%5d  (failed; see above)' "$n")")
 	fi
@@ -302,6 +374,23 @@ out=bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ).txt
 	echo "requests and the idle background; writes: API writes the work needs (73 per rack);"
 	echo "floor: writes x median write latency of the same convergence (serial lower bound);"
 	echo "scrape: one GET /metrics after the steady window, its size and time; rss2: RSS after it."
+	# The operator's memory per added rack, between consecutive sizes.
+	printf '%s\n' "${rows[@]}" | awk 'NF >= 16 {
+		if (seen) printf "%s%d->%d racks %.2f MiB", (k++ ? ", " : "rss2 per added rack: "), pn, $1, ($16 - pr) / ($1 - pn)
+		seen = 1; pn = $1; pr = $16 } END { if (k) printf "\n" }'
+	if ((${#prows[@]})); then
+		echo
+		echo "controller-runtime peer (bench/crpeer, controller-runtime v0.22.5, client-go v0.34.4), informers"
+		echo "on the same kinds as unstructured objects, started after the operator's row, RSS after ${peer_rest} s at rest"
+		printf '%5s %8s %9s %9s %8s %12s %7s %13s %7s %8s %8s %8s %8s\n' racks objects 'json(MB)' \
+			'strip(MB)' 'op(MiB)' 'cr-full(MiB)' 'hwm' 'cr-strip(MiB)' 'hwm' op/strip op/json \
+			'sync-f(s)' 'sync-s(s)'
+		printf '%s\n' "${prows[@]}"
+		echo "objects: cached by the peer; json: their compact JSON, whole and without managedFields;"
+		echo "op: the operator's rss2 above; cr-full, cr-strip: the peer's RSS (and peak) caching whole"
+		echo "objects and objects without managedFields; op/strip: op over cr-strip; op/json: op over the"
+		echo "stripped objects' compact JSON; sync: from the peer's start to its caches synced."
+	fi
 	if ((${#uprows[@]})); then
 		echo
 		echo "one security RackUpgrade per rack, all at once: 3 s notice, no window, 2-tray canary"
