@@ -164,6 +164,10 @@ json_t *kube_informer_get(struct kube_informer *inf, const char *key);
 /* A new array of every object, or of those whose index name has value. */
 json_t *kube_informer_list(struct kube_informer *inf);
 json_t *kube_informer_by_index(struct kube_informer *inf, const char *index, const char *value);
+/* The keys (name, or namespace/name) of the objects whose index has
+ * value, as a new array of strings, parsing none: for a handler that maps
+ * an event to the keys of other objects. */
+json_t *kube_informer_index_keys(struct kube_informer *inf, const char *index, const char *value);
 /* Calls fn with each cached object in turn (a new tree, borrowed for the
  * call), parsing one at a time: a pass over a large cache holds one object,
  * where kube_informer_list holds them all. The objects are those cached when

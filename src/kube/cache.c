@@ -376,6 +376,19 @@ struct kube_cobj **kube_cache_index(const struct kube_cache *c, const char *inde
 	return v;
 }
 
+json_t *kube_cache_index_keys(const struct kube_cache *c, const char *index, const char *value)
+{
+	json_t *keys = json_array(), *set = NULL, *t;
+	const char *key;
+
+	for (size_t i = 0; i < c->nidx; i++)
+		if (strcmp(c->idx[i].name, index) == 0)
+			set = json_object_get(c->idx[i].map, value);
+	json_object_foreach(set, key, t)
+		json_array_append_new(keys, json_string(key));
+	return keys;
+}
+
 char **kube_cache_keys(const struct kube_cache *c, size_t *n)
 {
 	char **v = xcalloc(c->n + 1, sizeof(*v));

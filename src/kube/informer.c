@@ -505,6 +505,16 @@ json_t *kube_informer_by_index(struct kube_informer *inf, const char *index, con
 	return kube_cobj_parse_all(v, n);
 }
 
+json_t *kube_informer_index_keys(struct kube_informer *inf, const char *index, const char *value)
+{
+	json_t *keys;
+
+	pthread_mutex_lock(&inf->mu);
+	keys = kube_cache_index_keys(inf->cache, index, value);
+	pthread_mutex_unlock(&inf->mu);
+	return keys;
+}
+
 void kube_informer_foreach(struct kube_informer *inf, kube_visit_fn fn, void *ud)
 {
 	struct kube_cobj **v;

@@ -312,6 +312,8 @@ size_t kube_cache_bytes(const struct kube_cache *c);
 struct kube_cobj **kube_cache_all(const struct kube_cache *c, size_t *n);
 struct kube_cobj **kube_cache_index(const struct kube_cache *c, const char *index,
                                     const char *value, size_t *n);
+/* The keys whose index has value, as a new array of strings. */
+json_t *kube_cache_index_keys(const struct kube_cache *c, const char *index, const char *value);
 /* Copies of every key, in order; the caller frees each and the array. */
 char **kube_cache_keys(const struct kube_cache *c, size_t *n);
 

@@ -51,7 +51,8 @@ static void index_rack_matrix(const json_t *obj, const char *arg, struct kube_in
 		out->v[out->n++] = m;
 }
 
-static void index_tray_rack(const json_t *obj, const char *arg, struct kube_index_vals *out)
+/* spec.rack, of ComputeTrays and RackUpgrades. */
+static void index_spec_rack(const json_t *obj, const char *arg, struct kube_index_vals *out)
 {
 	const char *r = jx_str_or(obj, "spec.rack", "");
 	(void)arg;
@@ -332,7 +333,9 @@ static enum nv_err op_build(struct op *op)
 	if ((rc = kube_informer_add_index(op->racks, OP_INDEX_RACK_NODE, index_rack_nodes, NULL)) ||
 	    (rc = kube_informer_add_index(op->racks, OP_INDEX_RACK_MATRIX, index_rack_matrix,
 	                                  NULL)) ||
-	    (rc = kube_informer_add_index(op->trays, OP_INDEX_TRAY_RACK, index_tray_rack, NULL)) ||
+	    (rc = kube_informer_add_index(op->trays, OP_INDEX_TRAY_RACK, index_spec_rack, NULL)) ||
+	    (rc = kube_informer_add_index(op->upgrades, OP_INDEX_UPGRADE_RACK, index_spec_rack,
+	                                  NULL)) ||
 	    (rc = kube_informer_add_index(op->nodes, "rack", kube_index_label, OP_LABEL_RACK)) ||
 	    (rc = kube_informer_add_index(op->nodes, "domain", kube_index_label,
 	                                  OP_LABEL_COMPUTE_DOMAIN)))

@@ -75,6 +75,9 @@ struct op_watch {
 /* ComputeTrays by spec.rack: a pass over one rack's trays reads 18, not
  * every tray of the cluster. */
 #define OP_INDEX_TRAY_RACK "rack"
+/* RackUpgrades by spec.rack: a tray's event finds its rack's upgrades
+ * without reading them all. */
+#define OP_INDEX_UPGRADE_RACK "rack"
 #define OP_WATCH_MAX 8
 
 /* A controller: one row of op.c's table, defined in the controller's own

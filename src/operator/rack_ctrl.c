@@ -49,9 +49,9 @@ static void map_node(struct op *op, const json_t *obj, struct kube_workqueue *q)
 	size_t i;
 	if (json_is_string(r))
 		enqueue_rack(q, json_string_value(r));
-	racks = kube_informer_by_index(op->racks, OP_INDEX_RACK_NODE, kube_obj_name(obj));
+	racks = kube_informer_index_keys(op->racks, OP_INDEX_RACK_NODE, kube_obj_name(obj));
 	json_array_foreach(racks, i, rk)
-		enqueue_rack(q, kube_obj_name(rk));
+		enqueue_rack(q, json_string_value(rk));
 	json_decref(racks);
 }
 
@@ -83,11 +83,12 @@ static void map_lease(struct op *op, const json_t *obj, struct kube_workqueue *q
 
 static void map_matrix(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	json_t *racks = kube_informer_by_index(op->racks, OP_INDEX_RACK_MATRIX, kube_obj_name(obj));
+	json_t *racks =
+	        kube_informer_index_keys(op->racks, OP_INDEX_RACK_MATRIX, kube_obj_name(obj));
 	json_t *r;
 	size_t i;
 	json_array_foreach(racks, i, r)
-		enqueue_rack(q, kube_obj_name(r));
+		enqueue_rack(q, json_string_value(r));
 	json_decref(racks);
 }
 

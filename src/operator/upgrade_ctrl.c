@@ -87,15 +87,14 @@ static const char *parent_of(const json_t *obj, const char **uid)
 
 static void enqueue_rack(struct op *op, const char *rack, struct kube_workqueue *q)
 {
-	json_t *ups, *u;
+	json_t *keys, *k;
 	size_t i;
 	if (rack == NULL || rack[0] == '\0')
 		return;
-	ups = kube_informer_list(op->upgrades);
-	json_array_foreach(ups, i, u)
-		if (strcmp(jx_str_or(u, "spec.rack", ""), rack) == 0)
-			kube_workqueue_add(q, kube_obj_name(u));
-	json_decref(ups);
+	keys = kube_informer_index_keys(op->upgrades, OP_INDEX_UPGRADE_RACK, rack);
+	json_array_foreach(keys, i, k)
+		kube_workqueue_add(q, json_string_value(k));
+	json_decref(keys);
 }
 
 /* An upgrade, and its parent when a selector upgrade owns it. */
@@ -749,7 +748,7 @@ static struct kube_result stack_settle(struct op *op, struct upg_pass *p,
 {
 	struct op_upgrade_stack_out so;
 	struct kube_status ks;
-	json_t *ups = kube_informer_list(op->upgrades);
+	json_t *ups = kube_informer_by_index(op->upgrades, OP_INDEX_UPGRADE_RACK, p->u->rack);
 	enum nv_err rc = NV_OK;
 
 	op_upgrade_stack_next(p->u, st, p->rack, ups, upgrade_clock(), &so);

@@ -98,6 +98,11 @@ static void test_kube_cache_index_follows_the_stored_version(void **state)
 	assert_string_equal(kube_obj_name(json_array_get(got, 0)), "t01");
 	assert_string_equal(kube_obj_rv(json_array_get(got, 0)), "1b");
 	json_decref(got);
+	/* The keys alone, parsing nothing. */
+	json_t *keys = kube_cache_index_keys(c, "rack", "r1");
+	assert_int_equal(json_array_size(keys), 2);
+	assert_string_equal(json_string_value(json_array_get(keys, 1)), "t02");
+	json_decref(keys);
 	/* t01 moves to r2: gone from r1's set, found under r2. */
 	put(c, a2);
 	got = by_index(c, "rack", "r1");
