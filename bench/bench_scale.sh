@@ -92,25 +92,29 @@ if [[ ${SCALE_PEER:-1} != 0 ]]; then
 	}
 fi
 
-# Counters of the apiserver, one line: resource requests, then the write
-# latency histogram (POST, PUT, PATCH, APPLY on resources) as le=count pairs.
+# Counters of the apiserver, one line: resource requests, those that are not
+# Lease writes, then the write latency histogram (POST, PUT, PATCH, APPLY on
+# resources) as le=count pairs.
 scrape() {
 	local port
 	port=$(cat "$cdir/apiserver-port")
 	curl -fsS --max-time 20 --cacert "$cdir/pki/ca.crt" --cert "$cdir/pki/admin.crt" \
 		--key "$cdir/pki/admin.key" "https://127.0.0.1:$port/metrics" | awk '
-	/^apiserver_request_total\{/ && !/[{,]resource=""/ { req += $2 }
+	/^apiserver_request_total\{/ && !/[{,]resource=""/ { req += $2
+		if (!/[{,]resource="leases"/ || !/verb="(POST|PUT|PATCH|APPLY)"/) nl += $2 }
 	/^apiserver_request_duration_seconds_bucket\{/ && /verb="(POST|PUT|PATCH|APPLY)"/ && !/[{,]resource=""/ {
 		match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5); b[le] += $2 }
-	END { printf "%d", req; for (le in b) printf " %s=%d", le, b[le]; printf "\n" }'
+	END { printf "%d %d", req, nl; for (le in b) printf " %s=%d", le, b[le]; printf "\n" }'
 }
+# The second field of a scrape: requests other than Lease writes.
+nonlease() { local f=($1); echo "${f[1]}"; }
 lg_stat() { awk -v k="$1" '$1 == k {print $2}' "$work/lg.stats" 2>/dev/null || echo 0; }
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$opid/stat"; }
 # Median of the write latency between two scrapes, in ms (linear inside the bucket).
 median_ms() {
 	awk -v a="$1" -v b="$2" 'BEGIN {
-		n = split(a, x, " "); for (i = 2; i <= n; i++) { split(x[i], kv, "="); c0[kv[1]] = kv[2] }
-		n = split(b, y, " "); for (i = 2; i <= n; i++) { split(y[i], kv, "="); d[kv[1]] = kv[2] - c0[kv[1]] }
+		n = split(a, x, " "); for (i = 3; i <= n; i++) { split(x[i], kv, "="); c0[kv[1]] = kv[2] }
+		n = split(b, y, " "); for (i = 3; i <= n; i++) { split(y[i], kv, "="); d[kv[1]] = kv[2] - c0[kv[1]] }
 		m = 0; for (le in d) if (le != "+Inf") les[++m] = le + 0
 		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (les[j] < les[i]) { t = les[i]; les[i] = les[j]; les[j] = t }
 		total = d["+Inf"]; if (total <= 0) { print "0"; exit }
@@ -256,7 +260,7 @@ peers() {
 
 rows=()
 one_size() {
-	local n=$1 env_lines port mport line t0 tr a0 a1 a2 a3 a4 l0 l1 l2 l3 l4 c2 c3 c4 hwm rss
+	local n=$1 env_lines port mport line t0 tr a0 a1 a2 a3 a4 l0 l1 l2 c2 c3 c4 hwm rss
 	local scrape_b scrape_ms rss2 s0
 	cdir=$work/cluster-$n
 	env_lines=$(tests/cluster/cluster.sh start "$cdir" 2>"$work/cluster.err") || {
@@ -276,10 +280,15 @@ one_size() {
 	"$lg_bin" agents --kubeconfig "$KUBECONFIG" --racks "$n" --lease-namespace "$ns" \
 		--heartbeat "$hb" --install-ms "$install_ms" --stats "$work/lg.stats" --duration 1800 >"$work/lg.out" 2>"$work/lg.err" &
 	lpid=$!
+	# The load generator's first lists and watches are its own: let them
+	# pass (and its counters reach the stats file) before the background.
+	sleep 3
 	a0=$(scrape); l0=$(lg_stat requests)
 	sleep 10
 	a1=$(scrape); l1=$(lg_stat requests)
 	bg_rate=$(awk -v a0="${a0%% *}" -v a1="${a1%% *}" -v l0="$l0" -v l1="$l1" \
+		'BEGIN { printf "%.3f", (a1 - a0 - (l1 - l0)) / 10 }')
+	bg_nl=$(awk -v a0="$(nonlease "$a0")" -v a1="$(nonlease "$a1")" -v l0="$l0" -v l1="$l1" \
 		'BEGIN { printf "%.3f", (a1 - a0 - (l1 - l0)) / 10 }')
 
 	port=$((20000 + RANDOM % 10000)) mport=$((30000 + RANDOM % 10000))
@@ -310,9 +319,9 @@ one_size() {
 	fi
 	a2=$(scrape); l2=$(lg_stat requests); c2=$(cpu_s)
 	sleep 10
-	a3=$(scrape); l3=$(lg_stat requests); c3=$(cpu_s)
+	a3=$(scrape); c3=$(cpu_s)
 	sleep "$steady"
-	a4=$(scrape); l4=$(lg_stat requests); c4=$(cpu_s)
+	a4=$(scrape); c4=$(cpu_s)
 	hwm=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$opid/status")
 	rss=$(awk '/^VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/$opid/status")
 	# One /metrics scrape, as Prometheus would make, and the RSS after it.
@@ -332,13 +341,14 @@ one_size() {
 	med=$(median_ms "$a1" "$a2")
 	rows+=("$(awk -v n="$n" -v ms=$((tr - t0)) -v hwm="$hwm" -v rss="$rss" -v c2="$c2" -v c4="$c4" \
 		-v sb="$scrape_b" -v sms="$scrape_ms" -v rss2="$rss2" \
-		-v c3="$c3" -v a0="${a0%% *}" -v a1="${a1%% *}" -v a2="${a2%% *}" -v a3="${a3%% *}" \
-		-v a4="${a4%% *}" -v l0="$l0" -v l1="$l1" -v l2="$l2" -v l3="$l3" -v l4="$l4" \
+		-v c3="$c3" -v a1="${a1%% *}" -v a2="${a2%% *}" -v n3="$(nonlease "$a3")" \
+		-v n4="$(nonlease "$a4")" -v l1="$l1" -v l2="$l2" -v bg="$bg_rate" -v bgnl="$bg_nl" \
 		-v steady="$steady" -v w="$writes" -v med="$med" 'BEGIN {
-		bg = (a1 - a0 - (l1 - l0)) / 10                      # background requests per second
 		conv = ms / 1000
 		all = a2 - a1; op = all - (l2 - l1) - bg * conv
-		st = (a4 - a3 - (l4 - l3) - bg * steady) * 60 / steady
+		# At rest the load generator only renews Leases: count what is not
+		# a Lease write, so that its many renewals cannot blur the figure.
+		st = (n4 - n3 - bgnl * steady) * 60 / steady
 		if (st < 0) st = 0
 		if (op < 0) op = 0
 		printf "%5d %6d %9.1f %8.1f %7.1f %8.2f %9.3f %9.1f %9.1f %9.1f %6d %7s %8.2f %8.1f %6d %8.1f\n",
@@ -371,7 +381,8 @@ out=bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ).txt
 	echo "ready: kubectl apply of the racks to all Racks Ready with 18 of 18 trays; cpu: operator"
 	echo "user+system seconds to that point; cpu/min: at steady state; req/rack: all API requests"
 	echo "during convergence per rack; op/rack, op/min: the same less the load generator's own"
-	echo "requests and the idle background; writes: API writes the work needs (73 per rack);"
+	echo "requests and the idle background (at steady state: requests other than Lease writes,"
+	echo "less the background); writes: API writes the work needs (73 per rack);"
 	echo "floor: writes x median write latency of the same convergence (serial lower bound);"
 	echo "scrape: one GET /metrics after the steady window, its size and time; rss2: RSS after it."
 	# The operator's memory per added rack, between consecutive sizes.
