@@ -36,14 +36,7 @@ EVICT_S=60
 upg_crds
 upg_nodes
 k create namespace "$PNS" >/dev/null 2>&1
-out=$(k annotate node "$(node 1)" "$(node 2)" kwok.x-k8s.io/node=fake 2>&1)
-check "the canary Nodes are handed to kwok" $? "$out"
-"$NVL72_K8S_BIN/kwok" --kubeconfig="$KUBECONFIG" --manage-all-nodes=false \
-	--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-	--manage-nodes-with-label-selector= --manage-single-node= \
-	--cidr=10.244.0.0/16 --node-ip=10.0.0.1 --node-lease-duration-seconds=40 \
-	--server-address="127.0.0.1:$((wport + 1))" >"$work/kwok.log" 2>&1 &
-opids[kwok]=$!
+upg_kwok 1 2
 
 op_start op --webhook-bind-address=0
 upg_rack '.spec.policy.drain = {mode: "Checkpoint", checkpointDeadline: "'"$DEADLINE_S"'s", evictionDeadline: "'"$EVICT_S"'s"}'

@@ -165,6 +165,22 @@ upg_nodes() { # 18 Node objects, Ready, with the trays' loopback addresses
 	check "18 Nodes of $RACK, Ready" $rc "node create or status patch failed"
 }
 
+# upg_kwok TRAY...: the Nodes of those trays handed to kwok, which runs the
+# pods bound to them as a kubelet would (the workload a drain evicts);
+# kwok's pid in opids[kwok]. Needs NVL72_K8S_BIN.
+upg_kwok() {
+	local nodes=() i out
+	for i in "$@"; do nodes+=("$(node "$i")"); done
+	out=$(k annotate node "${nodes[@]}" kwok.x-k8s.io/node=fake 2>&1)
+	check "the Nodes of trays $* are handed to kwok" $? "$out"
+	"$NVL72_K8S_BIN/kwok" --kubeconfig="$KUBECONFIG" --manage-all-nodes=false \
+		--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+		--manage-nodes-with-label-selector= --manage-single-node= \
+		--cidr=10.244.0.0/16 --node-ip=10.0.0.1 --node-lease-duration-seconds=40 \
+		--server-address="127.0.0.1:$((wport + 1))" >"$work/kwok.log" 2>&1 &
+	opids[kwok]=$!
+}
+
 # op_start NAME [FLAG...]: an operator logging to $work/NAME.log, its pid in
 # opids[NAME]; probes, metrics and the dashboard on loopback or off.
 op_start() {
