@@ -118,7 +118,7 @@ static const struct op_watch domain_watches[] = {
 struct domain_pass {
 	json_t *dom;
 	struct api_compute_domain *spec;
-	json_t *trays; /* every ComputeTray */
+	json_t *trays; /* the ComputeTrays the pass can act on (tray_keep) */
 	json_t **nodes;
 	struct op_domain_cand *cand;
 	unsigned n;
@@ -149,17 +149,17 @@ static const char *internal_ip(const json_t *node)
 	return "";
 }
 
-static bool in_partition(struct op *op, const char *part, const json_t *tray)
+/* Whether tray is one of the partition's (NULL: the domain names one that
+ * does not exist, so no tray is). */
+static bool in_partition(const json_t *part, const json_t *tray)
 {
-	json_t *p = kube_informer_get(op->partitions, part);
 	const json_t *t;
 	bool in = false;
 	size_t i;
-	if (p && strcmp(jx_str_or(p, "spec.rack", ""), jx_str_or(tray, "spec.rack", "")) == 0)
-		json_array_foreach(jx_path(p, "spec.trays"), i, t)
+	if (part && strcmp(jx_str_or(part, "spec.rack", ""), jx_str_or(tray, "spec.rack", "")) == 0)
+		json_array_foreach(jx_path(part, "spec.trays"), i, t)
 			in |= json_integer_value(t) ==
 			      json_integer_value(jx_path(tray, "spec.index"));
-	json_decref(p);
 	return in;
 }
 
@@ -202,15 +202,48 @@ static void member_judge(struct op *op, struct domain_pass *p, struct op_domain_
 		c->failed_since_ms = op_domain_failed_since(p->dom, c->node, now);
 }
 
+/* What pass_load keeps of the cache's trays. */
+struct tray_pick {
+	struct domain_pass *p;
+	const json_t *part; /* the domain's partition, when it names one */
+};
+
+/* Keeps a tray the pass can act on: one of the domain's (by annotation or
+ * spec.imex), or a free one the domain's rack and partition allow. Placement,
+ * replacement and release look at nothing else (domain_eval.c: free_pick and
+ * the owner's trays), so a rack-scoped domain in a large cluster holds its
+ * rack's trees for the pass, not a tree of every tray. */
+static bool tray_keep(void *ud, json_t *t)
+{
+	struct tray_pick *k = ud;
+	struct domain_pass *p = k->p;
+	const char *rack = p->spec->rack, *owner;
+
+	if (t == NULL)
+		return true;
+	owner = member_of(t, "metadata.annotations");
+	if ((owner && strcmp(owner, p->dkey) == 0) ||
+	    strcmp(jx_str_or(t, "spec.imex.domain", ""), p->dkey) == 0 ||
+	    ((owner == NULL || owner[0] == '\0') &&
+	     (rack[0] == '\0' || strcmp(rack, jx_str_or(t, "spec.rack", "")) == 0) &&
+	     (p->spec->partition[0] == '\0' || in_partition(k->part, t))))
+		json_array_append(p->trays, t);
+	return true;
+}
+
 static void pass_load(struct op *op, struct domain_pass *p)
 {
 	const char *rack = p->spec->rack;
 	const char *part = p->spec->partition;
 	int64_t now = time_wall_ms();
+	struct tray_pick pick = {p, NULL};
+	json_t *pobj = part[0] ? kube_informer_get(op->partitions, part) : NULL;
 	const json_t *t;
 	size_t i;
 
-	p->trays = kube_informer_list(op->trays);
+	pick.part = pobj;
+	p->trays = json_array();
+	kube_informer_foreach(op->trays, tray_keep, &pick);
 	p->cand = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->cand));
 	p->nodes = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->nodes));
 	json_array_foreach(p->trays, i, t) {
@@ -232,12 +265,13 @@ static void pass_load(struct op *op, struct domain_pass *p)
 		             !json_is_true(jx_path(node, "spec.unschedulable")) &&
 		             strcmp(jx_str_or(t, "spec.maintenance.state", "None"), "None") == 0;
 		c->selected = (rack[0] == '\0' || strcmp(rack, c->rack) == 0) &&
-		              (part[0] == '\0' || in_partition(op, part, t));
+		              (part[0] == '\0' || in_partition(pobj, t));
 		c->imex_ready = tray_imex_ready(t, p->dkey);
 		c->nvidia = op_domain_tray_nvidia(t);
 		if (strcmp(c->owner, p->dkey) == 0)
 			member_judge(op, p, c, t, node, now);
 	}
+	json_decref(pobj);
 	op_domain_clique_split(p->cand, p->n, p->dkey, p->dom, now);
 }
 
