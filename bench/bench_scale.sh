@@ -106,6 +106,20 @@ scrape() {
 		match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5); b[le] += $2 }
 	END { printf "%d %d", req, nl; for (le in b) printf " %s=%d", le, b[le]; printf "\n" }'
 }
+# apiserver_request_total by verb, resource and subresource: "verb resource[/sub] n".
+req_by() {
+	local port
+	port=$(cat "$cdir/apiserver-port")
+	curl -fsS --max-time 20 --cacert "$cdir/pki/ca.crt" --cert "$cdir/pki/admin.crt" \
+		--key "$cdir/pki/admin.key" "https://127.0.0.1:$port/metrics" | awk '
+	/^apiserver_request_total\{/ && !/[{,]resource=""/ {
+		v = r = s = ""
+		if (match($0, /verb="[^"]*"/)) v = substr($0, RSTART + 6, RLENGTH - 7)
+		if (match($0, /[{,]resource="[^"]*"/)) r = substr($0, RSTART + 11, RLENGTH - 12)
+		if (match($0, /subresource="[^"]*"/)) s = substr($0, RSTART + 13, RLENGTH - 14)
+		n[v " " r (s == "" ? "" : "/" s)] += $2 }
+	END { for (k in n) print k, n[k] }'
+}
 # The second field of a scrape: requests other than Lease writes.
 nonlease() { local f=($1); echo "${f[1]}"; }
 lg_stat() { awk -v k="$1" '$1 == k {print $2}' "$work/lg.stats" 2>/dev/null || echo 0; }
@@ -163,16 +177,17 @@ upgrades_yaml() {
 # Writes one upgrade needs, from its final status: the create; a status
 # write per step and 3 for the phases before and after the steps; per tray
 # the three spec patches (Draining, Upgrading with the driver, None), the
-# Node's cordon, label at Drain and Apply, and uncordon, and one agent status
-# with the new driver; per canary tray the validation request and its
+# Node's cordon with its Draining label, its Upgrading label at Apply, and
+# its uncordon with the label's removal, and one agent status with the new
+# driver; per canary tray the validation request and its
 # result; the Rack's status.upgrade at each of its 6 phases.
 upgrade_writes() {
 	k get rackupgrades -o json | jq '[.items[] | 1 + (.status.steps | length) + 3 +
-		18 * 8 + 2 * (.status.canary.trays | length) + 6] | add'
+		18 * 7 + 2 * (.status.canary.trays | length) + 6] | add'
 }
 
 # The upgrade row: every rack upgraded at once, in the cluster of one_size.
-uprows=()
+uprows=() uprows_by=()
 one_upgrade() {
 	local n=$1 line t0 tu b0 b1 l0 l1 c0 c1 hwm writes med done
 	canaries_yaml "$n" | k apply -f - >/dev/null || { echo "bench_scale: canaries not applied"; return 1; }
@@ -180,6 +195,7 @@ one_upgrade() {
 	sleep 5
 	echo 5 >"/proc/$opid/clear_refs" 2>/dev/null # VmHWM from here
 	b0=$(scrape); l0=$(lg_stat requests); c0=$(cpu_s)
+	req_by >"$work/req0.txt"
 	t0=$(date +%s%3N)
 	k create -f "$work/upgrades.yaml" >/dev/null || { echo "bench_scale: upgrades not created"; return 1; }
 	tu=0
@@ -189,6 +205,7 @@ one_upgrade() {
 		sleep 0.2
 	done
 	b1=$(scrape); l1=$(lg_stat requests); c1=$(cpu_s)
+	req_by >"$work/req1.txt"
 	hwm=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$opid/status")
 	if ((tu == 0)); then
 		echo "bench_scale: $n upgrades did not all complete within 600 s"
@@ -206,6 +223,9 @@ one_upgrade() {
 		printf "%5d %6d %6d %11.1f %8.1f %7.2f %9.1f %9.1f %6d %7s %8.2f\n",
 			n, n * 18, done, t, hwm, c1 - c0, all / n, op / n, w, med, w * med / 1000 }')")
 	echo "bench_scale: $n upgrades done (${uprows[-1]})" >&2
+	uprows_by+=("$(awk -v n="$n" 'NR == FNR { b[$1 " " $2] = $3; next }
+		{ d = $3 - b[$1 " " $2]; if (d >= n) printf "%5d  %-8s %-34s %8d %8.1f\n", n, $1, $2, d, d / n }' \
+		"$work/req0.txt" "$work/req1.txt" | sort -k1,1n -k4,4nr)")
 }
 
 # The controller-runtime peer, whole objects and managedFields stripped, at
@@ -412,6 +432,10 @@ out=bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ).txt
 		echo "on the new driver; hwm: operator peak RSS during the upgrade; cpu: operator seconds"
 		echo "during it; req/rack, op/rack: as above; writes: API writes the upgrades need (see"
 		echo "docs/performance.md); floor: writes x median write latency during the upgrade."
+		echo
+		echo "the upgrade row's API requests by verb and resource (all clients; at least one per rack)"
+		echo "racks  verb     resource                              requests per-rack"
+		printf '%s\n' "${uprows_by[@]}"
 	fi
 } | tee "$out"
 cp "$out" bench/results/scale-latest.txt

@@ -48,6 +48,18 @@ struct kube_status;
 /* How the sentence names those claims: this, then ": " and the claims. */
 #define DRAIN_CLAIMS_NOTE "pulled from under allocated imex.nvl72.io claims"
 
+/* What a cordon or uncordon write may start from and carry besides. */
+struct drain_node_write {
+	/* By position in the nodes given, entries may be NULL: the Node as a
+	 * cache last saw it. The first try writes against its
+	 * resourceVersion (a stale copy fails with a conflict and the Node is
+	 * read then), saving a GET per Node and pass. */
+	const json_t *const *cached;
+	/* Label -> string, or JSON null to remove it: set in the same write
+	 * as the cordon, or alone when the cordon has nothing to do. */
+	const json_t *labels;
+};
+
 struct drain_policy {
 	enum api_drain_mode mode;
 	int64_t checkpoint_deadline_ms; /* Checkpoint mode: wait for acks this long */
@@ -55,6 +67,7 @@ struct drain_policy {
 	const char *owner;              /* "rackupgrade/<name>": cordon and annotations */
 	int64_t started_ms;             /* wall time the drain began (0: unknown); the
 	                                 * wait between passes grows with it */
+	struct drain_node_write write;  /* the cordon's start and extra labels */
 };
 
 struct drain_result {
@@ -89,9 +102,10 @@ enum nv_err drain_nodes(struct kube_client *c, const char *const *nodes, unsigne
 void drain_message_keep_claims(char *msg, size_t cap, const char *before);
 
 /* Uncordons the nodes this owner cordoned (and drops its annotation);
- * a cordon by anyone else stays. */
+ * a cordon by anyone else stays. w (NULL: none) as in drain_policy. */
 enum nv_err drain_release(struct kube_client *c, const char *const *nodes, unsigned n,
-                          const char *owner, struct kube_status *st);
+                          const char *owner, const struct drain_node_write *w,
+                          struct kube_status *st);
 
 /* The merge patch that cordons (want) or uncordons node on behalf of owner,
  * the whole value of the cordoned-by annotation ("rack/<name>",

@@ -91,6 +91,7 @@ struct op_config {
 	const char *agent_node_selector; /* Nodes the agent DaemonSet selects; "": no check */
 	int64_t heartbeat_timeout_ms;    /* 0: never stale */
 	int64_t domain_replace_grace_ms; /* a failed domain member waits this long */
+	int64_t rack_status_interval_ms; /* least time between a Rack's status writes */
 	int rack_workers;                /* workers of each controller */
 	int domain_workers;
 	int partition_workers;

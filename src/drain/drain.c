@@ -419,23 +419,59 @@ static void st_say(struct kube_status *st, const char *msg)
 	snprintf(st->message, sizeof(st->message), "%s", msg);
 }
 
-/* Cordons (want) or uncordons node for owner. Each try reads the Node and
- * writes with its resourceVersion; a conflict means someone else wrote in
- * between, so the decision is made again on a fresh read. */
+/* Adds to *patch (made when NULL, with node's resourceVersion) the labels
+ * of want (label -> string or null) that node does not have yet. */
+static void labels_add(json_t **patch, const json_t *node, const json_t *want)
+{
+	const json_t *have = jx_path(node, "metadata.labels"), *v, *cur;
+	const char *key;
+	json_t *meta, *labels;
+
+	json_object_foreach((json_t *)want, key, v) {
+		cur = json_is_object(have) ? json_object_get(have, key) : NULL;
+		if (json_is_null(v) ? cur == NULL : json_equal(cur, v))
+			continue;
+		if (*patch == NULL)
+			*patch = json_object();
+		if ((meta = json_object_get(*patch, "metadata")) == NULL) {
+			meta = json_pack("{s:s}", "resourceVersion",
+			                 jx_str_or(node, "metadata.resourceVersion", ""));
+			json_object_set_new(*patch, "metadata", meta);
+		}
+		if ((labels = json_object_get(meta, "labels")) == NULL) {
+			labels = json_object();
+			json_object_set_new(meta, "labels", labels);
+		}
+		json_object_set(labels, key, (json_t *)v);
+	}
+}
+
+/* Cordons (want) or uncordons node for owner, with the labels of w. Each
+ * try reads the Node (the first starts from w's cached copy when there is
+ * one) and writes with its resourceVersion; a conflict means someone else
+ * wrote in between, so the decision is made again on a fresh read. */
 static enum nv_err node_cordon(struct kube_client *c, const char *node, const char *owner,
-                               bool want, struct kube_status *st)
+                               bool want, const json_t *cached, const json_t *labels,
+                               struct kube_status *st)
 {
 	const struct kube_patch_opts po = {.type = KUBE_PATCH_MERGE};
 	enum nv_err rc = NV_E_CONFLICT;
 
-	for (int i = 0; i < WRITE_TRIES && rc == NV_E_CONFLICT; i++) {
+	for (int i = 0; i < WRITE_TRIES + (cached != NULL) && rc == NV_E_CONFLICT; i++) {
 		json_t *n = NULL, *patch;
-		rc = kube_get(c, &KUBE_RES_NODES, NULL, node, &n, st);
+		if (i == 0 && cached) {
+			n = json_incref((json_t *)cached);
+			rc = NV_OK;
+		} else {
+			rc = kube_get(c, &KUBE_RES_NODES, NULL, node, &n, st);
+		}
 		if (rc == NV_E_NOT_FOUND && !want)
 			return NV_OK; /* gone: nothing left to uncordon */
 		if (rc != NV_OK)
 			break;
 		patch = drain_cordon_patch(n, owner, want);
+		if (json_is_object(labels))
+			labels_add(&patch, n, labels);
 		json_decref(n);
 		if (patch == NULL)
 			return NV_OK;
@@ -829,7 +865,8 @@ enum nv_err drain_nodes(struct kube_client *c, const char *const *nodes, unsigne
 		return NV_E_INVAL;
 	all = json_array();
 	for (unsigned i = 0; i < n && rc == NV_OK; i++) {
-		rc = node_cordon(c, nodes[i], p->owner, true, st);
+		rc = node_cordon(c, nodes[i], p->owner, true,
+		                 p->write.cached ? p->write.cached[i] : NULL, p->write.labels, st);
 		if (rc == NV_OK)
 			rc = pods_on(c, nodes[i], all, st);
 	}
@@ -894,7 +931,8 @@ static enum nv_err handshake_clear(struct kube_client *c, const char *node, stru
 }
 
 enum nv_err drain_release(struct kube_client *c, const char *const *nodes, unsigned n,
-                          const char *owner, struct kube_status *st)
+                          const char *owner, const struct drain_node_write *w,
+                          struct kube_status *st)
 {
 	struct kube_status local;
 	enum nv_err rc = NV_OK;
@@ -904,7 +942,8 @@ enum nv_err drain_release(struct kube_client *c, const char *const *nodes, unsig
 	if (!args_ok(nodes, n, owner, st))
 		return NV_E_INVAL;
 	for (unsigned i = 0; i < n && rc == NV_OK; i++) {
-		rc = node_cordon(c, nodes[i], owner, false, st);
+		rc = node_cordon(c, nodes[i], owner, false, w && w->cached ? w->cached[i] : NULL,
+		                 w ? w->labels : NULL, st);
 		if (rc == NV_OK)
 			rc = handshake_clear(c, nodes[i], st);
 	}

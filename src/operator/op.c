@@ -336,6 +336,8 @@ static enum nv_err op_build(struct op *op)
 	    (rc = kube_informer_add_index(op->trays, OP_INDEX_TRAY_RACK, index_spec_rack, NULL)) ||
 	    (rc = kube_informer_add_index(op->upgrades, OP_INDEX_UPGRADE_RACK, index_spec_rack,
 	                                  NULL)) ||
+	    (rc = kube_informer_add_index(op->partitions, OP_INDEX_PARTITION_RACK, index_spec_rack,
+	                                  NULL)) ||
 	    (rc = kube_informer_add_index(op->nodes, "rack", kube_index_label, OP_LABEL_RACK)) ||
 	    (rc = kube_informer_add_index(op->nodes, "domain", kube_index_label,
 	                                  OP_LABEL_COMPUTE_DOMAIN)))
@@ -374,7 +376,9 @@ enum nv_err op_new(const struct op_config *cfg, struct op **out)
 	pthread_mutex_init(&op->mu, NULL);
 	pthread_cond_init(&op->cv, NULL);
 	pthread_mutex_init(&op->feed_mu, NULL);
+	pthread_mutex_init(&op->rack_mu, NULL);
 	pthread_mutex_init(&op->dra.mu, NULL);
+	op->rack_written = json_object();
 	op->feed_last = json_object();
 	op->fleet = json_object();
 	op->events = json_array();
@@ -460,12 +464,14 @@ void op_free(struct op *op)
 	kube_client_free(op->c);
 	kube_selector_free(op->agent_sel);
 	metrics_registry_free(op->reg);
+	json_decref(op->rack_written);
 	json_decref(op->feed_last);
 	json_decref(op->fleet);
 	json_decref(op->events);
 	pthread_mutex_destroy(&op->mu);
 	pthread_cond_destroy(&op->cv);
 	pthread_mutex_destroy(&op->feed_mu);
+	pthread_mutex_destroy(&op->rack_mu);
 	pthread_mutex_destroy(&op->dra.mu);
 	free(op);
 }

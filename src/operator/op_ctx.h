@@ -78,6 +78,8 @@ struct op_watch {
 /* RackUpgrades by spec.rack: a tray's event finds its rack's upgrades
  * without reading them all. */
 #define OP_INDEX_UPGRADE_RACK "rack"
+/* RackPartitions by spec.rack: a rack's pass or event reads its own. */
+#define OP_INDEX_PARTITION_RACK "rack"
 #define OP_WATCH_MAX 8
 
 /* A controller: one row of op.c's table, defined in the controller's own
@@ -199,6 +201,11 @@ struct op {
 	int64_t stop_ms;  /* monotonic time of the first stop request */
 	bool leader_done; /* the election thread returned */
 	bool workers_on;  /* controllers running (main thread only) */
+
+	/* Rack controller: when each Rack's status was last written
+	 * (monotonic ms), for --rack-status-interval. */
+	pthread_mutex_t rack_mu;
+	json_t *rack_written; /* rack name -> integer */
 
 	/* Dashboard feed: last text published per topic, and the fleet. */
 	pthread_mutex_t feed_mu;

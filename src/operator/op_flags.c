@@ -108,6 +108,12 @@ const struct flag op_flags[] = {
          NULL,
          "How long a failed member of a ComputeDomain with spec.replaceFailedNodes stays before a "
          "spare replaces it."},
+        {"rack-status-interval", CFG(rack_status_interval_ms), OP_FLAG_DURATION, "1s", 0, 60000,
+         NULL,
+         "Least time between two status writes of one Rack: changes inside it (an upgrade moves "
+         "each tray's maintenance, readiness and driver in quick succession) go out together at "
+         "its end; a change after a quiet interval, or one that flips a condition's status, goes "
+         "out at once. 0 writes every change at once."},
         {"rack-workers", CFG(rack_workers), OP_FLAG_INT, "2", 1, 64, NULL,
          "Workers of the Rack controller: Racks reconciled at once."},
         {"domain-workers", CFG(domain_workers), OP_FLAG_INT, "2", 1, 64, NULL,

@@ -106,7 +106,7 @@ static enum nv_err part_backend_open(struct op *op)
 
 static void enqueue_rack_parts(struct op *op, const char *rack, struct kube_workqueue *q)
 {
-	json_t *ps = kube_informer_list(op->partitions), *p;
+	json_t *ps = kube_informer_by_index(op->partitions, OP_INDEX_PARTITION_RACK, rack), *p;
 	size_t i;
 	json_array_foreach(ps, i, p)
 		if (strcmp(jx_str_or(p, "spec.rack", ""), rack) == 0)
@@ -407,7 +407,7 @@ static enum nv_err cordons_sync(struct op *op, struct part_pass *p, uint32_t mas
 			rc = cordon_one(op, p, t, true, changed);
 		} else if (!marked_by(t->node_o, owner)) {
 			continue;
-		} else if ((rc = drain_release(op->c, &t->node, 1, owner, &st)) == NV_OK) {
+		} else if ((rc = drain_release(op->c, &t->node, 1, owner, NULL, &st)) == NV_OK) {
 			changed[1]++;
 			log_info(PART_COMP, "node uncordoned", "partition=%s node=%s", p->name,
 			         t->node);

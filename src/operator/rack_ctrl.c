@@ -92,15 +92,45 @@ static void map_matrix(struct op *op, const json_t *obj, struct kube_workqueue *
 	json_decref(racks);
 }
 
+/* A Rack's own status writes bring no pass: a pass acts on its labels,
+ * annotations, finalizers, deletion, spec and status.upgrade (the upgrade
+ * controller's mark), and writes the rest of the status itself. */
+static bool rack_changed(struct op *op, const json_t *o, const json_t *n)
+{
+	static const char *const paths[] = {"metadata.labels",
+	                                    "metadata.annotations",
+	                                    "metadata.finalizers",
+	                                    "metadata.deletionTimestamp",
+	                                    "spec",
+	                                    "status.upgrade",
+	                                    NULL};
+	(void)op;
+	for (const char *const *p = paths; *p; p++)
+		if (!json_equal(jx_path(o, *p), jx_path(n, *p)) &&
+		    (jx_path(o, *p) != NULL || jx_path(n, *p) != NULL))
+			return true;
+	return false;
+}
+
+/* A RackUpgrade matters here only when it goes (its mark in the Rack's
+ * status.upgrade is then released): updates of its status bring no pass. */
+static bool upgrade_changed(struct op *op, const json_t *o, const json_t *n)
+{
+	(void)op;
+	(void)o;
+	(void)n;
+	return false;
+}
+
 static const struct op_watch rack_watches[] = {
-        {.informer = OP_INFORMER(racks), .map = map_rack},
+        {.informer = OP_INFORMER(racks), .map = map_rack, .changed = rack_changed},
         {.informer = OP_INFORMER(trays), .map = map_racked},
         {.informer = OP_INFORMER(nodes), .map = map_node, .changed = node_changed},
         {.informer = OP_INFORMER(leases), .map = map_lease, .changed = op_lease_changed},
         {.informer = OP_INFORMER(matrices), .map = map_matrix},
         {.informer = OP_INFORMER(partitions), .map = map_racked},
         /* A RackUpgrade deleted mid-flight leaves its mark in status.upgrade. */
-        {.informer = OP_INFORMER(upgrades), .map = map_racked},
+        {.informer = OP_INFORMER(upgrades), .map = map_racked, .changed = upgrade_changed},
 };
 
 /* ---- reconcile ---- */
@@ -276,17 +306,19 @@ static enum nv_err nodes_sync(struct op *op, struct rack_pass *p, const struct o
  * them when the rack is gone): drop our labels and our cordon. */
 static enum nv_err nodes_release(struct op *op, const char *rack, const struct rack_pass *p)
 {
-	json_t *nodes = kube_informer_by_index(op->nodes, "rack", rack), *n, *patch;
+	/* Names first: the Nodes the pass lists (every one, mostly) are not
+	 * read again. */
+	json_t *names = kube_informer_index_keys(op->nodes, "rack", rack), *name, *n, *patch;
 	enum nv_err worst = NV_OK, rc;
 	char owner[128];
 	size_t i;
 
 	snprintf(owner, sizeof(owner), "rack/%s", rack);
-	json_array_foreach(nodes, i, n) {
+	json_array_foreach(names, i, name) {
 		bool listed = false;
 		for (unsigned k = 0; p && k < p->n; k++)
-			listed |= strcmp(p->in[k].node_name, kube_obj_name(n)) == 0;
-		if (listed)
+			listed |= strcmp(p->in[k].node_name, json_string_value(name)) == 0;
+		if (listed || (n = kube_informer_get(op->nodes, json_string_value(name))) == NULL)
 			continue;
 		if ((patch = drain_cordon_patch(n, owner, false)) != NULL) {
 			if ((rc = node_patch(op, kube_obj_name(n), patch)) != NV_OK)
@@ -299,8 +331,9 @@ static enum nv_err nodes_release(struct op *op, const char *rack, const struct r
 			json_decref(patch);
 		}
 		log_info(RACK_COMP, "node released", "rack=%s node=%s", rack, kube_obj_name(n));
+		json_decref(n);
 	}
-	json_decref(nodes);
+	json_decref(names);
 	return worst;
 }
 
@@ -444,7 +477,7 @@ static void pass_load(struct op *op, struct rack_pass *p)
 	const char *rname = kube_obj_name(p->rack);
 
 	p->matrix = matrix_read(op, p->spec);
-	p->parts = kube_informer_list(op->partitions);
+	p->parts = kube_informer_by_index(op->partitions, OP_INDEX_PARTITION_RACK, rname);
 	for (unsigned i = 0; i < p->spec->ncompute && p->n < API_COMPUTE_TRAYS; i++) {
 		const struct api_rack_compute_tray *t = &p->spec->compute[i];
 		struct op_tray_in *in = &p->in[p->n];
@@ -546,21 +579,77 @@ static void upgrade_gone(struct op *op, struct rack_pass *p, json_t *want)
 	json_object_del(json_object_get(want, "status"), "upgrade");
 }
 
+/* --rack-status-interval. The status sums up the rack's 18 trays, so
+ * during an upgrade each tray's maintenance, readiness and driver change
+ * would otherwise be one write of the whole status (and one watch event to
+ * every reader of Racks). A change inside the interval after the last
+ * write waits for its end, the pass requeued then, and goes out with
+ * whatever else changed meanwhile; one after a quiet interval, or one that
+ * flips a condition, goes out at once. Returns how long the write must
+ * still wait; 0: now. */
+static int64_t status_hold_ms(struct op *op, const char *rack, int64_t now)
+{
+	int64_t every = op->cfg.rack_status_interval_ms, last;
+	if (every <= 0)
+		return 0;
+	pthread_mutex_lock(&op->rack_mu);
+	last = json_integer_value(json_object_get(op->rack_written, rack));
+	pthread_mutex_unlock(&op->rack_mu);
+	return last > 0 && now - last < every ? last + every - now : 0;
+}
+
+/* Whether a condition of want is new or has another status than in
+ * have: such a change (Ready, Degraded, UpgradeInProgress flipping) goes
+ * out at once, only the detail waits for the interval. */
+static bool conditions_flipped(const json_t *have, const json_t *want)
+{
+	const json_t *c;
+	size_t i;
+	json_array_foreach(jx_path(want, "status.conditions"), i, c) {
+		const json_t *o = kube_condition_find(have, jx_str_or(c, "type", ""));
+		if (o == NULL ||
+		    !json_equal(json_object_get(o, "status"), json_object_get(c, "status")))
+			return true;
+	}
+	return false;
+}
+
+/* Records the write at now; now 0 forgets the rack (gone). */
+static void status_written(struct op *op, const char *rack, int64_t now)
+{
+	pthread_mutex_lock(&op->rack_mu);
+	if (now > 0)
+		json_object_set_new(op->rack_written, rack, json_integer(now));
+	else
+		json_object_del(op->rack_written, rack);
+	pthread_mutex_unlock(&op->rack_mu);
+}
+
+/* Writes the status when it changed and the interval allows; *hold_ms is
+ * set to the wait when it does not. */
 static enum nv_err status_sync(struct op *op, struct rack_pass *p, const struct op_rack_eval *ev,
-                               bool cordoned)
+                               bool cordoned, int64_t *hold_ms)
 {
 	json_t *want = json_deep_copy(p->rack), *patch;
 	struct kube_status st;
 	enum nv_err rc = NV_OK;
+	int64_t now = time_mono_ms();
 
+	*hold_ms = 0;
 	upgrade_gone(op, p, want);
 	op_rack_status_apply(want, ev, cordoned, time_wall_ms());
 	patch = op_rack_status_patch(p->rack, want);
-	if (patch) {
+	if (patch && !conditions_flipped(p->rack, want) &&
+	    (*hold_ms = status_hold_ms(op, kube_obj_name(p->rack), now)) > 0) {
+		log_debug(RACK_COMP, "status write held", "rack=%s for_ms=%lld",
+		          kube_obj_name(p->rack), (long long)*hold_ms);
+	} else if (patch) {
 		rc = kube_patch(op->c, &OP_RES_RACKS, NULL, kube_obj_name(p->rack),
 		                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE,
 		                                          .subresource = "status"},
 		                patch, NULL, &st);
+		if (rc == NV_OK)
+			status_written(op, kube_obj_name(p->rack), now);
 		if (rc == NV_OK)
 			log_info(RACK_COMP, "status written",
 			         "rack=%s ready=%d unavailable=%d stack=%s fabric=%s degraded=%d",
@@ -581,6 +670,7 @@ static struct kube_result rack_reconcile(void *ud, const char *key)
 	struct rack_pass p;
 	struct op_rack_eval ev;
 	int cordoned = 0, uncordoned = 0;
+	int64_t hold_ms = 0;
 	enum nv_err rc = NV_OK, r2;
 	struct kube_result res = {0};
 
@@ -590,6 +680,7 @@ static struct kube_result rack_reconcile(void *ud, const char *key)
 		/* Gone without our finalizer (removed by hand): release what is left. */
 		rc = nodes_release(op, key, NULL);
 		op_feed_rack_gone(op, key);
+		status_written(op, key, 0);
 		return (struct kube_result){.err = rc};
 	}
 	if (json_is_string(jx_path(p.rack, "metadata.deletionTimestamp"))) {
@@ -620,13 +711,16 @@ static struct kube_result rack_reconcile(void *ud, const char *key)
 		rc = r2;
 	rack_events(op, &p, &ev, cordoned, uncordoned);
 	/* The status says "cordoned" only once every Node is. */
-	if ((r2 = status_sync(op, &p, &ev, want_cordon && rc == NV_OK)) != NV_OK)
+	if ((r2 = status_sync(op, &p, &ev, want_cordon && rc == NV_OK, &hold_ms)) != NV_OK)
 		rc = r2;
 	op_feed_rack(op, p.rack, &ev, p.in, want_cordon);
 	if (rc == NV_OK && ev.next_check_ms > 0) {
 		int64_t d = ev.next_check_ms - time_wall_ms();
 		res.requeue_after_ms = d > 1000 ? d : 1000;
 	}
+	if (rc == NV_OK && hold_ms > 0 &&
+	    (res.requeue_after_ms == 0 || hold_ms < res.requeue_after_ms))
+		res.requeue_after_ms = hold_ms;
 	res.err = rc;
 	pass_clear(&p);
 	return res;

@@ -324,7 +324,7 @@ static void load_rack(struct op *op, struct upg_pass *p)
 		p->nappr++;
 	}
 	json_decref(all);
-	all = kube_informer_list(op->partitions);
+	all = kube_informer_by_index(op->partitions, OP_INDEX_PARTITION_RACK, p->u->rack);
 	p->parts = xcalloc(json_array_size(all) + 1, sizeof(*p->parts));
 	json_array_foreach(all, i, o) {
 		if (strcmp(jx_str_or(o, "spec.rack", ""), p->u->rack) != 0)
@@ -441,9 +441,11 @@ static json_t *maint_json(const struct upg_pass *p, const char *state,
 }
 
 /* The tray side of an action, on every tray of a->trays: maintenance state,
- * driver and validation request in the spec, the Node's label. */
+ * driver and validation request in the spec, the Node's label (for a drain
+ * or a release, written by the drain with the cordon: nodes and cached
+ * give it the Nodes by name and as cached). */
 static enum nv_err trays_act(struct op *op, struct upg_pass *p, const struct op_upgrade_out *a,
-                             const char **nodes, unsigned *nnodes)
+                             const char **nodes, const json_t **cached, unsigned *nnodes)
 {
 	enum nv_err worst = NV_OK, rc;
 	*nnodes = 0;
@@ -458,6 +460,7 @@ static enum nv_err trays_act(struct op *op, struct upg_pass *p, const struct op_
 			json_decref(spec);
 			continue;
 		}
+		cached[*nnodes] = p->nodes[pos];
 		nodes[(*nnodes)++] = p->tin[pos].node;
 		if (a->act == OP_UPG_VALIDATE)
 			json_object_set_new(spec, "validation",
@@ -469,7 +472,8 @@ static enum nv_err trays_act(struct op *op, struct upg_pass *p, const struct op_
 			                    json_pack("{s:s}", "version", a->driver));
 		if ((rc = tray_patch(op, t, json_pack("{s:o}", "spec", spec))) != NV_OK)
 			worst = rc;
-		if (a->act != OP_UPG_VALIDATE &&
+		if (a->act != OP_UPG_VALIDATE && a->act != OP_UPG_DRAIN &&
+		    a->act != OP_UPG_RELEASE &&
 		    (rc = node_label(op, p->nodes[pos], strcmp(state, "None") ? state : NULL)) !=
 		            NV_OK)
 			worst = rc;
@@ -620,18 +624,16 @@ static struct kube_result drain_expired(struct op *op, struct upg_pass *p,
 	return (struct kube_result){0};
 }
 
-static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack_upgrade_status *st,
-                              const struct op_upgrade_out *a)
+/* act's drain or release of the nodes (n of them), then the step's record. */
+static struct kube_result act_nodes(struct op *op, struct upg_pass *p,
+                                    struct api_rack_upgrade_status *st,
+                                    const struct op_upgrade_out *a, const char *const *nodes,
+                                    unsigned n, const struct drain_node_write *w, int64_t now)
 {
-	const char *nodes[API_COMPUTE_TRAYS];
-	unsigned n = 0;
 	struct kube_status ks;
 	struct drain_result dr;
-	enum nv_err rc = trays_act(op, p, a, nodes, &n);
-	int64_t now = upgrade_clock();
+	enum nv_err rc;
 
-	if (rc != NV_OK)
-		return (struct kube_result){.err = rc};
 	if (a->act == OP_UPG_OOB)
 		return oob_act(op, p, st, a);
 	if (a->act == OP_UPG_DRAIN) {
@@ -639,7 +641,8 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 		                           .checkpoint_deadline_ms =
 		                                   p->rack->policy.checkpoint_deadline_ms,
 		                           .force = p->u->force,
-		                           .owner = p->owner};
+		                           .owner = p->owner,
+		                           .write = *w};
 		memset(&dr, 0, sizeof(dr));
 		rc = drain_nodes(op->c, nodes, n, &pol, now, &dr, &ks);
 		if (rc != NV_OK)
@@ -671,7 +674,7 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 		op_upgrade_step_finish(st, a->step, API_STEP_SUCCEEDED,
 		                       dr.message[0] ? dr.message : "drained", now);
 	} else if (a->act == OP_UPG_RELEASE) {
-		if ((rc = drain_release(op->c, nodes, n, p->owner, &ks)) != NV_OK)
+		if ((rc = drain_release(op->c, nodes, n, p->owner, w, &ks)) != NV_OK)
 			return (struct kube_result){.err = rc};
 		op_upgrade_step_finish(st, a->step, API_STEP_SUCCEEDED, "trays out of maintenance",
 		                       now);
@@ -684,6 +687,28 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 	if ((rc = status_write(op, p, st)) != NV_OK)
 		return (struct kube_result){.err = rc};
 	return (struct kube_result){0};
+}
+
+static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack_upgrade_status *st,
+                              const struct op_upgrade_out *a)
+{
+	const char *nodes[API_COMPUTE_TRAYS];
+	const json_t *cached[API_COMPUTE_TRAYS];
+	unsigned n = 0;
+	enum nv_err rc = trays_act(op, p, a, nodes, cached, &n);
+	int64_t now = upgrade_clock();
+	/* The Nodes' maintenance label goes with their cordon (one write). */
+	json_t *mark = json_pack("{s:o}", OP_LABEL_MAINTENANCE,
+	                         a->act == OP_UPG_DRAIN ? json_string("Draining") : json_null());
+	struct drain_node_write w = {.cached = cached, .labels = mark};
+	struct kube_result r;
+
+	if (rc != NV_OK)
+		r = (struct kube_result){.err = rc};
+	else
+		r = act_nodes(op, p, st, a, nodes, n, &w, now);
+	json_decref(mark);
+	return r;
 }
 
 /* Whether the cached upgrade is the latest version. A pass that acts

@@ -333,6 +333,9 @@ EOF
 }
 report() { k patch computetray "$RACK-t$1" --subresource=status --type=merge -p "$(tray_status "$1" "$2" "$3")" >/dev/null; }
 
+rack_writes() { grep -c "status written.*rack=$RACK " "$work/op-$leader.log"; }
+w0=$(rack_writes)
+t_rep=$(now_s)
 rc=0
 for i in $(seq -w 1 18); do report "$i" True "$(date -u +%FT%TZ)" || rc=1; done
 check "agents report status on all 18 trays" $rc "a status patch failed"
@@ -342,6 +345,14 @@ rack_is() { # rack_is CONDITION STATUS
 }
 wait_for 30 bash -c "[[ \$($KUBECTL get rack $RACK -o jsonpath='{.status.capacity.readyTrays}') == 18 ]]" && rack_is Ready True
 check "rack Ready with 18 ready trays" $? "$(k get rack "$RACK" -o jsonpath='{.status.conditions}' | cut -c1-300)"
+# Each report changes the rack's summary; --rack-status-interval (1 s by
+# default) lets at most one status write a second through, the last one
+# carrying everything (the Ready check above reads it).
+el=$(elapsed "$t_rep" "$(now_s)")
+w=$(($(rack_writes) - w0))
+awk -v w="$w" -v el="$el" 'BEGIN { exit !(w >= 1 && w <= int(el) + 2) }'
+check "18 tray reports over $el s: $w Rack status writes, at most one a second" $? \
+	"$w writes in $el s"
 st=$(k get rack "$RACK" -o json | jq -r '[.status.stack, .status.fabric.state, .status.fabric.clusterUUID, (.status.fabric.cliques|length), .status.capacity.healthyGPUs, .status.observedGeneration] | map(tostring) | join(" ")')
 [[ $st == "gb300-r580-95 Healthy $CLUSTER 2 72 1" ]]
 check "rack status: stack, fabric, cliques, capacity, observedGeneration" $? "got '$st'"
@@ -379,8 +390,12 @@ wait_for 30 all_cordoned
 rc=$? # before the name's command substitutions, which set $? anew
 check "3 trays down, threshold 2: every Node cordoned, 17 marked as ours ($(elapsed "$t_down" "$(now_s)") s)" $rc \
 	"$(k get nodes -l "nvl72.io/rack=$RACK" -o custom-columns=N:.metadata.name,U:.spec.unschedulable --no-headers | tr -s ' \n' ' ')"
-msg=$(k get rack "$RACK" -o jsonpath='{.status.conditions[?(@.type=="Degraded")].message}')
-rack_is Degraded True && [[ $msg == *"t03 TrayNotReady"* && $msg == *"t11 HeartbeatStale"* && $msg == *"t15 NodeCordoned"* ]]
+# The status follows the cordons within --rack-status-interval.
+degraded_says_why() {
+	msg=$(k get rack "$RACK" -o jsonpath='{.status.conditions[?(@.type=="Degraded")].message}')
+	rack_is Degraded True && [[ $msg == *"t03 TrayNotReady"* && $msg == *"t11 HeartbeatStale"* && $msg == *"t15 NodeCordoned"* ]]
+}
+wait_for 10 degraded_says_why
 check "Degraded=True says why" $? "message: $msg"
 echo "#   Degraded: $msg"
 has_event() {
@@ -389,8 +404,11 @@ has_event() {
 }
 wait_for 20 has_event RackCordoned
 check "a RackCordoned Event" $? "$(k get events -n default 2>&1 | tail -3 | tr '\n' ';')"
-ready_msg=$(k get rack "$RACK" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.capacity.readyTrays}')
-[[ $ready_msg == "False 14" ]]
+ready_14() {
+	ready_msg=$(k get rack "$RACK" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status} {.status.capacity.readyTrays}')
+	[[ $ready_msg == "False 14" ]]
+}
+wait_for 10 ready_14
 check "capacity counts 14 ready trays, rack not Ready (minHealthyTrays 16)" $? "got '$ready_msg'"
 
 # ------------------------------------------- failover + recovery ---

@@ -374,8 +374,8 @@ static void test_checkpoint(void)
 	      "the DaemonSet pod and the mirror pod stay", "one of them was evicted");
 
 	struct kube_status st;
-	check(drain_release(C, nodes, 2, "rackupgrade/it1", &st) == NV_OK, "drain_release succeeds",
-	      "%s", st.message);
+	check(drain_release(C, nodes, 2, "rackupgrade/it1", NULL, &st) == NV_OK,
+	      "drain_release succeeds", "%s", st.message);
 	n1 = get_node("drain-n1");
 	check(n1 && !json_is_true(jx_path(n1, "spec.unschedulable")) &&
 	              ann(n1, DRAIN_ANN_CORDONED_BY) == NULL,
@@ -457,7 +457,7 @@ static void test_pdb_and_foreign_cordon(void)
 	check(!pod_exists_untouched("web-0"), "the guarded pod was evicted",
 	      "web-0 is still there");
 
-	check(drain_release(C, nodes, 2, "rackupgrade/it2", &st) == NV_OK,
+	check(drain_release(C, nodes, 2, "rackupgrade/it2", NULL, &st) == NV_OK,
 	      "drain_release of the second drain succeeds", "%s", st.message);
 	json_t *n3 = get_node("drain-n3"), *n4n = get_node("drain-n4");
 	check(n3 && json_is_true(jx_path(n3, "spec.unschedulable")),
@@ -489,7 +489,7 @@ static void test_release_clears_handshake(void)
 	bool asked = p && ann(p, DRAIN_ANN_CHECKPOINT) != NULL;
 	json_decref(p);
 	/* The upgrade is aborted before the next pass: release. */
-	check(asked && drain_release(C, nodes, 1, "rackupgrade/it4", &st) == NV_OK,
+	check(asked && drain_release(C, nodes, 1, "rackupgrade/it4", NULL, &st) == NV_OK,
 	      "an abandoned drain is released", "asked=%d: %s", asked, st.message);
 	p = get_pod("keep");
 	check(p && jx_path(p, "metadata.deletionTimestamp") == NULL &&
@@ -498,6 +498,110 @@ static void test_release_clears_handshake(void)
 	      "drain_release drops the handshake from the pods that stayed",
 	      "the pod still carries it or is going");
 	json_decref(p);
+}
+
+/* ---- the Node's label in the cordon's write ---- */
+
+struct node_writes {
+	int modified;
+	json_t *first; /* the first MODIFIED object */
+};
+
+static enum nv_err count_write(void *ud, enum kube_event_type type, json_t *obj)
+{
+	struct node_writes *w = ud;
+	if (type == KUBE_EV_MODIFIED && w->modified++ == 0)
+		w->first = json_incref(obj);
+	return NV_OK;
+}
+
+/* The writes to node after resourceVersion rv: the watch replays them
+ * from the apiserver's cache, and the server ends it after a second. */
+static struct node_writes writes_since(const char *node, const char *rv)
+{
+	char sel[96];
+	struct node_writes w = {0};
+	struct kube_status st;
+	snprintf(sel, sizeof(sel), "metadata.name=%s", node);
+	const struct kube_watch_opts o = {.field_selector = sel,
+	                                  .resource_version = rv,
+	                                  .timeout_s = 1,
+	                                  .no_bookmarks = true};
+	(void)kube_watch(C, &KUBE_RES_NODES, NULL, &o, count_write, &w, NULL, &st);
+	return w;
+}
+
+static char *node_rv(const char *name, json_t **obj)
+{
+	json_t *n = NULL;
+	struct kube_status st;
+	char *rv;
+	if (kube_get(C, &KUBE_RES_NODES, NULL, name, &n, &st) != NV_OK)
+		return xstrdup("");
+	rv = xstrdup(jx_str_or(n, "metadata.resourceVersion", ""));
+	if (obj)
+		*obj = n;
+	else
+		json_decref(n);
+	return rv;
+}
+
+/* A drain that carries a label sets it and the cordon in one write, also
+ * when it starts from a stale cached copy (the conflict makes it read the
+ * Node); the release removes both in one write. */
+static void test_label_with_cordon(void)
+{
+	const char *nodes[] = {"drain-n6"};
+	json_t *stale = NULL, *fresh = NULL,
+	       *label = json_pack("{s:s}", "nvl72.io/maintenance", "Draining");
+	json_t *unlabel = json_pack("{s:n}", "nvl72.io/maintenance");
+	json_t *other = json_pack("{s:{s:{s:s}}}", "metadata", "labels", "other", "x");
+	struct drain_result res;
+	struct kube_status st;
+	struct node_writes w;
+	char *rv;
+
+	node("drain-n6", false);
+	free(node_rv("drain-n6", &stale));
+	/* Someone else writes: the copy in hand is stale now. */
+	check(kube_patch(C, &KUBE_RES_NODES, NULL, "drain-n6",
+	                 &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE}, other, NULL,
+	                 &st) == NV_OK,
+	      "another writer labels the Node", "%s", st.message);
+	rv = node_rv("drain-n6", NULL);
+	const json_t *cached[] = {stale};
+	struct drain_policy pol = {.mode = API_DRAIN_EVICT,
+	                           .owner = "rackupgrade/it6",
+	                           .write = {.cached = cached, .labels = label}};
+	check(pass(C, nodes, 1, &pol, &res) == NV_OK && res.done,
+	      "a drain from a stale cached Node completes", "done=%d", res.done);
+	w = writes_since("drain-n6", rv);
+	check(w.modified == 1 && json_is_true(jx_path(w.first, "spec.unschedulable")) &&
+	              strcmp(jx_str_or(w.first, "metadata.labels.nvl72\\.io/maintenance", ""),
+	                     "Draining") == 0 &&
+	              strcmp(jx_str_or(w.first, "metadata.labels.other", ""), "x") == 0,
+	      "the cordon and the label are one write, keeping the other writer's label",
+	      "%d writes; first: unschedulable=%d", w.modified,
+	      json_is_true(jx_path(w.first, "spec.unschedulable")));
+	json_decref(w.first);
+	free(rv);
+
+	rv = node_rv("drain-n6", &fresh);
+	const json_t *now[] = {fresh};
+	const struct drain_node_write rw = {.cached = now, .labels = unlabel};
+	check(drain_release(C, nodes, 1, "rackupgrade/it6", &rw, &st) == NV_OK,
+	      "the release with a label removal succeeds", "%s", st.message);
+	w = writes_since("drain-n6", rv);
+	check(w.modified == 1 && !json_is_true(jx_path(w.first, "spec.unschedulable")) &&
+	              jx_path(w.first, "metadata.labels.nvl72\\.io/maintenance") == NULL,
+	      "the uncordon and the label's removal are one write", "%d writes", w.modified);
+	json_decref(w.first);
+	free(rv);
+	json_decref(stale);
+	json_decref(fresh);
+	json_decref(label);
+	json_decref(unlabel);
+	json_decref(other);
 }
 
 /* ---- bad input ---- */
@@ -517,7 +621,7 @@ static void test_bad_input(void)
 	check(drain_nodes(C, none, 1, &pol, time_wall_ms(), &res, &st) == NV_E_NOT_FOUND &&
 	              strstr(st.message, "drain-missing") != NULL,
 	      "a missing node is an error naming it", "%s", st.message);
-	check(drain_release(C, none, 1, "rackupgrade/it3", &st) == NV_OK,
+	check(drain_release(C, none, 1, "rackupgrade/it3", NULL, &st) == NV_OK,
 	      "releasing a node that is gone is not an error", "%s", st.message);
 }
 
@@ -539,6 +643,7 @@ int main(void)
 	test_checkpoint();
 	test_pdb_and_foreign_cordon();
 	test_release_clears_handshake();
+	test_label_with_cordon();
 	test_bad_input();
 	kwok_stop();
 	kube_client_free(C);
