@@ -509,9 +509,12 @@ static bool was_unscheduled(const json_t *rack, int index)
 	return false;
 }
 
-/* Events for the decisions a person wants to know about. */
+/* Events for the decisions a person wants to know about. An unscheduled
+ * agent is told once, by the pass whose status write says so first (a
+ * pass whose write waits for --rack-status-interval leaves it to that
+ * one). */
 static void rack_events(struct op *op, struct rack_pass *p, const struct op_rack_eval *ev,
-                        int cordoned, int uncordoned)
+                        int cordoned, int uncordoned, bool status_held)
 {
 	char list[512] = "";
 	size_t len = 0;
@@ -527,7 +530,8 @@ static void rack_events(struct op *op, struct rack_pass *p, const struct op_rack
 		op_event(op, p->rack, "Normal", "TraysCreated", "Create", "created %d ComputeTrays",
 		         p->created);
 	for (unsigned i = 0; i < p->n; i++)
-		if (p->in[i].agent_unmet[0] && !was_unscheduled(p->rack, p->in[i].index))
+		if (!status_held && p->in[i].agent_unmet[0] &&
+		    !was_unscheduled(p->rack, p->in[i].index))
 			op_event(op, p->rack, "Warning", "AgentNotScheduled", "Check",
 			         "tray t%02d: Node %s does not match the agent's node selector (it "
 			         "lacks %s), so no agent runs there; label the Node, or widen the "
@@ -709,10 +713,10 @@ static struct kube_result rack_reconcile(void *ud, const char *key)
 		rc = r2;
 	if ((r2 = nodes_release(op, key, &p)) != NV_OK)
 		rc = r2;
-	rack_events(op, &p, &ev, cordoned, uncordoned);
 	/* The status says "cordoned" only once every Node is. */
 	if ((r2 = status_sync(op, &p, &ev, want_cordon && rc == NV_OK, &hold_ms)) != NV_OK)
 		rc = r2;
+	rack_events(op, &p, &ev, cordoned, uncordoned, hold_ms > 0);
 	op_feed_rack(op, p.rack, &ev, p.in, want_cordon);
 	if (rc == NV_OK && ev.next_check_ms > 0) {
 		int64_t d = ev.next_check_ms - time_wall_ms();
