@@ -35,6 +35,16 @@ ours() {
 	[[ $exe == "$cache"/* ]]
 }
 
+# Whether a process started here a moment ago (setsid BINARY ... &) still
+# runs: until it has exec'd its binary, /proc/PID/exe is the shell's or
+# setsid's, which ours() does not accept. An exited one (a zombie too) has
+# no exe.
+starting() {
+	local exe
+	exe=$(readlink "/proc/$1/exe" 2>/dev/null) || return 1
+	[[ $exe == "$cache"/* || $exe == */setsid || $exe == */bash ]]
+}
+
 # Stops the given PIDs, newest first: the apiserver before etcd.
 stop_pids() {
 	local pid alive
@@ -202,7 +212,7 @@ restart_apiserver() {
 	for _ in $(seq 600); do
 		curl -fsS --max-time 2 --cacert "$dir/pki/ca.crt" "https://127.0.0.1:$ap/readyz" \
 			>/dev/null 2>&1 && { log "apiserver restarted: https://127.0.0.1:$ap"; return 0; }
-		ours "$new" || break
+		starting "$new" || break
 		sleep 0.1
 	done
 	die "the apiserver did not come back; see $dir/logs/apiserver.log"
@@ -252,7 +262,7 @@ start() {
 				up=1
 				break
 			fi
-			ours "$(tail -1 "$dir/pids")" || break
+			starting "$(tail -1 "$dir/pids")" || break
 			sleep 0.1
 		done
 		if ((!up)); then
@@ -273,7 +283,7 @@ start() {
 			if curl -fsS --max-time 2 --cacert "$p/ca.crt" "https://127.0.0.1:$ap/readyz" >/dev/null 2>&1; then
 				break
 			fi
-			ours "$(tail -1 "$dir/pids")" || break
+			starting "$(tail -1 "$dir/pids")" || break
 			sleep 0.1
 		done
 		if curl -fsS --max-time 2 --cacert "$p/ca.crt" "https://127.0.0.1:$ap/readyz" >/dev/null 2>&1; then
