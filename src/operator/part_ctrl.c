@@ -109,8 +109,7 @@ static void enqueue_rack_parts(struct op *op, const char *rack, struct kube_work
 	json_t *ps = kube_informer_by_index(op->partitions, OP_INDEX_PARTITION_RACK, rack), *p;
 	size_t i;
 	json_array_foreach(ps, i, p)
-		if (strcmp(jx_str_or(p, "spec.rack", ""), rack) == 0)
-			kube_workqueue_add(q, kube_obj_name(p));
+		kube_workqueue_add(q, kube_obj_name(p));
 	json_decref(ps);
 }
 

@@ -652,14 +652,13 @@ static enum nv_err status_sync(struct op *op, struct rack_pass *p, const struct 
 		                &(struct kube_patch_opts){.type = KUBE_PATCH_MERGE,
 		                                          .subresource = "status"},
 		                patch, NULL, &st);
-		if (rc == NV_OK)
+		if (rc == NV_OK) {
 			status_written(op, kube_obj_name(p->rack), now);
-		if (rc == NV_OK)
 			log_info(RACK_COMP, "status written",
 			         "rack=%s ready=%d unavailable=%d stack=%s fabric=%s degraded=%d",
 			         kube_obj_name(p->rack), ev->ready, ev->unavailable,
 			         ev->stack[0] ? ev->stack : "-", ev->fabric, ev->degraded);
-		else if (rc != NV_E_CONFLICT)
+		} else if (rc != NV_E_CONFLICT)
 			log_warn(RACK_COMP, "status write failed", "rack=%s err=%s msg=\"%s\"",
 			         kube_obj_name(p->rack), nv_err_name(rc), st.message);
 	}

@@ -327,8 +327,6 @@ static void load_rack(struct op *op, struct upg_pass *p)
 	all = kube_informer_by_index(op->partitions, OP_INDEX_PARTITION_RACK, p->u->rack);
 	p->parts = xcalloc(json_array_size(all) + 1, sizeof(*p->parts));
 	json_array_foreach(all, i, o) {
-		if (strcmp(jx_str_or(o, "spec.rack", ""), p->u->rack) != 0)
-			continue;
 		api_errors_init(&e);
 		if (api_rack_partition_parse(o, &p->parts[p->nparts], &e) == NV_OK)
 			p->nparts++;
