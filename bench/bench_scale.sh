@@ -34,6 +34,9 @@
 #   SCALE_READY_SECONDS    longest wait for convergence (default 900)
 #   SCALE_PEER             0: no controller-runtime peer (default 1; needs Go)
 #   SCALE_PEER_REST        seconds the peers rest after their sync (default 60)
+#   SCALE_PROFILE          seconds of kube-apiserver CPU profile to take from the
+#                          upgrade row's create (default 0: none); the top of it is
+#                          printed and the profile kept beside the results (needs Go)
 #   BUILD                  build folder (default build)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,8 +50,11 @@ upgrade_sizes=" ${SCALE_UPGRADE-1 16} "
 install_ms=${SCALE_INSTALL_MS:-2000}
 ready_s=${SCALE_READY_SECONDS:-900}
 peer_rest=${SCALE_PEER_REST:-60}
+profile_s=${SCALE_PROFILE:-0}
+# The test control plane runs without profiling; the last flag wins.
+((profile_s > 0)) && export NVL72_APISERVER_ARGS="${NVL72_APISERVER_ARGS:-} --profiling=true"
 node_shape=${SCALE_NODE_SHAPE:-realistic}
-obj_sizes=
+obj_sizes= upg_sizes=
 build=${BUILD:-build}
 op_bin=${SCALE_OPERATOR:-$root/$build/rel/bin/nvl72-operator}
 read -r -a op_args <<<"${SCALE_OPERATOR_ARGS:-}"
@@ -186,6 +192,25 @@ upgrade_writes() {
 		18 * 7 + 2 * (.status.canary.trays | length) + 6] | add'
 }
 
+# obj_size KIND/NAME: compact JSON as served, with managedFields (without).
+obj_size() {
+	echo "$(k get "$1" -o json --show-managed-fields | jq -c . | wc -c)" \
+		"($(k get "$1" -o json | jq -c 'del(.metadata.managedFields)' | wc -c))"
+}
+
+# The apiserver's CPU profile of the upgrade row, kept beside the results with
+# its flat top 25 printed (stderr) and saved as text.
+profile_top() {
+	local n=$1 pid=$2 out
+	wait "$pid" || { echo "bench_scale: apiserver profile failed: $(head -c 300 "$work/pprof.err")" >&2; return; }
+	mkdir -p bench/results
+	out=bench/results/apiserver-profile-$(date -u +%Y%m%dT%H%M%SZ)-$n
+	cp "$work/apiserver-$n.pprof" "$out.pprof"
+	go tool pprof -top -nodecount=25 "$out.pprof" 2>/dev/null >"$out.txt"
+	go tool pprof -top -cum -nodecount=60 "$out.pprof" 2>/dev/null >>"$out.txt"
+	echo "bench_scale: apiserver profile of $n racks' upgrade: $out.txt" >&2
+}
+
 # The upgrade row: every rack upgraded at once, in the cluster of one_size.
 uprows=() uprows_by=()
 one_upgrade() {
@@ -197,6 +222,12 @@ one_upgrade() {
 	b0=$(scrape); l0=$(lg_stat requests); c0=$(cpu_s)
 	req_by >"$work/req0.txt"
 	t0=$(date +%s%3N)
+	local ppid=""
+	if ((profile_s > 0)); then
+		timeout $((profile_s + 60)) "$KUBECTL" get --raw "/debug/pprof/profile?seconds=$profile_s" \
+			>"$work/apiserver-$n.pprof" 2>"$work/pprof.err" &
+		ppid=$!
+	fi
 	k create -f "$work/upgrades.yaml" >/dev/null || { echo "bench_scale: upgrades not created"; return 1; }
 	tu=0
 	for _ in $(seq 3000); do
@@ -206,6 +237,7 @@ one_upgrade() {
 	done
 	b1=$(scrape); l1=$(lg_stat requests); c1=$(cpu_s)
 	req_by >"$work/req1.txt"
+	[[ -n $ppid ]] && profile_top "$n" "$ppid"
 	hwm=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$opid/status")
 	if ((tu == 0)); then
 		echo "bench_scale: $n upgrades did not all complete within 600 s"
@@ -215,6 +247,13 @@ one_upgrade() {
 	done=$(k get computetrays -o json | jq '[.items[] | select(.status.driver.version == "580.159.03")] | length')
 	writes=$(upgrade_writes)
 	med=$(median_ms "$b0" "$b1")
+	if [[ -z $upg_sizes ]]; then
+		local u r1
+		u=$(k get rackupgrades -o name | head -1)
+		r1=$(k get racks -o name | head -1)
+		upg_sizes="one RackUpgrade $(obj_size "$u") B, one Rack $(obj_size "$r1") B,"
+		upg_sizes+=" one Node $(obj_size node/bench-r01-t01) B, one ComputeTray $(obj_size computetray/bench-r01-t01) B"
+	fi
 	uprows+=("$(awk -v n="$n" -v ms=$((tu - t0)) -v hwm="$hwm" -v c0="$c0" -v c1="$c1" \
 		-v b0="${b0%% *}" -v b1="${b1%% *}" -v l0="$l0" -v l1="$l1" -v bg="$bg_rate" \
 		-v w="$writes" -v med="$med" -v done="$done" 'BEGIN {
@@ -432,6 +471,8 @@ out=bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ).txt
 		echo "on the new driver; hwm: operator peak RSS during the upgrade; cpu: operator seconds"
 		echo "during it; req/rack, op/rack: as above; writes: API writes the upgrades need (see"
 		echo "docs/performance.md); floor: writes x median write latency during the upgrade."
+		echo "at the end of the first row: $upg_sizes (bytes, compact JSON with managedFields"
+		echo "and, in parentheses, without)."
 		echo
 		echo "the upgrade row's API requests by verb and resource (all clients; at least one per rack)"
 		echo "racks  verb     resource                              requests per-rack"
