@@ -180,15 +180,19 @@ upgrades_yaml() {
 	done
 }
 
-# Writes one upgrade needs, from its final status: the create; a status
-# write per step and 3 for the phases before and after the steps; per tray
+# Writes one upgrade needs, from its final status: the create; status
+# writes for the notice and the start, 3 per wave (its Drain's start, the
+# Drain's end with the Apply's start, the trays' report with the Uncordon's
+# start; the Uncordon's end goes with what follows) and one per Validate
+# or Soak step (the gate's result, the soak's end); per tray
 # the three spec patches (Draining, Upgrading with the driver, None), the
 # Node's cordon with its Draining label, its Upgrading label at Apply, and
 # its uncordon with the label's removal, and one agent status with the new
 # driver; per canary tray the validation request and its
 # result; the Rack's status.upgrade at each of its 6 phases.
 upgrade_writes() {
-	k get rackupgrades -o json | jq '[.items[] | 1 + (.status.steps | length) + 3 +
+	k get rackupgrades -o json | jq '[.items[] | 1 + 2 + 3 * (.status.waves | length) +
+		([.status.steps[] | select(.action == "Validate" or .action == "Soak")] | length) +
 		18 * 7 + 2 * (.status.canary.trays | length) + 6] | add'
 }
 

@@ -67,6 +67,10 @@ static int64_t upgrade_clock(void)
  * or days. Stepped back, the pass simply finds it is not time yet. */
 #define UPGRADE_CLOCK_RECHECK_MS 60000
 
+/* The most steps one pass ends and starts (a wave's Uncordon, the next
+ * wave's Drain, its Apply, ...) before it leaves the rest to the next. */
+#define UPGRADE_ROUNDS_MAX 8
+
 /* ---- watches ---- */
 
 /* The parent named as controller among obj's owners, or NULL. */
@@ -182,6 +186,7 @@ struct upg_pass {
 	char owner[96];
 	char (*nv)[OP_NVIDIA_NAME_MAX]; /* the NVIDIA ComputeDomain of each tray, by position */
 	char nv_why[512];               /* why NVIDIA's ComputeDomains are unread, "" */
+	const char *marked;             /* the phase rack_mark last wrote, or NULL */
 };
 
 static void pass_clear(struct upg_pass *p)
@@ -246,6 +251,30 @@ static void tray_in(const json_t *t, const json_t *node, struct op_upgrade_tray 
 	o->validation_busbw = json_is_number(bw) ? (int)json_number_value(bw) : 0;
 	o->validation_transport = jx_str_or(t, "status.validation.transport", "");
 	o->validation_message = jx_str_or(t, "status.validation.message", "");
+}
+
+/* The trays of an action the pass just finished, as the cache will show
+ * them once its writes come back: a drained tray is down; a released one
+ * (uncordoned, out of maintenance) is up when it and its Node are Ready.
+ * The next round of the same pass plans the next wave from these. */
+static void trays_acted(struct upg_pass *p, const struct op_upgrade_out *a)
+{
+	for (unsigned i = 0; i < p->ntin; i++) {
+		struct op_upgrade_tray *o = &p->tin[i];
+		const json_t *node = p->nodes[i];
+		if (o->index < 1 || o->index > API_COMPUTE_TRAYS || !(a->trays & (1u << o->index)))
+			continue;
+		if (a->act == OP_UPG_DRAIN) {
+			o->available = false;
+			o->maint = "Draining";
+		} else if (a->act == OP_UPG_RELEASE) {
+			o->available =
+			        kube_condition_is_true(json_array_get(p->trays, i), "Ready") &&
+			        node && strcmp(op_node_ready(node), "True") == 0;
+			o->maint = "None";
+			o->maint_upgrade = "";
+		}
+	}
 }
 
 /* An approval counts only when it is bound to this very upgrade (the
@@ -502,6 +531,18 @@ static void steps_observe(struct op *op, const struct api_rack_upgrade_status *b
 	}
 }
 
+/* before := the status just written (st), so that the next write of the
+ * pass observes only the steps that end after it. */
+static void status_rebase(struct api_rack_upgrade_status *before,
+                          const struct api_rack_upgrade_status *st)
+{
+	if (st->nsteps > before->nsteps) {
+		before->steps = xreallocarray(before->steps, st->nsteps, sizeof(*st->steps));
+		before->nsteps = st->nsteps;
+	}
+	memcpy(before->steps, st->steps, st->nsteps * sizeof(*st->steps));
+}
+
 /* ---- the action ---- */
 
 /* An out-of-band step: poll what the step records, start what comes next,
@@ -622,11 +663,14 @@ static struct kube_result drain_expired(struct op *op, struct upg_pass *p,
 	return (struct kube_result){0};
 }
 
-/* act's drain or release of the nodes (n of them), then the step's record. */
+/* act's drain or release of the nodes (n of them). A step that ends here
+ * is finished in *st and *ended set: the caller records it with the next
+ * step's start, in one write. */
 static struct kube_result act_nodes(struct op *op, struct upg_pass *p,
                                     struct api_rack_upgrade_status *st,
                                     const struct op_upgrade_out *a, const char *const *nodes,
-                                    unsigned n, const struct drain_node_write *w, int64_t now)
+                                    unsigned n, const struct drain_node_write *w, int64_t now,
+                                    bool *ended)
 {
 	struct kube_status ks;
 	struct drain_result dr;
@@ -679,16 +723,12 @@ static struct kube_result act_nodes(struct op *op, struct upg_pass *p,
 	} else {
 		return (struct kube_result){0};
 	}
-	step_observe(op, &st->steps[a->step]);
-	/* The step's end is recorded now; the watch event of this write
-	 * brings the next pass, which starts the next step. */
-	if ((rc = status_write(op, p, st)) != NV_OK)
-		return (struct kube_result){.err = rc};
+	*ended = true;
 	return (struct kube_result){0};
 }
 
 static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack_upgrade_status *st,
-                              const struct op_upgrade_out *a)
+                              const struct op_upgrade_out *a, bool *ended)
 {
 	const char *nodes[API_COMPUTE_TRAYS];
 	const json_t *cached[API_COMPUTE_TRAYS];
@@ -704,7 +744,7 @@ static struct kube_result act(struct op *op, struct upg_pass *p, struct api_rack
 	if (rc != NV_OK)
 		r = (struct kube_result){.err = rc};
 	else
-		r = act_nodes(op, p, st, a, nodes, n, &w, now);
+		r = act_nodes(op, p, st, a, nodes, n, &w, now, ended);
 	json_decref(mark);
 	return r;
 }
@@ -731,13 +771,15 @@ static void rack_mark(struct op *op, struct upg_pass *p, const struct api_rack_u
 {
 	const char *phase = api_upgrade_phase_name(st->phase);
 	json_t *body;
-	if (p->rack_obj == NULL ||
-	    (strcmp(jx_str_or(p->rack_obj, "status.upgrade.name", ""), p->u->meta.name) == 0 &&
+	if (p->rack_obj == NULL || (p->marked != NULL && strcmp(p->marked, phase) == 0) ||
+	    (p->marked == NULL &&
+	     strcmp(jx_str_or(p->rack_obj, "status.upgrade.name", ""), p->u->meta.name) == 0 &&
 	     strcmp(jx_str_or(p->rack_obj, "status.upgrade.phase", ""), phase) == 0))
 		return;
 	body = json_pack("{s:{s:{s:s,s:s}}}", "status", "upgrade", "name", p->u->meta.name, "phase",
 	                 phase);
-	(void)patch(op, &OP_RES_RACKS, p->u->rack, body, "status", NULL);
+	if (patch(op, &OP_RES_RACKS, p->u->rack, body, "status", NULL) == NV_OK)
+		p->marked = phase;
 	json_decref(body);
 }
 
@@ -1048,33 +1090,54 @@ static struct kube_result upgrade_reconcile(void *ud, const char *key)
 	        .nvidia_unread = p.nv_why[0] ? p.nv_why : NULL,
 	        .now_ms = upgrade_clock(),
 	};
-	op_upgrade_eval(&in, &st, &out);
-	/* Status first: the step about to act is recorded as Running. */
-	if (out.changed && (rc = status_write(op, &p, &st)) != NV_OK) {
-		r.err = rc;
-		goto out;
+	/* A Drain or Uncordon step the pass itself ends (ended) is recorded
+	 * with what the engine starts next, in one write, and that acted on
+	 * in the same pass: a wave's steps cost a status write each, not
+	 * two. Rounds are bounded; the last one's end is written alone. */
+	for (int round = 0;; round++) {
+		bool ended = false, write;
+		op_upgrade_eval(&in, &st, &out);
+		write = out.changed || round > 0;
+		/* Status first: the step about to act is recorded as Running. */
+		if (write && (rc = status_write(op, &p, &st)) != NV_OK) {
+			r.err = rc;
+			goto out;
+		}
+		if (write) {
+			steps_observe(op, &before, &st);
+			status_rebase(&before, &st);
+			for (unsigned i = 0; i < out.nevents; i++)
+				op_event(op, p.obj, out.events[i].warning ? "Warning" : "Normal",
+				         out.events[i].reason, "Upgrade", "%s", out.events[i].note);
+			if (st.phase != out.was)
+				log_info(UPGRADE_COMP, "phase",
+				         "upgrade=%s rack=%s from=%s to=%s msg=\"%s\"",
+				         p.u->meta.name, p.u->rack, api_upgrade_phase_name(out.was),
+				         api_upgrade_phase_name(st.phase), st.message);
+		}
+		if (p.rack)
+			rack_mark(op, &p, &st);
+		if (st.phase == API_PHASE_COMPLETED && out.act == OP_UPG_NONE) {
+			r = stack_settle(op, &p, &st);
+			goto out;
+		}
+		if (out.act != OP_UPG_NONE && !write && !cache_current(op, &p))
+			goto out; /* our last write is not in the cache yet: its event comes */
+		if (out.act != OP_UPG_NONE)
+			r = act(op, &p, &st, &out, &ended);
+		if (!ended || r.err != NV_OK)
+			break;
+		if (round + 1 == UPGRADE_ROUNDS_MAX) {
+			/* The step's end alone; the write's event brings the next pass. */
+			if ((rc = status_write(op, &p, &st)) != NV_OK)
+				r.err = rc;
+			else
+				steps_observe(op, &before, &st);
+			goto out;
+		}
+		trays_acted(&p, &out);
+		in.now_ms = upgrade_clock();
 	}
-	if (out.changed) {
-		steps_observe(op, &before, &st);
-		for (unsigned i = 0; i < out.nevents; i++)
-			op_event(op, p.obj, out.events[i].warning ? "Warning" : "Normal",
-			         out.events[i].reason, "Upgrade", "%s", out.events[i].note);
-		if (st.phase != out.was)
-			log_info(UPGRADE_COMP, "phase",
-			         "upgrade=%s rack=%s from=%s to=%s msg=\"%s\"", p.u->meta.name,
-			         p.u->rack, api_upgrade_phase_name(out.was),
-			         api_upgrade_phase_name(st.phase), st.message);
-	}
-	if (p.rack)
-		rack_mark(op, &p, &st);
-	if (st.phase == API_PHASE_COMPLETED && out.act == OP_UPG_NONE) {
-		r = stack_settle(op, &p, &st);
-		goto out;
-	}
-	if (out.act != OP_UPG_NONE && !out.changed && !cache_current(op, &p))
-		goto out; /* our last write is not in the cache yet: its event comes */
-	if (out.act != OP_UPG_NONE)
-		r = act(op, &p, &st, &out);
 	if (r.err == NV_OK && r.requeue_after_ms == 0 && out.wake_ms > 0) {
 		int64_t left = out.wake_ms - upgrade_clock();
 		r.requeue_after_ms = left > UPGRADE_CLOCK_RECHECK_MS ? UPGRADE_CLOCK_RECHECK_MS

@@ -257,6 +257,13 @@ wait_for 40 phase_is "$UP" AwaitingApproval
 check "happy: AwaitingApproval after the notice, waiting for the workload layer" \
 	"$(ustatus "$UP" .status.message | grep -q workload && echo 0 || echo 1)" \
 	"$(ustatus "$UP" '.status | {phase, message}')"
+# Every version of the upgrade from here (a watch), and the step duration
+# counts before it, for the write checks after Completed.
+mp=$(sed -n 's/.*serving.* metrics=\([0-9]*\).*/\1/p' "$work/op.log" | head -1)
+drains0=$(curl -s "http://127.0.0.1:$mp/metrics" |
+	sed -n 's/^nvl72_upgrade_step_duration_seconds_count{action="Drain"} //p')
+k get rackupgrade "$UP" -w -o json >"$work/happy-watch.json" 2>/dev/null &
+wpid=$!
 out=$(approve "$UP")
 by=$(k get upgradeapproval "$UP-workload" -o jsonpath='{.spec.approvedBy.username}' 2>&1)
 [[ $by == "$TENANT_USER" ]]
@@ -264,6 +271,23 @@ check "happy: the webhook stamped the approval with the tenant's user" $? "$out 
 wait_for 240 phase_in "$UP" Completed Halted Aborted
 phase_is "$UP" Completed
 check "happy: Completed ($((SECONDS - t0))s)" $? "$(ustatus "$UP" '.status | {phase, message}')"
+watched_completed() { jq -se 'any(.[]; .status.phase == "Completed")' "$work/happy-watch.json" >/dev/null 2>&1; }
+wait_for 20 watched_completed
+kill "$wpid" 2>/dev/null
+wait "$wpid" 2>/dev/null
+# A Drain or Uncordon step the operator ends itself goes out in the write
+# that starts the next step (or completes the upgrade): no version of the
+# object shows one Succeeded with the next step still Pending, or as the
+# last step of an upgrade still running.
+gaps=$(jq -sc '[.[] | select(.status.phase as $p | ["Canary", "Validating", "RollingOut"] | index($p))
+	| .metadata.resourceVersion as $rv | .status.steps as $s | range(0; $s | length) as $i
+	| select(($s[$i].action == "Drain" or $s[$i].action == "Uncordon") and $s[$i].phase == "Succeeded"
+		and ($i + 1 == ($s | length) or $s[$i + 1].phase == "Pending"))
+	| "rv \($rv): step \($i) (\($s[$i].action), wave \($s[$i].wave)) ended, next \($s[$i + 1].phase // "none")"]' \
+	"$work/happy-watch.json")
+nver=$(jq -s length "$work/happy-watch.json")
+[[ $gaps == "[]" && $nver -gt 5 ]]
+check "happy: a Drain or Uncordon step's end goes out with the next step's start ($nver versions watched)" $? "$gaps"
 drivers=$(trays_json | jq -c '[.[].status.driver.version] | unique')
 [[ $drivers == "[\"$TO_DRIVER\"]" ]]
 check "happy: every tray runs driver $TO_DRIVER" $? "$drivers"
@@ -280,13 +304,14 @@ check "happy: the Rack's status.upgrade names the upgrade, Completed" $? \
 evs=$(events_for "$UP" | sort -u | tr '\n' ' ')
 [[ $evs == *Announced* && $evs == *ApprovalCounted* && $evs == *GatePassed* && $evs == *Completed* ]]
 check "happy: events for the announcement, the approval, the gate and the phases" $? "$evs"
-mp=$(sed -n 's/.*serving.* metrics=\([0-9]*\).*/\1/p' "$work/op.log" | head -1)
 m=$(curl -s "http://127.0.0.1:$mp/metrics")
+drains=$(sed -n 's/^nvl72_upgrade_step_duration_seconds_count{action="Drain"} //p' <<<"$m")
+ndrain=$(ustatus "$UP" '[.status.steps[] | select(.action == "Drain")] | length')
 grep -q "nvl72_upgrade_phase{upgrade=\"$UP\",rack=\"$RACK\",phase=\"Completed\"} 1" <<<"$m" &&
 	grep -q "nvl72_upgrade_gate_passed{upgrade=\"$UP\",rack=\"$RACK\",wave=\"0\"} 1" <<<"$m" &&
-	grep -q 'nvl72_upgrade_step_duration_seconds_count{action="Drain"}' <<<"$m"
-check "happy: metrics for the phase, the gate and step durations" $? \
-	"$(grep -E 'nvl72_upgrade_(phase|gate_passed|step_duration_seconds_count)\{' <<<"$m" | grep -v ' 0$' | head -12)"
+	((${drains:-0} - ${drains0:-0} == ndrain))
+check "happy: metrics for the phase, the gate and step durations (each of $ndrain Drain steps once)" $? \
+	"Drain count ${drains0:-0} -> ${drains:-0}; $(grep -E 'nvl72_upgrade_(phase|gate_passed|step_duration_seconds_count)\{' <<<"$m" | grep -v ' 0$' | head -12)"
 # After Completed the Rack's spec names the target, written by server-side
 # apply as nvl72-operator, which then owns the field: a server-side apply of
 # the old manifest conflicts, a plain patch back passes with the webhook's

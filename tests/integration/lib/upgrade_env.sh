@@ -59,6 +59,11 @@ cleanup() {
 	if ((failed > 0)); then
 		for f in "$work"/op*.log; do
 			[[ -f $f ]] || continue
+			# A check that failed mid-suite needs what happened then, not
+			# only at the end: the upgrades' phase changes, warnings and
+			# errors of the whole run first.
+			echo "-- upgrade phases, warnings and errors in $(basename "$f")"
+			grep -E '^[^ ]+ (warn|error) |upgrade: phase |reconcile failed' "$f" | tail -150 | cut -c1-300
 			echo "-- last lines of $(basename "$f")"
 			grep -v '"ok"' "$f" | tail -40 | cut -c1-300
 		done
