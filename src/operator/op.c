@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "nvl72/alloc.h"
+#include "nvl72/api_upgrade.h"
 #include "nvl72/json.h"
 #include "nvl72/log.h"
 #include "nvl72/webhook.h"
@@ -58,6 +59,16 @@ static void index_spec_rack(const json_t *obj, const char *arg, struct kube_inde
 	(void)arg;
 	if (r[0] != '\0')
 		out->v[out->n++] = r;
+}
+
+/* spec.rack of a RackUpgrade that has not finished. */
+static void index_active_rack(const json_t *obj, const char *arg, struct kube_index_vals *out)
+{
+	enum api_upgrade_phase ph;
+	if (api_upgrade_phase_from_name(jx_str_or(obj, "status.phase", ""), &ph) &&
+	    api_upgrade_phase_final(ph))
+		return;
+	index_spec_rack(obj, arg, out);
 }
 
 struct kube_client *op_client(struct op *op)
@@ -335,6 +346,8 @@ static enum nv_err op_build(struct op *op)
 	                                  NULL)) ||
 	    (rc = kube_informer_add_index(op->trays, OP_INDEX_TRAY_RACK, index_spec_rack, NULL)) ||
 	    (rc = kube_informer_add_index(op->upgrades, OP_INDEX_UPGRADE_RACK, index_spec_rack,
+	                                  NULL)) ||
+	    (rc = kube_informer_add_index(op->upgrades, OP_INDEX_UPGRADE_ACTIVE, index_active_rack,
 	                                  NULL)) ||
 	    (rc = kube_informer_add_index(op->partitions, OP_INDEX_PARTITION_RACK, index_spec_rack,
 	                                  NULL)) ||

@@ -78,6 +78,9 @@ struct op_watch {
 /* RackUpgrades by spec.rack: a tray's event finds its rack's upgrades
  * without reading them all. */
 #define OP_INDEX_UPGRADE_RACK "rack"
+/* The same for the upgrades still in flight (not Completed, Aborted or
+ * RolledBack): a tray's, partition's or Node's event concerns only those. */
+#define OP_INDEX_UPGRADE_ACTIVE "active-rack"
 /* RackPartitions by spec.rack: a rack's pass or event reads its own. */
 #define OP_INDEX_PARTITION_RACK "rack"
 #define OP_WATCH_MAX 8

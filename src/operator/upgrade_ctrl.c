@@ -89,13 +89,17 @@ static const char *parent_of(const json_t *obj, const char **uid)
 	return NULL;
 }
 
-static void enqueue_rack(struct op *op, const char *rack, struct kube_workqueue *q)
+/* The upgrades of a rack: all of them (index OP_INDEX_UPGRADE_RACK), or
+ * those in flight (OP_INDEX_UPGRADE_ACTIVE): a finished one reads only the
+ * Rack (its stack) and itself. */
+static void enqueue_rack(struct op *op, const char *rack, const char *index,
+                         struct kube_workqueue *q)
 {
 	json_t *keys, *k;
 	size_t i;
 	if (rack == NULL || rack[0] == '\0')
 		return;
-	keys = kube_informer_index_keys(op->upgrades, OP_INDEX_UPGRADE_RACK, rack);
+	keys = kube_informer_index_keys(op->upgrades, index, rack);
 	json_array_foreach(keys, i, k)
 		kube_workqueue_add(q, json_string_value(k));
 	json_decref(keys);
@@ -122,7 +126,7 @@ static void map_approval(struct op *op, const json_t *obj, struct kube_workqueue
 /* Trays and partitions name their rack in spec.rack. */
 static void map_racked(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	enqueue_rack(op, jx_str_or(obj, "spec.rack", ""), q);
+	enqueue_rack(op, jx_str_or(obj, "spec.rack", ""), OP_INDEX_UPGRADE_ACTIVE, q);
 }
 
 static bool racked_changed(struct op *op, const json_t *o, const json_t *n)
@@ -134,7 +138,7 @@ static bool racked_changed(struct op *op, const json_t *o, const json_t *n)
 
 static void map_rack(struct op *op, const json_t *obj, struct kube_workqueue *q)
 {
-	enqueue_rack(op, kube_obj_name(obj), q);
+	enqueue_rack(op, kube_obj_name(obj), OP_INDEX_UPGRADE_RACK, q);
 }
 
 static bool rack_changed(struct op *op, const json_t *o, const json_t *n)
@@ -148,7 +152,8 @@ static bool rack_changed(struct op *op, const json_t *o, const json_t *n)
 static void map_node(struct op *op, const json_t *o, const json_t *n, struct kube_workqueue *q)
 {
 	if (o && n)
-		enqueue_rack(op, jx_str_or(n, "metadata.labels." OP_LABEL_RACK, ""), q);
+		enqueue_rack(op, jx_str_or(n, "metadata.labels." OP_LABEL_RACK, ""),
+		             OP_INDEX_UPGRADE_ACTIVE, q);
 }
 
 static bool node_changed(struct op *op, const json_t *o, const json_t *n)

@@ -368,6 +368,24 @@ out=$(k patch rack "$RACK" --type=merge -p '{"spec":{"matrix":{"stack":"'"$FROM"
 	wait_for 30 spec_stack_is "$TO" && wait_for 30 stack_applied
 check "happy: without RackStackSet (stopped before the apply) the next pass moves the Rack again and records it" $? \
 	"$out / spec: $(spec_stack) / $(stack_cond)"
+# A finished upgrade is not evaluated again for its rack's tray events
+# (only for the Rack's and its own): GPU 1 of tray 5 reports LimitedCapacity
+# and then Healthy again, and the operator logs nothing more for $UP, whose
+# stale approval of the first upgrade of that name each of its passes
+# would report again.
+named() { grep -c "approval not counted.*upgrade=$UP " "$work/op.log"; }
+# The passes the Rack's last changes brought are over: a second without a line.
+settled() { local a; a=$(named); sleep 1; [[ $(named) == "$a" ]]; }
+wait_for 20 settled
+n1=$(named)
+health5() { [[ $(trays_json | jq -r '.[] | select(.spec.index == 5) | .status.fabric.healthSummary') == "$1" ]]; }
+simctl gpu "$(tray 5)" 1 health_mask=0x4A9 summary=3 >/dev/null && wait_for 20 health5 LimitedCapacity &&
+	simctl gpu "$(tray 5)" 1 health_mask=0x1AA summary=1 >/dev/null && wait_for 20 health5 Healthy
+rc=$?
+n2=$(named)
+((rc == 0 && n1 > 0 && n2 == n1))
+check "finished: two tray reports bring no pass of the Completed $UP ($n1 -> $n2 lines naming it)" $? \
+	"rc=$rc $(grep "upgrade=$UP " "$work/op.log" | tail -3 | cut -c1-300)"
 # ------------------------------------- 4. switch trays out of band ---
 TO2=gb300-r580-173 TO2_DRIVER=580.173.02
 NVOS2=25.02.4317 STFW2=88.0002.1958 NMX2=1.3.0
