@@ -262,7 +262,8 @@ check "happy: AwaitingApproval after the notice, waiting for the workload layer"
 mp=$(sed -n 's/.*serving.* metrics=\([0-9]*\).*/\1/p' "$work/op.log" | head -1)
 drains0=$(curl -s "http://127.0.0.1:$mp/metrics" |
 	sed -n 's/^nvl72_upgrade_step_duration_seconds_count{action="Drain"} //p')
-k get rackupgrade "$UP" -w -o json >"$work/happy-watch.json" 2>/dev/null &
+# (kubectl itself, not k: a watch must outlive k's 30 s request timeout)
+timeout 300 "$KUBECTL" get rackupgrade "$UP" -w -o json >"$work/happy-watch.json" 2>/dev/null &
 wpid=$!
 out=$(approve "$UP")
 by=$(k get upgradeapproval "$UP-workload" -o jsonpath='{.spec.approvedBy.username}' 2>&1)
@@ -272,7 +273,7 @@ wait_for 240 phase_in "$UP" Completed Halted Aborted
 phase_is "$UP" Completed
 check "happy: Completed ($((SECONDS - t0))s)" $? "$(ustatus "$UP" '.status | {phase, message}')"
 watched_completed() { jq -se 'any(.[]; .status.phase == "Completed")' "$work/happy-watch.json" >/dev/null 2>&1; }
-wait_for 20 watched_completed
+if wait_for 30 watched_completed; then seen=Completed; else seen="not Completed"; fi
 kill "$wpid" 2>/dev/null
 wait "$wpid" 2>/dev/null
 # A Drain or Uncordon step the operator ends itself goes out in the write
@@ -286,8 +287,9 @@ gaps=$(jq -sc '[.[] | select(.status.phase as $p | ["Canary", "Validating", "Rol
 	| "rv \($rv): step \($i) (\($s[$i].action), wave \($s[$i].wave)) ended, next \($s[$i + 1].phase // "none")"]' \
 	"$work/happy-watch.json")
 nver=$(jq -s length "$work/happy-watch.json")
-[[ $gaps == "[]" && $nver -gt 5 ]]
-check "happy: a Drain or Uncordon step's end goes out with the next step's start ($nver versions watched)" $? "$gaps"
+[[ $gaps == "[]" && $nver -gt 5 && $seen == Completed ]]
+check "happy: a Drain or Uncordon step's end goes out with the next step's start ($nver versions watched)" $? \
+	"the watch saw the upgrade $seen; $gaps"
 drivers=$(trays_json | jq -c '[.[].status.driver.version] | unique')
 [[ $drivers == "[\"$TO_DRIVER\"]" ]]
 check "happy: every tray runs driver $TO_DRIVER" $? "$drivers"
