@@ -229,15 +229,21 @@ static const char *cond_why(const json_t *obj, const char *type)
 	                                                            : "";
 }
 
+/* Whether the tray and its Node report Ready: up, once out of maintenance
+ * and schedulable. */
+static bool tray_up(const json_t *t, const json_t *node)
+{
+	return kube_condition_is_true(t, "Ready") && node &&
+	       strcmp(op_node_ready(node), "True") == 0;
+}
+
 static void tray_in(const json_t *t, const json_t *node, struct op_upgrade_tray *o)
 {
 	const json_t *bw = jx_path(t, "status.validation.busBandwidthGbps");
 	o->index = (int)json_integer_value(jx_path(t, "spec.index"));
 	o->node = jx_str_or(t, "spec.node", "");
 	o->present = true;
-	o->available = kube_condition_is_true(t, "Ready") && node &&
-	               strcmp(op_node_ready(node), "True") == 0 &&
-	               !json_is_true(jx_path(node, "spec.unschedulable")) &&
+	o->available = tray_up(t, node) && !json_is_true(jx_path(node, "spec.unschedulable")) &&
 	               strcmp(jx_str_or(t, "spec.maintenance.state", "None"), "None") == 0;
 	o->driver = jx_str_or(t, "status.driver.version", "");
 	o->driver_ready = kube_condition_is_true(t, "DriverReady");
@@ -266,16 +272,13 @@ static void trays_acted(struct upg_pass *p, const struct op_upgrade_out *a)
 {
 	for (unsigned i = 0; i < p->ntin; i++) {
 		struct op_upgrade_tray *o = &p->tin[i];
-		const json_t *node = p->nodes[i];
 		if (o->index < 1 || o->index > API_COMPUTE_TRAYS || !(a->trays & (1u << o->index)))
 			continue;
 		if (a->act == OP_UPG_DRAIN) {
 			o->available = false;
 			o->maint = "Draining";
 		} else if (a->act == OP_UPG_RELEASE) {
-			o->available =
-			        kube_condition_is_true(json_array_get(p->trays, i), "Ready") &&
-			        node && strcmp(op_node_ready(node), "True") == 0;
+			o->available = tray_up(json_array_get(p->trays, i), p->nodes[i]);
 			o->maint = "None";
 			o->maint_upgrade = "";
 		}
