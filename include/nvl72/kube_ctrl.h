@@ -123,6 +123,12 @@ struct kube_informer_opts {
 	bool keep_managed_fields;
 	kube_transform_fn transform;
 	const void *transform_arg; /* borrowed: must outlive the informer */
+	/* Parsed trees kept for kube_informer_get_shared: those of keys
+	 * read again within 5 s, up to this many bytes (counted as 8 times
+	 * their text), least recently read out first, each dropped after 5 s
+	 * unread; 0: none, every read parses. With a budget a handler's old
+	 * object may be such a tree: a handler must not change it. */
+	size_t memo_bytes;
 };
 
 /* Sends no request: the first list happens on the thread kube_informer_start
@@ -161,6 +167,16 @@ void kube_informer_free(struct kube_informer *inf);
  * microsecond per 100 bytes): a pass reads an object once, and reads a few
  * through get or by_index rather than the whole list. */
 json_t *kube_informer_get(struct kube_informer *inf, const char *key);
+/* key's object as a tree shared with every other shared reader (other
+ * threads too), or NULL: parsed once per version while the informer's
+ * memo keeps it (opts.memo_bytes), parsed anew for each read otherwise.
+ * Read it, never change it (jansson's readers, dump, copy and equal are
+ * safe on a tree other threads read); hand it back with kube_shared_put.
+ * For a pass that reads the same objects as many other passes: a rack's
+ * trays and Nodes. */
+const json_t *kube_informer_get_shared(struct kube_informer *inf, const char *key);
+/* Drops a shared read's reference; NULL does nothing. */
+void kube_shared_put(const json_t *obj);
 /* A new array of every object, or of those whose index name has value. */
 json_t *kube_informer_list(struct kube_informer *inf);
 json_t *kube_informer_by_index(struct kube_informer *inf, const char *index, const char *value);
@@ -183,9 +199,11 @@ struct kube_informer_stats {
 	uint64_t watches; /* watch requests started */
 	uint64_t gone;    /* 410 answers that forced a relist */
 	uint64_t bookmarks;
-	uint64_t events; /* watch events applied */
-	size_t objects;  /* in the cache now */
-	size_t bytes;    /* their compact JSON text */
+	uint64_t events;                 /* watch events applied */
+	size_t objects;                  /* in the cache now */
+	size_t bytes;                    /* their compact JSON text */
+	uint64_t memo_hits, memo_misses; /* shared reads served kept, parsed */
+	size_t memo_bytes;               /* what the kept trees count for */
 };
 void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *out);
 

@@ -92,6 +92,7 @@ struct op_config {
 	int64_t heartbeat_timeout_ms;    /* 0: never stale */
 	int64_t domain_replace_grace_ms; /* a failed domain member waits this long */
 	int64_t rack_status_interval_ms; /* least time between a Rack's status writes */
+	int parsed_cache_mib;            /* shared parsed trays and Nodes */
 	int rack_workers;                /* workers of each controller */
 	int domain_workers;
 	int partition_workers;

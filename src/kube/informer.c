@@ -8,12 +8,19 @@
 #include <string.h>
 
 #include "nvl72/kube_ctrl.h"
+#include "nvl72/timeutil.h"
 
 #include "kube_int.h"
 
 #define INF_MAX_HANDLERS 8
 #define INF_KEY_MAX 512
 #define INF_HEALTHY_RESET_MS 120000
+/* A kept parsed tree (opts.memo_bytes) unread this long goes: the memo
+ * holds what busy passes read again and again (a rack whose trays move
+ * brings passes every second or two), not a resting cache, whose passes
+ * come tens of seconds apart. */
+#define INF_MEMO_IDLE_MS 5000
+#define INF_MEMO_RELEASE_BYTES (1u << 20)
 
 struct kube_informer {
 	struct kube_client *c;
@@ -32,6 +39,7 @@ struct kube_informer {
 	struct kube_stop *stop;
 	pthread_t thread;
 	struct kube_informer_stats stats;
+	size_t memo_dropped; /* since the memo was last empty (mu) */
 };
 
 void kube_index_namespace(const json_t *obj, const char *arg, struct kube_index_vals *out)
@@ -82,6 +90,7 @@ enum nv_err kube_informer_new(struct kube_client *c, const struct kube_informer_
 	pthread_mutex_init(&inf->mu, NULL);
 	kube_cond_init(&inf->cond);
 	inf->cache = kube_cache_new();
+	kube_cache_memo_max(inf->cache, o->memo_bytes, INF_MEMO_IDLE_MS);
 	inf->stop = kube_stop_new();
 	*out = inf;
 	return NV_OK;
@@ -133,9 +142,24 @@ static void fire(struct kube_informer *inf, json_t *old, json_t *obj, bool delet
 	}
 }
 
+/* Drops the kept trees gone unread (mu held). A memo that had grown past
+ * a MiB and is empty now marks the end of a burst of passes: its heap
+ * pages go back (once, outside the lock: *release). */
+static void memo_expire(struct kube_informer *inf, int64_t now_ms, bool *release)
+{
+	struct kube_informer_stats st;
+
+	inf->memo_dropped += kube_cache_memo_expire(inf->cache, now_ms);
+	kube_cache_memo_stats(inf->cache, &st.memo_hits, &st.memo_misses, &st.memo_bytes);
+	*release = st.memo_bytes == 0 && inf->memo_dropped >= INF_MEMO_RELEASE_BYTES;
+	if (*release || st.memo_bytes == 0)
+		inf->memo_dropped = 0;
+}
+
 /* Applies one object (added or modified); skips exact replays. Only this
  * thread changes the cache, so what it peeked is still there to swap. The
- * handlers get the old object parsed from the cache's text. */
+ * handlers get the old object's kept tree, or one parsed from the cache's
+ * text. */
 static void apply_upsert(struct kube_informer *inf, const char *key, json_t *obj)
 {
 	const struct kube_cobj *cur;
@@ -151,9 +175,9 @@ static void apply_upsert(struct kube_informer *inf, const char *key, json_t *obj
 		return;
 	o = kube_cobj_new(inf->cache, obj);
 	pthread_mutex_lock(&inf->mu);
-	old = kube_cache_swap(inf->cache, key, o);
+	old = kube_cache_swap(inf->cache, key, o, &old_obj);
 	pthread_mutex_unlock(&inf->mu);
-	if (old != NULL && inf->nh > 0)
+	if (old != NULL && old_obj == NULL && inf->nh > 0)
 		old_obj = kube_cobj_parse(old);
 	kube_cobj_unref(old);
 	if (old == NULL || old_obj != NULL)
@@ -167,10 +191,15 @@ static void apply_delete(struct kube_informer *inf, const char *key, json_t *fin
 	json_t *last = NULL;
 
 	pthread_mutex_lock(&inf->mu);
-	old = kube_cache_swap(inf->cache, key, NULL);
+	old = kube_cache_swap(inf->cache, key, NULL, &last);
 	pthread_mutex_unlock(&inf->mu);
+	if (final != NULL) {
+		json_decref(last);
+		last = json_incref(final);
+	}
 	if (old != NULL && inf->nh > 0) {
-		last = final ? json_incref(final) : kube_cobj_parse(old);
+		if (last == NULL)
+			last = kube_cobj_parse(old);
 		fire(inf, NULL, last, true, unknown);
 	}
 	kube_cobj_unref(old);
@@ -193,7 +222,13 @@ static enum nv_err on_event(void *ud, enum kube_event_type type, json_t *obj)
 	char key[INF_KEY_MAX];
 
 	if (type == KUBE_EV_BOOKMARK) {
+		bool release;
 		stat_inc(inf, &inf->stats.bookmarks);
+		pthread_mutex_lock(&inf->mu); /* a quiet cache's chance to expire */
+		memo_expire(inf, time_mono_ms(), &release);
+		pthread_mutex_unlock(&inf->mu);
+		if (release)
+			alloc_release_free();
 		set_rv(inf, kube_obj_rv(obj));
 		return NV_OK;
 	}
@@ -483,6 +518,34 @@ json_t *kube_informer_get(struct kube_informer *inf, const char *key)
 	return v;
 }
 
+const json_t *kube_informer_get_shared(struct kube_informer *inf, const char *key)
+{
+	struct kube_cobj *o;
+	bool release;
+	json_t *t;
+	int64_t now = time_mono_ms();
+
+	pthread_mutex_lock(&inf->mu);
+	memo_expire(inf, now, &release);
+	t = kube_cache_tree(inf->cache, key, &o, now);
+	pthread_mutex_unlock(&inf->mu);
+	if (release)
+		alloc_release_free();
+	if (t != NULL || o == NULL)
+		return t;
+	t = kube_cobj_parse(o);
+	pthread_mutex_lock(&inf->mu);
+	kube_cache_keep(inf->cache, key, o, t, time_mono_ms());
+	pthread_mutex_unlock(&inf->mu);
+	kube_cobj_unref(o);
+	return t;
+}
+
+void kube_shared_put(const json_t *obj)
+{
+	json_decref((json_t *)obj);
+}
+
 json_t *kube_informer_list(struct kube_informer *inf)
 {
 	struct kube_cobj **v;
@@ -549,5 +612,6 @@ void kube_informer_stats(struct kube_informer *inf, struct kube_informer_stats *
 	*out = inf->stats;
 	out->objects = kube_cache_len(inf->cache);
 	out->bytes = kube_cache_bytes(inf->cache);
+	kube_cache_memo_stats(inf->cache, &out->memo_hits, &out->memo_misses, &out->memo_bytes);
 	pthread_mutex_unlock(&inf->mu);
 }

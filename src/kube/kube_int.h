@@ -301,8 +301,34 @@ json_t *kube_cobj_parse_all(struct kube_cobj **v, size_t n);
 struct kube_cobj *kube_cache_peek(const struct kube_cache *c, const char *key);
 /* Stores o under key (taking its reference; NULL deletes) and returns the
  * object it replaced (the caller's reference) or NULL. An existing key
- * keeps its place in the order. */
-struct kube_cobj *kube_cache_swap(struct kube_cache *c, const char *key, struct kube_cobj *o);
+ * keeps its place in the order. The replaced object's kept tree (see
+ * kube_cache_keep) goes to *old_tree when old_tree is not NULL (NULL when
+ * none was kept), else it is dropped. */
+struct kube_cobj *kube_cache_swap(struct kube_cache *c, const char *key, struct kube_cobj *o,
+                                  json_t **old_tree);
+/* The memo of parsed trees: up to bytes of them (counted as 8 times their
+ * text), the least recently read dropped first, and any not read for
+ * idle_ms dropped by kube_cache_memo_expire; bytes 0 (the default) keeps
+ * none. Lowering it drops trees at once. The calls below take the
+ * monotonic time in ms. */
+void kube_cache_memo_max(struct kube_cache *c, size_t bytes, int64_t idle_ms);
+/* Drops the trees not read for the idle time; returns what they counted
+ * for. */
+size_t kube_cache_memo_expire(struct kube_cache *c, int64_t now_ms);
+/* Offers tree, parsed from o for a shared read of key: kept (the cache
+ * takes its own reference) when o is still key's object, none is kept for
+ * it yet, it fits the budget and key had a shared read within the idle
+ * time before this one (a key read once in a while is not kept). A kept
+ * tree is shared from here on: nobody may change it. */
+void kube_cache_keep(struct kube_cache *c, const char *key, const struct kube_cobj *o, json_t *tree,
+                     int64_t now_ms);
+/* key's kept tree (a new reference) and *o NULL; or, with none kept, NULL
+ * and a reference to key's object in *o, for the caller to parse (and
+ * offer to kube_cache_keep); NULL and *o NULL when key is absent. */
+json_t *kube_cache_tree(struct kube_cache *c, const char *key, struct kube_cobj **o,
+                        int64_t now_ms);
+void kube_cache_memo_stats(const struct kube_cache *c, uint64_t *hits, uint64_t *misses,
+                           size_t *bytes);
 size_t kube_cache_len(const struct kube_cache *c);
 /* Bytes of text of every object. */
 size_t kube_cache_bytes(const struct kube_cache *c);

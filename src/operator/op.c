@@ -249,6 +249,9 @@ static enum nv_err informer(struct op *op, const struct kube_res *res, const cha
 	static const char *const node_labels[] = {"nvl72.io/", "node-role.kubernetes.io/", NULL};
 	static const char *const node_annotations[] = {"nvl72.io/", NULL};
 	struct kube_informer_opts o = {.res = res, .ns = ns};
+	/* --parsed-cache-mib: a trimmed Node's tree is about a quarter of a
+	 * ComputeTray's, and every tray has one. */
+	size_t parsed = (size_t)op->cfg.parsed_cache_mib << 20;
 
 	if (res == &KUBE_RES_NODES) {
 		op->node_keep = (struct kube_node_keep){.label_prefixes = node_labels,
@@ -256,6 +259,9 @@ static enum nv_err informer(struct op *op, const struct kube_res *res, const cha
 		                                        .selector = op->agent_sel};
 		o.transform = kube_transform_node;
 		o.transform_arg = &op->node_keep;
+		o.memo_bytes = parsed / 4;
+	} else if (res == &OP_RES_TRAYS) {
+		o.memo_bytes = parsed - parsed / 4;
 	} else if (res == &RES_COORD_LEASES) {
 		o.transform = kube_transform_lease;
 	}

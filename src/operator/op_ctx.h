@@ -141,6 +141,8 @@ struct op_domain_metrics {
 	/* The kube transport's liveness counters and what was last exported. */
 	struct metrics_family *kube_probes, *kube_redials;
 	uint64_t probes_seen, redials_seen;
+	struct metrics_family *parsed_reads, *parsed_bytes; /* --parsed-cache-mib */
+	uint64_t parsed_seen[2][2];                         /* trays, Nodes: hits, parses */
 	pthread_mutex_t mu; /* one export of the counters at a time */
 };
 

@@ -122,6 +122,11 @@ const struct flag op_flags[] = {
          "Workers of the RackPartition controller: RackPartitions reconciled at once."},
         {"upgrade-workers", CFG(upgrade_workers), OP_FLAG_INT, "2", 1, 64, NULL,
          "Workers of the RackUpgrade controller: RackUpgrades reconciled at once."},
+        {"parsed-cache-mib", CFG(parsed_cache_mib), OP_FLAG_INT, "16", 0, 4096, NULL,
+         "Memory, in MiB, for parsed ComputeTrays and Nodes that the Rack, RackPartition and "
+         "RackUpgrade passes read again within 5 s (a rack whose trays move), shared between "
+         "them instead of parsed for each pass: counted as 8 times their JSON text, the least "
+         "recently read out first, and each dropped after 5 s unread. 0 parses on every read."},
         {"cache-sync-timeout", CFG(cache_sync_timeout_ms), OP_FLAG_DURATION, "2m", 1000, H, NULL,
          "How long a new leader waits for its caches before it gives up leading."},
         {"graceful-shutdown-timeout", CFG(shutdown_timeout_ms), OP_FLAG_DURATION, "30s", 0,

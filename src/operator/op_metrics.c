@@ -578,6 +578,27 @@ static void kube_counters(struct op *op, struct op_domain_metrics *m)
 	m->redials_seen = ks.redials;
 }
 
+/* The shared parsed trays and Nodes (--parsed-cache-mib); m->mu held. */
+static void parsed_cache(struct op *op, struct op_domain_metrics *m)
+{
+	struct kube_informer *inf[] = {op->trays, op->nodes};
+	const char *kind[] = {"ComputeTray", "Node"};
+
+	for (size_t i = 0; i < 2; i++) {
+		struct kube_informer_stats st;
+		if (inf[i] == NULL)
+			continue;
+		kube_informer_stats(inf[i], &st);
+		(void)metrics_counter_add(m->parsed_reads, L(kind[i], "kept"),
+		                          (double)(st.memo_hits - m->parsed_seen[i][0]));
+		(void)metrics_counter_add(m->parsed_reads, L(kind[i], "parsed"),
+		                          (double)(st.memo_misses - m->parsed_seen[i][1]));
+		(void)metrics_gauge_set(m->parsed_bytes, L(kind[i]), (double)st.memo_bytes);
+		m->parsed_seen[i][0] = st.memo_hits;
+		m->parsed_seen[i][1] = st.memo_misses;
+	}
+}
+
 static void collect(void *arg)
 {
 	struct op *op = arg;
@@ -586,6 +607,7 @@ static void collect(void *arg)
 	wq_gauges(op);
 	pthread_mutex_lock(&m->mu);
 	kube_counters(op, m);
+	parsed_cache(op, m);
 	pthread_mutex_unlock(&m->mu);
 }
 
@@ -620,13 +642,26 @@ enum nv_err op_metrics_register(struct op *op)
 	        .help = "Apiserver connections dropped for a probe left unanswered.",
 	        .type = METRICS_COUNTER,
 	        .labels = L("host")};
+	struct metrics_desc pr = {
+	        .name = "nvl72_parsed_cache_reads_total",
+	        .help = "Shared reads of cached objects by the Rack, RackPartition and RackUpgrade "
+	                "passes: served from a kept tree, or parsed from the cache's text.",
+	        .type = METRICS_COUNTER,
+	        .labels = L("kind", "result")};
+	struct metrics_desc pb = {
+	        .name = "nvl72_parsed_cache_bytes",
+	        .help = "What the kept parsed trees count for against --parsed-cache-mib.",
+	        .type = METRICS_GAUGE,
+	        .labels = L("kind")};
 	enum nv_err rc;
 
 	pthread_mutex_init(&m->mu, NULL);
 	if ((rc = metrics_family_register(op->reg, &bi, &m->build_info)) ||
 	    (rc = metrics_family_register(op->reg, &hd, &op->upg_step_seconds)) ||
 	    (rc = metrics_family_register(op->reg, &kp, &m->kube_probes)) ||
-	    (rc = metrics_family_register(op->reg, &kr, &m->kube_redials)))
+	    (rc = metrics_family_register(op->reg, &kr, &m->kube_redials)) ||
+	    (rc = metrics_family_register(op->reg, &pr, &m->parsed_reads)) ||
+	    (rc = metrics_family_register(op->reg, &pb, &m->parsed_bytes)))
 		return rc;
 	(void)metrics_gauge_set(m->build_info, L(NVL72_VERSION), 1);
 	op_metrics_leading(op, false);

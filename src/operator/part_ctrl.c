@@ -192,7 +192,7 @@ struct part_pass {
 	struct api_rack_partition *spec;
 	struct api_rack *rack;
 	struct buf rack_errs; /* why the parser refused the Rack */
-	json_t *trays[API_COMPUTE_TRAYS], *nodes[API_COMPUTE_TRAYS];
+	const json_t *trays[API_COMPUTE_TRAYS], *nodes[API_COMPUTE_TRAYS]; /* shared reads */
 	struct op_part_in in;
 	struct op_part_backend be;
 	const char *name;
@@ -203,8 +203,8 @@ struct part_pass {
 static void pass_clear(struct part_pass *p)
 {
 	for (unsigned i = 0; i < API_COMPUTE_TRAYS; i++) {
-		json_decref(p->trays[i]);
-		json_decref(p->nodes[i]);
+		kube_shared_put(p->trays[i]);
+		kube_shared_put(p->nodes[i]);
 	}
 	buf_clear(&p->rack_errs);
 	api_rack_free(p->rack);
@@ -294,8 +294,8 @@ static void pass_load(struct op *op, struct part_pass *p)
 		const struct api_rack_compute_tray *t = &p->rack->compute[k];
 		char tname[64];
 		op_tray_name(p->spec->rack, t->index, tname);
-		p->trays[k] = kube_informer_get(op->trays, tname);
-		p->nodes[k] = kube_informer_get(op->nodes, t->node);
+		p->trays[k] = kube_informer_get_shared(op->trays, tname);
+		p->nodes[k] = kube_informer_get_shared(op->nodes, t->node);
 		p->in.trays[k] =
 		        (struct op_part_tray){.index = t->index,
 		                              .node = t->node,

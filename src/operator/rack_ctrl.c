@@ -141,8 +141,8 @@ struct rack_pass {
 	struct api_rack *spec;
 	struct matrix *matrix; /* NULL: not known */
 	json_t *parts;
-	json_t *trays[API_COMPUTE_TRAYS];
-	json_t *nodes[API_COMPUTE_TRAYS];
+	const json_t *trays[API_COMPUTE_TRAYS]; /* shared reads */
+	const json_t *nodes[API_COMPUTE_TRAYS];
 	char names[API_COMPUTE_TRAYS][64];
 	char unmet[API_COMPUTE_TRAYS][160]; /* of --agent-node-selector, "" met */
 	struct op_tray_in in[API_COMPUTE_TRAYS];
@@ -157,8 +157,8 @@ static void pass_clear(struct rack_pass *p)
 	matrix_free(p->matrix);
 	json_decref(p->parts);
 	for (unsigned i = 0; i < API_COMPUTE_TRAYS; i++) {
-		json_decref(p->trays[i]);
-		json_decref(p->nodes[i]);
+		kube_shared_put(p->trays[i]);
+		kube_shared_put(p->nodes[i]);
 	}
 }
 
@@ -484,8 +484,8 @@ static void pass_load(struct op *op, struct rack_pass *p)
 		in->index = t->index;
 		in->node_name = t->node;
 		op_tray_name(rname, in->index, p->names[p->n]);
-		p->trays[p->n] = kube_informer_get(op->trays, p->names[p->n]);
-		p->nodes[p->n] = kube_informer_get(op->nodes, in->node_name);
+		p->trays[p->n] = kube_informer_get_shared(op->trays, p->names[p->n]);
+		p->nodes[p->n] = kube_informer_get_shared(op->nodes, in->node_name);
 		in->tray = p->trays[p->n];
 		in->node = p->nodes[p->n];
 		in->lease_renew_ms = op_lease_renew_ms(op, p->names[p->n]);

@@ -180,8 +180,8 @@ struct upg_pass {
 	struct api_rack *rack;
 	json_t *rack_obj;
 	struct matrix *m;
-	json_t *trays;  /* this rack's ComputeTrays */
-	json_t **nodes; /* their Nodes, by position in trays */
+	const json_t **trays; /* this rack's ComputeTrays (shared reads) */
+	const json_t **nodes; /* their Nodes, by position in trays */
 	struct op_upgrade_tray *tin;
 	unsigned ntin;
 	struct api_upgrade_approval **appr;
@@ -196,8 +196,11 @@ struct upg_pass {
 
 static void pass_clear(struct upg_pass *p)
 {
-	for (unsigned i = 0; i < p->ntin; i++)
-		json_decref(p->nodes[i]);
+	for (unsigned i = 0; i < p->ntin; i++) {
+		kube_shared_put(p->trays[i]);
+		kube_shared_put(p->nodes[i]);
+	}
+	free(p->trays);
 	free(p->nv);
 	free(p->nodes);
 	free(p->tin);
@@ -207,7 +210,6 @@ static void pass_clear(struct upg_pass *p)
 	for (unsigned i = 0; i < p->nparts; i++)
 		api_rack_partition_free(p->parts[i]);
 	free(p->parts);
-	json_decref(p->trays);
 	matrix_free(p->m);
 	api_rack_free(p->rack);
 	json_decref(p->rack_obj);
@@ -278,7 +280,7 @@ static void trays_acted(struct upg_pass *p, const struct op_upgrade_out *a)
 			o->available = false;
 			o->maint = "Draining";
 		} else if (a->act == OP_UPG_RELEASE) {
-			o->available = tray_up(json_array_get(p->trays, i), p->nodes[i]);
+			o->available = tray_up(p->trays[i], p->nodes[i]);
 			o->maint = "None";
 			o->maint_upgrade = "";
 		}
@@ -322,7 +324,7 @@ static void nvidia_load(struct op *op, struct upg_pass *p)
 static void load_rack(struct op *op, struct upg_pass *p)
 {
 	struct api_errors e;
-	json_t *all, *o;
+	json_t *all, *keys, *o;
 	size_t i;
 
 	api_errors_init(&e);
@@ -336,14 +338,21 @@ static void load_rack(struct op *op, struct upg_pass *p)
 		         p->u->meta.name, p->u->target_matrix);
 	json_decref(o);
 
-	p->trays = kube_informer_by_index(op->trays, OP_INDEX_TRAY_RACK, p->u->rack);
-	p->tin = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->tin));
-	p->nodes = xcalloc(json_array_size(p->trays) + 1, sizeof(*p->nodes));
-	json_array_foreach(p->trays, i, o) {
-		p->nodes[i] = kube_informer_get(op->nodes, jx_str_or(o, "spec.node", ""));
-		tray_in(o, p->nodes[i], &p->tin[i]);
+	keys = kube_informer_index_keys(op->trays, OP_INDEX_TRAY_RACK, p->u->rack);
+	p->trays = xcalloc(json_array_size(keys) + 1, sizeof(*p->trays));
+	p->tin = xcalloc(json_array_size(keys) + 1, sizeof(*p->tin));
+	p->nodes = xcalloc(json_array_size(keys) + 1, sizeof(*p->nodes));
+	json_array_foreach(keys, i, o) {
+		const json_t *t = kube_informer_get_shared(op->trays, json_string_value(o));
+		if (t == NULL) /* gone since the index was read */
+			continue;
+		p->trays[p->ntin] = t;
+		p->nodes[p->ntin] =
+		        kube_informer_get_shared(op->nodes, jx_str_or(t, "spec.node", ""));
+		tray_in(t, p->nodes[p->ntin], &p->tin[p->ntin]);
 		p->ntin++;
 	}
+	json_decref(keys);
 	nvidia_load(op, p);
 
 	all = kube_informer_list(op->approvals);
@@ -413,7 +422,7 @@ static const json_t *tray_at(const struct upg_pass *p, int index, unsigned *pos)
 	for (unsigned i = 0; i < p->ntin; i++)
 		if (p->tin[i].index == index) {
 			*pos = i;
-			return json_array_get(p->trays, i);
+			return p->trays[i];
 		}
 	return NULL;
 }

@@ -260,8 +260,12 @@ check "happy: AwaitingApproval after the notice, waiting for the workload layer"
 # Every version of the upgrade from here (a watch), and the step duration
 # counts before it, for the write checks after Completed.
 mp=$(sed -n 's/.*serving.* metrics=\([0-9]*\).*/\1/p' "$work/op.log" | head -1)
-drains0=$(curl -s "http://127.0.0.1:$mp/metrics" |
-	sed -n 's/^nvl72_upgrade_step_duration_seconds_count{action="Drain"} //p')
+m0=$(curl -s "http://127.0.0.1:$mp/metrics")
+drains0=$(sed -n 's/^nvl72_upgrade_step_duration_seconds_count{action="Drain"} //p' <<<"$m0")
+# parsed_reads METRICS RESULT: the ComputeTray shared reads so counted.
+parsed_reads() {
+	sed -n "s/^nvl72_parsed_cache_reads_total{kind=\"ComputeTray\",result=\"$2\"} //p" <<<"$1"
+}
 # (kubectl itself, not k: a watch must outlive k's 30 s request timeout)
 timeout 300 "$KUBECTL" get rackupgrade "$UP" -w -o json >"$work/happy-watch.json" 2>/dev/null &
 wpid=$!
@@ -314,6 +318,15 @@ grep -q "nvl72_upgrade_phase{upgrade=\"$UP\",rack=\"$RACK\",phase=\"Completed\"}
 	((${drains:-0} - ${drains0:-0} == ndrain))
 check "happy: metrics for the phase, the gate and step durations (each of $ndrain Drain steps once)" $? \
 	"Drain count ${drains0:-0} -> ${drains:-0}; $(grep -E 'nvl72_upgrade_(phase|gate_passed|step_duration_seconds_count)\{' <<<"$m" | grep -v ' 0$' | head -12)"
+# The passes share parsed trays (--parsed-cache-mib, 16 MiB by default):
+# during the upgrade most of their tray reads found a kept tree, and what
+# is kept stays within the trays' three quarters of the budget.
+kept=$(($(parsed_reads "$m" kept) - $(parsed_reads "$m0" kept)))
+parsed=$(($(parsed_reads "$m" parsed) - $(parsed_reads "$m0" parsed)))
+kbytes=$(sed -n 's/^nvl72_parsed_cache_bytes{kind="ComputeTray"} //p' <<<"$m")
+((kept > 2 * parsed && ${kbytes%.*} > 0 && ${kbytes%.*} <= 12582912))
+check "happy: the passes read trays from shared parsed trees ($kept kept, $parsed parsed)" $? \
+	"$(grep '^nvl72_parsed_cache' <<<"$m")"
 # After Completed the Rack's spec names the target, written by server-side
 # apply as nvl72-operator, which then owns the field: a server-side apply of
 # the old manifest conflicts, a plain patch back passes with the webhook's
