@@ -13,7 +13,9 @@
 # SCALE_UPGRADE it then upgrades every rack at once (a security RackUpgrade to
 # gb300-r580-159: 3 s notice, no window, a 2-tray canary, the load generator
 # installing drivers and answering validation runs as the agents do) and
-# measures the same figures from the create to every upgrade Completed.
+# measures the same figures from the create to every upgrade Completed,
+# with the CPU seconds of the apiserver, etcd, the load generator and the
+# operator over that time, and the operator's shared parsed-tree reads.
 # After each size's steady window it starts the controller-runtime peer
 # (bench/crpeer: informers on the same kinds, as unstructured objects) twice
 # against the same apiserver, whole objects and managedFields stripped, and
@@ -129,7 +131,27 @@ req_by() {
 # The second field of a scrape: requests other than Lease writes.
 nonlease() { local f=($1); echo "${f[1]}"; }
 lg_stat() { awk -v k="$1" '$1 == k {print $2}' "$work/lg.stats" 2>/dev/null || echo 0; }
-cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$opid/stat"; }
+cpu_s() { pid_cpu "$opid"; }
+# pid_cpu PID: its user+system seconds so far (0 once it is gone).
+pid_cpu() {
+	awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.2f", ($12 + $13) / hz }' \
+		"/proc/$1/stat" 2>/dev/null || echo 0
+}
+# The operator's shared parsed trays and Nodes: per kind, reads served kept,
+# reads parsed, and the bytes kept (nvl72_parsed_cache_*).
+parsed_stat() {
+	curl -fs --max-time 20 "http://127.0.0.1:$mport/metrics" | awk '
+	/^nvl72_parsed_cache_reads_total\{/ { k = $0; sub(/.*kind="/, "", k); sub(/".*/, "", k)
+		r = $0; sub(/.*result="/, "", r); sub(/".*/, "", r); v[k " " r] = $2 }
+	/^nvl72_parsed_cache_bytes\{/ { k = $0; sub(/.*kind="/, "", k); sub(/".*/, "", k); v[k " bytes"] = $2 }
+	END { printf "%d %d %d %d %d %d\n", v["ComputeTray kept"], v["ComputeTray parsed"],
+		v["ComputeTray bytes"], v["Node kept"], v["Node parsed"], v["Node bytes"] }'
+}
+# The control plane's and the load generator's CPU seconds, with the operator's.
+cpu_all() {
+	echo "$(pid_cpu "$(sed -n 2p "$cdir/pids")") $(pid_cpu "$(sed -n 1p "$cdir/pids")")" \
+		"$(pid_cpu "$lpid") $(cpu_s)"
+}
 # Median of the write latency between two scrapes, in ms (linear inside the bucket).
 median_ms() {
 	awk -v a="$1" -v b="$2" 'BEGIN {
@@ -216,7 +238,7 @@ profile_top() {
 }
 
 # The upgrade row: every rack upgraded at once, in the cluster of one_size.
-uprows=() uprows_by=()
+uprows=() uprows_by=() upcpu=() upparsed=()
 one_upgrade() {
 	local n=$1 line t0 tu b0 b1 l0 l1 c0 c1 hwm writes med done
 	canaries_yaml "$n" | k apply -f - >/dev/null || { echo "bench_scale: canaries not applied"; return 1; }
@@ -224,6 +246,8 @@ one_upgrade() {
 	sleep 5
 	echo 5 >"/proc/$opid/clear_refs" 2>/dev/null # VmHWM from here
 	b0=$(scrape); l0=$(lg_stat requests); c0=$(cpu_s)
+	local all0 all1 p0 p1
+	all0=$(cpu_all) p0=$(parsed_stat)
 	req_by >"$work/req0.txt"
 	t0=$(date +%s%3N)
 	local ppid=""
@@ -240,6 +264,7 @@ one_upgrade() {
 		sleep 0.2
 	done
 	b1=$(scrape); l1=$(lg_stat requests); c1=$(cpu_s)
+	all1=$(cpu_all) p1=$(parsed_stat)
 	req_by >"$work/req1.txt"
 	[[ -n $ppid ]] && profile_top "$n" "$ppid"
 	hwm=$(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$opid/status")
@@ -265,6 +290,15 @@ one_upgrade() {
 		if (op < 0) op = 0
 		printf "%5d %6d %6d %11.1f %8.1f %7.2f %9.1f %9.1f %6d %7s %8.2f\n",
 			n, n * 18, done, t, hwm, c1 - c0, all / n, op / n, w, med, w * med / 1000 }')")
+	upcpu+=("$(awk -v n="$n" -v ms=$((tu - t0)) -v a="$all0" -v b="$all1" -v cores="$(nproc)" 'BEGIN {
+		split(a, x, " "); split(b, y, " "); sum = 0
+		for (i = 1; i <= 4; i++) { d[i] = y[i] - x[i]; sum += d[i] }
+		printf "%5d %11.1f %9.1f %7.1f %9.1f %8.1f %7.1f %6.0f%%\n", n, ms / 1000, d[1], d[2], d[3], d[4],
+			sum, 100 * sum / (ms / 1000 * cores) }')")
+	upparsed+=("$(awk -v n="$n" -v a="$p0" -v b="$p1" 'BEGIN {
+		split(a, x, " "); split(b, y, " ")
+		printf "%5d %9d %9d %9.1f %9d %9d %9.1f\n", n, y[1] - x[1], y[2] - x[2], y[3] / 1048576,
+			y[4] - x[4], y[5] - x[5], y[6] / 1048576 }')")
 	echo "bench_scale: $n upgrades done (${uprows[-1]})" >&2
 	uprows_by+=("$(awk -v n="$n" 'NR == FNR { b[$1 " " $2] = $3; next }
 		{ d = $3 - b[$1 " " $2]; if (d >= n) printf "%5d  %-8s %-34s %8d %8.1f\n", n, $1, $2, d, d / n }' \
@@ -433,7 +467,7 @@ mkdir -p bench/results
 stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 out=bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ).txt
 {
-	echo "operator at scale, $stamp, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)," \
+	echo "operator at scale, $stamp, commit $(git describe --always --dirty 2>/dev/null || echo unknown)," \
 		"$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)," \
 		"load $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "steady window ${steady} s, load generator Lease renewal every ${hb} s, operator" \
@@ -477,6 +511,15 @@ out=bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ).txt
 		echo "docs/performance.md); floor: writes x median write latency during the upgrade."
 		echo "at the end of the first row: $upg_sizes (bytes, compact JSON with managedFields"
 		echo "and, in parentheses, without)."
+		echo
+		echo "the upgrade row's CPU seconds by process, and their sum against the wall time on $(nproc) cores"
+		echo "racks upgraded(s) apiserver    etcd loadgen operator     sum   busy"
+		printf '%s\n' "${upcpu[@]}"
+		echo
+		echo "the operator's shared parsed trays and Nodes during the upgrade row (--parsed-cache-mib):"
+		echo "reads served from a kept tree, reads parsed, and MiB kept at the end"
+		echo "racks tray-kept tray-pars  tray-MiB node-kept node-pars  node-MiB"
+		printf '%s\n' "${upparsed[@]}"
 		echo
 		echo "the upgrade row's API requests by verb and resource (all clients; at least one per rack)"
 		echo "racks  verb     resource                              requests per-rack"
