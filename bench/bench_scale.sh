@@ -65,6 +65,9 @@ ns=nvl72-system
 make -s BUILD="$build" "$root/$build/rel/bin/nvl72-operator" "$lg_bin" >/dev/null || { echo "bench_scale: build failed"; exit 1; }
 
 work=$(mktemp -d /tmp/nvl72-bench-scale.XXXXXX)
+# What is measured: the tree as the run starts (scale-latest.txt, written at
+# the end, would count as a change).
+commit=$(git describe --always --dirty 2>/dev/null || echo unknown)
 opid="" lpid="" cdir="" peer_pids=()
 stop_run() {
 	local p
@@ -467,7 +470,7 @@ mkdir -p bench/results
 stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 out=bench/results/scale-$(date -u +%Y%m%dT%H%M%SZ).txt
 {
-	echo "operator at scale, $stamp, commit $(git describe --always --dirty 2>/dev/null || echo unknown)," \
+	echo "operator at scale, $stamp, commit $commit," \
 		"$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)," \
 		"load $(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "steady window ${steady} s, load generator Lease renewal every ${hb} s, operator" \
