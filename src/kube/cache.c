@@ -2,13 +2,12 @@
 // The informer's cache. Each object is kept as the compact JSON text of what
 // the transform left of it, with its resourceVersion and index values taken
 // when it is stored, and a read parses the text into a new tree. A jansson
-// tree costs about twelve times its compact text, so a cache of trees was
-// most of the operator's memory; the text is immutable and reference
-// counted, so a reader takes it under the informer's lock and parses it
-// outside. A cache given a memo budget also keeps the parsed trees of the
-// objects read or changed last, shared by every reader that asks for a
-// shared read: from a key's second read within a few seconds, up to the
-// budget (least recently read first out), and while they are read.
+// tree costs several times its compact text (CACHE_TREE_COST), so a cache
+// of trees was most of the operator's memory; the text is immutable and
+// reference counted, so a reader takes it under the informer's lock and
+// parses it outside. A cache given a memo budget also keeps, for shared
+// reads, the parsed trees of the keys read again within its idle time, up
+// to the budget (least recently read first out), while they are read.
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>

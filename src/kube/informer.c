@@ -147,12 +147,13 @@ static void fire(struct kube_informer *inf, json_t *old, json_t *obj, bool delet
  * pages go back (once, outside the lock: *release). */
 static void memo_expire(struct kube_informer *inf, int64_t now_ms, bool *release)
 {
-	struct kube_informer_stats st;
+	uint64_t hits, misses;
+	size_t kept;
 
 	inf->memo_dropped += kube_cache_memo_expire(inf->cache, now_ms);
-	kube_cache_memo_stats(inf->cache, &st.memo_hits, &st.memo_misses, &st.memo_bytes);
-	*release = st.memo_bytes == 0 && inf->memo_dropped >= INF_MEMO_RELEASE_BYTES;
-	if (*release || st.memo_bytes == 0)
+	kube_cache_memo_stats(inf->cache, &hits, &misses, &kept);
+	*release = kept == 0 && inf->memo_dropped >= INF_MEMO_RELEASE_BYTES;
+	if (kept == 0)
 		inf->memo_dropped = 0;
 }
 

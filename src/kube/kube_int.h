@@ -308,8 +308,9 @@ struct kube_cobj *kube_cache_swap(struct kube_cache *c, const char *key, struct 
                                   json_t **old_tree);
 /* The memo of parsed trees: up to bytes of them (counted as 8 times their
  * text), the least recently read dropped first, and any not read for
- * idle_ms dropped by kube_cache_memo_expire; bytes 0 (the default) keeps
- * none. Lowering it drops trees at once. The calls below take the
+ * idle_ms dropped by kube_cache_memo_expire; a key is kept from its second
+ * read within idle_ms, so bytes 0 (the default) or idle_ms 0 keeps none.
+ * Lowering the budget drops trees at once. The calls below take the
  * monotonic time in ms. */
 void kube_cache_memo_max(struct kube_cache *c, size_t bytes, int64_t idle_ms);
 /* Drops the trees not read for the idle time; returns what they counted
